@@ -17,7 +17,7 @@ import (
 type zentry struct {
 	name    string
 	data    []byte
-	store   bool // zip.Store instead of zip.Deflate
+	store   bool        // zip.Store instead of zip.Deflate
 	mode    fs.FileMode // 0: a regular 0644 file
 	rawMode uint32      // when set, written as is into the external attributes
 	// lie about sizes: when set, the header declares this instead.

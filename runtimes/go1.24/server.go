@@ -1,0 +1,404 @@
+package sless
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// config is the wrapper's environment contract (docs/runtimes.md).
+type config struct {
+	port            string
+	functionDir     string
+	functionName    string
+	namespace       string
+	revision        string
+	timeout         time.Duration
+	mode            string
+	payload         string
+	terminationPath string
+}
+
+func configFromEnv(getenv func(string) string) config {
+	c := config{
+		port:            getenv("PORT"),
+		functionDir:     getenv("SLESS_FUNCTION_DIR"),
+		functionName:    getenv("SLESS_FUNCTION_NAME"),
+		namespace:       getenv("SLESS_NAMESPACE"),
+		revision:        getenv("SLESS_REVISION"),
+		mode:            getenv("SLESS_MODE"),
+		payload:         getenv("SLESS_PAYLOAD"),
+		terminationPath: getenv("SLESS_TERMINATION_MESSAGE_PATH"),
+		timeout:         30 * time.Second,
+	}
+	if c.port == "" {
+		c.port = "8080"
+	}
+	if c.functionDir == "" {
+		c.functionDir = "/sless/function"
+	}
+	if c.revision == "" {
+		c.revision = getenv("K_REVISION")
+	}
+	if c.terminationPath == "" {
+		c.terminationPath = "/dev/termination-log"
+	}
+	if s, err := strconv.ParseFloat(getenv("SLESS_TIMEOUT_SECONDS"), 64); err == nil && s > 0 {
+		c.timeout = time.Duration(s * float64(time.Second))
+	}
+	return c
+}
+
+// lineWriter writes whole lines to the process's real stdout, one at a time.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+var (
+	logOut     = &lineWriter{w: os.Stdout}
+	baseLogger = newLogger(logOut)
+)
+
+// newLogger logs JSON lines with the contract's keys: time, level, msg.
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 {
+				switch a.Key {
+				case slog.TimeKey:
+					return slog.String("time", a.Value.Time().UTC().Format("2006-01-02T15:04:05.000Z"))
+				case slog.LevelKey:
+					return slog.String("level", strings.ToLower(a.Value.String()))
+				}
+			}
+			return a
+		},
+	}))
+}
+
+// captureOutput points os.Stdout and os.Stderr at pipes whose lines become
+// JSON log lines, so that what a handler prints stays structured. Go has no
+// goroutine-local state, so these lines carry no request id; Logger(ctx) does.
+// The returned function flushes what is buffered.
+func captureOutput() (flush func()) {
+	var wg sync.WaitGroup
+	var writers []*os.File
+	pump := func(target **os.File, level slog.Level) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return
+		}
+		*target = w
+		writers = append(writers, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64*1024), 1024*1024)
+			for sc.Scan() {
+				baseLogger.Log(context.Background(), level, sc.Text(), "source", "function")
+			}
+		}()
+	}
+	pump(&os.Stdout, slog.LevelInfo)
+	pump(&os.Stderr, slog.LevelError)
+	return func() {
+		for _, w := range writers {
+			w.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// Start runs h under the sless contract: it serves HTTP until SIGTERM, or with
+// SLESS_MODE=job calls h once on SLESS_PAYLOAD. It does not return.
+func Start[E, T any](h func(context.Context, E) (T, error)) {
+	cfg := configFromEnv(os.Getenv)
+	flush := captureOutput()
+	if cfg.functionDir != "" {
+		_ = os.Chdir(cfg.functionDir)
+	}
+	code := 0
+	if cfg.mode == "job" {
+		code = runJob(cfg, adapt(h))
+	} else if err := serve(cfg, adapt(h), nil); err != nil {
+		baseLogger.Error("server failed", "error", err.Error())
+		code = 1
+	}
+	flush()
+	os.Exit(code)
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outcome is what one handler call produced.
+type outcome struct {
+	value    any
+	err      error
+	panicked bool
+	stack    string
+}
+
+// call runs the handler on its own goroutine and waits for it until ctx's
+// deadline. A handler that ignores ctx keeps running; its result is dropped.
+func call(ctx context.Context, h handler, ev *Event) (outcome, bool) {
+	done := make(chan outcome, 1)
+	go func() {
+		var out outcome
+		defer func() {
+			if p := recover(); p != nil {
+				out = outcome{err: fmt.Errorf("panic: %v", p), panicked: true, stack: string(debug.Stack())}
+			}
+			done <- out
+		}()
+		out.value, out.err = h(ctx, ev)
+	}()
+	select {
+	case out := <-done:
+		return out, true
+	case <-ctx.Done():
+		return outcome{}, false
+	}
+}
+
+func (c config) invocation(parent context.Context, requestID string) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(c.timeout)
+	ictx := &Context{
+		FunctionName: c.functionName,
+		Namespace:    c.namespace,
+		Revision:     c.revision,
+		RequestID:    requestID,
+		Deadline:     deadline,
+		logger:       baseLogger.With("requestId", requestID),
+	}
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	return context.WithValue(ctx, contextKey{}, ictx), cancel
+}
+
+// server is the HTTP side of the wrapper.
+type server struct {
+	cfg config
+	h   handler
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	requestID := r.Header.Get("X-Request-Id")
+	if requestID == "" {
+		requestID = newRequestID()
+	}
+	w.Header().Set("X-Request-Id", requestID)
+	if r.Method == http.MethodGet && r.URL.Path == HealthPath {
+		writeJSON(w, 200, map[string]string{"status": "ok"})
+		return
+	}
+	start := time.Now()
+	status := s.handle(w, r, requestID)
+	baseLogger.Info("request", "requestId", requestID, "method", r.Method, "path", r.URL.Path,
+		"status", status, "durationMs", float64(time.Since(start).Microseconds())/1000)
+}
+
+func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string) int {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeJSON(w, 400, newErrorBody("BadRequest", "cannot read the request body: "+err.Error(), requestID))
+		return 400
+	}
+	ev := &Event{
+		Method:   r.Method,
+		Path:     r.URL.Path,
+		Query:    firstValues(r.URL.Query()),
+		RawQuery: r.URL.RawQuery,
+		Headers:  make(map[string]string, len(r.Header)+1),
+		Body:     body,
+	}
+	for k, vs := range r.Header {
+		ev.Headers[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	if r.Host != "" {
+		ev.Headers["host"] = r.Host
+	}
+	if len(body) > 0 && ev.IsJSON() && !json.Valid(body) {
+		writeJSON(w, 400, newErrorBody("BadRequest", "request body is not valid JSON", requestID))
+		return 400
+	}
+	ctx, cancel := s.cfg.invocation(r.Context(), requestID)
+	defer cancel()
+	out, ok := call(ctx, s.h, ev)
+	if !ok {
+		if r.Context().Err() != nil {
+			return 499 // the client went away; nobody to answer
+		}
+		baseLogger.Error("function timed out", "requestId", requestID, "timeoutSeconds", s.cfg.timeout.Seconds())
+		writeJSON(w, 504, newErrorBody("Timeout", fmt.Sprintf("function exceeded its timeout of %gs", s.cfg.timeout.Seconds()), requestID))
+		return 504
+	}
+	if out.err != nil {
+		typ := errorType(out.err)
+		if out.panicked {
+			typ = "Panic"
+		}
+		status := errorStatus(out.err)
+		logFunctionError(requestID, typ, out)
+		writeJSON(w, status, newErrorBody(typ, out.err.Error(), requestID))
+		return status
+	}
+	enc, err := encodeResult(out.value)
+	if err != nil {
+		baseLogger.Error("cannot encode the function's result", "requestId", requestID, "error", err.Error())
+		writeJSON(w, 500, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID))
+		return 500
+	}
+	for k, v := range enc.headers {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(enc.body)))
+	w.WriteHeader(enc.status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(enc.body)
+	}
+	return enc.status
+}
+
+func logFunctionError(requestID, typ string, out outcome) {
+	stack := out.stack
+	if stack == "" {
+		stack = fmt.Sprintf("%+v", out.err)
+	}
+	baseLogger.Error(fmt.Sprintf("function returned %s: %v", typ, out.err), "requestId", requestID, "errorType", typ, "stack", stack)
+}
+
+func firstValues(q url.Values) map[string]string {
+	m := make(map[string]string, len(q))
+	for k, vs := range q {
+		if len(vs) > 0 {
+			m[k] = vs[0]
+		}
+	}
+	return m
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// serve listens on the configured port and serves until SIGTERM or SIGINT,
+// then stops accepting and lets in-flight requests finish (bounded by the
+// timeout). ready, when not nil, receives the listening address.
+func serve(cfg config, h handler, ready chan<- string) error {
+	ln, err := net.Listen("tcp", ":"+cfg.port)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           &server{cfg: cfg, h: h},
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       65 * time.Second,
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	baseLogger.Info("listening", "port", ln.Addr().(*net.TCPAddr).Port)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case sig := <-sigs:
+		baseLogger.Info("draining", "signal", sig.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout+time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		baseLogger.Error("in-flight requests did not finish before the drain deadline", "error", err.Error())
+	}
+	baseLogger.Info("stopped")
+	return nil
+}
+
+// runJob calls the handler once with SLESS_PAYLOAD as the body and writes the
+// result (exit 0) or the error (exit 1) to the termination-message path.
+func runJob(cfg config, h handler) int {
+	requestID := os.Getenv("SLESS_REQUEST_ID")
+	if requestID == "" {
+		requestID = newRequestID()
+	}
+	payload := strings.TrimSpace(cfg.payload)
+	if payload != "" && !json.Valid([]byte(payload)) {
+		return finishJob(cfg, newErrorBody("BadPayload", "SLESS_PAYLOAD is not valid JSON", requestID), 1)
+	}
+	ev := &Event{
+		Method:  http.MethodPost,
+		Path:    "/",
+		Query:   map[string]string{},
+		Headers: map[string]string{"content-type": "application/json"},
+		Body:    []byte(payload),
+	}
+	ctx, cancel := cfg.invocation(context.Background(), requestID)
+	defer cancel()
+	out, ok := call(ctx, h, ev)
+	if !ok {
+		baseLogger.Error("function timed out", "requestId", requestID, "timeoutSeconds", cfg.timeout.Seconds())
+		return finishJob(cfg, newErrorBody("Timeout", fmt.Sprintf("function exceeded its timeout of %gs", cfg.timeout.Seconds()), requestID), 1)
+	}
+	if out.err != nil {
+		typ := errorType(out.err)
+		if out.panicked {
+			typ = "Panic"
+		}
+		logFunctionError(requestID, typ, out)
+		return finishJob(cfg, newErrorBody(typ, out.err.Error(), requestID), 1)
+	}
+	b, err := json.Marshal(out.value)
+	if err != nil {
+		return finishJob(cfg, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID), 1)
+	}
+	baseLogger.Info("job finished", "requestId", requestID)
+	return finishJob(cfg, json.RawMessage(b), 0)
+}
+
+func finishJob(cfg config, v any, code int) int {
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = os.WriteFile(cfg.terminationPath, b, 0o644)
+	}
+	if err != nil {
+		baseLogger.Error("cannot write the termination message", "error", err.Error())
+		return 2
+	}
+	return code
+}

@@ -1,0 +1,390 @@
+'use strict';
+// sless runtime wrapper for Node.js.
+//
+// Loads the handler named by SLESS_ENTRYPOINT ("path/to/module.export") from
+// the function's code in SLESS_FUNCTION_DIR and serves it over HTTP on PORT,
+// or, with SLESS_MODE=job, runs it once on SLESS_PAYLOAD. The contract it
+// implements is written down in docs/runtimes.md; the same holds for every
+// sless runtime. Node's standard library only; runs on Node 18 and later.
+
+const http = require('node:http');
+const fs = require('node:fs');
+const path = require('node:path');
+const util = require('node:util');
+const crypto = require('node:crypto');
+const { AsyncLocalStorage } = require('node:async_hooks');
+const { pathToFileURL } = require('node:url');
+
+const HEALTH_PATH = '/_sless/health';
+const requestStore = new AsyncLocalStorage();
+
+function config(env) {
+  return {
+    port: Number(env.PORT || 8080),
+    entrypoint: env.SLESS_ENTRYPOINT || '',
+    functionDir: env.SLESS_FUNCTION_DIR || '/sless/function',
+    functionName: env.SLESS_FUNCTION_NAME || '',
+    namespace: env.SLESS_NAMESPACE || '',
+    revision: env.SLESS_REVISION || env.K_REVISION || '',
+    timeoutMs: Math.round(Number(env.SLESS_TIMEOUT_SECONDS || 30) * 1000),
+    mode: env.SLESS_MODE || '',
+    payload: env.SLESS_PAYLOAD || '',
+    terminationPath: env.SLESS_TERMINATION_MESSAGE_PATH || '/dev/termination-log',
+  };
+}
+
+const stdoutWrite = process.stdout.write.bind(process.stdout);
+
+function log(level, msg, fields = {}, requestId) {
+  const rec = { time: new Date().toISOString(), level, msg };
+  const rid = requestId !== undefined ? requestId : requestStore.getStore();
+  if (rid) rec.requestId = rid;
+  Object.assign(rec, fields);
+  stdoutWrite(JSON.stringify(rec) + '\n');
+}
+
+// What a handler writes with console.* becomes JSON log lines tagged with the
+// request id of the call it belongs to (AsyncLocalStorage follows awaits).
+function captureConsole() {
+  const levels = { log: 'info', info: 'info', debug: 'debug', warn: 'warn', error: 'error', trace: 'debug' };
+  for (const [name, level] of Object.entries(levels)) {
+    console[name] = (...args) => log(level, util.format(...args), { source: 'function' });
+  }
+}
+
+async function loadHandler(cfg) {
+  const ep = cfg.entrypoint;
+  const dot = ep.lastIndexOf('.');
+  if (dot <= 0 || dot === ep.length - 1) {
+    throw new Error(`SLESS_ENTRYPOINT must be module.function, got ${JSON.stringify(ep)}`);
+  }
+  const modPath = ep.slice(0, dot);
+  const fnName = ep.slice(dot + 1);
+  const base = path.resolve(cfg.functionDir, modPath);
+  const file = ['.js', '.mjs', '.cjs'].map((ext) => base + ext).find((f) => fs.existsSync(f));
+  if (!file) throw new Error(`no ${modPath}.js, .mjs or .cjs in ${cfg.functionDir}`);
+  // import() loads CommonJS and ES modules alike; a CommonJS module's exports
+  // are its default export.
+  const mod = await import(pathToFileURL(file).href);
+  let fn = mod[fnName];
+  if (typeof fn !== 'function' && mod.default && typeof mod.default[fnName] === 'function') {
+    fn = mod.default[fnName];
+  }
+  if (typeof fn !== 'function') throw new Error(`${modPath} exports no function ${JSON.stringify(fnName)}`);
+  return fn;
+}
+
+function isJSON(contentType) {
+  const ct = (contentType || '').split(';')[0].trim().toLowerCase();
+  return ct === 'application/json' || (ct.startsWith('application/') && ct.endsWith('+json'));
+}
+
+class RequestError extends Error {
+  constructor(status, type, message) {
+    super(message);
+    this.status = status;
+    this.type = type;
+  }
+}
+
+function makeEvent(req, body) {
+  const url = new URL(req.url, 'http://localhost');
+  const query = {};
+  for (const [k, v] of url.searchParams) if (!(k in query)) query[k] = v;
+  const headers = {};
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const k = req.rawHeaders[i].toLowerCase();
+    const v = req.rawHeaders[i + 1];
+    headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
+  }
+  const event = {
+    method: req.method,
+    path: url.pathname,
+    query,
+    rawQuery: url.search.slice(1),
+    headers,
+    body: null,
+    isBase64Encoded: false,
+  };
+  if (body.length > 0) {
+    if (isJSON(headers['content-type'])) {
+      try {
+        event.body = JSON.parse(body.toString('utf8'));
+      } catch (e) {
+        throw new RequestError(400, 'BadRequest', `request body is not valid JSON: ${e.message}`);
+      }
+    } else {
+      const text = new util.TextDecoder('utf-8', { fatal: true });
+      try {
+        event.body = text.decode(body);
+      } catch {
+        event.body = body.toString('base64');
+        event.isBase64Encoded = true;
+      }
+    }
+  }
+  return event;
+}
+
+function makeContext(cfg, requestId, deadlineMs) {
+  return {
+    functionName: cfg.functionName,
+    namespace: cfg.namespace,
+    revision: cfg.revision,
+    requestId,
+    deadlineMs,
+    remainingMs() {
+      return Math.max(0, deadlineMs - Date.now());
+    },
+  };
+}
+
+function jsonBytes(value) {
+  const s = JSON.stringify(value, (k, v) => (v && v.type === 'Buffer' && Array.isArray(v.data) ? Buffer.from(v.data).toString('base64') : v));
+  return Buffer.from(s === undefined ? 'null' : s, 'utf8');
+}
+
+function isResponse(v) {
+  return v !== null && typeof v === 'object' && !Buffer.isBuffer(v) && Number.isInteger(v.statusCode);
+}
+
+// Turns what a handler returned into { status, headers, body: Buffer }.
+function encodeResult(value) {
+  if (isResponse(value)) {
+    const headers = {};
+    for (const [k, v] of Object.entries(value.headers || {})) headers[k] = String(v);
+    const hasType = Object.keys(headers).some((k) => k.toLowerCase() === 'content-type');
+    let body;
+    let type;
+    const b = value.body;
+    if (value.isBase64Encoded && typeof b === 'string') {
+      body = Buffer.from(b, 'base64');
+      type = 'application/octet-stream';
+    } else if (b === undefined || b === null) {
+      body = Buffer.alloc(0);
+    } else if (Buffer.isBuffer(b) || b instanceof Uint8Array) {
+      body = Buffer.from(b);
+      type = 'application/octet-stream';
+    } else if (typeof b === 'string') {
+      body = Buffer.from(b, 'utf8');
+      type = 'text/plain; charset=utf-8';
+    } else {
+      body = jsonBytes(b);
+      type = 'application/json';
+    }
+    if (type && !hasType) headers['Content-Type'] = type;
+    return { status: value.statusCode, headers, body };
+  }
+  if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
+    return { status: 200, headers: { 'Content-Type': 'application/octet-stream' }, body: Buffer.from(value) };
+  }
+  return { status: 200, headers: { 'Content-Type': 'application/json' }, body: jsonBytes(value === undefined ? null : value) };
+}
+
+function errorBody(type, message, requestId) {
+  return { error: { type, message }, requestId };
+}
+
+function errorType(e) {
+  if (e instanceof Error) return e.name || (e.constructor && e.constructor.name) || 'Error';
+  return typeof e;
+}
+
+function errorMessage(e) {
+  return e instanceof Error ? e.message : String(e);
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+// Calls the handler under its request id and races it against the deadline.
+// A handler cannot be stopped; past the deadline its result is dropped.
+function invoke(fn, event, ctx, timeoutMs) {
+  let timer;
+  const call = requestStore.run(ctx.requestId, () => {
+    try {
+      return Promise.resolve(fn(event, ctx));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  });
+  const deadline = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
+  });
+  return Promise.race([call, deadline]).finally(() => clearTimeout(timer));
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function serve(cfg, fn) {
+  let draining = false;
+  let inFlight = 0;
+  let onIdle = null;
+
+  const server = http.createServer(async (req, res) => {
+    const requestId = req.headers['x-request-id'] || crypto.randomUUID().replaceAll('-', '');
+    const send = (status, headers, body) => {
+      if (res.headersSent || res.destroyed) return;
+      const h = { ...headers, 'X-Request-Id': requestId, 'Content-Length': body.length };
+      if (draining) h.Connection = 'close';
+      res.writeHead(status, h);
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    const sendJSON = (status, value) => send(status, { 'Content-Type': 'application/json' }, jsonBytes(value));
+
+    if (req.method === 'GET' && req.url.split('?')[0] === HEALTH_PATH) {
+      sendJSON(200, { status: 'ok' });
+      return;
+    }
+    inFlight++;
+    const start = process.hrtime.bigint();
+    let status = 500;
+    try {
+      const body = await readBody(req);
+      const deadlineMs = Date.now() + cfg.timeoutMs;
+      let event;
+      try {
+        event = makeEvent(req, body);
+      } catch (e) {
+        if (!(e instanceof RequestError)) throw e;
+        status = e.status;
+        sendJSON(status, errorBody(e.type, e.message, requestId));
+        return;
+      }
+      let result;
+      try {
+        result = await invoke(fn, event, makeContext(cfg, requestId, deadlineMs), cfg.timeoutMs);
+      } catch (e) {
+        log('error', `function threw ${errorType(e)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack }, requestId);
+        sendJSON(500, errorBody(errorType(e), errorMessage(e), requestId));
+        return;
+      }
+      if (result === TIMED_OUT) {
+        status = 504;
+        log('error', 'function timed out', { timeoutSeconds: cfg.timeoutMs / 1000 }, requestId);
+        sendJSON(504, errorBody('Timeout', `function exceeded its timeout of ${cfg.timeoutMs / 1000}s`, requestId));
+        return;
+      }
+      let out;
+      try {
+        out = encodeResult(result);
+      } catch (e) {
+        log('error', `cannot encode the function's result: ${e.message}`, { errorType: errorType(e), stack: e.stack }, requestId);
+        sendJSON(500, errorBody('BadResult', `cannot encode the function's result: ${e.message}`, requestId));
+        return;
+      }
+      status = out.status;
+      send(out.status, out.headers, out.body);
+    } catch (e) {
+      log('error', `wrapper error: ${errorMessage(e)}`, { stack: e && e.stack }, requestId);
+      sendJSON(500, errorBody('InternalError', errorMessage(e), requestId));
+    } finally {
+      const durationMs = Number(process.hrtime.bigint() - start) / 1e6;
+      log('info', 'request', { method: req.method, path: req.url.split('?')[0], status, durationMs: Math.round(durationMs * 1000) / 1000 }, requestId);
+      inFlight--;
+      if (inFlight === 0 && onIdle) onIdle();
+    }
+  });
+  server.keepAliveTimeout = 65000;
+  server.requestTimeout = 0;
+
+  const stop = (signal) => {
+    if (draining) return;
+    draining = true;
+    log('info', 'draining', { signal });
+    server.close(); // stop accepting; open connections end after their response
+    server.closeIdleConnections();
+    const finish = () => {
+      log('info', 'stopped');
+      process.exit(0);
+    };
+    if (inFlight === 0) return finish();
+    onIdle = finish;
+    setTimeout(() => {
+      log('error', 'in-flight requests did not finish before the drain deadline', { inFlight });
+      finish();
+    }, cfg.timeoutMs + 1000).unref();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+
+  server.listen(cfg.port, () => {
+    log('info', 'listening', { port: server.address().port, entrypoint: cfg.entrypoint });
+  });
+}
+
+async function runJob(cfg, fn) {
+  const requestId = process.env.SLESS_REQUEST_ID || crypto.randomUUID().replaceAll('-', '');
+  let payload = null;
+  if (cfg.payload.trim() !== '') {
+    try {
+      payload = JSON.parse(cfg.payload);
+    } catch (e) {
+      return finishJob(cfg, errorBody('BadPayload', `SLESS_PAYLOAD is not valid JSON: ${e.message}`, requestId), 1);
+    }
+  }
+  const event = { method: 'POST', path: '/', query: {}, rawQuery: '', headers: { 'content-type': 'application/json' }, body: payload, isBase64Encoded: false };
+  const ctx = makeContext(cfg, requestId, Date.now() + cfg.timeoutMs);
+  let result;
+  try {
+    result = await invoke(fn, event, ctx, cfg.timeoutMs);
+  } catch (e) {
+    log('error', `function threw ${errorType(e)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack }, requestId);
+    return finishJob(cfg, errorBody(errorType(e), errorMessage(e), requestId), 1);
+  }
+  if (result === TIMED_OUT) {
+    log('error', 'function timed out', { timeoutSeconds: cfg.timeoutMs / 1000 }, requestId);
+    return finishJob(cfg, errorBody('Timeout', `function exceeded its timeout of ${cfg.timeoutMs / 1000}s`, requestId), 1);
+  }
+  log('info', 'job finished', {}, requestId);
+  return finishJob(cfg, result === undefined ? null : result, 0);
+}
+
+function finishJob(cfg, value, code) {
+  try {
+    fs.writeFileSync(cfg.terminationPath, jsonBytes(value));
+  } catch (e) {
+    log('error', `cannot write the termination message: ${e.message}`);
+    return 2;
+  }
+  return code;
+}
+
+async function main() {
+  const cfg = config(process.env);
+  captureConsole();
+  try {
+    process.chdir(cfg.functionDir);
+  } catch {
+    // a missing directory shows up as a load error below
+  }
+  let fn;
+  try {
+    fn = await loadHandler(cfg);
+  } catch (e) {
+    log('error', `cannot load handler ${JSON.stringify(cfg.entrypoint)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });
+    if (cfg.mode === 'job') process.exit(finishJob(cfg, errorBody('LoadError', errorMessage(e), ''), 1));
+    process.exit(1);
+  }
+  if (cfg.mode === 'job') {
+    // exit explicitly: a handler's leftover timers must not keep a job alive.
+    process.exit(await runJob(cfg, fn));
+  }
+  process.on('unhandledRejection', (e) => {
+    log('error', `unhandled rejection: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });
+  });
+  process.on('uncaughtException', (e) => {
+    log('error', `uncaught exception: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });
+  });
+  serve(cfg, fn);
+}
+
+module.exports = { makeEvent, encodeResult, isResponse, config, RequestError };
+
+if (require.main === module) main();

@@ -1,0 +1,475 @@
+"""sless runtime wrapper for Python.
+
+Loads the handler named by SLESS_ENTRYPOINT ("package.module.function") from
+the function's code in SLESS_FUNCTION_DIR and serves it over HTTP on PORT, or,
+with SLESS_MODE=job, runs it once on SLESS_PAYLOAD. The contract it implements
+is written down in docs/runtimes.md; the same holds for every sless runtime.
+
+Standard library only: it runs on any CPython from 3.9 on.
+"""
+
+import asyncio
+import base64
+import binascii
+import datetime
+import importlib
+import inspect
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
+
+HEALTH_PATH = "/_sless/health"
+_real_stdout = sys.stdout
+_write_lock = threading.Lock()
+_local = threading.local()
+
+
+def _now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def log(level, msg, request_id=None, **fields):
+    """Writes one JSON log line to the real stdout."""
+    rec = {"time": _now_iso(), "level": level, "msg": msg}
+    rid = request_id if request_id is not None else getattr(_local, "request_id", None)
+    if rid:
+        rec["requestId"] = rid
+    rec.update(fields)
+    line = json.dumps(rec, default=str, ensure_ascii=False)
+    with _write_lock:
+        _real_stdout.write(line + "\n")
+        _real_stdout.flush()
+
+
+class _LineLogger(io.TextIOBase):
+    """Stands in for sys.stdout/sys.stderr so that what a handler prints
+    becomes JSON log lines tagged with the request id of its thread."""
+
+    def __init__(self, level):
+        super().__init__()
+        self._level = level
+        self._buffers = threading.local()
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        if not isinstance(s, str):
+            s = str(s)
+        buf = getattr(self._buffers, "text", "") + s
+        *lines, rest = buf.split("\n")
+        self._buffers.text = rest
+        for line in lines:
+            log(self._level, line, source="function")
+        return len(s)
+
+    def flush(self):
+        rest = getattr(self._buffers, "text", "")
+        if rest:
+            self._buffers.text = ""
+            log(self._level, rest, source="function")
+
+
+class Config:
+    def __init__(self, env):
+        self.port = int(env.get("PORT") or 8080)
+        self.entrypoint = env.get("SLESS_ENTRYPOINT", "")
+        self.function_dir = env.get("SLESS_FUNCTION_DIR") or "/sless/function"
+        self.function_name = env.get("SLESS_FUNCTION_NAME", "")
+        self.namespace = env.get("SLESS_NAMESPACE", "")
+        self.revision = env.get("SLESS_REVISION") or env.get("K_REVISION", "")
+        self.timeout = float(env.get("SLESS_TIMEOUT_SECONDS") or 30)
+        self.mode = env.get("SLESS_MODE", "")
+        self.payload = env.get("SLESS_PAYLOAD", "")
+        self.termination_path = env.get("SLESS_TERMINATION_MESSAGE_PATH") or "/dev/termination-log"
+
+
+class Context:
+    """What a handler knows about its invocation."""
+
+    def __init__(self, cfg, request_id, deadline_ms):
+        self.function_name = cfg.function_name
+        self.namespace = cfg.namespace
+        self.revision = cfg.revision
+        self.request_id = request_id
+        self.deadline_ms = deadline_ms
+
+    def remaining_ms(self):
+        """Milliseconds left before the wrapper answers 504."""
+        return max(0, self.deadline_ms - int(time.time() * 1000))
+
+    def __repr__(self):
+        return "Context(function_name=%r, namespace=%r, revision=%r, request_id=%r, deadline_ms=%r)" % (
+            self.function_name, self.namespace, self.revision, self.request_id, self.deadline_ms)
+
+
+class HandlerError(Exception):
+    """Raised by the wrapper for a request it refuses before the handler runs."""
+
+    def __init__(self, status, type_, message):
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+
+
+def load_handler(cfg):
+    module_name, sep, func_name = cfg.entrypoint.rpartition(".")
+    if not sep or not module_name or not func_name:
+        raise ValueError("SLESS_ENTRYPOINT must be module.function, got %r" % cfg.entrypoint)
+    deps = os.path.join(cfg.function_dir, ".deps")
+    for p in (deps, cfg.function_dir):
+        if os.path.isdir(p) and p not in sys.path:
+            sys.path.insert(0, p)
+    module = importlib.import_module(module_name)
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise ValueError("%s has no function %r" % (module_name, func_name))
+    return fn
+
+
+def _is_json(content_type):
+    ct = content_type.split(";", 1)[0].strip().lower()
+    return ct == "application/json" or (ct.startswith("application/") and ct.endswith("+json"))
+
+
+def make_event(method, target, headers, body):
+    """Builds the event of the contract from a raw request."""
+    parts = urlsplit(target)
+    query = {}
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        query.setdefault(k, v)
+    hdrs = {}
+    for k, v in headers:
+        k = k.lower()
+        hdrs[k] = hdrs[k] + ", " + v if k in hdrs else v
+    event = {
+        "method": method,
+        "path": parts.path or "/",
+        "query": query,
+        "rawQuery": parts.query,
+        "headers": hdrs,
+        "body": None,
+        "isBase64Encoded": False,
+    }
+    if body:
+        if _is_json(hdrs.get("content-type", "")):
+            try:
+                event["body"] = json.loads(body)
+            except ValueError as e:
+                raise HandlerError(400, "BadRequest", "request body is not valid JSON: %s" % e)
+        else:
+            try:
+                event["body"] = body.decode("utf-8")
+            except UnicodeDecodeError:
+                event["body"] = base64.b64encode(body).decode("ascii")
+                event["isBase64Encoded"] = True
+    return event
+
+
+def _json_bytes(value):
+    return json.dumps(value, ensure_ascii=False, default=_json_default).encode("utf-8")
+
+
+def _json_default(o):
+    if isinstance(o, (bytes, bytearray)):
+        return base64.b64encode(bytes(o)).decode("ascii")
+    if isinstance(o, (datetime.datetime, datetime.date)):
+        return o.isoformat()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+
+def is_response(value):
+    return isinstance(value, dict) and isinstance(value.get("statusCode"), int) and not isinstance(value.get("statusCode"), bool)
+
+
+def encode_result(value):
+    """Turns what a handler returned into (status, headers, body bytes)."""
+    if is_response(value):
+        status = value["statusCode"]
+        headers = {str(k): str(v) for k, v in (value.get("headers") or {}).items()}
+        lower = {k.lower() for k in headers}
+        body = value.get("body")
+        if value.get("isBase64Encoded") and isinstance(body, str):
+            data = base64.b64decode(body)
+            default_ct = "application/octet-stream"
+        elif body is None:
+            data, default_ct = b"", None
+        elif isinstance(body, (bytes, bytearray)):
+            data, default_ct = bytes(body), "application/octet-stream"
+        elif isinstance(body, str):
+            data, default_ct = body.encode("utf-8"), "text/plain; charset=utf-8"
+        else:
+            data, default_ct = _json_bytes(body), "application/json"
+        if default_ct and "content-type" not in lower:
+            headers["Content-Type"] = default_ct
+        return status, headers, data
+    if isinstance(value, (bytes, bytearray)):
+        return 200, {"Content-Type": "application/octet-stream"}, bytes(value)
+    return 200, {"Content-Type": "application/json"}, _json_bytes(value)
+
+
+def error_body(type_, message, request_id):
+    return {"error": {"type": type_, "message": message}, "requestId": request_id}
+
+
+def call_handler(fn, event, ctx):
+    result = fn(event, ctx)
+    if inspect.isawaitable(result):
+        async def wait():
+            return await result
+        result = asyncio.run(wait())
+    return result
+
+
+class Invocation:
+    """One handler call on its own thread, so the caller can stop waiting at
+    the deadline while a handler that cannot be interrupted runs on."""
+
+    def __init__(self, fn, event, ctx):
+        self.done = threading.Event()
+        self.result = None
+        self.error = None
+        self.trace = None
+        self._thread = threading.Thread(target=self._run, args=(fn, event, ctx), daemon=True,
+                                        name="sless-handler-" + ctx.request_id)
+
+    def _run(self, fn, event, ctx):
+        _local.request_id = ctx.request_id
+        try:
+            self.result = call_handler(fn, event, ctx)
+        except BaseException as e:  # a handler's SystemExit must not end the server either
+            self.error = e
+            self.trace = traceback.format_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.done.set()
+
+    def run(self, timeout):
+        self._thread.start()
+        return self.done.wait(timeout)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, cfg, fn):
+        self.cfg = cfg
+        self.fn = fn
+        self.draining = False
+        self.in_flight = 0
+        self.idle = threading.Condition()
+        super().__init__(("", cfg.port), RequestHandler)
+
+    def enter(self):
+        with self.idle:
+            self.in_flight += 1
+
+    def leave(self):
+        with self.idle:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self.idle.notify_all()
+
+    def wait_idle(self, timeout):
+        end = time.monotonic() + timeout
+        with self.idle:
+            while self.in_flight > 0:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.idle.wait(left)
+        return True
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "sless-python"
+    sys_version = ""
+
+    def log_message(self, format, *args):  # the wrapper logs requests itself
+        pass
+
+    def _send(self, status, headers, body, request_id):
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("X-Request-Id", request_id)
+        self.send_header("Content-Length", str(len(body)))
+        if self.server.draining:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _send_json(self, status, value, request_id):
+        self._send(status, {"Content-Type": "application/json"}, _json_bytes(value), request_id)
+
+    def _read_body(self):
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline(65537).split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _handle(self):
+        server = self.server
+        cfg = server.cfg
+        request_id = self.headers.get("X-Request-Id") or uuid.uuid4().hex
+        if self.path.split("?", 1)[0] == HEALTH_PATH and self.command == "GET":
+            self._send_json(200, {"status": "ok"}, request_id)
+            return
+        server.enter()
+        start = time.monotonic()
+        status = 500
+        try:
+            body = self._read_body()
+            deadline_ms = int(time.time() * 1000 + cfg.timeout * 1000)
+            try:
+                event = make_event(self.command, self.path, self.headers.items(), body)
+            except HandlerError as e:
+                status = e.status
+                self._send_json(status, error_body(e.type, str(e), request_id), request_id)
+                return
+            inv = Invocation(server.fn, event, Context(cfg, request_id, deadline_ms))
+            if not inv.run(cfg.timeout):
+                status = 504
+                log("error", "function timed out", request_id, timeoutSeconds=cfg.timeout)
+                self._send_json(504, error_body("Timeout", "function exceeded its timeout of %gs" % cfg.timeout,
+                                                request_id), request_id)
+                return
+            if inv.error is not None:
+                log("error", "function raised %s: %s" % (type(inv.error).__name__, inv.error), request_id,
+                    errorType=type(inv.error).__name__, stack=inv.trace)
+                self._send_json(500, error_body(type(inv.error).__name__, str(inv.error), request_id), request_id)
+                return
+            try:
+                status, headers, data = encode_result(inv.result)
+            except Exception as e:
+                status = 500
+                log("error", "cannot encode the function's result: %s" % e, request_id,
+                    errorType=type(e).__name__, stack=traceback.format_exc())
+                self._send_json(500, error_body("BadResult", "cannot encode the function's result: %s" % e,
+                                                request_id), request_id)
+                return
+            self._send(status, headers, data, request_id)
+        finally:
+            log("info", "request", request_id, method=self.command, path=self.path.split("?", 1)[0],
+                status=status, durationMs=round((time.monotonic() - start) * 1000, 3))
+            server.leave()
+
+    def __getattr__(self, name):
+        # Every method goes to the handler: do_GET, do_POST, do_PURGE, ...
+        if name.startswith("do_"):
+            return self._handle
+        raise AttributeError(name)
+
+
+def run_job(cfg, fn):
+    """Job mode: one call on SLESS_PAYLOAD, result or error to the termination file."""
+    request_id = os.environ.get("SLESS_REQUEST_ID") or uuid.uuid4().hex
+    try:
+        payload = json.loads(cfg.payload) if cfg.payload.strip() else None
+    except ValueError as e:
+        return finish_job(cfg, error_body("BadPayload", "SLESS_PAYLOAD is not valid JSON: %s" % e, request_id), 1)
+    event = {"method": "POST", "path": "/", "query": {}, "rawQuery": "",
+             "headers": {"content-type": "application/json"}, "body": payload, "isBase64Encoded": False}
+    deadline_ms = int(time.time() * 1000 + cfg.timeout * 1000)
+    inv = Invocation(fn, event, Context(cfg, request_id, deadline_ms))
+    if not inv.run(cfg.timeout):
+        log("error", "function timed out", request_id, timeoutSeconds=cfg.timeout)
+        return finish_job(cfg, error_body("Timeout", "function exceeded its timeout of %gs" % cfg.timeout,
+                                          request_id), 1)
+    if inv.error is not None:
+        log("error", "function raised %s: %s" % (type(inv.error).__name__, inv.error), request_id,
+            errorType=type(inv.error).__name__, stack=inv.trace)
+        return finish_job(cfg, error_body(type(inv.error).__name__, str(inv.error), request_id), 1)
+    try:
+        out = _json_bytes(inv.result)
+    except Exception as e:
+        return finish_job(cfg, error_body("BadResult", "cannot encode the function's result: %s" % e, request_id), 1)
+    log("info", "job finished", request_id)
+    return finish_job(cfg, out, 0)
+
+
+def finish_job(cfg, result, code):
+    data = result if isinstance(result, bytes) else _json_bytes(result)
+    try:
+        with open(cfg.termination_path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        log("error", "cannot write the termination message: %s" % e)
+        return 2
+    return code
+
+
+def serve(cfg, fn):
+    server = Server(cfg, fn)
+    stop = threading.Event()
+
+    def on_term(signum, frame):
+        if not stop.is_set():
+            stop.set()
+            log("info", "draining", signal=signal.Signals(signum).name)
+            server.draining = True
+            # shutdown() blocks until serve_forever returns, so not on this thread.
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    log("info", "listening", port=server.server_address[1], entrypoint=cfg.entrypoint)
+    server.serve_forever(poll_interval=0.1)
+    server.socket.close()  # refuse new connections while in-flight requests finish
+    if not server.wait_idle(cfg.timeout + 1):
+        log("error", "in-flight requests did not finish before the drain deadline", inFlight=server.in_flight)
+    log("info", "stopped")
+    return 0
+
+
+def main():
+    cfg = Config(os.environ)
+    sys.stdout = _LineLogger("info")
+    sys.stderr = _LineLogger("error")
+    try:
+        os.chdir(cfg.function_dir)
+    except OSError:
+        pass
+    try:
+        fn = load_handler(cfg)
+    except BaseException as e:
+        log("error", "cannot load handler %r: %s" % (cfg.entrypoint, e), errorType=type(e).__name__,
+            stack=traceback.format_exc())
+        if cfg.mode == "job":
+            return finish_job(cfg, error_body("LoadError", str(e), ""), 1)
+        return 1
+    if cfg.mode == "job":
+        return run_job(cfg, fn)
+    return serve(cfg, fn)
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: handler threads still running past their deadline must not hold the exit.
+    os._exit(code)
