@@ -278,6 +278,9 @@ func ReadManifest(dir string) (Manifest, *Runtime, error) {
 type LocalOptions struct {
 	// Port to listen on; 0 means DefaultPort.
 	Port int
+	// Host is the address to listen on; empty means 127.0.0.1 (local mode
+	// serves on loopback only).
+	Host string
 	// FunctionName, Namespace and Revision are handed to the handler.
 	FunctionName, Namespace, Revision string
 	// TimeoutSeconds is the deadline of one call; 0 means the wrapper's 30.
@@ -370,8 +373,13 @@ func (o LocalOptions) env(m Manifest, functionDir string) []string {
 	if port == 0 {
 		port = DefaultPort
 	}
+	host := o.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	env := []string{
 		"PORT=" + strconv.Itoa(port),
+		"SLESS_LISTEN_HOST=" + host,
 		"SLESS_ENTRYPOINT=" + m.Entrypoint,
 		"SLESS_FUNCTION_DIR=" + functionDir,
 		"SLESS_FUNCTION_NAME=" + o.FunctionName,

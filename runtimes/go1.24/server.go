@@ -25,6 +25,7 @@ import (
 // config is the wrapper's environment contract (docs/runtimes.md).
 type config struct {
 	port            string
+	host            string
 	functionDir     string
 	functionName    string
 	namespace       string
@@ -38,6 +39,7 @@ type config struct {
 func configFromEnv(getenv func(string) string) config {
 	c := config{
 		port:            getenv("PORT"),
+		host:            getenv("SLESS_LISTEN_HOST"),
 		functionDir:     getenv("SLESS_FUNCTION_DIR"),
 		functionName:    getenv("SLESS_FUNCTION_NAME"),
 		namespace:       getenv("SLESS_NAMESPACE"),
@@ -317,7 +319,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // then stops accepting and lets in-flight requests finish (bounded by the
 // timeout). ready, when not nil, receives the listening address.
 func serve(cfg config, h handler, ready chan<- string) error {
-	ln, err := net.Listen("tcp", ":"+cfg.port)
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.host, cfg.port))
 	if err != nil {
 		return err
 	}

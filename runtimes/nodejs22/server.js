@@ -21,6 +21,7 @@ const requestStore = new AsyncLocalStorage();
 function config(env) {
   return {
     port: Number(env.PORT || 8080),
+    host: env.SLESS_LISTEN_HOST || undefined,
     entrypoint: env.SLESS_ENTRYPOINT || '',
     functionDir: env.SLESS_FUNCTION_DIR || '/sless/function',
     functionName: env.SLESS_FUNCTION_NAME || '',
@@ -314,7 +315,7 @@ function serve(cfg, fn) {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 
-  server.listen(cfg.port, () => {
+  server.listen(cfg.port, cfg.host, () => {
     log('info', 'listening', { port: server.address().port, entrypoint: cfg.entrypoint });
   });
 }

@@ -81,6 +81,7 @@ class _LineLogger(io.TextIOBase):
 class Config:
     def __init__(self, env):
         self.port = int(env.get("PORT") or 8080)
+        self.host = env.get("SLESS_LISTEN_HOST", "")
         self.entrypoint = env.get("SLESS_ENTRYPOINT", "")
         self.function_dir = env.get("SLESS_FUNCTION_DIR") or "/sless/function"
         self.function_name = env.get("SLESS_FUNCTION_NAME", "")
@@ -271,7 +272,7 @@ class Server(ThreadingHTTPServer):
         self.draining = False
         self.in_flight = 0
         self.idle = threading.Condition()
-        super().__init__(("", cfg.port), RequestHandler)
+        super().__init__((cfg.host, cfg.port), RequestHandler)
 
     def enter(self):
         with self.idle:

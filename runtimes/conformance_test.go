@@ -1,0 +1,422 @@
+package runtimes_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// The conformance suite runs the same checks against every runtime's wrapper,
+// started as a local process with the real python3, node and go, on the
+// function under testdata/<runtime>/, through the path local mode takes:
+// pkg/source builds the context, it is unpacked, runtimes.LocalSetup installs
+// the dependencies (pip from a local wheel, npm from the registry, go from the
+// module proxy) and runtimes.LocalCommand serves it.
+
+// conformanceTimeout is the functions' deadline in this suite.
+const conformanceTimeout = 2
+
+type conformanceCase struct {
+	runtime    string
+	entrypoint string
+	// tagsPrints: the runtime can tag what a handler prints with its request
+	// id (Go has no goroutine-local state; its Logger(ctx) does instead).
+	tagsPrints bool
+}
+
+var conformanceCases = []conformanceCase{
+	{runtimes.Python312, "app.main.handler", true},
+	{runtimes.NodeJS22, "lib/api.handle", true},
+	{runtimes.Go124, "handlers.Handle", false},
+}
+
+func conformanceFiles(t testing.TB, runtime string) map[string][]byte {
+	files := testdataFiles(t, runtime)
+	if runtime == runtimes.Python312 {
+		files["wheels/tinydep-1.0-py3-none-any.whl"] = tinyWheel(t)
+	}
+	return files
+}
+
+func TestConformance(t *testing.T) {
+	requireTools(t, "python3", "node", "npm", "go")
+	for _, tc := range conformanceCases {
+		t.Run(tc.runtime, func(t *testing.T) {
+			t.Parallel()
+			fn := prepare(t, tc.runtime, tc.entrypoint, conformanceFiles(t, tc.runtime))
+			in := fn.start(t, runtimes.LocalOptions{FunctionName: "conf", Namespace: "team-a", Revision: "conf-00001",
+				TimeoutSeconds: conformanceTimeout})
+			c := &client{t: t, base: in.base}
+
+			t.Run("health", func(t *testing.T) {
+				c.t = t
+				r := c.do("GET", runtimes.HealthPath, nil, nil)
+				r.status(200).jsonEq(`{"status":"ok"}`)
+				// Only GET on that path is the wrapper's; the rest is the handler's.
+				r = c.do("POST", runtimes.HealthPath, nil, nil)
+				r.status(404)
+			})
+			t.Run("json body", func(t *testing.T) {
+				c.t = t
+				r := c.do("POST", "/echo?a=1&a=2&b=", map[string]string{
+					"Content-Type": "application/json", "X-Request-Id": "req-json-1", "X-Custom-Header": "abc"},
+					[]byte(`{"name":"sless","n":[1,2]}`))
+				r.status(200).header("X-Request-Id", "req-json-1").header("Content-Type", "application/json")
+				var got struct {
+					Event struct {
+						Method, Path, RawQuery string
+						Query                  map[string]string
+						Headers                map[string]string
+						Body                   any
+						IsBase64Encoded        bool
+					}
+					Context struct {
+						FunctionName, Namespace, Revision, RequestID string
+						DeadlineMs, RemainingMs                      float64
+					}
+				}
+				r.decode(&got)
+				ev, ctx := got.Event, got.Context
+				if ev.Method != "POST" || ev.Path != "/echo" || ev.RawQuery != "a=1&a=2&b=" {
+					t.Errorf("method/path/rawQuery = %q %q %q", ev.Method, ev.Path, ev.RawQuery)
+				}
+				if ev.Query["a"] != "1" || ev.Query["b"] != "" || len(ev.Query) != 2 {
+					t.Errorf("query = %v, want first values {a:1 b:}", ev.Query)
+				}
+				if ev.Headers["x-custom-header"] != "abc" || ev.Headers["content-type"] != "application/json" {
+					t.Errorf("headers not lower-cased or missing: %v", ev.Headers)
+				}
+				if b, _ := json.Marshal(ev.Body); string(b) != `{"n":[1,2],"name":"sless"}` || ev.IsBase64Encoded {
+					t.Errorf("body = %s (base64 %v), want the parsed JSON", b, ev.IsBase64Encoded)
+				}
+				if ctx.FunctionName != "conf" || ctx.Namespace != "team-a" || ctx.Revision != "conf-00001" || ctx.RequestID != "req-json-1" {
+					t.Errorf("context = %+v", ctx)
+				}
+				now := float64(time.Now().UnixMilli())
+				if ctx.DeadlineMs < now || ctx.DeadlineMs > now+conformanceTimeout*1000+1000 || ctx.RemainingMs <= 0 || ctx.RemainingMs > conformanceTimeout*1000 {
+					t.Errorf("deadline %v / remaining %v not within the %ds timeout", ctx.DeadlineMs, ctx.RemainingMs, conformanceTimeout)
+				}
+			})
+			t.Run("raw text body", func(t *testing.T) {
+				c.t = t
+				r := c.do("PUT", "/echo", map[string]string{"Content-Type": "text/plain"}, []byte("hello raw"))
+				r.status(200)
+				ev := r.event()
+				if ev["body"] != "hello raw" || ev["isBase64Encoded"] != false || ev["method"] != "PUT" {
+					t.Errorf("event = %v", ev)
+				}
+				if id := r.resp.Header.Get("X-Request-Id"); id == "" {
+					t.Error("no generated X-Request-Id")
+				}
+			})
+			t.Run("binary body", func(t *testing.T) {
+				c.t = t
+				raw := []byte{0xff, 0xfe, 0x00, 0x01}
+				r := c.do("POST", "/echo", map[string]string{"Content-Type": "application/octet-stream"}, raw)
+				ev := r.status(200).event()
+				if ev["isBase64Encoded"] != true || ev["body"] != base64.StdEncoding.EncodeToString(raw) {
+					t.Errorf("event body = %v (base64 %v)", ev["body"], ev["isBase64Encoded"])
+				}
+			})
+			t.Run("empty body", func(t *testing.T) {
+				c.t = t
+				ev := c.do("GET", "/echo", nil, nil).status(200).event()
+				if ev["body"] != nil {
+					t.Errorf("body = %#v, want null", ev["body"])
+				}
+			})
+			t.Run("invalid json is refused", func(t *testing.T) {
+				c.t = t
+				c.do("POST", "/echo", map[string]string{"Content-Type": "application/json"}, []byte("{nope")).
+					status(400).errorType("BadRequest")
+			})
+			t.Run("status and headers", func(t *testing.T) {
+				c.t = t
+				r := c.do("GET", "/status", nil, nil)
+				r.status(201).header("X-Custom", "yes").header("Content-Type", "text/plain")
+				if string(r.body) != "created" {
+					t.Errorf("body = %q", r.body)
+				}
+			})
+			all := make([]byte, 256)
+			for i := range all {
+				all[i] = byte(i)
+			}
+			t.Run("binary response", func(t *testing.T) {
+				c.t = t
+				r := c.do("GET", "/binary", nil, nil).status(200).header("Content-Type", "image/png")
+				if !bytes.Equal(r.body, all) {
+					t.Errorf("body = %x", r.body)
+				}
+				r = c.do("GET", "/binary64", nil, nil).status(202).header("Content-Type", "application/octet-stream")
+				if !bytes.Equal(r.body, all) {
+					t.Errorf("base64 body decoded to %x", r.body)
+				}
+				r = c.do("GET", "/bytes", nil, nil).status(200).header("Content-Type", "application/octet-stream")
+				if !bytes.Equal(r.body, all) {
+					t.Errorf("bytes result = %x", r.body)
+				}
+			})
+			t.Run("plain value", func(t *testing.T) {
+				c.t = t
+				c.do("GET", "/print?marker=plain", nil, nil).status(200).header("Content-Type", "application/json").jsonEq(`"ok"`)
+				c.do("GET", "/missing", nil, nil).status(404).jsonEq(`{"notFound":"/missing"}`)
+			})
+			t.Run("error keeps serving", func(t *testing.T) {
+				c.t = t
+				r := c.do("GET", "/error", map[string]string{"X-Request-Id": "req-err-1"}, nil).status(500).header("Content-Type", "application/json")
+				var body struct {
+					Error struct{ Type, Message string }
+					RequestID string
+				}
+				r.decode(&body)
+				if body.Error.Type != "Boom" || body.Error.Message != "boom" || body.RequestID != "req-err-1" {
+					t.Errorf("error body = %s", r.body)
+				}
+				waitFor(t, 5*time.Second, "an error log line with the stack", func() bool {
+					for _, rec := range logRecords(in.stdout.String()) {
+						if rec["level"] == "error" && rec["requestId"] == "req-err-1" && rec["stack"] != nil && rec["stack"] != "" {
+							return true
+						}
+					}
+					return false
+				})
+				c.do("GET", "/echo", nil, nil).status(200)
+			})
+			t.Run("dependency", func(t *testing.T) {
+				c.t = t
+				c.do("GET", "/dep", nil, nil).status(200).jsonEq(`{"dep":"DEP!"}`)
+			})
+			t.Run("logs", func(t *testing.T) {
+				c.t = t
+				c.do("GET", "/print?marker=m-42", map[string]string{"X-Request-Id": "req-log-1"}, nil).status(200)
+				waitFor(t, 5*time.Second, "the printed line as a JSON log line", func() bool {
+					for _, rec := range logRecords(in.stdout.String()) {
+						if msg, _ := rec["msg"].(string); strings.Contains(msg, "printed m-42") {
+							return !tc.tagsPrints || rec["requestId"] == "req-log-1"
+						}
+					}
+					return false
+				})
+				if !tc.tagsPrints {
+					waitFor(t, 5*time.Second, "the Logger(ctx) line with the request id", func() bool {
+						for _, rec := range logRecords(in.stdout.String()) {
+							if rec["msg"] == "logged m-42" && rec["requestId"] == "req-log-1" {
+								return true
+							}
+						}
+						return false
+					})
+				}
+				for _, line := range strings.Split(strings.TrimSpace(in.stdout.String()), "\n") {
+					var rec map[string]any
+					if err := json.Unmarshal([]byte(line), &rec); err != nil {
+						t.Errorf("stdout line is not JSON: %q", line)
+						continue
+					}
+					for _, k := range []string{"time", "level", "msg"} {
+						if _, ok := rec[k]; !ok {
+							t.Errorf("log line without %q: %s", k, line)
+						}
+					}
+				}
+			})
+			t.Run("deadline", func(t *testing.T) {
+				c.t = t
+				start := time.Now()
+				r := c.do("GET", "/slow?ms=6000", map[string]string{"X-Request-Id": "req-slow-1"}, nil).status(504)
+				r.errorType("Timeout")
+				if el := time.Since(start); el < conformanceTimeout*time.Second || el > conformanceTimeout*time.Second+2*time.Second {
+					t.Errorf("504 after %v, want about %ds", el, conformanceTimeout)
+				}
+				c.do("GET", "/echo", nil, nil).status(200)
+			})
+			// Last: it stops the process.
+			t.Run("graceful drain", func(t *testing.T) {
+				c.t = t
+				type result struct {
+					status int
+					body   string
+					err    error
+				}
+				done := make(chan result, 1)
+				go func() {
+					resp, err := http.Get(in.base + "/slow?ms=1000")
+					if err != nil {
+						done <- result{err: err}
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					done <- result{status: resp.StatusCode, body: string(b)}
+				}()
+				// The handler prints on entry, so its line proves the request is in flight.
+				waitFor(t, 5*time.Second, "the slow request to be in flight", func() bool {
+					return strings.Contains(in.stdout.String(), "slow start ms=1000")
+				})
+				if code := in.stop(t, 10*time.Second); code != 0 {
+					t.Errorf("exit code %d after SIGTERM, want 0", code)
+				}
+				res := <-done
+				if res.err != nil || res.status != 200 || !strings.Contains(res.body, `"slept"`) {
+					t.Errorf("in-flight request during drain: status %d body %q err %v", res.status, res.body, res.err)
+				}
+				if _, err := http.Get(in.base + "/echo"); err == nil {
+					t.Error("the stopped wrapper still accepts requests")
+				}
+			})
+		})
+	}
+	t.Run("job mode", func(t *testing.T) {
+		for _, tc := range conformanceCases {
+			t.Run(tc.runtime, func(t *testing.T) {
+				t.Parallel()
+				fn := prepare(t, tc.runtime, tc.entrypoint, conformanceFiles(t, tc.runtime))
+				code, term, out := fn.runJob(t, `{"x":1,"s":"two"}`)
+				if code != 0 {
+					t.Fatalf("exit code %d, want 0\n%s", code, out)
+				}
+				var ok map[string]any
+				if err := json.Unmarshal(term, &ok); err != nil {
+					t.Fatalf("termination message %q: %v", term, err)
+				}
+				if b, _ := json.Marshal(ok); string(b) != `{"job":{"s":"two","x":1}}` {
+					t.Errorf("termination message = %s", b)
+				}
+				code, term, out = fn.runJob(t, `{"fail":true}`)
+				if code != 1 {
+					t.Fatalf("exit code %d on error, want 1\n%s", code, out)
+				}
+				var fail struct {
+					Error struct{ Type, Message string }
+				}
+				if err := json.Unmarshal(term, &fail); err != nil || fail.Error.Type != "Boom" || fail.Error.Message != "job failed on purpose" {
+					t.Errorf("termination message on error = %s (%v)", term, err)
+				}
+			})
+		}
+	})
+}
+
+func TestNodeInstallWithoutLock(t *testing.T) {
+	requireTools(t, "node", "npm")
+	files := testdataFiles(t, runtimes.NodeJS22)
+	delete(files, "package-lock.json")
+	fn := prepare(t, runtimes.NodeJS22, "lib/api.handle", files)
+	if _, err := os.Stat(filepath.Join(fn.dir, runtimes.FunctionDir, "node_modules", "is-number", "package.json")); err != nil {
+		t.Fatalf("npm install did not install is-number: %v", err)
+	}
+}
+
+func logRecords(out string) []map[string]any {
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+type client struct {
+	t    *testing.T
+	base string
+}
+
+type response struct {
+	t    *testing.T
+	resp *http.Response
+	body []byte
+}
+
+func (c *client) do(method, path string, headers map[string]string, body []byte) *response {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return &response{t: c.t, resp: resp, body: b}
+}
+
+func (r *response) status(want int) *response {
+	r.t.Helper()
+	if r.resp.StatusCode != want {
+		r.t.Fatalf("%s %s: status %d, want %d; body %s", r.resp.Request.Method, r.resp.Request.URL.Path, r.resp.StatusCode, want, r.body)
+	}
+	return r
+}
+
+func (r *response) header(name, want string) *response {
+	r.t.Helper()
+	if got := r.resp.Header.Get(name); got != want {
+		r.t.Errorf("header %s = %q, want %q", name, got, want)
+	}
+	return r
+}
+
+func (r *response) decode(v any) {
+	r.t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		r.t.Fatalf("body %q: %v", r.body, err)
+	}
+}
+
+func (r *response) jsonEq(want string) *response {
+	r.t.Helper()
+	var got, exp any
+	r.decode(&got)
+	if err := json.Unmarshal([]byte(want), &exp); err != nil {
+		r.t.Fatal(err)
+	}
+	g, _ := json.Marshal(got)
+	e, _ := json.Marshal(exp)
+	if !bytes.Equal(g, e) {
+		r.t.Errorf("body = %s, want %s", g, e)
+	}
+	return r
+}
+
+func (r *response) event() map[string]any {
+	r.t.Helper()
+	var got struct{ Event map[string]any }
+	r.decode(&got)
+	return got.Event
+}
+
+func (r *response) errorType(want string) *response {
+	r.t.Helper()
+	var body struct {
+		Error     struct{ Type, Message string }
+		RequestID string
+	}
+	r.decode(&body)
+	if body.Error.Type != want || body.Error.Message == "" || body.RequestID == "" {
+		r.t.Errorf("error body = %s, want type %q with a message and request id", r.body, want)
+	}
+	return r
+}

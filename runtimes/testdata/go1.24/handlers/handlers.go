@@ -1,0 +1,75 @@
+// Package handlers is the conformance function for the go1.24 runtime (see
+// conformance_test.go).
+package handlers
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	sless "github.com/sless-dev/sless/runtimes/go1.24"
+)
+
+// Boom is the error the /error route returns.
+type Boom struct{ msg string }
+
+func (b *Boom) Error() string { return b.msg }
+
+func allBytes() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// Handle routes by path, like the Python and Node conformance functions.
+func Handle(ctx context.Context, ev sless.Event) (any, error) {
+	if ev.Path == "/" && ev.Method == "POST" { // job mode
+		var payload map[string]any
+		if err := ev.Bind(&payload); err != nil {
+			return nil, err
+		}
+		if payload["fail"] == true {
+			return nil, &Boom{"job failed on purpose"}
+		}
+		return map[string]any{"job": payload}, nil
+	}
+	c := sless.FromContext(ctx)
+	switch ev.Path {
+	case "/echo":
+		return map[string]any{"event": ev, "context": map[string]any{
+			"functionName": c.FunctionName, "namespace": c.Namespace, "revision": c.Revision,
+			"requestId": c.RequestID, "deadlineMs": c.Deadline.UnixMilli(),
+			"remainingMs": sless.Remaining(ctx).Milliseconds(),
+		}}, nil
+	case "/status":
+		return &sless.Response{StatusCode: 201, Headers: map[string]string{"X-Custom": "yes", "Content-Type": "text/plain"}, Body: "created"}, nil
+	case "/binary":
+		return &sless.Response{StatusCode: 200, Headers: map[string]string{"Content-Type": "image/png"}, Body: allBytes()}, nil
+	case "/binary64":
+		return &sless.Response{StatusCode: 202, Body: base64.StdEncoding.EncodeToString(allBytes()), IsBase64Encoded: true}, nil
+	case "/bytes":
+		return allBytes(), nil
+	case "/error":
+		return nil, &Boom{"boom"}
+	case "/slow":
+		ms, _ := strconv.Atoi(ev.Query["ms"])
+		fmt.Printf("slow start ms=%d\n", ms)
+		time.Sleep(time.Duration(ms) * time.Millisecond) // ignores ctx on purpose: the wrapper must still answer 504
+		return map[string]any{"slept": ms}, nil
+	case "/dep":
+		if _, err := uuid.Parse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); err != nil {
+			return nil, err
+		}
+		return map[string]any{"dep": "DEP!"}, nil
+	case "/print":
+		fmt.Println("printed", ev.Query["marker"])
+		sless.Logger(ctx).Info("logged " + ev.Query["marker"])
+		return "ok", nil
+	}
+	return &sless.Response{StatusCode: 404, Body: map[string]any{"notFound": ev.Path}}, nil
+}

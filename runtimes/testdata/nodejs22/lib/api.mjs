@@ -1,0 +1,55 @@
+// Conformance function for the nodejs22 runtime (see conformance_test.go).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const isNumber = require('is-number');
+
+class Boom extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'Boom';
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function handle(event, context) {
+  const path = event.path;
+  if (path === '/' && event.method === 'POST') { // job mode
+    if (event.body && event.body.fail) throw new Boom('job failed on purpose');
+    return { job: event.body };
+  }
+  switch (path) {
+    case '/echo':
+      return {
+        event,
+        context: {
+          functionName: context.functionName, namespace: context.namespace, revision: context.revision,
+          requestId: context.requestId, deadlineMs: context.deadlineMs, remainingMs: context.remainingMs(),
+        },
+      };
+    case '/status':
+      return { statusCode: 201, headers: { 'X-Custom': 'yes', 'Content-Type': 'text/plain' }, body: 'created' };
+    case '/binary':
+      return { statusCode: 200, headers: { 'Content-Type': 'image/png' }, body: Buffer.from([...Array(256).keys()]) };
+    case '/binary64':
+      return { statusCode: 202, body: Buffer.from([...Array(256).keys()]).toString('base64'), isBase64Encoded: true };
+    case '/bytes':
+      return Buffer.from([...Array(256).keys()]);
+    case '/error':
+      throw new Boom('boom');
+    case '/slow': {
+      const ms = Number(event.query.ms || 0);
+      console.log(`slow start ms=${ms}`);
+      await sleep(ms);
+      return { slept: ms };
+    }
+    case '/dep':
+      return { dep: isNumber(5) ? 'DEP!' : 'no' };
+    case '/print':
+      console.log('printed', event.query.marker || '');
+      return 'ok';
+    default:
+      return { statusCode: 404, body: { notFound: path } };
+  }
+}

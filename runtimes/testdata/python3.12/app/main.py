@@ -1,0 +1,43 @@
+"""Conformance function for the python3.12 runtime (see conformance_test.go)."""
+import base64
+import time
+
+import tinydep
+
+
+class Boom(Exception):
+    pass
+
+
+def handler(event, context):
+    path = event["path"]
+    if path == "/" and event["method"] == "POST":  # job mode
+        if isinstance(event["body"], dict) and event["body"].get("fail"):
+            raise Boom("job failed on purpose")
+        return {"job": event["body"]}
+    if path == "/echo":
+        return {"event": event, "context": {
+            "functionName": context.function_name, "namespace": context.namespace,
+            "revision": context.revision, "requestId": context.request_id,
+            "deadlineMs": context.deadline_ms, "remainingMs": context.remaining_ms()}}
+    if path == "/status":
+        return {"statusCode": 201, "headers": {"X-Custom": "yes", "Content-Type": "text/plain"}, "body": "created"}
+    if path == "/binary":
+        return {"statusCode": 200, "headers": {"Content-Type": "image/png"}, "body": bytes(range(256))}
+    if path == "/binary64":
+        return {"statusCode": 202, "body": base64.b64encode(bytes(range(256))).decode(), "isBase64Encoded": True}
+    if path == "/bytes":
+        return bytes(range(256))
+    if path == "/error":
+        raise Boom("boom")
+    if path == "/slow":
+        ms = int(event["query"].get("ms", "0"))
+        print("slow start ms=%d" % ms)
+        time.sleep(ms / 1000)
+        return {"slept": ms}
+    if path == "/dep":
+        return {"dep": tinydep.shout("dep")}
+    if path == "/print":
+        print("printed", event["query"].get("marker", ""))
+        return "ok"
+    return {"statusCode": 404, "body": {"notFound": path}}
