@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command behind `make test`: vet, formatting, then every test with
+# the race detector. The parts the tests talk to (kube-apiserver, etcd,
+# versitygw, PostgreSQL) are built or started by the tests' harness.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== go vet"
+go vet ./...
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
+echo "== go test"
+log=$(mktemp)
+assets=$(bash hack/test-assets.sh)
+set +e
+KUBEBUILDER_ASSETS=$assets go test -race -count=1 -timeout "${TEST_TIMEOUT:-45m}" -v ./... >"$log" 2>&1
+status=$?
+set -e
+grep -vE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" | grep -vE '^\s*$' || true
+passed=$(grep -cE '^(    )*--- PASS' "$log" || true)
+failed=$(grep -cE '^(    )*--- FAIL' "$log" || true)
+echo "$passed passed, $failed failed"
+exit "$status"

@@ -1,0 +1,71 @@
+package v1alpha1
+
+import "k8s.io/utils/ptr"
+
+// SetDefaults fills what the CRD schema defaults, so code that builds a
+// Function in Go sees what the apiserver would store.
+func (fn *Function) SetDefaults() {
+	s := &fn.Spec
+	if s.MemoryMB == nil {
+		s.MemoryMB = ptr.To[int32](DefaultMemoryMB)
+	}
+	if s.TimeoutSeconds == nil {
+		s.TimeoutSeconds = ptr.To[int32](DefaultTimeoutSeconds)
+	}
+	if s.BuildTimeoutSeconds == nil {
+		s.BuildTimeoutSeconds = ptr.To[int32](DefaultBuildTimeoutSeconds)
+	}
+}
+
+// SetDefaults fills what the CRD schema defaults.
+func (t *Trigger) SetDefaults() {
+	if t.Spec.Enabled == nil {
+		t.Spec.Enabled = ptr.To(true)
+	}
+	if q := t.Spec.Queue; q != nil {
+		if q.Prefetch == nil {
+			q.Prefetch = ptr.To[int32](10)
+		}
+		if q.Concurrency == nil {
+			q.Concurrency = ptr.To[int32](1)
+		}
+		if q.MaxRetries == nil {
+			q.MaxRetries = ptr.To[int32](3)
+		}
+		if q.BackoffSeconds == nil {
+			q.BackoffSeconds = ptr.To[int32](1)
+		}
+	}
+}
+
+// IsEnabled says whether the trigger may call its function.
+func (t *Trigger) IsEnabled() bool { return t.Spec.Enabled == nil || *t.Spec.Enabled }
+
+// EffectiveConcurrencyPolicy is Forbid unless the user chose otherwise.
+func (t *Trigger) EffectiveConcurrencyPolicy() ConcurrencyPolicy {
+	if t.Spec.ConcurrencyPolicy == "" {
+		return ConcurrencyForbid
+	}
+	return t.Spec.ConcurrencyPolicy
+}
+
+// Timeout is the function's per-invocation budget in seconds.
+func (fn *Function) Timeout() int32 {
+	if fn.Spec.TimeoutSeconds == nil {
+		return DefaultTimeoutSeconds
+	}
+	return *fn.Spec.TimeoutSeconds
+}
+
+// IsReady says whether the Function's Ready condition is True for its current generation.
+func (fn *Function) IsReady() bool {
+	if fn.Status.ObservedGeneration != fn.Generation {
+		return false
+	}
+	for _, c := range fn.Status.Conditions {
+		if c.Type == FunctionConditionReady {
+			return c.Status == "True"
+		}
+	}
+	return false
+}

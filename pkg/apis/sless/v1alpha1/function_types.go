@@ -1,0 +1,263 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Runtimes a Function may name. The aliases are accepted for compatibility and
+// build on the runtime they map to (see CanonicalRuntime).
+const (
+	RuntimePython312 = "python3.12"
+	RuntimeNodeJS22  = "nodejs22"
+	RuntimeGo124     = "go1.24"
+
+	RuntimePython311 = "python3.11"
+	RuntimeNodeJS20  = "nodejs20"
+)
+
+// Bounds of a Function's spec; the CRD markers below carry the same numbers.
+const (
+	MinMemoryMB                = 64
+	MaxMemoryMB                = 4096
+	DefaultMemoryMB            = 128
+	MinTimeoutSeconds          = 1
+	MaxTimeoutSeconds          = 900
+	DefaultTimeoutSeconds      = 30
+	MinBuildTimeoutSeconds     = 60
+	MaxBuildTimeoutSeconds     = 7200
+	DefaultBuildTimeoutSeconds = 900
+	MaxInlineBytes             = 256 * 1024
+	MaxInlineFiles             = 256
+	MaxEnvVars                 = 100
+	MaxContainerConcurrency    = 1000
+	MaxNameLength              = 52
+)
+
+// Function is source code (inline files, an uploaded archive or a prebuilt
+// image) that sless builds with Tekton and serves as a Knative Service that
+// scales to zero.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=fn;fns,categories=sless
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtime`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.latestReadyRevision`,priority=1
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="name must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="name must be at most 52 characters"
+type Function struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FunctionSpec `json:"spec"`
+	// +optional
+	Status FunctionStatus `json:"status,omitempty"`
+}
+
+// FunctionSpec is what the user asks for.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.source.image) || has(self.entrypoint)",message="entrypoint is required when building from source",fieldPath=".entrypoint",reason="FieldValueRequired"
+type FunctionSpec struct {
+	// Runtime the code runs on. python3.11 and nodejs20 are aliases of
+	// python3.12 and nodejs22.
+	// +kubebuilder:validation:Enum=python3.12;nodejs22;go1.24;python3.11;nodejs20
+	// +required
+	Runtime string `json:"runtime"`
+
+	// Entrypoint names the handler as module.function: for Python a dotted
+	// module path, for Node.js a file path without extension, for Go the
+	// package directory (or "main" for the module root) then the function.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +optional
+	Entrypoint string `json:"entrypoint,omitempty"`
+
+	// Source is where the code comes from: exactly one of inline, archive or image.
+	// +required
+	Source FunctionSource `json:"source"`
+
+	// Env is the function's environment; values may come from Secrets and ConfigMaps.
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name.matches('^[A-Za-z_][A-Za-z0-9_]*$'))",message="env names must be C identifiers"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['PORT', 'K_SERVICE', 'K_CONFIGURATION', 'K_REVISION']) && !e.name.startsWith('SLESS_'))",message="env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, self.exists_one(f, f.name == e.name))",message="env names must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(has(e.value) && has(e.valueFrom)))",message="env entries take value or valueFrom, not both"
+	// +listType=atomic
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// MemoryMB is the memory limit (and request) of each instance.
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=4096
+	// +kubebuilder:default=128
+	// +optional
+	MemoryMB *int32 `json:"memoryMB,omitempty"`
+
+	// CPU is the CPU request of each instance, e.g. "250m".
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+
+	// TimeoutSeconds bounds one invocation; every hop derives its timeout from it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=900
+	// +kubebuilder:default=30
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+
+	// Scale bounds the instance count and sets the autoscaling target.
+	// +optional
+	Scale *ScaleSpec `json:"scale,omitempty"`
+
+	// BuildTimeoutSeconds bounds one image build.
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=7200
+	// +kubebuilder:default=900
+	// +optional
+	BuildTimeoutSeconds *int32 `json:"buildTimeoutSeconds,omitempty"`
+}
+
+// FunctionSource holds exactly one of its fields.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.inline) ? 1 : 0) + (has(self.archive) ? 1 : 0) + (has(self.image) ? 1 : 0) == 1",message="exactly one of inline, archive or image must be set"
+type FunctionSource struct {
+	// Inline is the code itself, file name to content.
+	// +optional
+	Inline *InlineSource `json:"inline,omitempty"`
+	// Archive is an uploaded zip in S3; the upload API sets it.
+	// +optional
+	Archive *ArchiveSource `json:"archive,omitempty"`
+	// Image is a prebuilt image reference; no build runs.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._:/@-][A-Za-z0-9]+)*$`
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// InlineSource is code carried in the Function itself, at most 256 KiB in all.
+//
+// +kubebuilder:validation:XValidation:rule="self.files.all(k, !k.startsWith('/') && !k.contains('\\\\') && !k.split('/').exists(p, p == '..' || p == '.' || p == ''))",message="file names must be relative paths without '.', '..' or empty segments",fieldPath=".files"
+// +kubebuilder:validation:XValidation:rule="self.files.map(k, size(self.files[k]) + size(k)).sum() <= 262144",message="inline files must total at most 262144 bytes",fieldPath=".files"
+type InlineSource struct {
+	// Files maps a relative path to the file's content.
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 255)",message="file names must be at most 255 characters"
+	// +required
+	Files map[string]string `json:"files"`
+}
+
+// ArchiveSource points at an uploaded zip, content-addressed by its sha256.
+type ArchiveSource struct {
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Bucket string `json:"bucket"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Key string `json:"key"`
+	// SHA256 of the zip, lower-case hex.
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	// +required
+	SHA256 string `json:"sha256"`
+}
+
+// ScaleSpec maps onto Knative's autoscaling annotations.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.max >= self.min",message="max must be greater than or equal to min",fieldPath=".max"
+type ScaleSpec struct {
+	// Min instances; 0 lets the function scale to zero.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Min *int32 `json:"min,omitempty"`
+	// Max instances; unset means no limit.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Max *int32 `json:"max,omitempty"`
+	// Target concurrent requests per instance the autoscaler aims for.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Target *int32 `json:"target,omitempty"`
+	// ContainerConcurrency is the hard limit of concurrent requests per
+	// instance; 0 means no limit.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	ContainerConcurrency *int64 `json:"containerConcurrency,omitempty"`
+}
+
+// FunctionPhase summarises where a Function is in its life.
+// +kubebuilder:validation:Enum=Pending;Building;Deploying;Ready;Failed
+type FunctionPhase string
+
+const (
+	FunctionPhasePending   FunctionPhase = "Pending"
+	FunctionPhaseBuilding  FunctionPhase = "Building"
+	FunctionPhaseDeploying FunctionPhase = "Deploying"
+	FunctionPhaseReady     FunctionPhase = "Ready"
+	FunctionPhaseFailed    FunctionPhase = "Failed"
+)
+
+// Condition types of a Function. Ready is true only when all the others are.
+const (
+	FunctionConditionSourceReady    = "SourceReady"
+	FunctionConditionBuildSucceeded = "BuildSucceeded"
+	FunctionConditionServiceReady   = "ServiceReady"
+	FunctionConditionReady          = "Ready"
+)
+
+// FunctionStatus is what sless observed and did.
+type FunctionStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase FunctionPhase `json:"phase,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// SourceDigest is the sha256 of the build context built from the source.
+	// +optional
+	SourceDigest string `json:"sourceDigest,omitempty"`
+	// Image is the served image, always pinned by digest.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// BuildRef names the PipelineRun that built Image.
+	// +optional
+	BuildRef string `json:"buildRef,omitempty"`
+	// LatestCreatedRevision is the newest Knative revision.
+	// +optional
+	LatestCreatedRevision string `json:"latestCreatedRevision,omitempty"`
+	// LatestReadyRevision is the revision that serves traffic.
+	// +optional
+	LatestReadyRevision string `json:"latestReadyRevision,omitempty"`
+	// URL is where the function is invoked through sless.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Address is the cluster-local address of the Knative Service the invoke
+	// proxy forwards to.
+	// +optional
+	Address string `json:"address,omitempty"`
+}
+
+// FunctionList is a list of Functions.
+//
+// +kubebuilder:object:root=true
+type FunctionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Function `json:"items"`
+}

@@ -1,0 +1,199 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TriggerType says what calls the function.
+// +kubebuilder:validation:Enum=http;cron;queue
+type TriggerType string
+
+const (
+	TriggerTypeHTTP  TriggerType = "http"
+	TriggerTypeCron  TriggerType = "cron"
+	TriggerTypeQueue TriggerType = "queue"
+)
+
+// ConcurrencyPolicy says what a cron trigger does when a run is still going
+// at the next scheduled time; the values are batch/v1 CronJob's.
+// +kubebuilder:validation:Enum=Allow;Forbid;Replace
+type ConcurrencyPolicy string
+
+const (
+	ConcurrencyAllow   ConcurrencyPolicy = "Allow"
+	ConcurrencyForbid  ConcurrencyPolicy = "Forbid"
+	ConcurrencyReplace ConcurrencyPolicy = "Replace"
+)
+
+// MaxPreWarmSeconds bounds how early a cron trigger may wake its function.
+const MaxPreWarmSeconds = 3600
+
+// cronFieldRule is the CEL rule that a cron schedule has five fields with
+// values in range, or is one of the @ descriptors. The Go validation parses the
+// schedule with the same parser CronJobs use; the rule keeps kubectl honest.
+// (The marker below must carry the literal.)
+
+// Trigger calls a Function: an HTTP trigger makes it public through the invoke
+// proxy, a cron trigger calls it on a schedule, a queue trigger for each message.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=trg,categories=sless
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Function",type=string,JSONPath=`.spec.function`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="name must be a DNS-1123 label"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="name must be at most 52 characters"
+type Trigger struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TriggerSpec `json:"spec"`
+	// +optional
+	Status TriggerStatus `json:"status,omitempty"`
+}
+
+// TriggerSpec is what the user asks for.
+//
+// +kubebuilder:validation:XValidation:rule="self.type != 'cron' || has(self.schedule)",message="schedule is required for cron triggers",fieldPath=".schedule",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type == 'cron' || (!has(self.schedule) && !has(self.timeZone) && !has(self.preWarmSeconds) && !has(self.concurrencyPolicy))",message="schedule, timeZone, preWarmSeconds and concurrencyPolicy apply only to cron triggers",fieldPath=".schedule",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'queue' || has(self.queue)",message="queue is required for queue triggers",fieldPath=".queue",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type == 'queue' || !has(self.queue)",message="queue applies only to queue triggers",fieldPath=".queue",reason="FieldValueForbidden"
+type TriggerSpec struct {
+	// Function names the Function in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=52
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Function string `json:"function"`
+
+	// +required
+	Type TriggerType `json:"type"`
+
+	// Enabled false stops every invocation from this trigger (and for http,
+	// closes the public route) without deleting it.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Schedule in cron syntax (five fields, or @hourly, @daily, ...), for cron triggers.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^((\\\\*|\\\\?|[0-5]?[0-9](-[0-5]?[0-9])?)(/[1-9][0-9]*)?)(,((\\\\*|\\\\?|[0-5]?[0-9](-[0-5]?[0-9])?)(/[1-9][0-9]*)?))* +((\\\\*|\\\\?|(1?[0-9]|2[0-3])(-(1?[0-9]|2[0-3]))?)(/[1-9][0-9]*)?)(,((\\\\*|\\\\?|(1?[0-9]|2[0-3])(-(1?[0-9]|2[0-3]))?)(/[1-9][0-9]*)?))* +((\\\\*|\\\\?|([1-9]|[12][0-9]|3[01])(-([1-9]|[12][0-9]|3[01]))?)(/[1-9][0-9]*)?)(,((\\\\*|\\\\?|([1-9]|[12][0-9]|3[01])(-([1-9]|[12][0-9]|3[01]))?)(/[1-9][0-9]*)?))* +((\\\\*|\\\\?|([1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-([1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/[1-9][0-9]*)?)(,((\\\\*|\\\\?|([1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-([1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/[1-9][0-9]*)?))* +((\\\\*|\\\\?|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/[1-9][0-9]*)?)(,((\\\\*|\\\\?|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/[1-9][0-9]*)?))*$')",message="schedule must be five cron fields with values in range, or one of @yearly, @monthly, @weekly, @daily, @hourly"
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+
+	// TimeZone of the schedule, an IANA name such as Europe/Berlin; UTC if unset.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// Payload is the event body a cron run sends.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Payload *apiextensionsv1.JSON `json:"payload,omitempty"`
+
+	// ConcurrencyPolicy for cron runs; Forbid when unset.
+	// +optional
+	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
+
+	// StartingDeadlineSeconds: a run that could not start within this many
+	// seconds of its time is skipped.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
+	// PreWarmSeconds raises the function's min-scale to one this many seconds
+	// before each scheduled run and lowers it after, so the run has no cold start.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	PreWarmSeconds *int32 `json:"preWarmSeconds,omitempty"`
+
+	// Queue configures a queue trigger.
+	// +optional
+	Queue *QueueSpec `json:"queue,omitempty"`
+}
+
+// QueueSpec is a RabbitMQ (AMQP 0-9-1) queue whose messages call the function.
+type QueueSpec struct {
+	// ConnectionSecret names a Secret in the trigger's namespace whose key
+	// "url" holds the amqp:// URL.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ConnectionSecret string `json:"connectionSecret"`
+	// Queue to consume.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +required
+	Queue string `json:"queue"`
+	// Prefetch is how many unacknowledged messages a consumer holds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=10
+	// +optional
+	Prefetch *int32 `json:"prefetch,omitempty"`
+	// Concurrency is how many messages are delivered to the function at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	Concurrency *int32 `json:"concurrency,omitempty"`
+	// MaxRetries before a message is dead-lettered.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	// +optional
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+	// BackoffSeconds is the first retry delay; it doubles on each retry.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=1
+	// +optional
+	BackoffSeconds *int32 `json:"backoffSeconds,omitempty"`
+	// DeadLetterQueue receives messages whose retries ran out; "<queue>.dlq" if unset.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	DeadLetterQueue string `json:"deadLetterQueue,omitempty"`
+}
+
+// Condition types of a Trigger.
+const (
+	TriggerConditionReady = "Ready"
+)
+
+// TriggerStatus is what sless observed and did.
+type TriggerStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// URL of the public route, for enabled http triggers.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// LastScheduleTime of a cron trigger.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// NextScheduleTime of a cron trigger.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+}
+
+// TriggerList is a list of Triggers.
+//
+// +kubebuilder:object:root=true
+type TriggerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Trigger `json:"items"`
+}

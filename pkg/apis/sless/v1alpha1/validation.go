@@ -1,0 +1,332 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The patterns below are the CRD's, character for character; the agreement
+// test in this package holds the two together.
+var (
+	functionNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	labelNameRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	entrypointRE   = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`)
+	imageRE        = regexp.MustCompile(`^[a-z0-9]+([._:/@-][A-Za-z0-9]+)*$`)
+	envNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sha256RE       = regexp.MustCompile(`^[a-f0-9]{64}$`)
+	timeZoneRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`)
+	descriptorRE   = regexp.MustCompile(`^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$`)
+)
+
+var reservedEnv = map[string]bool{"PORT": true, "K_SERVICE": true, "K_CONFIGURATION": true, "K_REVISION": true}
+
+// CanonicalRuntime maps a runtime name, alias or not, onto the runtime that
+// builds it. ok is false for names sless does not know.
+func CanonicalRuntime(name string) (canonical string, ok bool) {
+	switch name {
+	case RuntimePython312, RuntimePython311:
+		return RuntimePython312, true
+	case RuntimeNodeJS22, RuntimeNodeJS20:
+		return RuntimeNodeJS22, true
+	case RuntimeGo124:
+		return RuntimeGo124, true
+	}
+	return "", false
+}
+
+// SupportedRuntimes lists every name spec.runtime accepts, canonical first.
+func SupportedRuntimes() []string {
+	return []string{RuntimePython312, RuntimeNodeJS22, RuntimeGo124, RuntimePython311, RuntimeNodeJS20}
+}
+
+// ValidateFunction checks a Function as the CRD schema does.
+func ValidateFunction(fn *Function) field.ErrorList {
+	errs := validateName(fn.Name, functionNameRE, MaxNameLength, "a DNS-1035 label")
+	return append(errs, ValidateFunctionSpec(&fn.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateFunctionSpec checks a FunctionSpec as the CRD schema does.
+func ValidateFunctionSpec(s *FunctionSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Runtime == "" {
+		errs = append(errs, field.Required(p.Child("runtime"), ""))
+	} else if _, ok := CanonicalRuntime(s.Runtime); !ok {
+		errs = append(errs, field.NotSupported(p.Child("runtime"), s.Runtime, SupportedRuntimes()))
+	}
+
+	hasImage := s.Source.Image != ""
+	if s.Entrypoint == "" {
+		if !hasImage {
+			errs = append(errs, field.Required(p.Child("entrypoint"), "entrypoint is required when building from source"))
+		}
+	} else if !entrypointRE.MatchString(s.Entrypoint) || len(s.Entrypoint) > 253 {
+		errs = append(errs, field.Invalid(p.Child("entrypoint"), s.Entrypoint, "must be module.function, e.g. main.handler"))
+	}
+
+	errs = append(errs, validateSource(&s.Source, p.Child("source"))...)
+	errs = append(errs, validateEnv(s, p.Child("env"))...)
+	errs = append(errs, inRange(p.Child("memoryMB"), s.MemoryMB, MinMemoryMB, MaxMemoryMB)...)
+	errs = append(errs, inRange(p.Child("timeoutSeconds"), s.TimeoutSeconds, MinTimeoutSeconds, MaxTimeoutSeconds)...)
+	errs = append(errs, inRange(p.Child("buildTimeoutSeconds"), s.BuildTimeoutSeconds, MinBuildTimeoutSeconds, MaxBuildTimeoutSeconds)...)
+	if s.CPU != nil && s.CPU.Sign() <= 0 {
+		errs = append(errs, field.Invalid(p.Child("cpu"), s.CPU.String(), "must be greater than zero"))
+	}
+	if sc := s.Scale; sc != nil {
+		sp := p.Child("scale")
+		errs = append(errs, inRange(sp.Child("min"), sc.Min, 0, 1000)...)
+		errs = append(errs, inRange(sp.Child("max"), sc.Max, 1, 1000)...)
+		errs = append(errs, inRange(sp.Child("target"), sc.Target, 1, 1000)...)
+		if cc := sc.ContainerConcurrency; cc != nil && (*cc < 0 || *cc > MaxContainerConcurrency) {
+			errs = append(errs, field.Invalid(sp.Child("containerConcurrency"), *cc, fmt.Sprintf("must be between 0 and %d", MaxContainerConcurrency)))
+		}
+		if sc.Min != nil && sc.Max != nil && *sc.Max < *sc.Min {
+			errs = append(errs, field.Invalid(sp.Child("max"), *sc.Max, "max must be greater than or equal to min"))
+		}
+	}
+	return errs
+}
+
+func validateSource(src *FunctionSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	n := 0
+	if src.Inline != nil {
+		n++
+	}
+	if src.Archive != nil {
+		n++
+	}
+	if src.Image != "" {
+		n++
+	}
+	if n != 1 {
+		errs = append(errs, field.Invalid(p, summarizeSource(src), "exactly one of inline, archive or image must be set"))
+	}
+	if in := src.Inline; in != nil {
+		fp := p.Child("inline", "files")
+		switch {
+		case len(in.Files) == 0:
+			errs = append(errs, field.Required(fp, "at least one file"))
+		case len(in.Files) > MaxInlineFiles:
+			errs = append(errs, field.TooMany(fp, len(in.Files), MaxInlineFiles))
+		}
+		total := 0
+		for name, content := range in.Files {
+			total += len(name) + len(content)
+			if msg := checkRelativePath(name); msg != "" {
+				errs = append(errs, field.Invalid(fp.Key(name), name, msg))
+			}
+		}
+		if total > MaxInlineBytes {
+			errs = append(errs, field.TooLong(fp, "", MaxInlineBytes))
+		}
+	}
+	if a := src.Archive; a != nil {
+		ap := p.Child("archive")
+		if l := len(a.Bucket); l < 3 || l > 63 {
+			errs = append(errs, field.Invalid(ap.Child("bucket"), a.Bucket, "must be 3 to 63 characters"))
+		}
+		if l := len(a.Key); l < 1 || l > 1024 {
+			errs = append(errs, field.Invalid(ap.Child("key"), a.Key, "must be 1 to 1024 characters"))
+		}
+		if !sha256RE.MatchString(a.SHA256) {
+			errs = append(errs, field.Invalid(ap.Child("sha256"), a.SHA256, "must be 64 lower-case hex digits"))
+		}
+	}
+	if src.Image != "" && (!imageRE.MatchString(src.Image) || len(src.Image) > 512) {
+		errs = append(errs, field.Invalid(p.Child("image"), src.Image, "must be an image reference such as registry.example.com/app@sha256:..."))
+	}
+	return errs
+}
+
+func summarizeSource(src *FunctionSource) string {
+	var set []string
+	if src.Inline != nil {
+		set = append(set, "inline")
+	}
+	if src.Archive != nil {
+		set = append(set, "archive")
+	}
+	if src.Image != "" {
+		set = append(set, "image")
+	}
+	if len(set) == 0 {
+		return "none"
+	}
+	return strings.Join(set, ", ")
+}
+
+// checkRelativePath returns why name is not a clean relative file path, or "".
+func checkRelativePath(name string) string {
+	if len(name) > 255 {
+		return "file names must be at most 255 characters"
+	}
+	if strings.HasPrefix(name, "/") || strings.Contains(name, `\`) {
+		return "file names must be relative paths without '.', '..' or empty segments"
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "file names must be relative paths without '.', '..' or empty segments"
+		}
+	}
+	if path.Clean(name) != name {
+		return "file names must be relative paths without '.', '..' or empty segments"
+	}
+	return ""
+}
+
+func validateEnv(s *FunctionSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(s.Env) > MaxEnvVars {
+		errs = append(errs, field.TooMany(p, len(s.Env), MaxEnvVars))
+	}
+	seen := map[string]bool{}
+	for i, e := range s.Env {
+		ep := p.Index(i)
+		switch {
+		case !envNameRE.MatchString(e.Name):
+			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "env names must be C identifiers"))
+		case reservedEnv[e.Name] || strings.HasPrefix(e.Name, "SLESS_"):
+			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"))
+		case seen[e.Name]:
+			errs = append(errs, field.Duplicate(ep.Child("name"), e.Name))
+		}
+		seen[e.Name] = true
+		if e.Value != "" && e.ValueFrom != nil {
+			errs = append(errs, field.Invalid(ep, e.Name, "env entries take value or valueFrom, not both"))
+		}
+	}
+	return errs
+}
+
+func inRange[T ~int32 | ~int64](p *field.Path, v *T, lo, hi T) field.ErrorList {
+	if v == nil || (*v >= lo && *v <= hi) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, *v, fmt.Sprintf("must be between %d and %d", lo, hi))}
+}
+
+func validateName(name string, re *regexp.Regexp, max int, what string) field.ErrorList {
+	p := field.NewPath("metadata", "name")
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(p, "")}
+	case !re.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, "name must be "+what)}
+	case len(name) > max:
+		return field.ErrorList{field.TooLong(p, name, max)}
+	}
+	return nil
+}
+
+// ValidateTrigger checks a Trigger as the CRD schema does, and also parses the
+// time zone, which the schema can only shape-check.
+func ValidateTrigger(t *Trigger) field.ErrorList {
+	errs := validateName(t.Name, labelNameRE, MaxNameLength, "a DNS-1123 label")
+	p := field.NewPath("spec")
+	s := &t.Spec
+	errs = append(errs, validateRef(p.Child("function"), s.Function)...)
+	switch s.Type {
+	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue:
+	case "":
+		errs = append(errs, field.Required(p.Child("type"), ""))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue}))
+	}
+	if s.Type == TriggerTypeCron {
+		if s.Schedule == "" {
+			errs = append(errs, field.Required(p.Child("schedule"), "schedule is required for cron triggers"))
+		} else if err := ParseSchedule(s.Schedule); err != nil {
+			errs = append(errs, field.Invalid(p.Child("schedule"), s.Schedule, err.Error()))
+		}
+		if s.TimeZone != "" {
+			if !timeZoneRE.MatchString(s.TimeZone) || len(s.TimeZone) > 64 {
+				errs = append(errs, field.Invalid(p.Child("timeZone"), s.TimeZone, "must be an IANA time zone name"))
+			} else if _, err := time.LoadLocation(s.TimeZone); err != nil {
+				errs = append(errs, field.Invalid(p.Child("timeZone"), s.TimeZone, "unknown time zone"))
+			}
+		}
+		switch s.ConcurrencyPolicy {
+		case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("concurrencyPolicy"), s.ConcurrencyPolicy, []ConcurrencyPolicy{ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace}))
+		}
+		if d := s.StartingDeadlineSeconds; d != nil && (*d < 1 || *d > 86400) {
+			errs = append(errs, field.Invalid(p.Child("startingDeadlineSeconds"), *d, "must be between 1 and 86400"))
+		}
+		errs = append(errs, inRange(p.Child("preWarmSeconds"), s.PreWarmSeconds, 0, MaxPreWarmSeconds)...)
+	} else if s.Schedule != "" || s.TimeZone != "" || s.PreWarmSeconds != nil || s.ConcurrencyPolicy != "" {
+		errs = append(errs, field.Forbidden(p.Child("schedule"), "schedule, timeZone, preWarmSeconds and concurrencyPolicy apply only to cron triggers"))
+	}
+	if s.Type == TriggerTypeQueue {
+		if s.Queue == nil {
+			errs = append(errs, field.Required(p.Child("queue"), "queue is required for queue triggers"))
+		} else {
+			errs = append(errs, validateQueue(s.Queue, p.Child("queue"))...)
+		}
+	} else if s.Queue != nil {
+		errs = append(errs, field.Forbidden(p.Child("queue"), "queue applies only to queue triggers"))
+	}
+	return errs
+}
+
+func validateQueue(q *QueueSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if q.ConnectionSecret == "" {
+		errs = append(errs, field.Required(p.Child("connectionSecret"), ""))
+	}
+	if q.Queue == "" {
+		errs = append(errs, field.Required(p.Child("queue"), ""))
+	} else if len(q.Queue) > 255 {
+		errs = append(errs, field.TooLong(p.Child("queue"), q.Queue, 255))
+	}
+	errs = append(errs, inRange(p.Child("prefetch"), q.Prefetch, 1, 1000)...)
+	errs = append(errs, inRange(p.Child("concurrency"), q.Concurrency, 1, 100)...)
+	errs = append(errs, inRange(p.Child("maxRetries"), q.MaxRetries, 0, 100)...)
+	errs = append(errs, inRange(p.Child("backoffSeconds"), q.BackoffSeconds, 1, 3600)...)
+	return errs
+}
+
+func validateRef(p *field.Path, name string) field.ErrorList {
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(p, "")}
+	case !functionNameRE.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, "must name a Function: a DNS-1035 label")}
+	case len(name) > MaxNameLength:
+		return field.ErrorList{field.TooLong(p, name, MaxNameLength)}
+	}
+	return nil
+}
+
+// ParseSchedule reports whether a cron schedule is one sless runs: five
+// fields or an @ descriptor, with no embedded time zone (spec.timeZone says it).
+func ParseSchedule(schedule string) error {
+	if strings.Contains(schedule, "TZ=") {
+		return fmt.Errorf("set the time zone in timeZone, not in the schedule")
+	}
+	if strings.HasPrefix(schedule, "@") && !descriptorRE.MatchString(schedule) {
+		return fmt.Errorf("unknown descriptor %q: use @yearly, @monthly, @weekly, @daily or @hourly", schedule)
+	}
+	if _, err := cron.ParseStandard(schedule); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValidateFunctionJob checks a FunctionJob as the CRD schema does.
+func ValidateFunctionJob(j *FunctionJob) field.ErrorList {
+	errs := validateName(j.Name, labelNameRE, 40, "a DNS-1123 label")
+	p := field.NewPath("spec")
+	errs = append(errs, validateRef(p.Child("function"), j.Spec.Function)...)
+	if j.Spec.RunID < 0 {
+		errs = append(errs, field.Invalid(p.Child("runID"), j.Spec.RunID, "must be greater than or equal to 0"))
+	}
+	errs = append(errs, inRange(p.Child("timeoutSeconds"), j.Spec.TimeoutSeconds, 1, MaxJobTimeoutSeconds)...)
+	return errs
+}

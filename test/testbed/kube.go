@@ -1,0 +1,143 @@
+package testbed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// Kube is a running kube-apiserver and etcd with sless's CRDs and the
+// third-party ones of Knative Serving and Tekton installed.
+type Kube struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Kubeconfig is a file for kubectl and other clients, with admin rights.
+	Kubeconfig string
+
+	env *envtest.Environment
+	dir string
+}
+
+// NewScheme knows the Kubernetes built-in types, sless's, Knative Serving's
+// and Tekton's.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme, tektonv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// StartKube starts the control plane. Call Stop when done; most packages use
+// Main instead.
+func StartKube(scheme *runtime.Scheme) (*Kube, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if scheme == nil {
+		scheme = NewScheme()
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd"),
+			filepath.Join(root, "third_party", "knative-serving"),
+			filepath.Join(root, "third_party", "tekton-pipelines"),
+		},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start envtest with assets in %s: %w", assets, err)
+	}
+	// Tests create many objects at once; the client-side limiter would
+	// otherwise measure itself rather than the apiserver.
+	cfg.QPS, cfg.Burst = 1000, 2000
+	k := &Kube{Config: cfg, Scheme: scheme, env: env}
+	stop := func(err error) (*Kube, error) { _ = env.Stop(); return nil, err }
+	if k.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return stop(err)
+	}
+	if k.dir, err = os.MkdirTemp("", "sless-kube-"); err != nil {
+		return stop(err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "sless-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return stop(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return stop(err)
+	}
+	k.Kubeconfig = filepath.Join(k.dir, "kubeconfig")
+	if err := os.WriteFile(k.Kubeconfig, kc, 0o600); err != nil {
+		return stop(err)
+	}
+	return k, nil
+}
+
+// Stop stops the control plane and removes its files.
+func (k *Kube) Stop() error {
+	err := k.env.Stop()
+	_ = os.RemoveAll(k.dir)
+	return err
+}
+
+// Namespace creates a namespace with a fresh name for one test and deletes it
+// when the test ends.
+func (k *Kube) Namespace(t testing.TB) string {
+	t.Helper()
+	name := "t-" + randomSuffix(5)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"sless.dev/test": "true"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.Client.Create(ctx, ns); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// envtest runs no namespace controller, so the namespace stays
+		// Terminating; deleting it still tells apart leftovers of different tests.
+		if err := k.Client.Delete(context.Background(), ns); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("delete namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func randomSuffix(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)[:n*2-1]
+}
