@@ -176,7 +176,7 @@ func TestConformance(t *testing.T) {
 				c.t = t
 				r := c.do("GET", "/error", map[string]string{"X-Request-Id": "req-err-1"}, nil).status(500).header("Content-Type", "application/json")
 				var body struct {
-					Error struct{ Type, Message string }
+					Error     struct{ Type, Message string }
 					RequestID string
 				}
 				r.decode(&body)
