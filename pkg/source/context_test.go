@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:06e86a65d25cdf7089c1c4b35964cc76939f7f985ea3267a8f66595d9d21c157"
+const goldenDigest = "sha256:ea4cf57ac304c7c033b1510fd648dae109be133ea4fd463f59c90a60ffe8ace9"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())

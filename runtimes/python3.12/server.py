@@ -297,6 +297,9 @@ class Server(ThreadingHTTPServer):
 
 class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body are separate writes: with Nagle's algorithm the body
+    # waits for the peer's delayed ACK (~40 ms a request).
+    disable_nagle_algorithm = True
     server_version = "sless-python"
     sys_version = ""
 
