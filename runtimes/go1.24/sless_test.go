@@ -1,0 +1,91 @@
+package sless
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+)
+
+func TestEventJSONRoundTrip(t *testing.T) {
+	for _, ev := range []Event{
+		{Method: "POST", Path: "/", Headers: map[string]string{"content-type": "application/json"}, Body: []byte(`{"a":1}`)},
+		{Method: "PUT", Path: "/t", Headers: map[string]string{"content-type": "text/plain"}, Body: []byte("hi")},
+		{Method: "POST", Path: "/b", Body: []byte{0xff, 0, 1}},
+		{Method: "GET", Path: "/e"},
+	} {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if string(back.Body) != string(ev.Body) || back.Method != ev.Method || back.Path != ev.Path {
+			t.Errorf("%s: round trip gave %+v", b, back)
+		}
+	}
+}
+
+func TestEncodeResult(t *testing.T) {
+	tests := []struct {
+		in         any
+		status     int
+		ctype, out string
+	}{
+		{map[string]int{"a": 1}, 200, "application/json", `{"a":1}`},
+		{nil, 200, "application/json", `null`},
+		{[]byte("raw"), 200, "application/octet-stream", "raw"},
+		{&Response{StatusCode: 201, Body: "made"}, 201, "text/plain; charset=utf-8", "made"},
+		{Response{StatusCode: 202, Body: "cmF3", IsBase64Encoded: true}, 202, "application/octet-stream", "raw"},
+		{&Response{StatusCode: 200, Headers: map[string]string{"content-type": "image/png"}, Body: []byte{1}}, 200, "", "\x01"},
+		{map[string]any{"statusCode": float64(404), "body": map[string]any{"x": 1}}, 404, "application/json", `{"x":1}`},
+	}
+	for _, tc := range tests {
+		enc, err := encodeResult(tc.in)
+		if err != nil {
+			t.Fatalf("%#v: %v", tc.in, err)
+		}
+		if enc.status != tc.status || enc.headers["Content-Type"] != tc.ctype || string(enc.body) != tc.out {
+			t.Errorf("%#v: got %d %q %q", tc.in, enc.status, enc.headers["Content-Type"], enc.body)
+		}
+	}
+	if _, err := encodeResult(&Response{StatusCode: 42}); err == nil {
+		t.Error("status 42 accepted")
+	}
+}
+
+type myErr struct{}
+
+func (myErr) Error() string { return "mine" }
+
+func TestErrorType(t *testing.T) {
+	for err, want := range map[error]string{
+		errors.New("x"):                                "Error",
+		fmt.Errorf("w: %w", errors.New("x")):           "Error",
+		&fs.PathError{Op: "open", Err: fs.ErrNotExist}: "PathError",
+		myErr{}:                               "myErr",
+		&Error{Status: 409, Type: "Conflict"}: "Conflict",
+	} {
+		if got := errorType(err); got != want {
+			t.Errorf("errorType(%T) = %q, want %q", err, got, want)
+		}
+	}
+	if errorStatus(&Error{Status: 409}) != 409 || errorStatus(errors.New("x")) != 500 {
+		t.Error("errorStatus")
+	}
+}
+
+func TestAdaptDecodesIntoUserTypes(t *testing.T) {
+	type in struct {
+		Body struct{ Name string } `json:"body"`
+	}
+	h := adapt(func(ctx context.Context, ev in) (string, error) { return "hi " + ev.Body.Name, nil })
+	out, err := h(context.Background(), &Event{Headers: map[string]string{"content-type": "application/json"}, Body: []byte(`{"Name":"Ada"}`)})
+	if err != nil || out != "hi Ada" {
+		t.Fatalf("got %v, %v", out, err)
+	}
+}
