@@ -13,6 +13,9 @@ VERSITYGW_VERSION=${VERSITYGW_VERSION:-1.8.0}
 cache=${SLESS_ASSETS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sless/assets}
 dir="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-vgw-$VERSITYGW_VERSION"
 mkdir -p "$dir"
+# Concurrent test runs share the cache: one builds, the others wait for it.
+exec 9>"$dir/.lock"
+flock 9
 log() { echo "test-assets: $*" >&2; }
 
 build_kube_apiserver() {

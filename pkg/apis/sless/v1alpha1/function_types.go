@@ -86,13 +86,10 @@ type FunctionSpec struct {
 
 	// Env is the function's environment; values may come from Secrets and ConfigMaps.
 	// +kubebuilder:validation:MaxItems=100
-	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name.matches('^[A-Za-z_][A-Za-z0-9_]*$'))",message="env names must be C identifiers"
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['PORT', 'K_SERVICE', 'K_CONFIGURATION', 'K_REVISION']) && !e.name.startsWith('SLESS_'))",message="env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"
-	// +kubebuilder:validation:XValidation:rule="self.all(e, self.exists_one(f, f.name == e.name))",message="env names must be unique"
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(has(e.value) && has(e.valueFrom)))",message="env entries take value or valueFrom, not both"
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=name
 	// +optional
-	Env []corev1.EnvVar `json:"env,omitempty"`
+	Env []EnvVar `json:"env,omitempty"`
 
 	// MemoryMB is the memory limit (and request) of each instance.
 	// +kubebuilder:validation:Minimum=64
@@ -144,7 +141,7 @@ type FunctionSource struct {
 
 // InlineSource is code carried in the Function itself, at most 256 KiB in all.
 //
-// +kubebuilder:validation:XValidation:rule="self.files.all(k, !k.startsWith('/') && !k.contains('\\\\') && !k.split('/').exists(p, p == '..' || p == '.' || p == ''))",message="file names must be relative paths without '.', '..' or empty segments",fieldPath=".files"
+// +kubebuilder:validation:XValidation:rule="self.files.all(k, !k.startsWith('/') && !k.contains('\\\\') && !k.split('/').exists(p, p == '..' || p == '.' || size(p) == 0))",message="file names must be relative paths without '.', '..' or empty segments",fieldPath=".files"
 // +kubebuilder:validation:XValidation:rule="self.files.map(k, size(self.files[k]) + size(k)).sum() <= 262144",message="inline files must total at most 262144 bytes",fieldPath=".files"
 type InlineSource struct {
 	// Files maps a relative path to the file's content.
@@ -169,6 +166,24 @@ type ArchiveSource struct {
 	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
 	// +required
 	SHA256 string `json:"sha256"`
+}
+
+// EnvVar is one environment variable: a literal value or one taken from a
+// Secret, ConfigMap or field (Kubernetes' EnvVarSource).
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.valueFrom))",message="env entries take value or valueFrom, not both"
+type EnvVar struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['PORT', 'K_SERVICE', 'K_CONFIGURATION', 'K_REVISION']) && !self.startsWith('SLESS_')",message="env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"
+	// +required
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Value string `json:"value,omitempty"`
+	// +optional
+	ValueFrom *corev1.EnvVarSource `json:"valueFrom,omitempty"`
 }
 
 // ScaleSpec maps onto Knative's autoscaling annotations.
@@ -260,4 +275,16 @@ type FunctionList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Function `json:"items"`
+}
+
+// CoreEnv is the Function's environment as Kubernetes containers take it.
+func (s *FunctionSpec) CoreEnv() []corev1.EnvVar {
+	if len(s.Env) == 0 {
+		return nil
+	}
+	out := make([]corev1.EnvVar, len(s.Env))
+	for i, e := range s.Env {
+		out[i] = corev1.EnvVar{Name: e.Name, Value: e.Value, ValueFrom: e.ValueFrom.DeepCopy()}
+	}
+	return out
 }

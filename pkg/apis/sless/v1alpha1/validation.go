@@ -189,7 +189,7 @@ func validateEnv(s *FunctionSpec, p *field.Path) field.ErrorList {
 	for i, e := range s.Env {
 		ep := p.Index(i)
 		switch {
-		case !envNameRE.MatchString(e.Name):
+		case !envNameRE.MatchString(e.Name) || len(e.Name) > 128:
 			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "env names must be C identifiers"))
 		case reservedEnv[e.Name] || strings.HasPrefix(e.Name, "SLESS_"):
 			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"))
@@ -197,6 +197,9 @@ func validateEnv(s *FunctionSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Duplicate(ep.Child("name"), e.Name))
 		}
 		seen[e.Name] = true
+		if len(e.Value) > 32768 {
+			errs = append(errs, field.TooLong(ep.Child("value"), "", 32768))
+		}
 		if e.Value != "" && e.ValueFrom != nil {
 			errs = append(errs, field.Invalid(ep, e.Name, "env entries take value or valueFrom, not both"))
 		}
