@@ -1,0 +1,69 @@
+// Package adapter holds the interfaces between sless's decisions and the
+// systems that carry them out. On a cluster Tekton builds and Knative serves;
+// in local mode (`sless dev`) a local builder and a process server do. The
+// Function reconcile logic is written once against these interfaces.
+package adapter
+
+import (
+	"context"
+	"time"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// BuildInput is what one build needs: the function and its build context,
+// already stored where the builder can fetch it.
+type BuildInput struct {
+	// Digest is "sha256:<hex>" of the build context tar.gz.
+	Digest string
+	// Location is where the builder fetches the context from (s3://bucket/key
+	// on clusters, a file path in local mode).
+	Location string
+}
+
+// BuildState is what a builder reports of the build of one digest.
+type BuildState struct {
+	// Name identifies the build (the PipelineRun's name); status.buildRef.
+	Name string
+	// Started is false when no build for the digest exists yet.
+	Started   bool
+	Done      bool
+	Succeeded bool
+	// Image is the built image pinned by digest (repo@sha256:...), set on success.
+	Image string
+	// Reason and Message explain a failure, or where a running build is.
+	Reason  string
+	Message string
+	// StartTime and CompletionTime when known.
+	StartTime      *time.Time
+	CompletionTime *time.Time
+}
+
+// Builder turns a build context into an image. EnsureBuild is idempotent per
+// digest: a second call for the same function and digest reports on the
+// build the first one started rather than starting another.
+type Builder interface {
+	EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, in BuildInput) (BuildState, error)
+}
+
+// ServeState is what a server reports of a function's service.
+type ServeState struct {
+	// Ready is true when the revision serving the function's current
+	// generation is ready to take traffic.
+	Ready   bool
+	Reason  string
+	Message string
+	// LatestCreatedRevision and LatestReadyRevision name revisions.
+	LatestCreatedRevision string
+	LatestReadyRevision   string
+	// Address is where the invoke proxy forwards calls (cluster-local URL, or
+	// a loopback URL in local mode).
+	Address string
+}
+
+// Server runs a function's image and reports whether it serves. EnsureService
+// creates or updates the service to match the function and image, and makes
+// no change when they already match.
+type Server interface {
+	EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (ServeState, error)
+}
