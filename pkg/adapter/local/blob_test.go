@@ -1,0 +1,140 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+)
+
+func TestBlobsPutGetExistsDelete(t *testing.T) {
+	ctx := context.Background()
+	b, err := NewBlobs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("hello build context")
+	if err := b.Put(ctx, "ns/fn/context/a.tar.gz", bytes.NewReader(body), int64(len(body)), "application/gzip"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "ns/fn2/context/b.tar.gz", bytes.NewReader(body), -1, ""); err != nil {
+		t.Fatal(err)
+	}
+	rc, size, err := b.Get(ctx, "ns/fn/context/a.tar.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.Equal(got, body) || size != int64(len(body)) {
+		t.Fatalf("Get = %q (%d bytes), want %q", got, size, body)
+	}
+	if ok, err := b.Exists(ctx, "ns/fn/context/a.tar.gz"); !ok || err != nil {
+		t.Fatalf("Exists = %v, %v; want true", ok, err)
+	}
+	for _, key := range []string{"ns/fn/missing", "ns/fn", "ns/fn/context/a.tar.gz/below"} {
+		if ok, err := b.Exists(ctx, key); ok || err != nil {
+			t.Errorf("Exists(%q) = %v, %v; want false, nil", key, ok, err)
+		}
+		if _, _, err := b.Get(ctx, key); !errors.Is(err, s3.ErrNotFound) {
+			t.Errorf("Get(%q): %v, want ErrNotFound", key, err)
+		}
+	}
+	if err := b.DeletePrefix(ctx, "ns/fn"); err == nil {
+		t.Fatal("DeletePrefix without a trailing slash must refuse: it would also match ns/fn2/")
+	}
+	if err := b.DeletePrefix(ctx, "ns/fn/"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := b.Exists(ctx, "ns/fn/context/a.tar.gz"); ok {
+		t.Fatal("object survived DeletePrefix")
+	}
+	if ok, _ := b.Exists(ctx, "ns/fn2/context/b.tar.gz"); !ok {
+		t.Fatal("DeletePrefix ns/fn/ removed ns/fn2/")
+	}
+	if err := b.DeletePrefix(ctx, "ns/nothing/"); err != nil {
+		t.Fatalf("DeletePrefix of nothing: %v", err)
+	}
+	u, err := url.Parse(b.Location("ns/fn2/context/b.tar.gz"))
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("Location = %q, want a file:// URL", b.Location("ns/fn2/context/b.tar.gz"))
+	}
+	if got, err := os.ReadFile(filepath.FromSlash(u.Path)); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("reading Location: %q, %v", got, err)
+	}
+}
+
+func TestBlobsRefuseBadKeysAndWrongSizes(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	b, err := NewBlobs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"", "/abs", "a/../../etc/passwd", "a//b", "a/./b", "dir/", `a\b`, "a/.put-x", "nul\x00"} {
+		if err := b.Put(ctx, key, strings.NewReader("x"), 1, ""); err == nil {
+			t.Errorf("Put(%q) stored; want an error", key)
+		}
+	}
+	if err := b.Put(ctx, "short", strings.NewReader("abc"), 5, ""); err == nil {
+		t.Error("Put with a body shorter than size stored")
+	}
+	if err := b.Put(ctx, "long", strings.NewReader("abcdef"), 3, ""); err == nil {
+		t.Error("Put with a body longer than size stored")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.Put(cancelled, "cancelled", strings.NewReader("abc"), 3, ""); err == nil {
+		t.Error("Put with a cancelled context stored")
+	}
+	entries, _ := os.ReadDir(root)
+	if len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("refused puts left files behind: %v", names)
+	}
+}
+
+// Concurrent writers of one key leave one whole object, never a mix.
+func TestBlobsConcurrentPutsOfOneKey(t *testing.T) {
+	ctx := context.Background()
+	b, err := NewBlobs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := [][]byte{bytes.Repeat([]byte("a"), 1<<20), bytes.Repeat([]byte("b"), 1<<20)}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(body []byte) {
+			defer wg.Done()
+			if err := b.Put(ctx, "k/obj", bytes.NewReader(body), int64(len(body)), ""); err != nil {
+				t.Error(err)
+			}
+		}(bodies[i%2])
+	}
+	wg.Wait()
+	rc, _, err := b.Get(ctx, "k/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.Equal(got, bodies[0]) && !bytes.Equal(got, bodies[1]) {
+		t.Fatal("concurrent puts left a mixed object")
+	}
+	entries, _ := os.ReadDir(filepath.Join(b.Root(), "k"))
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left behind: %d entries", len(entries))
+	}
+}
