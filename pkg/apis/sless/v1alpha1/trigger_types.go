@@ -187,6 +187,10 @@ type TriggerStatus struct {
 	// NextScheduleTime of a cron trigger.
 	// +optional
 	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+	// PreWarmedFor is the scheduled run for which the function's min-scale is
+	// raised now (preWarmSeconds); unset when it is not raised by this trigger.
+	// +optional
+	PreWarmedFor *metav1.Time `json:"preWarmedFor,omitempty"`
 }
 
 // TriggerList is a list of Triggers.
