@@ -46,17 +46,17 @@ func (id *Identity) MayAct(ns string) bool {
 
 // Reasons of an *Error, stable machine codes the API puts in problem bodies.
 const (
-	ReasonMissingToken   = "MissingToken"
-	ReasonMalformed      = "MalformedToken"
-	ReasonBadAlgorithm   = "BadAlgorithm"
-	ReasonUnknownKey     = "UnknownKey"
-	ReasonBadSignature   = "BadSignature"
-	ReasonExpired        = "Expired"
-	ReasonNotYetValid    = "NotYetValid"
-	ReasonWrongIssuer    = "WrongIssuer"
-	ReasonWrongAudience  = "WrongAudience"
-	ReasonMissingClaim   = "MissingClaim"
-	ReasonInvalidClaim   = "InvalidClaim"
+	ReasonMissingToken  = "MissingToken"
+	ReasonMalformed     = "MalformedToken"
+	ReasonBadAlgorithm  = "BadAlgorithm"
+	ReasonUnknownKey    = "UnknownKey"
+	ReasonBadSignature  = "BadSignature"
+	ReasonExpired       = "Expired"
+	ReasonNotYetValid   = "NotYetValid"
+	ReasonWrongIssuer   = "WrongIssuer"
+	ReasonWrongAudience = "WrongAudience"
+	ReasonMissingClaim  = "MissingClaim"
+	ReasonInvalidClaim  = "InvalidClaim"
 )
 
 // Error is why a request could not be authenticated: always an HTTP 401.
