@@ -1,0 +1,403 @@
+package local
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// Builder is adapter.Builder for one machine: it unpacks the build context
+// pkg/source made into a directory named by its digest and runs the runtime's
+// dependency and build steps there (runtimes.LocalSetup). That directory is
+// the "image": Image() names it local/<ns>/<fn>@sha256:<digest>, and Dir maps
+// such a name back onto the directory.
+//
+// Builds are keyed by digest exactly as PipelineRuns are on a cluster: a
+// second EnsureBuild of a digest reports on the first build, and functions
+// with equal source share one directory. A finished build's outcome is kept in
+// <digest>.json beside its directory, so it survives restarts; a build cut
+// short by a restart starts again.
+type Builder struct {
+	root string
+	opts runtimes.LocalOptions
+	// onDone is called (in its own goroutine) with each function that asked
+	// for a build when that build ends, so its reconcile runs again.
+	onDone func(namespace, name string)
+
+	mu      sync.Mutex
+	running map[string]*build
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var _ adapter.Builder = (*Builder)(nil)
+
+type build struct {
+	name    string
+	started time.Time
+	waiters map[[2]string]bool
+}
+
+// buildResult is <digest>.json.
+type buildResult struct {
+	Name           string    `json:"name"`
+	Succeeded      bool      `json:"succeeded"`
+	Reason         string    `json:"reason,omitempty"`
+	Message        string    `json:"message,omitempty"`
+	StartTime      time.Time `json:"startTime"`
+	CompletionTime time.Time `json:"completionTime"`
+}
+
+// Reasons a local build reports.
+const (
+	ReasonBuilding       = "Building"
+	ReasonBuildFailed    = "BuildFailed"
+	ReasonBuildTimeout   = "BuildTimeout"
+	ReasonBadContext     = "BadBuildContext"
+	ReasonToolMissing    = "ToolMissing"
+	ReasonBuildCancelled = "BuildCancelled"
+)
+
+// NewBuilder keeps builds under root. opts names the tools (python3, node,
+// go); onDone may be nil.
+func NewBuilder(root string, opts runtimes.LocalOptions, onDone func(namespace, name string)) (*Builder, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("build directory: %w", err)
+	}
+	// Leftovers of builds a previous run did not finish.
+	entries, _ := os.ReadDir(abs)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			os.RemoveAll(filepath.Join(abs, e.Name()))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if onDone == nil {
+		onDone = func(string, string) {}
+	}
+	return &Builder{root: abs, opts: opts, onDone: onDone, running: map[string]*build{}, ctx: ctx, cancel: cancel}, nil
+}
+
+// Close stops running builds and waits for them.
+func (b *Builder) Close() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+
+// Image is the name of a function's build of digest.
+func Image(namespace, name, digest string) string {
+	return "local/" + namespace + "/" + name + "@" + digest
+}
+
+// BuildName is the build's name (status.buildRef), from the function and
+// the digest as a PipelineRun's is.
+func BuildName(fnName, digest string) string {
+	return fnName + "-build-" + strings.TrimPrefix(digest, "sha256:")[:10]
+}
+
+// Dir is the directory a local image names, once its build succeeded.
+func (b *Builder) Dir(image string) (string, error) {
+	i := strings.LastIndex(image, "@")
+	if !strings.HasPrefix(image, "local/") || i < 0 || !digestRE.MatchString(image[i+1:]) {
+		return "", fmt.Errorf("%q is not an image local mode built: sless dev runs functions built from source, not prebuilt images", image)
+	}
+	hexd := strings.TrimPrefix(image[i+1:], "sha256:")
+	res, ok := b.result(hexd)
+	if !ok || !res.Succeeded {
+		return "", fmt.Errorf("image %s has not been built", image)
+	}
+	dir := filepath.Join(b.root, hexd)
+	if _, err := os.Stat(filepath.Join(dir, runtimes.ManifestFile)); err != nil {
+		return "", fmt.Errorf("image %s: %w", image, err)
+	}
+	return dir, nil
+}
+
+func (b *Builder) result(hexd string) (buildResult, bool) {
+	var res buildResult
+	raw, err := os.ReadFile(filepath.Join(b.root, hexd+".json"))
+	if err != nil || json.Unmarshal(raw, &res) != nil {
+		return res, false
+	}
+	if res.Succeeded {
+		if _, err := os.Stat(filepath.Join(b.root, hexd, runtimes.ManifestFile)); err != nil {
+			return res, false // the directory went away: build again
+		}
+	}
+	return res, true
+}
+
+// EnsureBuild reports on the build of in.Digest, starting it if none ran.
+func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in adapter.BuildInput) (adapter.BuildState, error) {
+	if !digestRE.MatchString(in.Digest) {
+		return adapter.BuildState{}, fmt.Errorf("build digest %q is not sha256:<64 hex>", in.Digest)
+	}
+	hexd := strings.TrimPrefix(in.Digest, "sha256:")
+	name := BuildName(fn.Name, in.Digest)
+	if res, ok := b.result(hexd); ok {
+		st := adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: res.Succeeded,
+			Reason: res.Reason, Message: res.Message, StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}
+		if res.Succeeded {
+			st.Image = Image(fn.Namespace, fn.Name, in.Digest)
+		}
+		return st, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.ctx.Err(); err != nil {
+		return adapter.BuildState{}, errors.New("the builder is shut down")
+	}
+	bl, ok := b.running[hexd]
+	if !ok {
+		// The result may have landed between the check above and the lock.
+		if res, ok := b.result(hexd); ok && res.Succeeded {
+			return adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: true,
+				Image: Image(fn.Namespace, fn.Name, in.Digest), StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}, nil
+		}
+		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}}
+		b.running[hexd] = bl
+		timeout := time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
+		if fn.Spec.BuildTimeoutSeconds != nil {
+			timeout = time.Duration(*fn.Spec.BuildTimeoutSeconds) * time.Second
+		}
+		b.wg.Add(1)
+		go b.run(hexd, in.Location, bl, timeout)
+	}
+	bl.waiters[[2]string{fn.Namespace, fn.Name}] = true
+	start := bl.started
+	return adapter.BuildState{Name: bl.name, Started: true, Reason: ReasonBuilding,
+		Message: "installing dependencies", StartTime: &start}, nil
+}
+
+func (b *Builder) run(hexd, location string, bl *build, timeout time.Duration) {
+	defer b.wg.Done()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	res := b.build(ctx, hexd, location)
+	res.Name = bl.name
+	res.StartTime = bl.started
+	res.CompletionTime = time.Now().UTC()
+	if ctx.Err() != nil && !res.Succeeded {
+		if b.ctx.Err() != nil {
+			res.Reason, res.Message = ReasonBuildCancelled, "sless dev stopped during the build"
+		} else if res.Reason == ReasonBuildFailed {
+			res.Reason = ReasonBuildTimeout
+			res.Message = fmt.Sprintf("the build did not finish within %s: %s", timeout, res.Message)
+		}
+	}
+	// A build cut short by shutdown is not a result: the next run builds again.
+	if res.Reason != ReasonBuildCancelled {
+		raw, _ := json.MarshalIndent(res, "", "  ")
+		if err := writeFileAtomic(filepath.Join(b.root, hexd+".json"), raw); err != nil {
+			res = buildResult{Name: bl.name, Reason: ReasonBuildFailed, Message: err.Error()}
+		}
+	}
+	b.mu.Lock()
+	delete(b.running, hexd)
+	waiters := bl.waiters
+	b.mu.Unlock()
+	for w := range waiters {
+		b.onDone(w[0], w[1])
+	}
+}
+
+// build unpacks and sets up the context in a temporary directory and renames
+// it into place, so a directory named by a digest is always complete.
+func (b *Builder) build(ctx context.Context, hexd, location string) buildResult {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(b.root, ".tmp-"+hexd[:12]+"-"+hex.EncodeToString(rnd[:]))
+	defer os.RemoveAll(tmp)
+	if err := unpackContext(location, "sha256:"+hexd, tmp); err != nil {
+		return buildResult{Reason: ReasonBadContext, Message: err.Error()}
+	}
+	cmds, err := runtimes.LocalSetup(tmp, b.opts)
+	if err != nil {
+		reason := ReasonBadContext
+		if strings.Contains(err.Error(), "is needed to run") {
+			reason = ReasonToolMissing
+		}
+		return buildResult{Reason: reason, Message: err.Error()}
+	}
+	logPath := filepath.Join(b.root, hexd+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return buildResult{Reason: ReasonBuildFailed, Message: err.Error()}
+	}
+	defer logf.Close()
+	for _, cmd := range cmds {
+		tail := &tailBuffer{max: 2048}
+		fmt.Fprintf(logf, "$ %s\n", strings.Join(cmd.Args, " "))
+		cmd.Stdout = io.MultiWriter(logf, tail)
+		cmd.Stderr = cmd.Stdout
+		if err := runGroup(ctx, cmd); err != nil {
+			msg := strings.TrimSpace(tail.String())
+			if msg == "" {
+				msg = err.Error()
+			}
+			return buildResult{Reason: ReasonBuildFailed,
+				Message: fmt.Sprintf("%s: %v: %s", path.Base(cmd.Args[0])+" "+strings.Join(cmd.Args[1:min(len(cmd.Args), 3)], " "), err, msg)}
+		}
+	}
+	dir := filepath.Join(b.root, hexd)
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return buildResult{Reason: ReasonBuildFailed, Message: err.Error()}
+	}
+	return buildResult{Succeeded: true}
+}
+
+// runGroup runs cmd in its own process group and kills the whole group when
+// ctx ends (npm and go start children of their own).
+func runGroup(ctx context.Context, cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-done:
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// unpackContext checks the build context at location against digest and
+// unpacks it into dir. The archives come from pkg/source, but the file may
+// have been changed on disk: only plain files and directories with clean
+// relative names are taken.
+func unpackContext(location, digest, dir string) error {
+	u, err := url.Parse(location)
+	if err != nil || (u.Scheme != "file" && u.Scheme != "") {
+		return fmt.Errorf("build context %q: local mode reads contexts from files", location)
+	}
+	p := filepath.FromSlash(u.Path)
+	if u.Scheme == "" {
+		p = location
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		return fmt.Errorf("build context %s has digest %s, want %s", location, got, digest)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("build context: %w", err)
+		}
+		name := strings.TrimSuffix(h.Name, "/")
+		if name == "" || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("build context: bad entry name %q", h.Name)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			mode := os.FileMode(0o644)
+			if h.Mode&0o111 != 0 {
+				mode = 0o755
+			}
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			if err != nil {
+				return fmt.Errorf("build context: %w", err)
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("build context: %w", err)
+			}
+		default:
+			return fmt.Errorf("build context: entry %q is not a file or directory", h.Name)
+		}
+	}
+}
+
+func writeFileAtomic(p string, data []byte) error {
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

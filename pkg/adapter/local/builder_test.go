@@ -1,0 +1,249 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/source"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// storeContext makes the build context of files and stores it as the
+// reconciler would, returning the build input.
+func storeContext(t testing.TB, blobs *Blobs, runtime, entrypoint string, files map[string]string) adapter.BuildInput {
+	t.Helper()
+	bc, err := source.BuildContext(source.Input{Runtime: runtime, Entrypoint: entrypoint, Files: source.Inline(files)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "ns/contexts/" + strings.TrimPrefix(bc.Digest, "sha256:") + ".tar.gz"
+	if err := blobs.Put(context.Background(), key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
+		t.Fatal(err)
+	}
+	return adapter.BuildInput{Digest: bc.Digest, Location: blobs.Location(key)}
+}
+
+// doneRecorder collects onDone calls.
+type doneRecorder struct {
+	mu   sync.Mutex
+	got  map[string]int
+	cond chan struct{}
+}
+
+func newDoneRecorder() *doneRecorder {
+	return &doneRecorder{got: map[string]int{}, cond: make(chan struct{}, 100)}
+}
+
+func (d *doneRecorder) done(ns, name string) {
+	d.mu.Lock()
+	d.got[ns+"/"+name]++
+	d.mu.Unlock()
+	d.cond <- struct{}{}
+}
+
+func (d *doneRecorder) count(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.got[key]
+}
+
+func fnNamed(ns, name string) *slessv1alpha1.Function {
+	return &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
+
+// awaitBuild polls EnsureBuild until the build is done.
+func awaitBuild(t testing.TB, b *Builder, fn *slessv1alpha1.Function, in adapter.BuildInput, within time.Duration) adapter.BuildState {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st, err := b.EnsureBuild(context.Background(), fn, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Done {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("build not done within %s: %+v", within, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
+	dir := t.TempDir()
+	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	rec := newDoneRecorder()
+	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, rec.done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": "def handler(e, c):\n    return 'hi'\n"})
+
+	a, other := fnNamed("ns", "a"), fnNamed("ns", "b")
+	st, err := b.EnsureBuild(context.Background(), a, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Started || st.Done || st.Name != BuildName("a", in.Digest) {
+		t.Fatalf("first EnsureBuild = %+v, want a started build", st)
+	}
+	// A second function with the same source while the build runs joins it
+	// (or, if it already ended, is told its outcome).
+	second, err := b.EnsureBuild(context.Background(), other, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantB := 1
+	if second.Done {
+		wantB = 0
+	}
+	done := awaitBuild(t, b, a, in, time.Minute)
+	if !done.Succeeded || done.Image != Image("ns", "a", in.Digest) || done.StartTime == nil || done.CompletionTime == nil {
+		t.Fatalf("done = %+v", done)
+	}
+	// Both functions that asked are told when it ends.
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.count("ns/a") != 1 || rec.count("ns/b") != wantB {
+		if time.Now().After(deadline) {
+			t.Fatalf("onDone calls: %v", rec.got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// One directory per digest, complete, and no temporary leftovers.
+	entries, _ := os.ReadDir(b.root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	hexd := strings.TrimPrefix(in.Digest, "sha256:")
+	if len(entries) != 3 { // <hex>/, <hex>.json, <hex>.log
+		t.Fatalf("build root holds %v", names)
+	}
+	d, err := b.Dir(done.Image)
+	if err != nil || d != filepath.Join(b.root, hexd) {
+		t.Fatalf("Dir = %q, %v", d, err)
+	}
+	if _, err := os.Stat(filepath.Join(d, "function", "main.py")); err != nil {
+		t.Fatal(err)
+	}
+	// A second function with the same source reuses the build.
+	st, _ = b.EnsureBuild(context.Background(), other, in)
+	if !st.Done || st.Image != Image("ns", "b", in.Digest) {
+		t.Fatalf("second function: %+v", st)
+	}
+	// A new builder on the same root remembers.
+	b.Close()
+	b2, err := NewBuilder(b.root, runtimes.LocalOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if st, _ := b2.EnsureBuild(context.Background(), a, in); !st.Done || !st.Succeeded {
+		t.Fatalf("after restart: %+v", st)
+	}
+}
+
+func TestBuilderFailures(t *testing.T) {
+	dir := t.TempDir()
+	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	// A python3 that hangs shows the timeout and that the whole process
+	// group is killed.
+	hang := filepath.Join(dir, "hang-python")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nsleep 60 &\nwait\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		opts     runtimes.LocalOptions
+		timeout  int32
+		files    map[string]string
+		corrupt  bool
+		reason   string
+		inMsg    string
+		maxDelay time.Duration
+	}{
+		{
+			name:   "pip cannot find a requirement",
+			files:  map[string]string{"main.py": "def handler(e, c): return 1\n", "requirements.txt": "--no-index\nsless-no-such-package==1.0\n"},
+			reason: ReasonBuildFailed, inMsg: "sless-no-such-package", maxDelay: time.Minute,
+		},
+		{
+			name:    "context changed on disk",
+			files:   map[string]string{"main.py": "def handler(e, c): return 2\n"},
+			corrupt: true, reason: ReasonBadContext, inMsg: "has digest", maxDelay: 10 * time.Second,
+		},
+		{
+			name:    "build timeout",
+			opts:    runtimes.LocalOptions{Python: hang},
+			timeout: 1,
+			files:   map[string]string{"main.py": "def handler(e, c): return 3\n", "requirements.txt": "x\n"},
+			reason:  ReasonBuildTimeout, inMsg: "did not finish within 1s", maxDelay: 10 * time.Second,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := NewBuilder(filepath.Join(dir, "builds-"+strings.ReplaceAll(c.name, " ", "-")), c.opts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			in := storeContext(t, blobs, "python3.12", "main.handler", c.files)
+			if c.corrupt {
+				p := strings.TrimPrefix(in.Location, "file://")
+				if err := os.WriteFile(p, []byte("not the context"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fn := fnNamed("ns", "f")
+			if c.timeout > 0 {
+				fn.Spec.BuildTimeoutSeconds = ptr.To(c.timeout)
+			}
+			start := time.Now()
+			st := awaitBuild(t, b, fn, in, c.maxDelay)
+			if st.Succeeded || st.Reason != c.reason || !strings.Contains(st.Message, c.inMsg) || st.Image != "" {
+				t.Fatalf("state = %+v, want reason %s with %q", st, c.reason, c.inMsg)
+			}
+			if time.Since(start) > c.maxDelay {
+				t.Fatalf("failure took %s", time.Since(start))
+			}
+			if _, err := b.Dir(Image("ns", "f", in.Digest)); err == nil {
+				t.Fatal("Dir of a failed build succeeded")
+			}
+			// The outcome is remembered: asking again starts nothing.
+			if again, _ := b.EnsureBuild(context.Background(), fn, in); !again.Done || again.Reason != c.reason {
+				t.Fatalf("asked again: %+v", again)
+			}
+		})
+	}
+}
+
+func TestBuilderRefusesBadInput(t *testing.T) {
+	b, err := NewBuilder(t.TempDir(), runtimes.LocalOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, d := range []string{"", "sha256:abc", "md5:" + strings.Repeat("a", 64), "sha256:" + strings.Repeat("A", 64)} {
+		if _, err := b.EnsureBuild(context.Background(), fnNamed("ns", "f"), adapter.BuildInput{Digest: d}); err == nil {
+			t.Errorf("EnsureBuild accepted digest %q", d)
+		}
+	}
+	for _, img := range []string{"docker.io/library/python:3.12", "local/ns/f@sha256:" + strings.Repeat("a", 64), "local/ns/f"} {
+		if _, err := b.Dir(img); err == nil {
+			t.Errorf("Dir(%q) succeeded", img)
+		}
+	}
+}
