@@ -99,6 +99,7 @@ type FunctionSpec struct {
 	MemoryMB *int32 `json:"memoryMB,omitempty"`
 
 	// CPU is the CPU request of each instance, e.g. "250m".
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="cpu must be a quantity greater than zero"
 	// +optional
 	CPU *resource.Quantity `json:"cpu,omitempty"`
 

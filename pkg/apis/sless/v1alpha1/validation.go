@@ -119,7 +119,7 @@ func validateSource(src *FunctionSource, p *field.Path) field.ErrorList {
 		for name, content := range in.Files {
 			total += len(name) + len(content)
 			if msg := checkRelativePath(name); msg != "" {
-				errs = append(errs, field.Invalid(fp.Key(name), name, msg))
+				errs = append(errs, field.Invalid(fp, name, msg))
 			}
 		}
 		if total > MaxInlineBytes {
@@ -194,7 +194,7 @@ func validateEnv(s *FunctionSpec, p *field.Path) field.ErrorList {
 		case reservedEnv[e.Name] || strings.HasPrefix(e.Name, "SLESS_"):
 			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"))
 		case seen[e.Name]:
-			errs = append(errs, field.Duplicate(ep.Child("name"), e.Name))
+			errs = append(errs, field.Duplicate(ep, e.Name))
 		}
 		seen[e.Name] = true
 		if len(e.Value) > 32768 {

@@ -1,0 +1,239 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+// specCase is one row of the table the CRD schema and the Go validation must
+// agree on. field is the path the Go validation must name; the apiserver's
+// message must contain msg (field when msg is empty).
+type specCase struct {
+	name  string
+	doc   string
+	valid bool
+	field string
+	msg   string
+	// goOnly marks what the schema cannot check (an unknown time zone): the
+	// apiserver accepts it and the Go validation, which the REST API runs, refuses.
+	goOnly bool
+}
+
+const pyFiles = `
+  source:
+    inline:
+      files:
+        main.py: "def handler(event, context):\n    return 1\n"`
+
+func fn(name, spec string) string {
+	return "apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata:\n  name: " + name + "\nspec:\n" + spec
+}
+
+func pyFn(name, extra string) string {
+	return fn(name, "  runtime: python3.12\n  entrypoint: main.handler\n"+extra+pyFiles)
+}
+
+func trg(name, spec string) string {
+	return "apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: " + name + "\nspec:\n  function: greeter\n" + spec
+}
+
+func job(name, spec string) string {
+	return "apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: " + name + "\nspec:\n" + spec
+}
+
+const sha = "0c9f1bd2e3d4c5b6a7980a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f"
+
+var specCases = []specCase{
+	// Functions that both accept.
+	{name: "minimal inline", doc: pyFn("ok-min", ""), valid: true},
+	{name: "image without entrypoint", doc: fn("ok-image", "  runtime: go1.24\n  source:\n    image: registry.example.com/a/b@sha256:"+sha+"\n"), valid: true},
+	{name: "node alias", doc: fn("ok-node", "  runtime: nodejs20\n  entrypoint: lib/api.handle\n  source:\n    inline:\n      files:\n        lib/api.js: \"exports.handle = () => 1\"\n"), valid: true},
+	{name: "python alias", doc: fn("ok-py311", "  runtime: python3.11\n  entrypoint: pkg.mod.handler\n"+pyFiles), valid: true},
+	{name: "go entrypoint", doc: fn("ok-go", "  runtime: go1.24\n  entrypoint: function.Handle\n  source:\n    inline:\n      files:\n        fn.go: \"package function\"\n"), valid: true},
+	{name: "bounds inclusive", doc: pyFn("ok-bounds", "  memoryMB: 4096\n  timeoutSeconds: 900\n  buildTimeoutSeconds: 60\n  cpu: 250m\n"), valid: true},
+	{name: "lower bounds", doc: pyFn("ok-lower", "  memoryMB: 64\n  timeoutSeconds: 1\n  cpu: 1\n"), valid: true},
+	{name: "scale equal", doc: pyFn("ok-scale", "  scale:\n    min: 2\n    max: 2\n    target: 10\n    containerConcurrency: 0\n"), valid: true},
+	{name: "env from secret", doc: pyFn("ok-env", "  env:\n  - name: A\n    value: x\n  - name: B_2\n    valueFrom:\n      secretKeyRef:\n        name: s\n        key: k\n"), valid: true},
+	{name: "archive", doc: fn("ok-archive", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    archive:\n      bucket: sless\n      key: ns/fn/source/"+sha+".zip\n      sha256: "+sha+"\n"), valid: true},
+
+	// Functions that both refuse.
+	{name: "negative memory", doc: pyFn("bad-mem", "  memoryMB: -10\n"), field: "spec.memoryMB"},
+	{name: "memory below", doc: pyFn("bad-mem-lo", "  memoryMB: 63\n"), field: "spec.memoryMB"},
+	{name: "memory above", doc: pyFn("bad-mem-hi", "  memoryMB: 4097\n"), field: "spec.memoryMB"},
+	{name: "timeout zero", doc: pyFn("bad-to", "  timeoutSeconds: 0\n"), field: "spec.timeoutSeconds"},
+	{name: "timeout above", doc: pyFn("bad-to-hi", "  timeoutSeconds: 901\n"), field: "spec.timeoutSeconds"},
+	{name: "build timeout below", doc: pyFn("bad-bto", "  buildTimeoutSeconds: 30\n"), field: "spec.buildTimeoutSeconds"},
+	{name: "zero cpu", doc: pyFn("bad-cpu", "  cpu: \"0\"\n"), field: "spec.cpu"},
+	{name: "unknown runtime", doc: fn("bad-rt", "  runtime: ruby3.0\n  entrypoint: main.handler\n"+pyFiles), field: "spec.runtime"},
+	{name: "missing runtime", doc: fn("bad-rt-none", "  entrypoint: main.handler\n"+pyFiles), field: "spec.runtime"},
+	{name: "two sources", doc: fn("bad-two", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    image: registry.example.com/a:1\n    inline:\n      files:\n        main.py: x\n"), field: "spec.source"},
+	{name: "no source", doc: fn("bad-none", "  runtime: python3.12\n  entrypoint: main.handler\n  source: {}\n"), field: "spec.source"},
+	{name: "empty entrypoint", doc: fn("bad-ep-empty", "  runtime: python3.12\n  entrypoint: \"\"\n"+pyFiles), field: "spec.entrypoint"},
+	{name: "missing entrypoint", doc: fn("bad-ep-none", "  runtime: python3.12\n"+pyFiles), field: "spec.entrypoint"},
+	{name: "entrypoint without function", doc: fn("bad-ep-nodot", "  runtime: python3.12\n  entrypoint: main\n"+pyFiles), field: "spec.entrypoint"},
+	{name: "entrypoint with call", doc: fn("bad-ep-call", "  runtime: python3.12\n  entrypoint: main.handler()\n"+pyFiles), field: "spec.entrypoint"},
+	{name: "max below min", doc: pyFn("bad-scale", "  scale:\n    min: 3\n    max: 1\n"), field: "spec.scale.max"},
+	{name: "negative min", doc: pyFn("bad-min", "  scale:\n    min: -1\n"), field: "spec.scale.min"},
+	{name: "container concurrency above", doc: pyFn("bad-cc", "  scale:\n    containerConcurrency: 1001\n"), field: "spec.scale.containerConcurrency"},
+	{name: "reserved env", doc: pyFn("bad-env-port", "  env:\n  - name: PORT\n    value: \"1\"\n"), field: "spec.env[0].name"},
+	{name: "sless env", doc: pyFn("bad-env-sless", "  env:\n  - name: SLESS_MODE\n    value: job\n"), field: "spec.env[0].name"},
+	{name: "env name", doc: pyFn("bad-env-name", "  env:\n  - name: 1X\n    value: \"1\"\n"), field: "spec.env[0].name"},
+	{name: "duplicate env", doc: pyFn("bad-env-dup", "  env:\n  - name: A\n    value: \"1\"\n  - name: A\n    value: \"2\"\n"), field: "spec.env[1]"},
+	{name: "value and valueFrom", doc: pyFn("bad-env-both", "  env:\n  - name: A\n    value: \"1\"\n    valueFrom:\n      secretKeyRef:\n        name: s\n        key: k\n"), field: "spec.env[0]"},
+	{name: "inline traversal", doc: fn("bad-trav", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    inline:\n      files:\n        ../main.py: x\n"), field: "spec.source.inline.files"},
+	{name: "inline absolute", doc: fn("bad-abs", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    inline:\n      files:\n        /main.py: x\n"), field: "spec.source.inline.files"},
+	{name: "inline empty", doc: fn("bad-inline-empty", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    inline:\n      files: {}\n"), field: "spec.source.inline.files"},
+	{name: "inline too large", doc: fn("bad-inline-big", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    inline:\n      files:\n        a.py: "+strings.Repeat("x", 140000)+"\n        b.py: "+strings.Repeat("y", 140000)+"\n"), field: "spec.source.inline.files"},
+	{name: "archive digest", doc: fn("bad-sha", "  runtime: python3.12\n  entrypoint: main.handler\n  source:\n    archive:\n      bucket: sless\n      key: k\n      sha256: ABC\n"), field: "spec.source.archive.sha256"},
+	{name: "image reference", doc: fn("bad-image", "  runtime: go1.24\n  source:\n    image: \"Not An Image\"\n"), field: "spec.source.image"},
+	{name: "name upper case", doc: pyFn("Bad", ""), field: "metadata.name"},
+	{name: "name starts with digit", doc: pyFn("1abc", ""), field: "metadata.name", msg: "DNS-1035"},
+	{name: "name too long", doc: pyFn(strings.Repeat("a", 53), ""), field: "metadata.name", msg: "at most 52"},
+
+	// Triggers.
+	{name: "http trigger", doc: trg("ok-http", "  type: http\n"), valid: true},
+	{name: "disabled trigger", doc: trg("ok-off", "  type: http\n  enabled: false\n"), valid: true},
+	{name: "cron trigger", doc: trg("ok-cron", "  type: cron\n  schedule: \"*/5 9-17 * jan-jun mon-fri\"\n  timeZone: Europe/Berlin\n  preWarmSeconds: 30\n  concurrencyPolicy: Replace\n  payload:\n    a: [1, 2]\n"), valid: true},
+	{name: "cron descriptor", doc: trg("ok-daily", "  type: cron\n  schedule: \"@daily\"\n"), valid: true},
+	{name: "cron list", doc: trg("ok-list", "  type: cron\n  schedule: \"0,30 0 1,15 * *\"\n"), valid: true},
+	{name: "queue trigger", doc: trg("ok-queue", "  type: queue\n  queue:\n    connectionSecret: amqp\n    queue: orders\n    maxRetries: 0\n"), valid: true},
+	{name: "cron without schedule", doc: trg("bad-cron-none", "  type: cron\n"), field: "spec.schedule"},
+	{name: "cron minute out of range", doc: trg("bad-cron-61", "  type: cron\n  schedule: \"61 * * * *\"\n"), field: "spec.schedule"},
+	{name: "cron words", doc: trg("bad-cron-words", "  type: cron\n  schedule: \"not a cron\"\n"), field: "spec.schedule"},
+	{name: "cron six fields", doc: trg("bad-cron-six", "  type: cron\n  schedule: \"0 0 * * * *\"\n"), field: "spec.schedule"},
+	{name: "cron every", doc: trg("bad-cron-every", "  type: cron\n  schedule: \"@every 5m\"\n"), field: "spec.schedule"},
+	{name: "cron step zero", doc: trg("bad-cron-step", "  type: cron\n  schedule: \"*/0 * * * *\"\n"), field: "spec.schedule"},
+	{name: "cron tz prefix", doc: trg("bad-cron-tz", "  type: cron\n  schedule: \"CRON_TZ=UTC 0 * * * *\"\n"), field: "spec.schedule"},
+	{name: "schedule on http", doc: trg("bad-http-sched", "  type: http\n  schedule: \"@daily\"\n"), field: "spec.schedule"},
+	{name: "queue missing", doc: trg("bad-queue", "  type: queue\n"), field: "spec.queue"},
+	{name: "queue on http", doc: trg("bad-http-queue", "  type: http\n  queue:\n    connectionSecret: a\n    queue: b\n"), field: "spec.queue"},
+	{name: "queue prefetch", doc: trg("bad-prefetch", "  type: queue\n  queue:\n    connectionSecret: amqp\n    queue: orders\n    prefetch: 0\n"), field: "spec.queue.prefetch"},
+	{name: "unknown type", doc: trg("bad-type", "  type: sqs\n"), field: "spec.type"},
+	{name: "pre-warm above", doc: trg("bad-prewarm", "  type: cron\n  schedule: \"@hourly\"\n  preWarmSeconds: 4000\n"), field: "spec.preWarmSeconds"},
+	{name: "bad function ref", doc: "apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: bad-ref\nspec:\n  function: Bad_Name\n  type: http\n", field: "spec.function"},
+	{name: "unknown time zone", doc: trg("bad-tz", "  type: cron\n  schedule: \"@daily\"\n  timeZone: Mars/Olympus_Mons\n"), field: "spec.timeZone", goOnly: true},
+
+	// FunctionJobs.
+	{name: "job", doc: job("ok-job", "  function: greeter\n  runID: 3\n  payload: {\"x\": 1}\n"), valid: true},
+	{name: "job not run", doc: job("ok-job-zero", "  function: greeter\n"), valid: true},
+	{name: "job negative run", doc: job("bad-run", "  function: greeter\n  runID: -1\n"), field: "spec.runID"},
+	{name: "job without function", doc: job("bad-job-fn", "  runID: 1\n"), field: "spec.function"},
+	{name: "job timeout", doc: job("bad-job-to", "  function: greeter\n  timeoutSeconds: 0\n"), field: "spec.timeoutSeconds"},
+}
+
+func validate(t *testing.T, doc string) field.ErrorList {
+	t.Helper()
+	var meta struct{ Kind string }
+	if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+		t.Fatal(err)
+	}
+	var obj any
+	var check func() field.ErrorList
+	switch meta.Kind {
+	case "Function":
+		f := &v1.Function{}
+		obj, check = f, func() field.ErrorList { return v1.ValidateFunction(f) }
+	case "Trigger":
+		tr := &v1.Trigger{}
+		obj, check = tr, func() field.ErrorList { return v1.ValidateTrigger(tr) }
+	case "FunctionJob":
+		j := &v1.FunctionJob{}
+		obj, check = j, func() field.ErrorList { return v1.ValidateFunctionJob(j) }
+	default:
+		t.Fatalf("kind %q", meta.Kind)
+	}
+	if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return check()
+}
+
+// TestSchemaAndGoValidationAgree holds the CRD schema (served by a real
+// apiserver) and the Go validation the REST API runs to the same verdicts.
+func TestSchemaAndGoValidationAgree(t *testing.T) {
+	kube := testbed.SharedKube(t)
+	ns := kube.Namespace(t)
+	for _, tc := range specCases {
+		t.Run(tc.name, func(t *testing.T) {
+			goErrs := validate(t, tc.doc)
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(tc.doc), &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			u.SetNamespace(ns)
+			apiErr := kube.Client.Create(context.Background(), u, client.DryRunAll)
+
+			if tc.valid {
+				if len(goErrs) > 0 {
+					t.Errorf("Go validation refused a valid spec: %v", goErrs.ToAggregate())
+				}
+				if apiErr != nil {
+					t.Errorf("apiserver refused a valid spec: %v", apiErr)
+				}
+				return
+			}
+			named := false
+			for _, e := range goErrs {
+				named = named || e.Field == tc.field
+			}
+			if !named {
+				t.Errorf("Go validation: want an error on %s, got %v", tc.field, goErrs.ToAggregate())
+			}
+			if tc.goOnly {
+				if apiErr != nil {
+					t.Errorf("apiserver refused what only Go should check (update the table): %v", apiErr)
+				}
+				return
+			}
+			want := tc.msg
+			if want == "" {
+				want = tc.field
+			}
+			if apiErr == nil {
+				t.Errorf("apiserver accepted an invalid spec; want an error naming %s", want)
+			} else if !strings.Contains(apiErr.Error(), want) {
+				t.Errorf("apiserver error does not name %s: %v", want, apiErr)
+			}
+		})
+	}
+}
+
+func TestCanonicalRuntime(t *testing.T) {
+	for in, want := range map[string]string{"python3.11": "python3.12", "python3.12": "python3.12", "nodejs20": "nodejs22", "nodejs22": "nodejs22", "go1.24": "go1.24", "ruby3.0": "", "": ""} {
+		got, ok := v1.CanonicalRuntime(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("CanonicalRuntime(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	for s, ok := range map[string]bool{"*/5 * * * *": true, "@weekly": true, "0 0 29 2 *": true, "@every 1h": false, "0 0 * *": false, "TZ=UTC @daily": false} {
+		if err := v1.ParseSchedule(s); (err == nil) != ok {
+			t.Errorf("ParseSchedule(%q) = %v, want ok=%v", s, err, ok)
+		}
+	}
+}
+
+func ExampleValidateFunction() {
+	fn := &v1.Function{}
+	fn.Name = "hello"
+	fn.Spec.Runtime = "ruby3.0"
+	fn.Spec.Source.Image = "registry.example.com/hello:1"
+	for _, e := range v1.ValidateFunction(fn) {
+		fmt.Println(e.Field, e.Type)
+	}
+	// Output: spec.runtime Unsupported value
+}
