@@ -1,0 +1,281 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"knative.dev/pkg/apis"
+	duckv1 "knative.dev/pkg/apis/duck/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// ServeMode says how the Knative simulator treats new generations of
+// Services in a namespace.
+type ServeMode int
+
+const (
+	// ServeReady makes each new revision Ready after the policy's Delay.
+	ServeReady ServeMode = iota
+	// ServeFail makes each new revision fail with the policy's Reason and
+	// Message (e.g. an image that cannot be pulled) after the Delay.
+	ServeFail
+	// ServeHold leaves each new revision deploying until Ready or Fail is called.
+	ServeHold
+)
+
+// ServePolicy is how the simulator treats Services of one namespace.
+type ServePolicy struct {
+	Mode  ServeMode
+	Delay time.Duration
+	// Reason and Message of a ServeFail; "RevisionFailed" and a generic
+	// message when empty.
+	Reason  string
+	Message string
+	// URL gives the URL a Ready Service reports as status.url and
+	// status.address.url, e.g. an httptest.Server's. Without it a Service
+	// reports Knative's cluster-local http://<name>.<namespace>.svc.cluster.local.
+	URL func(svc *servingv1.Service) string
+}
+
+// KnativeSim plays Knative Serving's Service controller against a test
+// apiserver: for each new generation of a serving.knative.dev/v1 Service it
+// reports a created revision (the template's metadata.name, else Knative's
+// <service>-<generation, 5 digits>), then marks it Ready with a URL and
+// address, or failed with a reason, in Knative's status shape: conditions
+// Ready, ConfigurationsReady and RoutesReady, observedGeneration,
+// latestCreatedRevisionName, latestReadyRevisionName and traffic. As in
+// Knative, a failed or deploying revision leaves the previous ready one
+// serving. No Revision, Route or Pod objects are created.
+type KnativeSim struct {
+	kube   *Kube
+	cache  client.Reader
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	policies map[string]ServePolicy
+	// since is when the simulator saw each generation; condition times are
+	// only precise to the second.
+	since map[genKey]time.Time
+}
+
+type genKey struct {
+	types.NamespacedName
+	generation int64
+}
+
+var (
+	knativeOnce   sync.Once
+	knativeShared *KnativeSim
+	knativeErr    error
+)
+
+// SharedKnative is the package's Knative simulator on SharedKube, started on
+// first use. Namespaces without a policy get Ready Services at once.
+func SharedKnative(t testing.TB) *KnativeSim {
+	t.Helper()
+	k := SharedKube(t)
+	knativeOnce.Do(func() {
+		knativeShared, knativeErr = StartKnativeSim(k)
+		if knativeErr == nil {
+			sharedMu.Lock()
+			atExit(knativeShared.Stop)
+			sharedMu.Unlock()
+		}
+	})
+	if knativeErr != nil {
+		t.Fatalf("testbed: Knative simulator: %v", knativeErr)
+	}
+	return knativeShared
+}
+
+// StartKnativeSim starts a simulator on k; call Stop when done.
+func StartKnativeSim(k *Kube) (*KnativeSim, error) {
+	s := &KnativeSim{kube: k, policies: map[string]ServePolicy{}, since: map[genKey]time.Time{}}
+	mgr, err := simManager(k)
+	if err != nil {
+		return nil, err
+	}
+	s.cache = mgr.GetClient()
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("sim-knative").
+		For(&servingv1.Service{}).
+		Complete(reconcile.Func(s.reconcile))
+	if err != nil {
+		return nil, err
+	}
+	return s, runManager(mgr, &s.cancel, &s.done)
+}
+
+// Stop ends the simulator.
+func (s *KnativeSim) Stop() {
+	s.cancel()
+	<-s.done
+}
+
+// SetPolicy sets how Services in namespace ns roll out from now on.
+func (s *KnativeSim) SetPolicy(ns string, p ServePolicy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policies[ns] = p
+}
+
+func (s *KnativeSim) policy(ns string) ServePolicy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policies[ns]
+}
+
+// RevisionName is the revision Knative creates for the Service's current
+// generation.
+func RevisionName(svc *servingv1.Service) string {
+	if n := svc.Spec.Template.Name; n != "" {
+		return n
+	}
+	return fmt.Sprintf("%s-%05d", svc.Name, svc.Generation)
+}
+
+func (s *KnativeSim) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	svc := &servingv1.Service{}
+	if err := s.cache.Get(ctx, req.NamespacedName, svc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !svc.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	if svc.Status.ObservedGeneration != svc.Generation {
+		// A new generation: its revision is created and deploying; the
+		// previous ready revision, if any, keeps the traffic.
+		return reconcile.Result{}, s.update(ctx, req.Namespace, req.Name, func(svc *servingv1.Service) error {
+			if svc.Status.ObservedGeneration == svc.Generation {
+				return nil
+			}
+			s.markDeploying(svc)
+			return nil
+		})
+	}
+	ready := svc.Status.GetCondition(servingv1.ServiceConditionReady)
+	if ready == nil || !ready.IsUnknown() {
+		return reconcile.Result{}, nil
+	}
+	p := s.policy(req.Namespace)
+	if p.Mode == ServeHold {
+		return reconcile.Result{}, nil
+	}
+	if wait := time.Until(s.seenAt(svc).Add(p.Delay)); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if p.Mode == ServeFail {
+		return reconcile.Result{}, s.Fail(ctx, req.Namespace, req.Name, p.Reason, p.Message)
+	}
+	return reconcile.Result{}, s.Ready(ctx, req.Namespace, req.Name)
+}
+
+func (s *KnativeSim) seenAt(svc *servingv1.Service) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.since[genKey{types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc.Generation}]; ok {
+		return t
+	}
+	return svc.Status.GetCondition(servingv1.ServiceConditionReady).LastTransitionTime.Inner.Time
+}
+
+func (s *KnativeSim) markDeploying(svc *servingv1.Service) {
+	s.mu.Lock()
+	s.since[genKey{types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc.Generation}] = time.Now()
+	s.mu.Unlock()
+	rev := RevisionName(svc)
+	svc.Status.ObservedGeneration = svc.Generation
+	svc.Status.LatestCreatedRevisionName = rev
+	cs := svc.GetConditionSet().Manage(&svc.Status)
+	cs.InitializeConditions()
+	cs.MarkUnknown(servingv1.ServiceConditionConfigurationsReady, "Deploying", fmt.Sprintf("Revision %q is deploying.", rev))
+	if svc.Status.LatestReadyRevisionName == "" {
+		cs.MarkUnknown(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
+			fmt.Sprintf("Configuration %q is waiting for a Revision to become ready.", svc.Name))
+	}
+}
+
+// Ready makes the Service's latest revision Ready and sends all traffic to it.
+func (s *KnativeSim) Ready(ctx context.Context, ns, name string) error {
+	p := s.policy(ns)
+	return s.update(ctx, ns, name, func(svc *servingv1.Service) error {
+		if svc.Status.ObservedGeneration != svc.Generation {
+			s.markDeploying(svc)
+		}
+		rev := svc.Status.LatestCreatedRevisionName
+		svc.Status.LatestReadyRevisionName = rev
+		svc.Status.Traffic = []servingv1.TrafficTarget{{RevisionName: rev, LatestRevision: ptr.To(true), Percent: ptr.To[int64](100)}}
+		target := fmt.Sprintf("http://%s.%s.svc.cluster.local", svc.Name, svc.Namespace)
+		if p.URL != nil {
+			target = p.URL(svc)
+		}
+		u, err := apis.ParseURL(target)
+		if err != nil {
+			return fmt.Errorf("knative simulator: policy URL %q: %w", target, err)
+		}
+		svc.Status.URL = u
+		svc.Status.Address = &duckv1.Addressable{URL: u.DeepCopy()}
+		cs := svc.GetConditionSet().Manage(&svc.Status)
+		cs.MarkTrue(servingv1.ServiceConditionConfigurationsReady)
+		cs.MarkTrue(servingv1.ServiceConditionRoutesReady)
+		return nil
+	})
+}
+
+// Fail makes the Service's latest revision fail, as Knative reports e.g. an
+// image it cannot pull. An earlier ready revision keeps serving.
+func (s *KnativeSim) Fail(ctx context.Context, ns, name, reason, message string) error {
+	if reason == "" {
+		reason = "RevisionFailed"
+	}
+	return s.update(ctx, ns, name, func(svc *servingv1.Service) error {
+		if svc.Status.ObservedGeneration != svc.Generation {
+			s.markDeploying(svc)
+		}
+		rev := svc.Status.LatestCreatedRevisionName
+		if message == "" {
+			message = fmt.Sprintf("Revision %q failed.", rev)
+		}
+		cs := svc.GetConditionSet().Manage(&svc.Status)
+		cs.MarkFalse(servingv1.ServiceConditionConfigurationsReady, reason, "%s", message)
+		if svc.Status.LatestReadyRevisionName == "" {
+			cs.MarkFalse(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
+				"Configuration %q does not have any ready Revision.", svc.Name)
+		}
+		return nil
+	})
+}
+
+func (s *KnativeSim) update(ctx context.Context, ns, name string, mutate func(*servingv1.Service) error) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc := &servingv1.Service{}
+		if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, svc); err != nil {
+			return err
+		}
+		before := svc.Status.DeepCopy()
+		if err := mutate(svc); err != nil {
+			return err
+		}
+		if equalServiceStatus(before, &svc.Status) {
+			return nil
+		}
+		return s.kube.Client.Status().Update(ctx, svc)
+	})
+}
+
+func equalServiceStatus(a, b *servingv1.ServiceStatus) bool {
+	// LastTransitionTime only moves when a condition's status changes, so a
+	// deep comparison is a change check.
+	return equality.Semantic.DeepEqual(a, b)
+}

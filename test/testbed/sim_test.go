@@ -1,0 +1,328 @@
+package testbed_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/pkg/apis"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+// eventually polls cond until it returns true or the deadline passes.
+func eventually(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s (last error: %v)", what, lastErr)
+}
+
+func newPipelineRun(ns, name string) *tektonv1.PipelineRun {
+	return &tektonv1.PipelineRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: tektonv1.PipelineRunSpec{
+			Params: tektonv1.Params{
+				{Name: testbed.SimParamImage, Value: *tektonv1.NewStructuredValues("registry.test/fn/" + name)},
+				{Name: "CONTEXT", Value: *tektonv1.NewStructuredValues("s3://bucket/ctx.tar.gz")},
+			},
+			PipelineSpec: &tektonv1.PipelineSpec{Tasks: []tektonv1.PipelineTask{{
+				Name: "build",
+				TaskSpec: &tektonv1.EmbeddedTask{TaskSpec: tektonv1.TaskSpec{Steps: []tektonv1.Step{
+					{Name: "fetch", Image: "busybox"},
+					{Name: "kaniko", Image: "kaniko"},
+				}}},
+			}}},
+		},
+	}
+}
+
+func getPR(t *testing.T, k *testbed.Kube, ns, name string) *tektonv1.PipelineRun {
+	t.Helper()
+	pr := &tektonv1.PipelineRun{}
+	if err := k.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, pr); err != nil {
+		t.Fatalf("get PipelineRun: %v", err)
+	}
+	return pr
+}
+
+func TestTektonSimulator(t *testing.T) {
+	k := testbed.SharedKube(t)
+	sim := testbed.SharedTekton(t)
+	ctx := context.Background()
+
+	t.Run("succeeds at once with results", func(t *testing.T) {
+		ns := k.Namespace(t)
+		pr := newPipelineRun(ns, "ok")
+		if err := k.Client.Create(ctx, pr); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PipelineRun done", func() (bool, error) {
+			return getPR(t, k, ns, "ok").IsDone(), nil
+		})
+		got := getPR(t, k, ns, "ok")
+		if !got.IsSuccessful() {
+			t.Fatalf("not successful: %+v", got.Status.Conditions)
+		}
+		c := got.Status.GetCondition(apis.ConditionSucceeded)
+		if c.Reason != "Succeeded" {
+			t.Errorf("reason %q, want Succeeded", c.Reason)
+		}
+		if got.Status.StartTime == nil || got.Status.CompletionTime == nil || got.Status.CompletionTime.Before(got.Status.StartTime) {
+			t.Errorf("start %v completion %v", got.Status.StartTime, got.Status.CompletionTime)
+		}
+		results := map[string]string{}
+		for _, r := range got.Status.Results {
+			results[r.Name] = r.Value.StringVal
+		}
+		if results[testbed.SimResultURL] != "registry.test/fn/ok" {
+			t.Errorf("IMAGE_URL %q", results[testbed.SimResultURL])
+		}
+		if d := results[testbed.SimResultDigest]; d != testbed.SimDigest(got) || len(d) != len("sha256:")+64 {
+			t.Errorf("IMAGE_DIGEST %q, want %q", d, testbed.SimDigest(got))
+		}
+		if n := sim.Started(ns, "ok"); n != 1 {
+			t.Errorf("started %d times, want 1", n)
+		}
+	})
+
+	t.Run("holds until told to succeed", func(t *testing.T) {
+		ns := k.Namespace(t)
+		sim.SetPolicy(ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+		if err := k.Client.Create(ctx, newPipelineRun(ns, "held")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PipelineRun running", func() (bool, error) {
+			return getPR(t, k, ns, "held").HasStarted(), nil
+		})
+		pr := getPR(t, k, ns, "held")
+		c := pr.Status.GetCondition(apis.ConditionSucceeded)
+		if pr.IsDone() || c == nil || c.Reason != "Running" {
+			t.Fatalf("want Running, got %+v", pr.Status.Conditions)
+		}
+		if err := sim.Succeed(ctx, ns, "held"); err != nil {
+			t.Fatal(err)
+		}
+		if pr := getPR(t, k, ns, "held"); !pr.IsSuccessful() {
+			t.Fatalf("not successful after Succeed: %+v", pr.Status.Conditions)
+		}
+		if err := sim.Succeed(ctx, ns, "held"); err == nil {
+			t.Error("a second Succeed of a finished run did not fail")
+		}
+	})
+
+	t.Run("fails with the step's message on a TaskRun", func(t *testing.T) {
+		ns := k.Namespace(t)
+		sim.SetPolicy(ns, testbed.BuildPolicy{Mode: testbed.BuildFail, Message: "error building image: pip install failed"})
+		if err := k.Client.Create(ctx, newPipelineRun(ns, "bad")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PipelineRun done", func() (bool, error) {
+			return getPR(t, k, ns, "bad").IsDone(), nil
+		})
+		pr := getPR(t, k, ns, "bad")
+		c := pr.Status.GetCondition(apis.ConditionSucceeded)
+		if !pr.IsFailure() || c.Reason != "Failed" {
+			t.Fatalf("want Failed, got %+v", pr.Status.Conditions)
+		}
+		if len(pr.Status.ChildReferences) != 1 || pr.Status.ChildReferences[0].Kind != "TaskRun" || pr.Status.ChildReferences[0].PipelineTaskName != "build" {
+			t.Fatalf("child references %+v", pr.Status.ChildReferences)
+		}
+		tr := &tektonv1.TaskRun{}
+		if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: pr.Status.ChildReferences[0].Name}, tr); err != nil {
+			t.Fatal(err)
+		}
+		tc := tr.Status.GetCondition(apis.ConditionSucceeded)
+		if tc == nil || tc.Status != corev1.ConditionFalse || tc.Message != "error building image: pip install failed" {
+			t.Errorf("TaskRun condition %+v", tc)
+		}
+		if len(tr.Status.Steps) != 1 || tr.Status.Steps[0].Name != "kaniko" || tr.Status.Steps[0].Terminated == nil || tr.Status.Steps[0].Terminated.ExitCode != 1 {
+			t.Errorf("steps %+v", tr.Status.Steps)
+		}
+		if !metav1.IsControlledBy(tr, pr) {
+			t.Error("TaskRun is not controlled by its PipelineRun")
+		}
+	})
+
+	t.Run("fails on command with a timeout reason", func(t *testing.T) {
+		ns := k.Namespace(t)
+		sim.SetPolicy(ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+		if err := k.Client.Create(ctx, newPipelineRun(ns, "slow")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PipelineRun running", func() (bool, error) {
+			return getPR(t, k, ns, "slow").HasStarted(), nil
+		})
+		if err := sim.Fail(ctx, ns, "slow", "PipelineRunTimeout", "timed out"); err != nil {
+			t.Fatal(err)
+		}
+		if c := getPR(t, k, ns, "slow").Status.GetCondition(apis.ConditionSucceeded); c.Reason != "PipelineRunTimeout" || c.Status != corev1.ConditionFalse {
+			t.Errorf("condition %+v", c)
+		}
+	})
+
+	t.Run("finishes after a delay", func(t *testing.T) {
+		ns := k.Namespace(t)
+		sim.SetPolicy(ns, testbed.BuildPolicy{Delay: 300 * time.Millisecond})
+		start := time.Now()
+		if err := k.Client.Create(ctx, newPipelineRun(ns, "later")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "PipelineRun done", func() (bool, error) {
+			return getPR(t, k, ns, "later").IsDone(), nil
+		})
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Errorf("finished after %v, before the 300ms delay", d)
+		}
+		pr := getPR(t, k, ns, "later")
+		if !pr.IsSuccessful() {
+			t.Errorf("not successful: %+v", pr.Status.Conditions)
+		}
+	})
+}
+
+func newService(ns, name, image string) *servingv1.Service {
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
+	return svc
+}
+
+func getSvc(t *testing.T, k *testbed.Kube, ns, name string) *servingv1.Service {
+	t.Helper()
+	svc := &servingv1.Service{}
+	if err := k.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatalf("get Service: %v", err)
+	}
+	return svc
+}
+
+func TestKnativeSimulator(t *testing.T) {
+	k := testbed.SharedKube(t)
+	sim := testbed.SharedKnative(t)
+	ctx := context.Background()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hi")) }))
+	defer backend.Close()
+
+	t.Run("ready with a local URL, then a new revision", func(t *testing.T) {
+		ns := k.Namespace(t)
+		sim.SetPolicy(ns, testbed.ServePolicy{URL: func(*servingv1.Service) string { return backend.URL }})
+		if err := k.Client.Create(ctx, newService(ns, "hello", "img@sha256:1")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "hello").IsReady(), nil })
+		svc := getSvc(t, k, ns, "hello")
+		if svc.Status.LatestCreatedRevisionName != "hello-00001" || svc.Status.LatestReadyRevisionName != "hello-00001" {
+			t.Errorf("revisions %q/%q", svc.Status.LatestCreatedRevisionName, svc.Status.LatestReadyRevisionName)
+		}
+		if svc.Status.URL.String() != backend.URL || svc.Status.Address.URL.String() != backend.URL {
+			t.Errorf("url %v address %v, want %s", svc.Status.URL, svc.Status.Address.URL, backend.URL)
+		}
+		for _, c := range []apis.ConditionType{servingv1.ServiceConditionReady, servingv1.ServiceConditionConfigurationsReady, servingv1.ServiceConditionRoutesReady} {
+			if !svc.Status.GetCondition(c).IsTrue() {
+				t.Errorf("condition %s not True: %+v", c, svc.Status.GetCondition(c))
+			}
+		}
+		resp, err := http.Get(svc.Status.Address.URL.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+
+		svc.Spec.Template.Name = "hello-custom"
+		svc.Spec.Template.Spec.Containers[0].Image = "img@sha256:2"
+		if err := k.Client.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "second revision ready", func() (bool, error) {
+			s := getSvc(t, k, ns, "hello")
+			return s.IsReady() && s.Status.LatestReadyRevisionName == "hello-custom", nil
+		})
+	})
+
+	t.Run("failed revision keeps the previous one serving", func(t *testing.T) {
+		ns := k.Namespace(t)
+		if err := k.Client.Create(ctx, newService(ns, "f", "img@sha256:1")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "f").IsReady(), nil })
+		if u := getSvc(t, k, ns, "f").Status.URL.String(); u != "http://f."+ns+".svc.cluster.local" {
+			t.Errorf("default URL %q", u)
+		}
+		sim.SetPolicy(ns, testbed.ServePolicy{Mode: testbed.ServeFail, Reason: "RevisionFailed", Message: `Unable to fetch image "img@sha256:2"`})
+		svc := getSvc(t, k, ns, "f")
+		svc.Spec.Template.Spec.Containers[0].Image = "img@sha256:2"
+		if err := k.Client.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Service failed", func() (bool, error) { return getSvc(t, k, ns, "f").IsFailed(), nil })
+		svc = getSvc(t, k, ns, "f")
+		ready := svc.Status.GetCondition(servingv1.ServiceConditionReady)
+		if ready.Reason != "RevisionFailed" || ready.Message != `Unable to fetch image "img@sha256:2"` {
+			t.Errorf("Ready %+v", ready)
+		}
+		if svc.Status.LatestCreatedRevisionName != "f-00002" || svc.Status.LatestReadyRevisionName != "f-00001" {
+			t.Errorf("revisions %q/%q", svc.Status.LatestCreatedRevisionName, svc.Status.LatestReadyRevisionName)
+		}
+		if !svc.Status.GetCondition(servingv1.ServiceConditionRoutesReady).IsTrue() {
+			t.Error("routes not ready while the old revision serves")
+		}
+	})
+
+	t.Run("holds until told", func(t *testing.T) {
+		ns := k.Namespace(t)
+		sim.SetPolicy(ns, testbed.ServePolicy{Mode: testbed.ServeHold})
+		if err := k.Client.Create(ctx, newService(ns, "h", "img@sha256:1")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Service observed", func() (bool, error) {
+			s := getSvc(t, k, ns, "h")
+			return s.Status.ObservedGeneration == s.Generation, nil
+		})
+		svc := getSvc(t, k, ns, "h")
+		if c := svc.Status.GetCondition(servingv1.ServiceConditionReady); !c.IsUnknown() || svc.Status.LatestCreatedRevisionName != "h-00001" || svc.Status.LatestReadyRevisionName != "" {
+			t.Fatalf("deploying status %+v", svc.Status)
+		}
+		if err := sim.Fail(ctx, ns, "h", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if c := getSvc(t, k, ns, "h").Status.GetCondition(servingv1.ServiceConditionRoutesReady); c.Reason != "RevisionMissing" {
+			t.Errorf("RoutesReady %+v", c)
+		}
+		if err := sim.Ready(ctx, ns, "h"); err != nil {
+			t.Fatal(err)
+		}
+		if !getSvc(t, k, ns, "h").IsReady() {
+			t.Error("not Ready after Ready")
+		}
+	})
+}
+
+func TestKnativeSimulatorDelay(t *testing.T) {
+	k := testbed.SharedKube(t)
+	sim := testbed.SharedKnative(t)
+	ns := k.Namespace(t)
+	sim.SetPolicy(ns, testbed.ServePolicy{Delay: 300 * time.Millisecond})
+	start := time.Now()
+	if err := k.Client.Create(context.Background(), newService(ns, "d", "img@sha256:1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "d").IsReady(), nil })
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("ready after %v, before the 300ms delay", d)
+	}
+}
