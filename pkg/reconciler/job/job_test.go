@@ -1,0 +1,476 @@
+package job_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/job"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+const image = "registry.example.com/fn/hello@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// runs collects what the controller records.
+type runs struct {
+	mu  sync.Mutex
+	all []job.Run
+}
+
+func (r *runs) RecordRun(run job.Run) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, run)
+}
+
+func (r *runs) list() []job.Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]job.Run(nil), r.all...)
+}
+
+type env struct {
+	t   *testing.T
+	c   client.Client
+	ns  string
+	rec *runs
+}
+
+// start runs the FunctionJob controller in a manager watching one fresh namespace.
+func start(t *testing.T) *env {
+	t.Helper()
+	kube := testbed.SharedKube(t)
+	ns := kube.Namespace(t)
+	rec := &runs{}
+	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
+		Scheme:  kube.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+			ByObject:          job.CacheByObject(),
+		},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.SetupWithManager(mgr, job.Options{Recorder: rec}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return &env{t: t, c: kube.Client, ns: ns, rec: rec}
+}
+
+func (e *env) createFunction(name, img string) *slessv1alpha1.Function {
+	e.t.Helper()
+	fn := &slessv1alpha1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: slessv1alpha1.FunctionSpec{
+			Runtime: "python3.12", Entrypoint: "main.handler",
+			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
+		},
+	}
+	ctx := context.Background()
+	if err := e.c.Create(ctx, fn); err != nil {
+		e.t.Fatal(err)
+	}
+	if img != "" {
+		fn.Status.Image = img
+		fn.Status.LatestReadyRevision = name + "-00001"
+		if err := e.c.Status().Update(ctx, fn); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return fn
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func (e *env) eventually(what string, cond func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("timed out waiting for %s; last state: %s", what, last)
+}
+
+func (e *env) get(name string) *slessv1alpha1.FunctionJob {
+	e.t.Helper()
+	fj := &slessv1alpha1.FunctionJob{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, fj); err != nil {
+		e.t.Fatal(err)
+	}
+	return fj
+}
+
+func (e *env) waitPhase(name string, runID int64, phase slessv1alpha1.JobPhase) *slessv1alpha1.FunctionJob {
+	e.t.Helper()
+	var fj *slessv1alpha1.FunctionJob
+	e.eventually("FunctionJob "+name+" phase "+string(phase), func() (bool, string) {
+		fj = e.get(name)
+		return fj.Status.RunID == runID && fj.Status.Phase == phase && fj.Status.ObservedGeneration == fj.Generation,
+			describe(fj)
+	})
+	return fj
+}
+
+func describe(fj *slessv1alpha1.FunctionJob) string {
+	var b strings.Builder
+	b.WriteString("run " + strconv.FormatInt(fj.Status.RunID, 10) + " phase " + string(fj.Status.Phase))
+	for _, c := range fj.Status.Conditions {
+		b.WriteString("; " + c.Type + "=" + string(c.Status) + " " + c.Reason + ": " + c.Message)
+	}
+	return b.String()
+}
+
+func (e *env) waitJob(name string) *batchv1.Job {
+	e.t.Helper()
+	j := &batchv1.Job{}
+	e.eventually("Job "+name, func() (bool, string) {
+		err := e.c.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, j)
+		return err == nil, "get: " + errString(err)
+	})
+	return j
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// pod plays the Job controller: it creates the run's Pod as the Job's.
+func (e *env) pod(j *batchv1.Job) *corev1.Pod {
+	e.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: j.Name + "-x7k2p", Namespace: e.ns, Labels: j.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: *j.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := e.c.Create(context.Background(), p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) setContainer(p *corev1.Pod, phase corev1.PodPhase, state corev1.ContainerState) {
+	e.t.Helper()
+	p.Status.Phase = phase
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "function", Image: image, State: state, Ready: state.Running != nil}}
+	if err := e.c.Status().Update(context.Background(), p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// finishJob plays the Job controller's last status write for a run that
+// ended: success or failure, with the conditions the apiserver requires.
+func (e *env) finishJob(j *batchv1.Job, start, end time.Time, succeeded bool, reason string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(j), j); err != nil {
+		e.t.Fatal(err)
+	}
+	s := metav1.NewTime(start)
+	f := metav1.NewTime(end)
+	j.Status.StartTime = &s
+	j.Status.Active = 0
+	j.Status.Ready = ptr.To[int32](0)
+	j.Status.Terminating = ptr.To[int32](0)
+	j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+	if succeeded {
+		j.Status.Succeeded = 1
+		j.Status.CompletionTime = &f
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: f, LastProbeTime: f},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: f, LastProbeTime: f},
+		}
+	} else {
+		j.Status.Failed = 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: f, LastProbeTime: f},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, Message: "Job has reached the specified backoff limit", LastTransitionTime: f, LastProbeTime: f},
+		}
+	}
+	if err := e.c.Status().Update(ctx, j); err != nil {
+		e.t.Fatalf("job status: %v", err)
+	}
+}
+
+func (e *env) startJob(j *batchv1.Job, start time.Time) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(j), j); err != nil {
+		e.t.Fatal(err)
+	}
+	s := metav1.NewTime(start)
+	j.Status.StartTime = &s
+	j.Status.Active = 1
+	j.Status.Ready = ptr.To[int32](1)
+	j.Status.Terminating = ptr.To[int32](0)
+	if err := e.c.Status().Update(ctx, j); err != nil {
+		e.t.Fatalf("job status: %v", err)
+	}
+}
+
+func condition(fj *slessv1alpha1.FunctionJob, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(fj.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func TestFunctionJobLifecycle(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	e.createFunction("hello", image)
+	fj := &slessv1alpha1.FunctionJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: e.ns},
+		Spec: slessv1alpha1.FunctionJobSpec{
+			Function: "hello", RunID: 1, TimeoutSeconds: ptr.To[int32](90),
+			Payload: &apiextensionsv1.JSON{Raw: []byte(`{"day": "2026-12-02"}`)},
+		},
+	}
+	if err := e.c.Create(ctx, fj); err != nil {
+		t.Fatal(err)
+	}
+
+	// Run 1: the Job appears with the function's image in job mode.
+	j1 := e.waitJob("nightly-1")
+	if !metav1.IsControlledBy(j1, e.get("nightly")) {
+		t.Errorf("Job owner references %v do not name the FunctionJob as controller", j1.OwnerReferences)
+	}
+	c := j1.Spec.Template.Spec.Containers[0]
+	if c.Image != image {
+		t.Errorf("image %q, want %q", c.Image, image)
+	}
+	envs := map[string]string{}
+	for _, ev := range c.Env {
+		envs[ev.Name] = ev.Value
+	}
+	if envs["SLESS_MODE"] != "job" || envs["SLESS_PAYLOAD"] != `{"day":"2026-12-02"}` || envs["SLESS_TIMEOUT_SECONDS"] != "90" {
+		t.Errorf("job-mode env %v", envs)
+	}
+	if got := ptr.Deref(j1.Spec.ActiveDeadlineSeconds, 0); got != 150 {
+		t.Errorf("activeDeadlineSeconds %d, want 150 (timeout 90 + 60 start-up)", got)
+	}
+	if j1.Spec.TTLSecondsAfterFinished == nil || *j1.Spec.TTLSecondsAfterFinished <= 0 {
+		t.Errorf("ttlSecondsAfterFinished unset: old Jobs would never be cleaned")
+	}
+	got := e.waitPhase("nightly", 1, slessv1alpha1.JobPhasePending)
+	if got.Status.JobName != "nightly-1" || condition(got, "Ready").Status != metav1.ConditionTrue {
+		t.Errorf("pending status %+v", got.Status)
+	}
+
+	// The Pod runs.
+	start1 := time.Now().Add(-3 * time.Second).Truncate(time.Second)
+	p1 := e.pod(j1)
+	e.startJob(j1, start1)
+	e.setContainer(p1, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(start1)}})
+	e.waitPhase("nightly", 1, slessv1alpha1.JobPhaseRunning)
+	if n := len(e.rec.list()); n != 0 {
+		t.Fatalf("%d runs recorded before the run finished", n)
+	}
+
+	// It succeeds: output from the termination message, exit code, times.
+	end1 := start1.Add(2 * time.Second)
+	e.setContainer(p1, corev1.PodSucceeded, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 0, Reason: "Completed", Message: `{"rows": 42}`, StartedAt: metav1.NewTime(start1), FinishedAt: metav1.NewTime(end1),
+	}})
+	e.finishJob(j1, start1, end1, true, "")
+	got = e.waitPhase("nightly", 1, slessv1alpha1.JobPhaseSucceeded)
+	e.eventually("output", func() (bool, string) {
+		got = e.get("nightly")
+		return got.Status.Output == `{"rows": 42}`, "output " + got.Status.Output
+	})
+	if got.Status.ExitCode == nil || *got.Status.ExitCode != 0 {
+		t.Errorf("exit code %v, want 0", got.Status.ExitCode)
+	}
+	if got.Status.StartTime == nil || !got.Status.StartTime.Time.Equal(start1) || got.Status.CompletionTime == nil || !got.Status.CompletionTime.Time.Equal(end1) {
+		t.Errorf("times %v..%v, want %v..%v", got.Status.StartTime, got.Status.CompletionTime, start1, end1)
+	}
+	if cc := condition(got, "Complete"); cc.Status != metav1.ConditionTrue || cc.Reason != job.ReasonSucceeded {
+		t.Errorf("Complete condition %+v", cc)
+	}
+	e.eventually("one recorded run", func() (bool, string) {
+		return len(e.rec.list()) == 1, "recorded " + strconv.Itoa(len(e.rec.list()))
+	})
+	r := e.rec.list()[0]
+	if r.Trigger != "job" || r.Status != 200 || r.Function != "hello" || r.Namespace != e.ns || r.Duration != 2*time.Second ||
+		!r.Started.Equal(start1) || r.Revision != "hello-00001" || !strings.HasSuffix(r.RequestID, "-1") {
+		t.Errorf("recorded run %+v", r)
+	}
+
+	// Run 2: a new runID makes a new Job; this one fails.
+	got.Spec.RunID = 2
+	if err := e.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	j2 := e.waitJob("nightly-2")
+	got = e.waitPhase("nightly", 2, slessv1alpha1.JobPhasePending)
+	if got.Status.Output != "" || got.Status.ExitCode != nil || got.Status.StartTime != nil {
+		t.Errorf("run 2 status carries run 1's result: %+v", got.Status)
+	}
+	p2 := e.pod(j2)
+	start2 := time.Now().Truncate(time.Second)
+	end2 := start2.Add(time.Second)
+	e.setContainer(p2, corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Reason: "Error", Message: `{"error": {"type": "ValueError", "message": "no rows for 2026-12-02"}, "requestId": "r"}`,
+		StartedAt: metav1.NewTime(start2), FinishedAt: metav1.NewTime(end2),
+	}})
+	e.finishJob(j2, start2, end2, false, batchv1.JobReasonBackoffLimitExceeded)
+	got = e.waitPhase("nightly", 2, slessv1alpha1.JobPhaseFailed)
+	e.eventually("failure message", func() (bool, string) {
+		got = e.get("nightly")
+		return strings.Contains(got.Status.Message, "ValueError: no rows for 2026-12-02"), "message " + got.Status.Message
+	})
+	if got.Status.ExitCode == nil || *got.Status.ExitCode != 1 {
+		t.Errorf("exit code %v, want 1", got.Status.ExitCode)
+	}
+	if cc := condition(got, "Complete"); cc.Status != metav1.ConditionFalse || cc.Reason != job.ReasonFailed {
+		t.Errorf("Complete condition %+v", cc)
+	}
+	e.eventually("two recorded runs", func() (bool, string) { return len(e.rec.list()) == 2, "" })
+	if r := e.rec.list()[1]; r.Status != 500 || !strings.Contains(r.Error, "ValueError") || !strings.HasSuffix(r.RequestID, "-2") {
+		t.Errorf("recorded failed run %+v", r)
+	}
+	// Run 1's Job is left to its TTL, not deleted by the new run.
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(j1), &batchv1.Job{}); err != nil {
+		t.Errorf("run 1's Job: %v", err)
+	}
+
+	// runID 0: nothing runs.
+	got.Spec.RunID = 0
+	if err := e.c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = e.waitPhase("nightly", 0, slessv1alpha1.JobPhaseIdle)
+	if meta.FindStatusCondition(got.Status.Conditions, "Complete") != nil || got.Status.JobName != "" {
+		t.Errorf("idle status %+v", got.Status)
+	}
+	jobs := &batchv1.JobList{}
+	if err := e.c.List(ctx, jobs, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 2 {
+		t.Errorf("%d Jobs, want the 2 of runs 1 and 2", len(jobs.Items))
+	}
+	// No more records: a status rewrite never records a run twice.
+	if n := len(e.rec.list()); n != 2 {
+		t.Errorf("%d runs recorded, want 2", n)
+	}
+}
+
+func TestFunctionJobDeadlineExceeded(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	e.createFunction("slow", image)
+	fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: e.ns}, Spec: slessv1alpha1.FunctionJobSpec{Function: "slow", RunID: 3}}
+	if err := e.c.Create(ctx, fj); err != nil {
+		t.Fatal(err)
+	}
+	j := e.waitJob("slow-3")
+	now := time.Now().Truncate(time.Second)
+	e.finishJob(j, now.Add(-90*time.Second), now, false, batchv1.JobReasonDeadlineExceeded)
+	got := e.waitPhase("slow", 3, slessv1alpha1.JobPhaseFailed)
+	if cc := condition(got, "Complete"); cc.Reason != job.ReasonDeadlineExceeded || !strings.Contains(cc.Message, "deadline") {
+		t.Errorf("Complete condition %+v", cc)
+	}
+	if got.Status.CompletionTime == nil || !got.Status.CompletionTime.Time.Equal(now) {
+		t.Errorf("completion time %v, want the Failed condition's %v", got.Status.CompletionTime, now)
+	}
+	e.eventually("recorded", func() (bool, string) { return len(e.rec.list()) == 1, "" })
+	if r := e.rec.list()[0]; r.Status != 504 {
+		t.Errorf("recorded status %d, want 504", r.Status)
+	}
+}
+
+func TestFunctionJobWaitsForItsFunction(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "early", Namespace: e.ns}, Spec: slessv1alpha1.FunctionJobSpec{Function: "later", RunID: 1}}
+	if err := e.c.Create(ctx, fj); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("FunctionNotFound", func() (bool, string) {
+		got := e.get("early")
+		c := condition(got, "Ready")
+		return c.Reason == job.ReasonFunctionNotFound && c.Status == metav1.ConditionFalse && got.Status.Phase == slessv1alpha1.JobPhasePending, describe(got)
+	})
+	fn := e.createFunction("later", "")
+	e.eventually("FunctionNotBuilt", func() (bool, string) {
+		got := e.get("early")
+		return condition(got, "Ready").Reason == job.ReasonFunctionNotBuilt, describe(got)
+	})
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "early-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Job exists before the function has an image: %v", err)
+	}
+	// The function gets its image: the Function's watch starts the run.
+	fn.Status.Image = image
+	if err := e.c.Status().Update(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	j := e.waitJob("early-1")
+	if j.Spec.Template.Spec.Containers[0].Image != image {
+		t.Errorf("image %q", j.Spec.Template.Spec.Containers[0].Image)
+	}
+}
+
+func TestFunctionJobRefusesForeignJob(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	e.createFunction("hello", image)
+	foreign := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken-1", Namespace: e.ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "x", Image: "busybox"}},
+		}}},
+	}
+	if err := e.c.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: e.ns}, Spec: slessv1alpha1.FunctionJobSpec{Function: "hello", RunID: 1}}
+	if err := e.c.Create(ctx, fj); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("JobConflict", func() (bool, string) {
+		got := e.get("taken")
+		return condition(got, "Ready").Reason == job.ReasonJobConflict, describe(got)
+	})
+}

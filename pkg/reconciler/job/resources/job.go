@@ -1,0 +1,170 @@
+// Package resources builds the batch Job of one FunctionJob run. The builder
+// is pure: no client, no clock.
+package resources
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
+)
+
+// Labels on the Job and its Pods.
+const (
+	LabelFunction    = "sless.dev/function"
+	LabelFunctionJob = "sless.dev/function-job"
+	LabelRunID       = "sless.dev/run-id"
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedBy        = "sless"
+	// AnnotationRevision on a run's Job names the function revision whose
+	// image it runs, for the invocation record.
+	AnnotationRevision = "sless.dev/revision"
+	// ContainerName is the function's container in the run's Pod.
+	ContainerName = "function"
+	// TerminationMessagePath is where the runtime's job mode writes the result.
+	TerminationMessagePath = "/dev/termination-log"
+)
+
+// Defaults of Config.
+const (
+	DefaultTTLSecondsAfterFinished = 3600
+	// StartupAllowanceSeconds is added to the run's timeout for
+	// activeDeadlineSeconds: the deadline counts from the Job's start, which
+	// includes scheduling, the image pull and the runtime's start before the
+	// handler's own budget begins.
+	StartupAllowanceSeconds = 60
+	// runtimeUID is the user the runtime images run as.
+	runtimeUID = 65532
+)
+
+// Config is what the builder needs beyond the FunctionJob and its Function.
+type Config struct {
+	// TTLSecondsAfterFinished: finished Jobs (and their Pods) are deleted this
+	// long after they end; the run's result is in the FunctionJob's status by then.
+	TTLSecondsAfterFinished int32
+}
+
+// Timeout is the run's budget in seconds: the FunctionJob's own, else the function's.
+func Timeout(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function) int32 {
+	if j.Spec.TimeoutSeconds != nil {
+		return *j.Spec.TimeoutSeconds
+	}
+	return fn.Timeout()
+}
+
+// RequestID of run runID: the handler's context.requestId and the request id
+// of the run's invocation record, so the two can be matched.
+func RequestID(j *slessv1alpha1.FunctionJob, runID int64) string {
+	return "job-" + string(j.UID) + "-" + strconv.FormatInt(runID, 10)
+}
+
+// Labels of the Job and Pods of run runID.
+func Labels(j *slessv1alpha1.FunctionJob, runID int64) map[string]string {
+	return map[string]string{
+		LabelFunction:    j.Spec.Function,
+		LabelFunctionJob: j.Name,
+		LabelRunID:       strconv.FormatInt(runID, 10),
+		LabelManagedBy:   ManagedBy,
+	}
+}
+
+// MakeJob builds the Job of the FunctionJob's current run: the function's
+// image, digest-pinned, in the runtime's job mode, which calls the handler
+// once with the payload and writes the result to the termination message.
+// A run is never retried (backoffLimit 0): a new run is a new runID.
+func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, cfg Config) *batchv1.Job {
+	runID := j.Spec.RunID
+	timeout := Timeout(j, fn)
+	ttl := cfg.TTLSecondsAfterFinished
+	if ttl <= 0 {
+		ttl = DefaultTTLSecondsAfterFinished
+	}
+	env := append(fn.Spec.CoreEnv(),
+		corev1.EnvVar{Name: "SLESS_MODE", Value: "job"},
+		corev1.EnvVar{Name: "SLESS_PAYLOAD", Value: payloadJSON(j)},
+		corev1.EnvVar{Name: "SLESS_TERMINATION_MESSAGE_PATH", Value: TerminationMessagePath},
+		corev1.EnvVar{Name: "SLESS_TIMEOUT_SECONDS", Value: strconv.Itoa(int(timeout))},
+		corev1.EnvVar{Name: "SLESS_FUNCTION_NAME", Value: fn.Name},
+		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
+		corev1.EnvVar{Name: "SLESS_REVISION", Value: fn.Status.LatestReadyRevision},
+		corev1.EnvVar{Name: "SLESS_REQUEST_ID", Value: RequestID(j, runID)},
+	)
+	memory := int64(slessv1alpha1.DefaultMemoryMB)
+	if fn.Spec.MemoryMB != nil {
+		memory = int64(*fn.Spec.MemoryMB)
+	}
+	mem := *resource.NewQuantity(memory*1024*1024, resource.BinarySI)
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: mem},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
+	}
+	if fn.Spec.CPU != nil {
+		res.Requests[corev1.ResourceCPU] = fn.Spec.CPU.DeepCopy()
+	}
+	labels := Labels(j, runID)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            names.Job(j, runID),
+			Namespace:       j.Namespace,
+			Labels:          labels,
+			Annotations:     map[string]string{AnnotationRevision: fn.Status.LatestReadyRevision},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob"))},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            ptr.To[int32](0),
+			ActiveDeadlineSeconds:   ptr.To(int64(timeout) + StartupAllowanceSeconds),
+			TTLSecondsAfterFinished: ptr.To(ttl),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](runtimeUID),
+						RunAsGroup:     ptr.To[int64](runtimeUID),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:      ContainerName,
+						Image:     fn.Status.Image,
+						Env:       env,
+						Resources: res,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						TerminationMessagePath: TerminationMessagePath,
+						// The result is the file; a runtime that died before
+						// writing it leaves the tail of its log instead, which
+						// says why.
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					}},
+				},
+			},
+		},
+	}
+}
+
+// payloadJSON is the run's payload as compact JSON; null when unset, which
+// the runtime hands to the handler as a null body.
+func payloadJSON(j *slessv1alpha1.FunctionJob) string {
+	if j.Spec.Payload == nil || len(j.Spec.Payload.Raw) == 0 {
+		return "null"
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, j.Spec.Payload.Raw); err != nil {
+		return string(j.Spec.Payload.Raw)
+	}
+	return b.String()
+}

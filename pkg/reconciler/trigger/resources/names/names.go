@@ -1,0 +1,24 @@
+// Package names derives the name of every object the Trigger reconciler makes,
+// in one place, so the reconciler, its tests and the docs agree.
+package names
+
+import slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+
+// CronJob of a cron trigger: the trigger's own name. Trigger names are at most
+// 52 characters, the limit batch/v1 sets on CronJob names (the Jobs it makes
+// append 11 characters).
+func CronJob(t *slessv1alpha1.Trigger) string { return t.Name }
+
+// ConsumerDeployment runs `sless consume` for a queue trigger.
+func ConsumerDeployment(t *slessv1alpha1.Trigger) string { return t.Name + "-consumer" }
+
+// TokenSecret holds the trigger's credential for the invoke proxy.
+func TokenSecret(t *slessv1alpha1.Trigger) string { return t.Name + "-trigger-token" }
+
+// DeadLetterQueue is where a queue trigger's exhausted messages go.
+func DeadLetterQueue(q *slessv1alpha1.QueueSpec) string {
+	if q.DeadLetterQueue != "" {
+		return q.DeadLetterQueue
+	}
+	return q.Queue + ".dlq"
+}

@@ -1,0 +1,286 @@
+// Package resources builds the objects the Trigger reconciler owns: the
+// CronJob of a cron trigger, the consumer Deployment of a queue trigger and
+// the Secret holding a trigger's credential. The builders are pure: no
+// client, no clock, the same object for the same input.
+package resources
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
+)
+
+// Labels every object made for a trigger carries.
+const (
+	LabelTrigger   = "sless.dev/trigger"
+	LabelFunction  = "sless.dev/function"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "sless"
+)
+
+// Environment of the `sless invoke` and `sless consume` containers. The
+// credential comes from the trigger's token Secret, the AMQP URL from the
+// user's connection Secret; neither is written into the pod spec.
+const (
+	EnvToken   = "SLESS_TOKEN"
+	EnvPayload = "SLESS_PAYLOAD"
+	EnvAMQPURL = "SLESS_AMQP_URL"
+
+	// TokenKey is the key of the token in the trigger's Secret; the
+	// connection Secret of a queue trigger holds its URL under ConnectionURLKey.
+	TokenKey         = "token"
+	ConnectionURLKey = "url"
+)
+
+// Defaults of the cron CronJob.
+const (
+	DefaultStartingDeadlineSeconds = 300
+	SuccessfulJobsHistoryLimit     = 3
+	FailedJobsHistoryLimit         = 3
+	// StartupAllowanceSeconds is added to the function's timeout for the
+	// caller: a run may wait for a cold start (image pull, scale from zero)
+	// before the function's own budget begins.
+	StartupAllowanceSeconds = 60
+	// DrainAllowanceSeconds is added to the function's timeout for a
+	// consumer's termination grace, so deliveries in flight finish.
+	DrainAllowanceSeconds = 30
+)
+
+// Config is what the builders need beyond the Trigger and its Function.
+type Config struct {
+	// Image is the sless image; its entrypoint is the sless binary.
+	Image string
+	// InvokeURL is the invoke proxy's base URL as seen from inside the
+	// cluster, e.g. http://sless-api.sless-system.svc.
+	InvokeURL string
+	// ImagePullPolicy of the caller containers; the kubelet's default if empty.
+	ImagePullPolicy corev1.PullPolicy
+}
+
+// FunctionURL is where a trigger calls its function through the invoke proxy.
+func FunctionURL(base, namespace, function string) string {
+	for len(base) > 0 && base[len(base)-1] == '/' {
+		base = base[:len(base)-1]
+	}
+	return base + "/fn/" + namespace + "/" + function
+}
+
+// Labels of the objects made for t.
+func Labels(t *slessv1alpha1.Trigger, component string) map[string]string {
+	return map[string]string{
+		LabelTrigger:   t.Name,
+		LabelFunction:  t.Spec.Function,
+		LabelComponent: component,
+		LabelManagedBy: ManagedBy,
+	}
+}
+
+func ownerRef(t *slessv1alpha1.Trigger) metav1.OwnerReference {
+	return *metav1.NewControllerRef(t, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger"))
+}
+
+func tokenEnv(t *slessv1alpha1.Trigger) corev1.EnvVar {
+	return corev1.EnvVar{Name: EnvToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: names.TokenSecret(t)},
+		Key:                  TokenKey,
+	}}}
+}
+
+// callerPodSpec is the part the cron caller and the queue consumer share:
+// the sless binary, no Kubernetes API access, not root, nothing writable.
+func callerPodSpec(cfg Config, name string, args []string, env []corev1.EnvVar) corev1.PodSpec {
+	return corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To[int64](65532),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:            name,
+			Image:           cfg.Image,
+			ImagePullPolicy: cfg.ImagePullPolicy,
+			Args:            args,
+			Env:             env,
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+			},
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr.To(false),
+				ReadOnlyRootFilesystem:   ptr.To(true),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}},
+	}
+}
+
+// MakeCronJob builds the CronJob of a cron trigger. Its one container runs
+// `sless invoke`, which calls the function through the invoke proxy with the
+// trigger's credential, so the run is recorded like any call (trigger=cron).
+// A disabled trigger suspends the CronJob; a run is never retried by the Job
+// (backoffLimit 0): a second call of a function with side effects is the
+// user's decision, not the platform's.
+func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Config) *batchv1.CronJob {
+	timeout := fn.Timeout()
+	tz := t.Spec.TimeZone
+	if tz == "" {
+		tz = "Etc/UTC"
+	}
+	deadline := t.Spec.StartingDeadlineSeconds
+	if deadline == nil {
+		deadline = ptr.To[int64](DefaultStartingDeadlineSeconds)
+	}
+	args := []string{
+		"invoke",
+		"--url=" + FunctionURL(cfg.InvokeURL, t.Namespace, t.Spec.Function),
+		"--trigger=" + string(slessv1alpha1.TriggerTypeCron),
+		"--timeout=" + strconv.Itoa(int(timeout)+StartupAllowanceSeconds) + "s",
+	}
+	env := []corev1.EnvVar{tokenEnv(t)}
+	if p := PayloadJSON(t.Spec.Payload); p != "" {
+		env = append(env, corev1.EnvVar{Name: EnvPayload, Value: p})
+	}
+	labels := Labels(t, "trigger-cron")
+	pod := callerPodSpec(cfg, "invoke", args, env)
+	pod.RestartPolicy = corev1.RestartPolicyNever
+	pod.TerminationGracePeriodSeconds = ptr.To[int64](5)
+	return &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            names.CronJob(t),
+			Namespace:       t.Namespace,
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
+		},
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   t.Spec.Schedule,
+			TimeZone:                   ptr.To(tz),
+			StartingDeadlineSeconds:    deadline,
+			ConcurrencyPolicy:          batchv1.ConcurrencyPolicy(t.EffectiveConcurrencyPolicy()),
+			Suspend:                    ptr.To(!t.IsEnabled()),
+			SuccessfulJobsHistoryLimit: ptr.To[int32](SuccessfulJobsHistoryLimit),
+			FailedJobsHistoryLimit:     ptr.To[int32](FailedJobsHistoryLimit),
+			JobTemplate: batchv1.JobTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: batchv1.JobSpec{
+					BackoffLimit:          ptr.To[int32](0),
+					ActiveDeadlineSeconds: ptr.To(int64(timeout) + 2*StartupAllowanceSeconds),
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec:       pod,
+					},
+				},
+			},
+		},
+	}
+}
+
+// MakeConsumerDeployment builds the Deployment that runs `sless consume` for
+// a queue trigger: one consumer process per replica, competing on the queue.
+// A disabled trigger scales it to zero; messages wait in the queue.
+func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Config) *appsv1.Deployment {
+	// The builder sees what the apiserver would store, also for a Trigger
+	// built in Go without the CRD's defaults.
+	def := t.DeepCopy()
+	def.SetDefaults()
+	q := def.Spec.Queue
+	timeout := fn.Timeout()
+	args := []string{
+		"consume",
+		"--url=" + FunctionURL(cfg.InvokeURL, t.Namespace, t.Spec.Function),
+		"--queue=" + q.Queue,
+		"--dead-letter-queue=" + names.DeadLetterQueue(q),
+		"--prefetch=" + strconv.Itoa(int(*q.Prefetch)),
+		"--concurrency=" + strconv.Itoa(int(*q.Concurrency)),
+		"--max-retries=" + strconv.Itoa(int(*q.MaxRetries)),
+		"--backoff=" + strconv.Itoa(int(*q.BackoffSeconds)) + "s",
+		"--timeout=" + strconv.Itoa(int(timeout)+StartupAllowanceSeconds) + "s",
+	}
+	env := []corev1.EnvVar{
+		{Name: EnvAMQPURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: q.ConnectionSecret},
+			Key:                  ConnectionURLKey,
+		}}},
+		tokenEnv(t),
+	}
+	labels := Labels(t, "trigger-consumer")
+	selector := map[string]string{LabelTrigger: t.Name, LabelComponent: "trigger-consumer"}
+	replicas := int32(1)
+	if !t.IsEnabled() {
+		replicas = 0
+	}
+	pod := callerPodSpec(cfg, "consume", args, env)
+	// A consumer told to stop finishes the deliveries it holds: the longest
+	// takes the function's timeout plus the cold-start allowance.
+	pod.TerminationGracePeriodSeconds = ptr.To(int64(timeout) + StartupAllowanceSeconds + DrainAllowanceSeconds)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            names.ConsumerDeployment(t),
+			Namespace:       t.Namespace,
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             &replicas,
+			RevisionHistoryLimit: ptr.To[int32](2),
+			Selector:             &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       pod,
+			},
+		},
+	}
+}
+
+// MakeTokenSecret builds the Secret holding the trigger's credential.
+// ExpiresAnnotation records when the token expires, so the reconciler can
+// renew it in time without parsing it.
+func MakeTokenSecret(t *slessv1alpha1.Trigger, token string, expires metav1.Time) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            names.TokenSecret(t),
+			Namespace:       t.Namespace,
+			Labels:          Labels(t, "trigger-token"),
+			Annotations:     map[string]string{ExpiresAnnotation: expires.UTC().Format(timeFormat)},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{TokenKey: []byte(token)},
+	}
+}
+
+// ExpiresAnnotation on a token Secret is its token's expiry, RFC 3339.
+const ExpiresAnnotation = "sless.dev/token-expires"
+
+const timeFormat = "2006-01-02T15:04:05Z07:00"
+
+// PayloadJSON is a payload as compact JSON, "" when unset or null.
+func PayloadJSON(p *apiextensionsv1.JSON) string {
+	if p == nil || len(p.Raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, p.Raw); err != nil {
+		// The apiserver stores only valid JSON; pass anything else on as
+		// it is and let the function's wrapper answer for it.
+		return string(p.Raw)
+	}
+	if b.String() == "null" {
+		return ""
+	}
+	return b.String()
+}
