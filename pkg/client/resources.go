@@ -1,0 +1,215 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// Identity is who the token is, from GET /v1/whoami.
+type Identity struct {
+	Subject string `json:"subject"`
+	// Namespace is the caller's tenant namespace.
+	Namespace string `json:"namespace"`
+	Admin     bool   `json:"admin,omitempty"`
+}
+
+// Whoami asks the API who the token is.
+func (c *Client) Whoami(ctx context.Context) (*Identity, error) {
+	var id Identity
+	if err := c.getJSON(ctx, "/v1/whoami", nil, &id); err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+// List is one page of a list; Next is the cursor of the following page, ""
+// on the last.
+type List[T any] struct {
+	Items []T    `json:"items"`
+	Next  string `json:"next,omitempty"`
+}
+
+// MergePatch is the content type of PATCH bodies (RFC 7396).
+const MergePatch = "application/merge-patch+json"
+
+// kind binds a resource type to its collection's name in the API's paths.
+type kind[T any] struct{ plural string }
+
+var (
+	functions = kind[slessv1alpha1.Function]{"functions"}
+	triggers  = kind[slessv1alpha1.Trigger]{"triggers"}
+	jobs      = kind[slessv1alpha1.FunctionJob]{"jobs"}
+)
+
+func (k kind[T]) collection(ns string) string {
+	return "/v1/namespaces/" + url.PathEscape(ns) + "/" + k.plural
+}
+
+func (k kind[T]) item(ns, name string) string {
+	return k.collection(ns) + "/" + url.PathEscape(name)
+}
+
+func get[T any](ctx context.Context, c *Client, k kind[T], ns, name string) (*T, error) {
+	var out T
+	if err := c.getJSON(ctx, k.item(ns, name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func list[T any](ctx context.Context, c *Client, k kind[T], ns, cursor string, limit int) (*List[T], error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	var out List[T]
+	if err := c.getJSON(ctx, k.collection(ns), q, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func listAll[T any](ctx context.Context, c *Client, k kind[T], ns string) ([]T, error) {
+	var all []T
+	cursor := ""
+	for {
+		page, err := list(ctx, c, k, ns, cursor, 0)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if page.Next == "" || page.Next == cursor {
+			return all, nil
+		}
+		cursor = page.Next
+	}
+}
+
+func create[T any](ctx context.Context, c *Client, k kind[T], ns string, obj *T) (*T, error) {
+	var out T
+	if err := c.sendJSON(ctx, http.MethodPost, k.collection(ns), "application/json", obj, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func patch[T any](ctx context.Context, c *Client, k kind[T], ns, name string, p any) (*T, error) {
+	var out T
+	if err := c.sendJSON(ctx, http.MethodPatch, k.item(ns, name), MergePatch, p, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func remove[T any](ctx context.Context, c *Client, k kind[T], ns, name string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: k.item(ns, name)})
+	return err
+}
+
+// GetFunction reads one Function.
+func (c *Client) GetFunction(ctx context.Context, ns, name string) (*slessv1alpha1.Function, error) {
+	return get(ctx, c, functions, ns, name)
+}
+
+// ListFunctions reads one page of a namespace's Functions.
+func (c *Client) ListFunctions(ctx context.Context, ns, cursor string, limit int) (*List[slessv1alpha1.Function], error) {
+	return list(ctx, c, functions, ns, cursor, limit)
+}
+
+// AllFunctions reads every page of a namespace's Functions.
+func (c *Client) AllFunctions(ctx context.Context, ns string) ([]slessv1alpha1.Function, error) {
+	return listAll(ctx, c, functions, ns)
+}
+
+// CreateFunction creates fn in its namespace. A 409 for an object that still
+// exists is an error at once (one being deleted is retried).
+func (c *Client) CreateFunction(ctx context.Context, fn *slessv1alpha1.Function) (*slessv1alpha1.Function, error) {
+	fn.APIVersion, fn.Kind = slessv1alpha1.SchemeGroupVersion.String(), "Function"
+	return create(ctx, c, functions, fn.Namespace, fn)
+}
+
+// PatchFunction applies a JSON merge patch to a Function.
+func (c *Client) PatchFunction(ctx context.Context, ns, name string, p any) (*slessv1alpha1.Function, error) {
+	return patch(ctx, c, functions, ns, name, p)
+}
+
+// DeleteFunction deletes a Function; a missing one is a 404 error.
+func (c *Client) DeleteFunction(ctx context.Context, ns, name string) error {
+	return remove(ctx, c, functions, ns, name)
+}
+
+// PutSource uploads a zip as a Function's source. The API validates and
+// stores it and points spec.source.archive at it; the Function as it is after
+// the upload is returned.
+func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte) (*slessv1alpha1.Function, error) {
+	res, err := c.do(ctx, request{method: http.MethodPut, path: functions.item(ns, name) + "/source", body: zip, contentType: "application/zip"})
+	if err != nil {
+		return nil, err
+	}
+	// The answer is the Function; an API that answers with something else
+	// (or nothing) is read back.
+	var fn slessv1alpha1.Function
+	if json.Unmarshal(res.body, &fn) == nil && fn.Name == name && fn.Spec.Runtime != "" {
+		return &fn, nil
+	}
+	return c.GetFunction(ctx, ns, name)
+}
+
+// GetSource downloads a Function's source zip.
+func (c *Client) GetSource(ctx context.Context, ns, name string) ([]byte, error) {
+	res, err := c.do(ctx, request{method: http.MethodGet, path: functions.item(ns, name) + "/source", accept: "application/zip"})
+	if err != nil {
+		return nil, err
+	}
+	return res.body, nil
+}
+
+// GetTrigger reads one Trigger.
+func (c *Client) GetTrigger(ctx context.Context, ns, name string) (*slessv1alpha1.Trigger, error) {
+	return get(ctx, c, triggers, ns, name)
+}
+
+// CreateTrigger creates t in its namespace.
+func (c *Client) CreateTrigger(ctx context.Context, t *slessv1alpha1.Trigger) (*slessv1alpha1.Trigger, error) {
+	t.APIVersion, t.Kind = slessv1alpha1.SchemeGroupVersion.String(), "Trigger"
+	return create(ctx, c, triggers, t.Namespace, t)
+}
+
+// PatchTrigger applies a JSON merge patch to a Trigger.
+func (c *Client) PatchTrigger(ctx context.Context, ns, name string, p any) (*slessv1alpha1.Trigger, error) {
+	return patch(ctx, c, triggers, ns, name, p)
+}
+
+// DeleteTrigger deletes a Trigger.
+func (c *Client) DeleteTrigger(ctx context.Context, ns, name string) error {
+	return remove(ctx, c, triggers, ns, name)
+}
+
+// GetJob reads one FunctionJob.
+func (c *Client) GetJob(ctx context.Context, ns, name string) (*slessv1alpha1.FunctionJob, error) {
+	return get(ctx, c, jobs, ns, name)
+}
+
+// CreateJob creates j in its namespace.
+func (c *Client) CreateJob(ctx context.Context, j *slessv1alpha1.FunctionJob) (*slessv1alpha1.FunctionJob, error) {
+	j.APIVersion, j.Kind = slessv1alpha1.SchemeGroupVersion.String(), "FunctionJob"
+	return create(ctx, c, jobs, j.Namespace, j)
+}
+
+// PatchJob applies a JSON merge patch to a FunctionJob.
+func (c *Client) PatchJob(ctx context.Context, ns, name string, p any) (*slessv1alpha1.FunctionJob, error) {
+	return patch(ctx, c, jobs, ns, name, p)
+}
+
+// DeleteJob deletes a FunctionJob.
+func (c *Client) DeleteJob(ctx context.Context, ns, name string) error {
+	return remove(ctx, c, jobs, ns, name)
+}

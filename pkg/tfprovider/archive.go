@@ -1,0 +1,168 @@
+package tfprovider
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/flate"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/source"
+)
+
+// archive is a function's source as the provider uploads it.
+type archive struct {
+	Zip []byte
+	// SHA256 is the lower-case hex digest of Zip: what state keeps and what
+	// the API records in spec.source.archive.sha256.
+	SHA256 string
+	// Files are the zip's files as the API will read them.
+	Files source.Files
+}
+
+// skippedDirs are never zipped from a source_dir: tool state and dependency
+// directories the builder makes itself. Keeping them out keeps the digest of
+// an unchanged directory stable across local runs.
+var skippedDirs = map[string]bool{".git": true, ".terraform": true, "__pycache__": true, "node_modules": true}
+
+// zipEpoch is the modification time of every entry (the earliest a zip's DOS
+// time can say), so a zip depends on contents only.
+var zipEpoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// zipDir zips the regular files under dir deterministically: sorted paths,
+// fixed times and modes, no extra fields, deflate at a fixed level. The same
+// contents give the same bytes (and sha256) on every run.
+func zipDir(dir string) (*archive, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	files := source.Files{}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		switch {
+		case d.IsDir():
+			if skippedDirs[d.Name()] {
+				return filepath.SkipDir
+			}
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link; sless takes regular files only", rel)
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file", rel)
+		case strings.HasSuffix(rel, ".pyc"):
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[rel] = b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s holds no files", dir)
+	}
+	return zipFiles(files)
+}
+
+// zipFiles writes files as a deterministic zip and checks it as the API will.
+func zipFiles(files source.Files) (*archive, error) {
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	w.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {
+		return flate.NewWriter(out, flate.BestCompression)
+	})
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		// Modified stays zero so Go writes no extended timestamp field: the
+		// entry holds only the fixed DOS date.
+		h := &zip.FileHeader{Name: n, Method: zip.Deflate, ModifiedDate: dosDate(zipEpoch)}
+		h.SetMode(0o644)
+		fw, err := w.CreateHeader(h)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := fw.Write(files[n]); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return readArchive(buf.Bytes())
+}
+
+func dosDate(t time.Time) uint16 {
+	return uint16(t.Day() + int(t.Month())<<5 + (t.Year()-1980)<<9)
+}
+
+// readZipFile reads a user's zip as it is: its bytes are what is uploaded.
+func readZipFile(p string) (*archive, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return readArchive(b)
+}
+
+// readArchive checks a zip with the same limits and rules the API applies to
+// an upload, so a bad archive fails at plan rather than at apply.
+func readArchive(b []byte) (*archive, error) {
+	files, err := source.ReadZip(bytes.NewReader(b), int64(len(b)), source.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return &archive{Zip: b, SHA256: hex.EncodeToString(sum[:]), Files: files}, nil
+}
+
+// inlineFiles returns the archive's files as spec.source.inline takes them,
+// or false when they do not fit there (binary content, or more than the
+// inline limits allow).
+func (a *archive) inlineFiles() (map[string]string, bool) {
+	if len(a.Files) > slessv1alpha1.MaxInlineFiles {
+		return nil, false
+	}
+	out := make(map[string]string, len(a.Files))
+	total := 0
+	for name, b := range a.Files {
+		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 || len(name) > 255 || path.Clean(name) != name {
+			return nil, false
+		}
+		total += len(name) + len(b)
+		out[name] = string(b)
+	}
+	return out, total <= slessv1alpha1.MaxInlineBytes
+}

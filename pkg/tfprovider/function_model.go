@@ -1,0 +1,322 @@
+package tfprovider
+
+import (
+	"context"
+	"sort"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// functionModel is sless_function's state and plan.
+type functionModel struct {
+	ID              types.String `tfsdk:"id"`
+	Name            types.String `tfsdk:"name"`
+	Namespace       types.String `tfsdk:"namespace"`
+	Runtime         types.String `tfsdk:"runtime"`
+	Entrypoint      types.String `tfsdk:"entrypoint"`
+	SourceDir       types.String `tfsdk:"source_dir"`
+	SourceZip       types.String `tfsdk:"source_zip"`
+	Image           types.String `tfsdk:"image"`
+	SourceSHA256    types.String `tfsdk:"source_sha256"`
+	Env             types.Map    `tfsdk:"env"`
+	SecretEnv       types.Map    `tfsdk:"secret_env"`
+	MemoryMB        types.Int64  `tfsdk:"memory_mb"`
+	CPU             types.String `tfsdk:"cpu"`
+	TimeoutSec      types.Int64  `tfsdk:"timeout_sec"`
+	BuildTimeoutSec types.Int64  `tfsdk:"build_timeout_sec"`
+	Scale           types.Object `tfsdk:"scale"`
+	WaitTimeout     types.String `tfsdk:"wait_timeout"`
+	URL             types.String `tfsdk:"url"`
+	ResolvedImage   types.String `tfsdk:"resolved_image"`
+	Revision        types.String `tfsdk:"revision"`
+	Phase           types.String `tfsdk:"phase"`
+}
+
+type scaleModel struct {
+	Min                  types.Int64 `tfsdk:"min"`
+	Max                  types.Int64 `tfsdk:"max"`
+	Target               types.Int64 `tfsdk:"target"`
+	ContainerConcurrency types.Int64 `tfsdk:"container_concurrency"`
+}
+
+var scaleAttrTypes = map[string]attr.Type{
+	"min": types.Int64Type, "max": types.Int64Type, "target": types.Int64Type, "container_concurrency": types.Int64Type,
+}
+
+type secretRefModel struct {
+	Secret types.String `tfsdk:"secret"`
+	Key    types.String `tfsdk:"key"`
+}
+
+var secretRefAttrTypes = map[string]attr.Type{"secret": types.StringType, "key": types.StringType}
+
+// functionMapper names the attribute of each field of a Function.
+func functionMapper(env []path.Path) fieldMapper {
+	return fieldMapper{env: env, prefixes: map[string]path.Path{
+		"metadata.name":                   path.Root("name"),
+		"metadata.namespace":              path.Root("namespace"),
+		"spec.runtime":                    path.Root("runtime"),
+		"spec.entrypoint":                 path.Root("entrypoint"),
+		"spec.source.image":               path.Root("image"),
+		"spec.env":                        path.Root("env"),
+		"spec.memoryMB":                   path.Root("memory_mb"),
+		"spec.cpu":                        path.Root("cpu"),
+		"spec.timeoutSeconds":             path.Root("timeout_sec"),
+		"spec.buildTimeoutSeconds":        path.Root("build_timeout_sec"),
+		"spec.scale":                      path.Root("scale"),
+		"spec.scale.min":                  path.Root("scale").AtName("min"),
+		"spec.scale.max":                  path.Root("scale").AtName("max"),
+		"spec.scale.target":               path.Root("scale").AtName("target"),
+		"spec.scale.containerConcurrency": path.Root("scale").AtName("container_concurrency"),
+	}}
+}
+
+// specFromModel builds the FunctionSpec the model asks for, leaving the
+// source to the caller. Unknown values are left out (validation at plan
+// skips them). The returned paths name the attribute of each spec.env entry.
+func specFromModel(ctx context.Context, m *functionModel) (slessv1alpha1.FunctionSpec, []path.Path, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	s := slessv1alpha1.FunctionSpec{
+		Runtime:             m.Runtime.ValueString(),
+		Entrypoint:          m.Entrypoint.ValueString(),
+		MemoryMB:            int32Ptr(m.MemoryMB),
+		TimeoutSeconds:      int32Ptr(m.TimeoutSec),
+		BuildTimeoutSeconds: int32Ptr(m.BuildTimeoutSec),
+	}
+	if !m.Image.IsNull() && !m.Image.IsUnknown() {
+		s.Source.Image = m.Image.ValueString()
+	}
+	if !m.CPU.IsNull() && !m.CPU.IsUnknown() {
+		if q, err := resource.ParseQuantity(m.CPU.ValueString()); err == nil {
+			s.CPU = &q
+		}
+	}
+	type envEntry struct {
+		v slessv1alpha1.EnvVar
+		p path.Path
+	}
+	var entries []envEntry
+	if !m.Env.IsNull() && !m.Env.IsUnknown() {
+		for k, v := range m.Env.Elements() {
+			sv, ok := v.(types.String)
+			if !ok || sv.IsUnknown() {
+				continue
+			}
+			entries = append(entries, envEntry{slessv1alpha1.EnvVar{Name: k, Value: sv.ValueString()}, path.Root("env").AtMapKey(k)})
+		}
+	}
+	if !m.SecretEnv.IsNull() && !m.SecretEnv.IsUnknown() {
+		refs := map[string]secretRefModel{}
+		diags.Append(m.SecretEnv.ElementsAs(ctx, &refs, true)...)
+		for k, r := range refs {
+			if r.Secret.IsUnknown() || r.Key.IsUnknown() {
+				continue
+			}
+			entries = append(entries, envEntry{slessv1alpha1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: r.Secret.ValueString()}, Key: r.Key.ValueString()},
+			}}, path.Root("secret_env").AtMapKey(k)})
+		}
+	}
+	// Sorted by name, secret after plain for the same name (a duplicate the
+	// validation reports), so the body sent is the same on every run.
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].v.Name < entries[j].v.Name })
+	var paths []path.Path
+	for _, e := range entries {
+		s.Env = append(s.Env, e.v)
+		paths = append(paths, e.p)
+	}
+	if !m.Scale.IsNull() && !m.Scale.IsUnknown() {
+		var sc scaleModel
+		diags.Append(m.Scale.As(ctx, &sc, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		s.Scale = &slessv1alpha1.ScaleSpec{
+			Min: int32Ptr(sc.Min), Max: int32Ptr(sc.Max), Target: int32Ptr(sc.Target),
+			ContainerConcurrency: int64Ptr(sc.ContainerConcurrency),
+		}
+	}
+	return s, paths, diags
+}
+
+// specPatch is the merge patch that makes the server's spec what s says,
+// leaving spec.source alone unless withSource: absent optional fields are
+// sent as null so they are removed.
+func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
+	spec := map[string]any{
+		"runtime":             s.Runtime,
+		"entrypoint":          nullableString(s.Entrypoint),
+		"env":                 s.Env,
+		"memoryMB":            nullable(s.MemoryMB),
+		"cpu":                 nullable(s.CPU),
+		"timeoutSeconds":      nullable(s.TimeoutSeconds),
+		"buildTimeoutSeconds": nullable(s.BuildTimeoutSeconds),
+		"scale":               nullable(s.Scale),
+	}
+	if s.Env == nil {
+		spec["env"] = nil
+	}
+	if withSource {
+		src := map[string]any{"inline": nil, "archive": nil, "image": nil}
+		switch {
+		case s.Source.Image != "":
+			src["image"] = s.Source.Image
+		case s.Source.Inline != nil:
+			src["inline"] = s.Source.Inline
+		case s.Source.Archive != nil:
+			src["archive"] = s.Source.Archive
+		}
+		spec["source"] = src
+	}
+	return map[string]any{"spec": spec}
+}
+
+// functionState maps what the API holds onto the model, keeping the prior
+// state's choices where the API cannot tell them apart (null or empty
+// maps, the user's spelling of a CPU quantity) and the attributes that only
+// the configuration holds (source_dir, source_zip, wait_timeout).
+func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *functionModel) (functionModel, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	m := functionModel{
+		ID:              types.StringValue(fn.Namespace + "/" + fn.Name),
+		Name:            types.StringValue(fn.Name),
+		Namespace:       types.StringValue(fn.Namespace),
+		Runtime:         types.StringValue(fn.Spec.Runtime),
+		Entrypoint:      optString(fn.Spec.Entrypoint),
+		SourceDir:       prior.SourceDir,
+		SourceZip:       prior.SourceZip,
+		Image:           optString(fn.Spec.Source.Image),
+		MemoryMB:        optInt32(fn.Spec.MemoryMB),
+		TimeoutSec:      optInt32(fn.Spec.TimeoutSeconds),
+		BuildTimeoutSec: optInt32(fn.Spec.BuildTimeoutSeconds),
+		WaitTimeout:     prior.WaitTimeout,
+		URL:             optString(fn.Status.URL),
+		ResolvedImage:   optString(fn.Status.Image),
+		Revision:        optString(fn.Status.LatestReadyRevision),
+		Phase:           optString(string(fn.Status.Phase)),
+	}
+	// An alias the user wrote stays as written when the server canonicalised it.
+	if !prior.Runtime.IsNull() && !prior.Runtime.IsUnknown() && prior.Runtime.ValueString() != fn.Spec.Runtime {
+		a, _ := slessv1alpha1.CanonicalRuntime(prior.Runtime.ValueString())
+		b, _ := slessv1alpha1.CanonicalRuntime(fn.Spec.Runtime)
+		if a != "" && a == b {
+			m.Runtime = prior.Runtime
+		}
+	}
+	if m.SourceDir.IsUnknown() {
+		m.SourceDir = types.StringNull()
+	}
+	if m.SourceZip.IsUnknown() {
+		m.SourceZip = types.StringNull()
+	}
+	if m.WaitTimeout.IsUnknown() || m.WaitTimeout.IsNull() {
+		m.WaitTimeout = types.StringValue(defaultFunctionWait.String())
+	}
+
+	// The source's digest is the digest of the zip the provider would
+	// upload: an uploaded archive carries it; inline files are zipped the
+	// same deterministic way, so files equal to the directory's plan no change.
+	switch src := fn.Spec.Source; {
+	case src.Archive != nil:
+		m.SourceSHA256 = types.StringValue(src.Archive.SHA256)
+	case src.Inline != nil:
+		if a, err := zipFiles(inlineToFiles(src.Inline.Files)); err == nil {
+			m.SourceSHA256 = types.StringValue(a.SHA256)
+		} else {
+			m.SourceSHA256 = types.StringNull()
+		}
+	default:
+		m.SourceSHA256 = types.StringNull()
+	}
+
+	if c := fn.Spec.CPU; c != nil {
+		m.CPU = types.StringValue(c.String())
+		if !prior.CPU.IsNull() && !prior.CPU.IsUnknown() {
+			if q, err := resource.ParseQuantity(prior.CPU.ValueString()); err == nil && q.Cmp(*c) == 0 {
+				m.CPU = prior.CPU
+			}
+		}
+	} else {
+		m.CPU = types.StringNull()
+	}
+
+	plain := map[string]attr.Value{}
+	secret := map[string]attr.Value{}
+	for _, e := range fn.Spec.Env {
+		switch {
+		case e.ValueFrom == nil:
+			plain[e.Name] = types.StringValue(e.Value)
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			obj, d := types.ObjectValue(secretRefAttrTypes, map[string]attr.Value{
+				"secret": types.StringValue(ref.Name), "key": types.StringValue(ref.Key),
+			})
+			diags.Append(d...)
+			secret[e.Name] = obj
+		}
+		// Other sources (ConfigMaps, fields) are not managed by this
+		// resource; an apply replaces the env list with the configured one.
+	}
+	m.Env = mapState(prior.Env, types.StringType, plain, &diags)
+	m.SecretEnv = mapState(prior.SecretEnv, types.ObjectType{AttrTypes: secretRefAttrTypes}, secret, &diags)
+
+	if sc := fn.Spec.Scale; sc != nil && (sc.Min != nil || sc.Max != nil || sc.Target != nil || sc.ContainerConcurrency != nil) {
+		obj, d := types.ObjectValue(scaleAttrTypes, map[string]attr.Value{
+			"min": optInt32(sc.Min), "max": optInt32(sc.Max), "target": optInt32(sc.Target),
+			"container_concurrency": optInt64(sc.ContainerConcurrency),
+		})
+		diags.Append(d...)
+		m.Scale = obj
+	} else if !prior.Scale.IsNull() && !prior.Scale.IsUnknown() && allNull(prior.Scale) {
+		m.Scale = prior.Scale
+	} else {
+		m.Scale = types.ObjectNull(scaleAttrTypes)
+	}
+	_ = ctx
+	return m, diags
+}
+
+// mapState is a map attribute's state: null when the server has no entries
+// unless the prior state said {} (both mean "none" to the API).
+func mapState(prior types.Map, elem attr.Type, got map[string]attr.Value, diags *diag.Diagnostics) types.Map {
+	if len(got) == 0 {
+		if !prior.IsNull() && !prior.IsUnknown() && len(prior.Elements()) == 0 {
+			return prior
+		}
+		return types.MapNull(elem)
+	}
+	v, d := types.MapValue(elem, got)
+	diags.Append(d...)
+	return v
+}
+
+func allNull(o types.Object) bool {
+	for _, v := range o.Attributes() {
+		if !v.IsNull() {
+			return false
+		}
+	}
+	return true
+}
+
+func inlineToFiles(in map[string]string) map[string][]byte {
+	out := make(map[string][]byte, len(in))
+	for k, v := range in {
+		out[k] = []byte(v)
+	}
+	return out
+}
+
+// functionObject is the Function the API receives on create.
+func functionObject(ns, name string, spec slessv1alpha1.FunctionSpec) *slessv1alpha1.Function {
+	return &slessv1alpha1.Function{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       spec,
+	}
+}

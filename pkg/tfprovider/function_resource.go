@@ -1,0 +1,588 @@
+package tfprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/source"
+)
+
+const defaultFunctionWait = 10 * time.Minute
+
+var (
+	_ resource.ResourceWithConfigure      = (*functionResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*functionResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*functionResource)(nil)
+	_ resource.ResourceWithImportState    = (*functionResource)(nil)
+)
+
+func newFunctionResource() resource.Resource { return &functionResource{} }
+
+type functionResource struct{ api *apiData }
+
+func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_function"
+}
+
+func (r *functionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.api = configureResource(req.ProviderData, &resp.Diagnostics)
+}
+
+func replaceString() []planmodifier.String {
+	return []planmodifier.String{stringplanmodifier.RequiresReplace()}
+}
+
+func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A sless function: code built into an image and served at an HTTPS URL that scales to zero. " +
+			"Apply waits until the function is Ready; a failed build fails the apply with the build's message.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed: true, Description: "namespace/name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required: true, PlanModifiers: replaceString(),
+				Description: "Name: a DNS-1035 label of at most 52 characters.",
+				Validators:  []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}},
+			},
+			"namespace": schema.StringAttribute{
+				Optional: true, Computed: true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
+				Description:   "Namespace; the provider's when unset.",
+				Validators:    []validator.String{dnsLabel{max: 63}},
+			},
+			"runtime": schema.StringAttribute{
+				Required:    true,
+				Description: "Runtime: python3.12, nodejs22 or go1.24 (python3.11 and nodejs20 are aliases).",
+				Validators:  []validator.String{oneOf(slessv1alpha1.SupportedRuntimes())},
+			},
+			"entrypoint": schema.StringAttribute{
+				Optional:    true,
+				Description: "Handler as module.function (e.g. main.handler); required unless image is set.",
+				Validators:  []validator.String{notEmpty{}},
+			},
+			"source_dir": schema.StringAttribute{
+				Optional: true,
+				Description: "Directory whose files are the function's code. The provider zips it deterministically " +
+					"(.git, .terraform, __pycache__, node_modules and *.pyc left out) and uploads it; source_sha256 tracks it. " +
+					"Exactly one of source_dir, source_zip and image.",
+				Validators: []validator.String{notEmpty{}},
+			},
+			"source_zip": schema.StringAttribute{
+				Optional:    true,
+				Description: "Path of a zip archive holding the function's code, uploaded as it is. Exactly one of source_dir, source_zip and image.",
+				Validators:  []validator.String{notEmpty{}},
+			},
+			"image": schema.StringAttribute{
+				Optional:    true,
+				Description: "A prebuilt image to serve instead of building code. Exactly one of source_dir, source_zip and image.",
+				Validators:  []validator.String{notEmpty{}},
+			},
+			"source_sha256": schema.StringAttribute{
+				Computed:    true,
+				Description: "sha256 of the uploaded zip; changes when the code changes.",
+			},
+			"env": schema.MapAttribute{
+				Optional: true, ElementType: types.StringType,
+				Description: "Environment variables.",
+			},
+			"secret_env": schema.MapNestedAttribute{
+				Optional:    true,
+				Description: "Environment variables taken from Kubernetes Secrets in the function's namespace.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"secret": schema.StringAttribute{Required: true, Description: "Secret name.", Validators: []validator.String{dnsLabel{max: 253}}},
+					"key":    schema.StringAttribute{Required: true, Description: "Key in the Secret.", Validators: []validator.String{notEmpty{}}},
+				}},
+			},
+			"memory_mb": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(slessv1alpha1.DefaultMemoryMB),
+				Description: fmt.Sprintf("Memory limit of each instance in MiB, %d to %d.", slessv1alpha1.MinMemoryMB, slessv1alpha1.MaxMemoryMB),
+				Validators:  []validator.Int64{between{slessv1alpha1.MinMemoryMB, slessv1alpha1.MaxMemoryMB}},
+			},
+			"cpu": schema.StringAttribute{
+				Optional:    true,
+				Description: `CPU request of each instance, e.g. "250m".`,
+				Validators:  []validator.String{quantity{}},
+			},
+			"timeout_sec": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(slessv1alpha1.DefaultTimeoutSeconds),
+				Description: fmt.Sprintf("Timeout of one invocation in seconds, %d to %d.", slessv1alpha1.MinTimeoutSeconds, slessv1alpha1.MaxTimeoutSeconds),
+				Validators:  []validator.Int64{between{slessv1alpha1.MinTimeoutSeconds, slessv1alpha1.MaxTimeoutSeconds}},
+			},
+			"build_timeout_sec": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(slessv1alpha1.DefaultBuildTimeoutSeconds),
+				Description: fmt.Sprintf("Timeout of one build in seconds, %d to %d.", slessv1alpha1.MinBuildTimeoutSeconds, slessv1alpha1.MaxBuildTimeoutSeconds),
+				Validators:  []validator.Int64{between{slessv1alpha1.MinBuildTimeoutSeconds, slessv1alpha1.MaxBuildTimeoutSeconds}},
+			},
+			"scale": schema.SingleNestedAttribute{
+				Optional:    true,
+				Description: "Autoscaling bounds and target.",
+				Attributes: map[string]schema.Attribute{
+					"min": schema.Int64Attribute{Optional: true, Description: "Minimum instances, 0 (scale to zero) to 1000.",
+						Validators: []validator.Int64{between{0, 1000}}},
+					"max": schema.Int64Attribute{Optional: true, Description: "Maximum instances, 1 to 1000; at least min.",
+						Validators: []validator.Int64{between{1, 1000}}},
+					"target": schema.Int64Attribute{Optional: true, Description: "Concurrent requests per instance the autoscaler aims for, 1 to 1000.",
+						Validators: []validator.Int64{between{1, 1000}}},
+					"container_concurrency": schema.Int64Attribute{Optional: true, Description: "Hard limit of concurrent requests per instance, 0 (none) to 1000.",
+						Validators: []validator.Int64{between{0, slessv1alpha1.MaxContainerConcurrency}}},
+				},
+			},
+			"wait_timeout": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(defaultFunctionWait.String()),
+				Description: "How long an apply waits for the function to be Ready, e.g. \"5m\".",
+				Validators:  []validator.String{durationString{}},
+			},
+			"url": schema.StringAttribute{
+				Computed: true, Description: "Where the function is invoked.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"resolved_image": schema.StringAttribute{
+				Computed: true, Description: "The image serving the function, pinned by digest.",
+			},
+			"revision": schema.StringAttribute{
+				Computed: true, Description: "The revision serving traffic.",
+			},
+			"phase": schema.StringAttribute{
+				Computed: true, Description: "Pending, Building, Deploying, Ready or Failed.",
+			},
+		},
+	}
+}
+
+// ValidateConfig runs the API's validation over the configuration, so what
+// the API would refuse fails at plan with the attribute named.
+func (r *functionResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m functionModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	validateFunctionConfig(ctx, &m, &resp.Diagnostics)
+}
+
+func validateFunctionConfig(ctx context.Context, m *functionModel, diags *diag.Diagnostics) {
+	var set []string
+	unknown := false
+	for _, s := range []struct {
+		name string
+		v    types.String
+	}{{"source_dir", m.SourceDir}, {"source_zip", m.SourceZip}, {"image", m.Image}} {
+		if s.v.IsUnknown() {
+			unknown = true
+		} else if !s.v.IsNull() {
+			set = append(set, s.name)
+		}
+	}
+	switch {
+	case len(set) > 1:
+		for _, n := range set {
+			diags.AddAttributeError(path.Root(n), "Conflicting sources",
+				fmt.Sprintf("exactly one of source_dir, source_zip and image may be set; this configuration sets %d: %v", len(set), set))
+		}
+	case len(set) == 0 && !unknown:
+		diags.AddAttributeError(path.Root("source_dir"), "Missing source",
+			"exactly one of source_dir, source_zip and image must be set")
+	}
+
+	spec, envPaths, d := specFromModel(ctx, m)
+	diags.Append(d...)
+	fn := functionObject("", m.Name.ValueString(), spec)
+	// The source is checked above; give the spec a stand-in of the right kind
+	// so the shared validation judges the rest (entrypoint required unless image).
+	if fn.Spec.Source.Image == "" {
+		fn.Spec.Source.Archive = &slessv1alpha1.ArchiveSource{Bucket: "plan", Key: "plan", SHA256: "0000000000000000000000000000000000000000000000000000000000000000"}
+		if unknown && m.Entrypoint.IsNull() {
+			// The source may turn out to be an image: entrypoint optional.
+			fn.Spec.Source = slessv1alpha1.FunctionSource{Image: "plan"}
+		}
+	}
+	var errs field.ErrorList
+	for _, e := range slessv1alpha1.ValidateFunction(fn) {
+		// Unknown attributes are absent from the spec: do not call them missing.
+		if (e.Field == "metadata.name" && m.Name.IsUnknown()) || (e.Field == "spec.runtime" && m.Runtime.IsUnknown()) ||
+			(e.Field == "spec.entrypoint" && m.Entrypoint.IsUnknown()) {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	functionMapper(envPaths).addFieldErrors(diags, errs)
+}
+
+func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var plan, config functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var state *functionModel
+	if !req.State.Raw.IsNull() {
+		state = &functionModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
+	}
+
+	if state == nil {
+		ns, err := planNamespace(ctx, r.api, config.Namespace)
+		if err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+			return
+		}
+		plan.Namespace = ns
+		if ns.IsUnknown() || plan.Name.IsUnknown() {
+			plan.ID = types.StringUnknown()
+		} else {
+			plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
+		}
+	}
+
+	// The code's digest, known at plan: an unchanged directory plans no change.
+	a, err := planArchive(&plan)
+	switch {
+	case err != nil:
+		attrName := "source_dir"
+		if !plan.SourceZip.IsNull() {
+			attrName = "source_zip"
+		}
+		resp.Diagnostics.AddAttributeError(path.Root(attrName), "Unusable source", err.Error())
+		return
+	case a != nil:
+		plan.SourceSHA256 = types.StringValue(a.SHA256)
+		if !plan.Runtime.IsUnknown() && !plan.Entrypoint.IsUnknown() && !plan.Entrypoint.IsNull() {
+			if err := source.CheckEntrypoint(plan.Runtime.ValueString(), plan.Entrypoint.ValueString(), a.Files); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("entrypoint"), "Entrypoint not found in the source", err.Error())
+				return
+			}
+		}
+	case !plan.Image.IsNull() && !plan.Image.IsUnknown():
+		plan.SourceSHA256 = types.StringNull()
+	default:
+		plan.SourceSHA256 = types.StringUnknown()
+	}
+
+	// Computed attributes are unknown only where the apply changes them.
+	switch {
+	case state == nil:
+		plan.URL, plan.ResolvedImage, plan.Revision = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
+		plan.Phase = types.StringValue(string(slessv1alpha1.FunctionPhaseReady))
+	default:
+		rebuild := !plan.Runtime.Equal(state.Runtime) || !plan.Entrypoint.Equal(state.Entrypoint) ||
+			!plan.Image.Equal(state.Image) || !plan.SourceSHA256.Equal(state.SourceSHA256)
+		redeploy := rebuild || !plan.Env.Equal(state.Env) || !plan.SecretEnv.Equal(state.SecretEnv) ||
+			!plan.MemoryMB.Equal(state.MemoryMB) || !plan.CPU.Equal(state.CPU) || !plan.TimeoutSec.Equal(state.TimeoutSec) ||
+			!plan.BuildTimeoutSec.Equal(state.BuildTimeoutSec) || !plan.Scale.Equal(state.Scale)
+		plan.URL = state.URL
+		plan.ResolvedImage, plan.Revision, plan.Phase = state.ResolvedImage, state.Revision, state.Phase
+		if rebuild {
+			plan.ResolvedImage = types.StringUnknown()
+		}
+		if redeploy {
+			plan.Revision = types.StringUnknown()
+			plan.Phase = types.StringValue(string(slessv1alpha1.FunctionPhaseReady))
+		}
+		if plan.URL.IsNull() || plan.URL.IsUnknown() {
+			plan.URL = types.StringUnknown()
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// planArchive zips the configured source (nil when it is an image or not
+// known yet).
+func planArchive(m *functionModel) (*archive, error) {
+	switch {
+	case !m.SourceDir.IsNull() && !m.SourceDir.IsUnknown():
+		return zipDir(m.SourceDir.ValueString())
+	case !m.SourceZip.IsNull() && !m.SourceZip.IsUnknown():
+		return readZipFile(m.SourceZip.ValueString())
+	}
+	return nil, nil
+}
+
+func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := plan.Namespace.ValueString(), plan.Name.ValueString()
+	spec, envPaths, d := specFromModel(ctx, &plan)
+	resp.Diagnostics.Append(d...)
+	mapper := functionMapper(envPaths)
+	a, ok := applyArchive(&plan, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if a != nil {
+		// The API takes an upload only for a Function that exists, and a
+		// Function needs a source to exist: create it with the same files
+		// inline (the build context, and so the build, are the same), then
+		// upload the zip, which moves it onto the archive.
+		files, fits := a.inlineFiles()
+		if !fits {
+			resp.Diagnostics.AddAttributeError(sourceAttr(&plan), "Source too large to create a function with",
+				fmt.Sprintf("a new function's first source must be text files of at most %d bytes in all (the API creates functions from inline files, "+
+					"then takes larger uploads); create it with a smaller source first", slessv1alpha1.MaxInlineBytes))
+			return
+		}
+		spec.Source = slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: files}}
+	}
+	progress(ctx, "function", ns, name, "creating")
+	fn, err := r.api.client.CreateFunction(ctx, functionObject(ns, name, spec))
+	if err != nil {
+		r.createError(ctx, ns, name, err, mapper, &resp.Diagnostics)
+		return
+	}
+	// From here on the function exists: state is saved even if a later step
+	// fails, so the next plan knows of it.
+	saveFunction := func(fn *slessv1alpha1.Function) {
+		st, d := functionState(ctx, fn, &plan)
+		resp.Diagnostics.Append(d...)
+		st.Phase = optString(string(fn.Status.Phase))
+		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+	}
+	if a != nil {
+		progress(ctx, "function", ns, name, "uploading source", "sha256", a.SHA256, "bytes", len(a.Zip))
+		up, err := r.api.client.PutSource(ctx, ns, name, a.Zip)
+		if err != nil {
+			saveFunction(fn)
+			mapper.addAPIError(&resp.Diagnostics, "Uploading the source failed", err)
+			return
+		}
+		fn = up
+	}
+	fn, err = r.waitReady(ctx, fn, waitTimeout(plan.WaitTimeout, defaultFunctionWait))
+	if err != nil {
+		saveFunction(fn)
+		resp.Diagnostics.AddError("Function not ready", err.Error())
+		return
+	}
+	st, d := functionState(ctx, fn, &plan)
+	resp.Diagnostics.Append(d...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *functionResource) createError(ctx context.Context, ns, name string, err error, mapper fieldMapper, diags *diag.Diagnostics) {
+	if client.IsConflict(err) {
+		existing, gerr := r.api.client.GetFunction(ctx, ns, name)
+		if gerr == nil && existing.DeletionTimestamp == nil {
+			diags.AddError("Function already exists",
+				fmt.Sprintf("function %s/%s already exists; bring it under Terraform with: terraform import <address> %s/%s", ns, name, ns, name))
+			return
+		}
+	}
+	mapper.addAPIError(diags, "Creating the function failed", err)
+}
+
+func sourceAttr(m *functionModel) path.Path {
+	if !m.SourceZip.IsNull() {
+		return path.Root("source_zip")
+	}
+	return path.Root("source_dir")
+}
+
+// applyArchive zips the source again at apply and holds it to the plan: a
+// directory edited between plan and apply must be planned again.
+func applyArchive(plan *functionModel, diags *diag.Diagnostics) (*archive, bool) {
+	a, err := planArchive(plan)
+	if err != nil {
+		diags.AddAttributeError(sourceAttr(plan), "Unusable source", err.Error())
+		return nil, false
+	}
+	if a != nil && !plan.SourceSHA256.IsUnknown() && plan.SourceSHA256.ValueString() != a.SHA256 {
+		diags.AddAttributeError(sourceAttr(plan), "Source changed after plan",
+			fmt.Sprintf("the source's sha256 was %s at plan and is %s now; run plan again", plan.SourceSHA256.ValueString(), a.SHA256))
+		return nil, false
+	}
+	if a != nil {
+		plan.SourceSHA256 = types.StringValue(a.SHA256)
+	}
+	return a, true
+}
+
+func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var prior functionModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	fn, err := r.api.client.GetFunction(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
+	if client.IsNotFound(err) {
+		// Deleted outside Terraform: the next plan creates it again.
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the function failed", err.Error())
+		return
+	}
+	st, d := functionState(ctx, fn, &prior)
+	resp.Diagnostics.Append(d...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	spec, envPaths, d := specFromModel(ctx, &plan)
+	resp.Diagnostics.Append(d...)
+	mapper := functionMapper(envPaths)
+	a, ok := applyArchive(&plan, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	sourceChanged := !plan.SourceSHA256.Equal(state.SourceSHA256) || !plan.Image.Equal(state.Image)
+	var fn *slessv1alpha1.Function
+	var err error
+	if a != nil && sourceChanged {
+		progress(ctx, "function", ns, name, "uploading source", "sha256", a.SHA256, "bytes", len(a.Zip))
+		if fn, err = r.api.client.PutSource(ctx, ns, name, a.Zip); err != nil {
+			mapper.addAPIError(&resp.Diagnostics, "Uploading the source failed", err)
+			return
+		}
+	}
+	progress(ctx, "function", ns, name, "updating")
+	// The spec is replaced field by field; the source only when it is an
+	// image (an uploaded archive is the upload API's to set).
+	if fn, err = r.api.client.PatchFunction(ctx, ns, name, specPatch(&spec, a == nil && sourceChanged)); err != nil {
+		mapper.addAPIError(&resp.Diagnostics, "Updating the function failed", err)
+		return
+	}
+	fn, err = r.waitReady(ctx, fn, waitTimeout(plan.WaitTimeout, defaultFunctionWait))
+	st, d := functionState(ctx, fn, &plan)
+	resp.Diagnostics.Append(d...)
+	if err != nil {
+		st.Phase = optString(string(fn.Status.Phase))
+		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+		resp.Diagnostics.AddError("Function not ready", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state functionModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	err := waitGone(ctx, "function", ns, name, waitTimeout(state.WaitTimeout, defaultFunctionWait),
+		func(ctx context.Context) error { return r.api.client.DeleteFunction(ctx, ns, name) },
+		func(ctx context.Context) error { _, err := r.api.client.GetFunction(ctx, ns, name); return err })
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting the function failed", err.Error())
+	}
+}
+
+func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importInto(ctx, r.api, req, resp)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_timeout"), defaultFunctionWait.String())...)
+}
+
+// waitReady polls the function until the generation it has is Ready, and
+// logs the build and rollout as they happen. A failed build or rollout of
+// that generation ends the wait with the condition's message.
+func (r *functionResource) waitReady(ctx context.Context, fn *slessv1alpha1.Function, timeout time.Duration) (*slessv1alpha1.Function, error) {
+	ns, name := fn.Namespace, fn.Name
+	p := newPoller(timeout)
+	seen := map[string]bool{}
+	once := func(key, msg string, kv ...any) {
+		if !seen[key] {
+			seen[key] = true
+			progress(ctx, "function", ns, name, msg, kv...)
+		}
+	}
+	for {
+		current := fn.Status.ObservedGeneration == fn.Generation
+		build := condition(fn.Status.Conditions, slessv1alpha1.FunctionConditionBuildSucceeded)
+		ready := condition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
+		if current && build != nil {
+			switch build.Status {
+			case "Unknown":
+				once("build-started:"+fn.Status.BuildRef, "build started", "build", fn.Status.BuildRef)
+			case "True":
+				once("build-done:"+fn.Status.Image, "build done", "image", fn.Status.Image)
+			case "False":
+				return fn, fmt.Errorf("the build of function %s/%s failed (%s): %s", ns, name, build.Reason, build.Message)
+			}
+		}
+		if current && ready != nil && ready.Status == "True" {
+			once("ready:"+fn.Status.LatestReadyRevision, "revision ready", "revision", fn.Status.LatestReadyRevision, "url", fn.Status.URL)
+			return fn, nil
+		}
+		if current && fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed {
+			msg := "no reason given"
+			if ready != nil && ready.Message != "" {
+				msg = ready.Reason + ": " + ready.Message
+			}
+			return fn, fmt.Errorf("function %s/%s failed: %s", ns, name, msg)
+		}
+		if err := p.wait(ctx); err != nil {
+			state := string(fn.Status.Phase)
+			if ready != nil && ready.Message != "" {
+				state += " (" + ready.Reason + ": " + ready.Message + ")"
+			}
+			if errors.Is(err, errTimeout) {
+				return fn, fmt.Errorf("function %s/%s was not Ready within %s (wait_timeout); it is %s", ns, name, timeout, state)
+			}
+			return fn, err
+		}
+		next, err := r.api.client.GetFunction(ctx, ns, name)
+		if err != nil {
+			return fn, err
+		}
+		fn = next
+	}
+}
+
+// waitGone deletes an object and waits until the API no longer has it (a
+// finalizer may hold it for a while).
+func waitGone(ctx context.Context, kind, ns, name string, timeout time.Duration, del, get func(context.Context) error) error {
+	progress(ctx, kind, ns, name, "deleting")
+	if err := del(ctx); err != nil && !client.IsNotFound(err) {
+		return err
+	}
+	p := newPoller(timeout)
+	for {
+		err := get(ctx)
+		if client.IsNotFound(err) {
+			progress(ctx, kind, ns, name, "deleted")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if werr := p.wait(ctx); werr != nil {
+			if errors.Is(werr, errTimeout) {
+				return fmt.Errorf("%s %s/%s still exists %s after it was deleted", kind, ns, name, timeout)
+			}
+			return werr
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package tfprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+const defaultJobWait = 15 * time.Minute
+
+var (
+	_ resource.ResourceWithConfigure      = (*jobResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*jobResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*jobResource)(nil)
+	_ resource.ResourceWithImportState    = (*jobResource)(nil)
+)
+
+func newJobResource() resource.Resource { return &jobResource{} }
+
+type jobResource struct{ api *apiData }
+
+type jobModel struct {
+	ID          types.String `tfsdk:"id"`
+	Name        types.String `tfsdk:"name"`
+	Namespace   types.String `tfsdk:"namespace"`
+	Function    types.String `tfsdk:"function"`
+	RunID       types.Int64  `tfsdk:"run_id"`
+	Payload     types.String `tfsdk:"payload"`
+	TimeoutSec  types.Int64  `tfsdk:"timeout_sec"`
+	WaitTimeout types.String `tfsdk:"wait_timeout"`
+	Phase       types.String `tfsdk:"phase"`
+	Output      types.String `tfsdk:"output"`
+	ExitCode    types.Int64  `tfsdk:"exit_code"`
+}
+
+var jobMapper = fieldMapper{prefixes: map[string]path.Path{
+	"metadata.name":       path.Root("name"),
+	"metadata.namespace":  path.Root("namespace"),
+	"spec.function":       path.Root("function"),
+	"spec.runID":          path.Root("run_id"),
+	"spec.payload":        path.Root("payload"),
+	"spec.timeoutSeconds": path.Root("timeout_sec"),
+}}
+
+func (r *jobResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_job"
+}
+
+func (r *jobResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.api = configureResource(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *jobResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A one-shot run of a function on a payload. A new run_id runs it again; run_id 0 runs nothing. " +
+			"Apply waits for the run to finish; a failed run fails the apply with its message.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "namespace/name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
+				Description: "Name: a DNS-1123 label of at most 40 characters.", Validators: []validator.String{dnsLabel{max: 40}}},
+			"namespace": schema.StringAttribute{Optional: true, Computed: true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
+				Description:   "Namespace; the provider's when unset.", Validators: []validator.String{dnsLabel{max: 63}}},
+			"function": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
+				Description: "Name of the function in the same namespace whose code runs.",
+				Validators:  []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}},
+			"run_id": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+				Description: "Identifies a run: a new value runs the job again, 0 runs nothing.",
+				Validators:  []validator.Int64{between{0, 1<<63 - 1}}},
+			"payload": schema.StringAttribute{Optional: true, Validators: []validator.String{jsonString{}},
+				Description: "JSON event body of the run; use jsonencode(...)."},
+			"timeout_sec": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{between{1, slessv1alpha1.MaxJobTimeoutSeconds}},
+				Description: "Bound of one run in seconds; the function's timeout when unset."},
+			"wait_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultJobWait.String()),
+				Description: "How long an apply waits for the run to finish.", Validators: []validator.String{durationString{}}},
+			"phase":     schema.StringAttribute{Computed: true, Description: "Idle, Pending, Running, Succeeded or Failed."},
+			"output":    schema.StringAttribute{Computed: true, Description: "The run's result as JSON."},
+			"exit_code": schema.Int64Attribute{Computed: true, Description: "Exit code of the run."},
+		},
+	}
+}
+
+func (m *jobModel) object(ns string) *slessv1alpha1.FunctionJob {
+	return &slessv1alpha1.FunctionJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Name.ValueString()},
+		Spec: slessv1alpha1.FunctionJobSpec{
+			Function:       m.Function.ValueString(),
+			RunID:          m.RunID.ValueInt64(),
+			Payload:        jsonValue(m.Payload),
+			TimeoutSeconds: int32Ptr(m.TimeoutSec),
+		},
+	}
+}
+
+func jobState(j *slessv1alpha1.FunctionJob, prior *jobModel) jobModel {
+	m := jobModel{
+		ID:          types.StringValue(j.Namespace + "/" + j.Name),
+		Name:        types.StringValue(j.Name),
+		Namespace:   types.StringValue(j.Namespace),
+		Function:    types.StringValue(j.Spec.Function),
+		RunID:       types.Int64Value(j.Spec.RunID),
+		Payload:     jsonState(prior.Payload, j.Spec.Payload),
+		TimeoutSec:  optInt32(j.Spec.TimeoutSeconds),
+		WaitTimeout: prior.WaitTimeout,
+		Phase:       optString(string(j.Status.Phase)),
+		Output:      optString(j.Status.Output),
+		ExitCode:    optInt32(j.Status.ExitCode),
+	}
+	if m.WaitTimeout.IsNull() || m.WaitTimeout.IsUnknown() {
+		m.WaitTimeout = types.StringValue(defaultJobWait.String())
+	}
+	return m
+}
+
+func (r *jobResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m jobModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var errs field.ErrorList
+	for _, e := range slessv1alpha1.ValidateFunctionJob(m.object("")) {
+		if (e.Field == "metadata.name" && m.Name.IsUnknown()) || (e.Field == "spec.function" && m.Function.IsUnknown()) {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	jobMapper.addFieldErrors(&resp.Diagnostics, errs)
+}
+
+func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, config jobModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if req.State.Raw.IsNull() {
+		ns, err := planNamespace(ctx, r.api, config.Namespace)
+		if err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+			return
+		}
+		plan.Namespace = ns
+		if !ns.IsUnknown() && !plan.Name.IsUnknown() {
+			plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
+		}
+		plan.Phase, plan.Output, plan.ExitCode = types.StringUnknown(), types.StringUnknown(), types.Int64Unknown()
+	} else {
+		var state jobModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		// Only a new run changes what a run produced.
+		plan.Phase, plan.Output, plan.ExitCode = state.Phase, state.Output, state.ExitCode
+		if !plan.RunID.Equal(state.RunID) {
+			plan.Phase, plan.Output, plan.ExitCode = types.StringUnknown(), types.StringUnknown(), types.Int64Unknown()
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan jobModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	j := plan.object(plan.Namespace.ValueString())
+	progress(ctx, "job", j.Namespace, j.Name, "creating", "run_id", j.Spec.RunID)
+	got, err := r.api.client.CreateJob(ctx, j)
+	if err != nil {
+		if client.IsConflict(err) {
+			if existing, gerr := r.api.client.GetJob(ctx, j.Namespace, j.Name); gerr == nil && existing.DeletionTimestamp == nil {
+				resp.Diagnostics.AddError("Job already exists",
+					"job "+j.Namespace+"/"+j.Name+" already exists; bring it under Terraform with: terraform import <address> "+j.Namespace+"/"+j.Name)
+				return
+			}
+		}
+		jobMapper.addAPIError(&resp.Diagnostics, "Creating the job failed", err)
+		return
+	}
+	r.finish(ctx, &plan, got, &resp.Diagnostics, &resp.State)
+}
+
+// finish waits for the run the job asks for and saves its state; a failed
+// run is an error (the resource is kept, so the next apply can re-run it
+// with a new run_id).
+func (r *jobResource) finish(ctx context.Context, plan *jobModel, j *slessv1alpha1.FunctionJob, diags *diag.Diagnostics, state interface {
+	Set(context.Context, any) diag.Diagnostics
+}) {
+	j, err := r.waitRun(ctx, j, waitTimeout(plan.WaitTimeout, defaultJobWait))
+	st := jobState(j, plan)
+	diags.Append(state.Set(ctx, &st)...)
+	if err != nil {
+		diags.AddError("Job run failed", err.Error())
+	}
+}
+
+func (r *jobResource) waitRun(ctx context.Context, j *slessv1alpha1.FunctionJob, timeout time.Duration) (*slessv1alpha1.FunctionJob, error) {
+	if j.Spec.RunID == 0 {
+		return j, nil
+	}
+	ns, name, run := j.Namespace, j.Name, j.Spec.RunID
+	p := newPoller(timeout)
+	started := false
+	for {
+		if j.Status.RunID == run {
+			switch j.Status.Phase {
+			case slessv1alpha1.JobPhaseSucceeded:
+				progress(ctx, "job", ns, name, "run succeeded", "run_id", run)
+				return j, nil
+			case slessv1alpha1.JobPhaseFailed:
+				msg := j.Status.Message
+				if msg == "" {
+					msg = "no message"
+				}
+				return j, fmt.Errorf("run %d of job %s/%s failed: %s", run, ns, name, msg)
+			case slessv1alpha1.JobPhaseRunning:
+				if !started {
+					started = true
+					progress(ctx, "job", ns, name, "run started", "run_id", run)
+				}
+			}
+		}
+		if err := p.wait(ctx); err != nil {
+			if errors.Is(err, errTimeout) {
+				return j, fmt.Errorf("run %d of job %s/%s did not finish within %s (wait_timeout); it is %q", run, ns, name, timeout, j.Status.Phase)
+			}
+			return j, err
+		}
+		next, err := r.api.client.GetJob(ctx, ns, name)
+		if err != nil {
+			return j, err
+		}
+		j = next
+	}
+}
+
+func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var prior jobModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	j, err := r.api.client.GetJob(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
+	if client.IsNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the job failed", err.Error())
+		return
+	}
+	st := jobState(j, &prior)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state jobModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	j := plan.object(state.Namespace.ValueString())
+	patch := map[string]any{"spec": map[string]any{
+		"runID":          j.Spec.RunID,
+		"payload":        nullable(j.Spec.Payload),
+		"timeoutSeconds": nullable(j.Spec.TimeoutSeconds),
+	}}
+	progress(ctx, "job", j.Namespace, j.Name, "updating", "run_id", j.Spec.RunID)
+	got, err := r.api.client.PatchJob(ctx, j.Namespace, j.Name, patch)
+	if err != nil {
+		jobMapper.addAPIError(&resp.Diagnostics, "Updating the job failed", err)
+		return
+	}
+	if plan.RunID.Equal(state.RunID) {
+		// No new run: what the last run produced stays.
+		st := jobState(got, &plan)
+		st.Phase, st.Output, st.ExitCode = state.Phase, state.Output, state.ExitCode
+		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+		return
+	}
+	r.finish(ctx, &plan, got, &resp.Diagnostics, &resp.State)
+}
+
+func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state jobModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	err := waitGone(ctx, "job", ns, name, waitTimeout(state.WaitTimeout, defaultJobWait),
+		func(ctx context.Context) error { return r.api.client.DeleteJob(ctx, ns, name) },
+		func(ctx context.Context) error { _, err := r.api.client.GetJob(ctx, ns, name); return err })
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting the job failed", err.Error())
+	}
+}
+
+func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importInto(ctx, r.api, req, resp)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_timeout"), defaultJobWait.String())...)
+}

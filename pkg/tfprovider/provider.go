@@ -1,0 +1,150 @@
+// Package tfprovider is sless's Terraform provider: the sless_function,
+// sless_trigger and sless_job resources and the sless_function and
+// sless_functions data sources, over the REST API (pkg/client).
+//
+// The rules it keeps (DESIGN §10): optional attributes left unset are null,
+// never ""; computed attributes are unknown in a plan only when the apply will
+// change them; what the API would refuse is refused at plan with the
+// attribute named, by the same validation function the API runs.
+package tfprovider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+// Environment variables that stand in for the provider's settings.
+const (
+	EnvEndpoint  = "SLESS_ENDPOINT"
+	EnvToken     = "SLESS_TOKEN"
+	EnvNamespace = "SLESS_NAMESPACE"
+)
+
+// New returns the provider factory for version (the binary's version).
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &slessProvider{version: version} }
+}
+
+type slessProvider struct {
+	version string
+}
+
+type providerModel struct {
+	Endpoint  types.String `tfsdk:"endpoint"`
+	Token     types.String `tfsdk:"token"`
+	Namespace types.String `tfsdk:"namespace"`
+}
+
+// apiData is what Configure hands the resources and data sources.
+type apiData struct {
+	client *client.Client
+
+	mu        sync.Mutex
+	namespace string
+}
+
+// defaultNamespace is the namespace set on the provider, else the token's
+// own from whoami (asked once).
+func (d *apiData) defaultNamespace(ctx context.Context) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.namespace != "" {
+		return d.namespace, nil
+	}
+	id, err := d.client.Whoami(ctx)
+	if err != nil {
+		return "", fmt.Errorf("finding the token's namespace (set namespace on the provider to skip this): %w", err)
+	}
+	if id.Namespace == "" {
+		return "", fmt.Errorf("whoami names no namespace for this token; set namespace on the provider")
+	}
+	d.namespace = id.Namespace
+	return d.namespace, nil
+}
+
+func (p *slessProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "sless"
+	resp.Version = p.version
+}
+
+func (p *slessProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "Manages functions, triggers and jobs on a sless platform through its REST API.",
+		Attributes: map[string]schema.Attribute{
+			"endpoint": schema.StringAttribute{
+				Optional:    true,
+				Description: "Base URL of the sless API, e.g. https://sless.example.com. Defaults to $" + EnvEndpoint + ".",
+			},
+			"token": schema.StringAttribute{
+				Optional:    true,
+				Sensitive:   true,
+				Description: "Bearer token for the API. Defaults to $" + EnvToken + ".",
+			},
+			"namespace": schema.StringAttribute{
+				Optional:    true,
+				Description: "Namespace of resources that name none. Defaults to $" + EnvNamespace + ", else the token's own namespace (GET /v1/whoami).",
+				Validators:  []validator.String{dnsLabel{max: 63}},
+			},
+		},
+	}
+}
+
+func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if m.Endpoint.IsUnknown() || m.Token.IsUnknown() || m.Namespace.IsUnknown() {
+		// Known only after another resource applies; Terraform configures
+		// the provider again then.
+		return
+	}
+	endpoint := stringOr(m.Endpoint, os.Getenv(EnvEndpoint))
+	token := stringOr(m.Token, os.Getenv(EnvToken))
+	ns := stringOr(m.Namespace, os.Getenv(EnvNamespace))
+	if endpoint == "" {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Missing sless endpoint",
+			"Set endpoint in the provider block or the "+EnvEndpoint+" environment variable to the sless API's URL.")
+		return
+	}
+	c, err := client.New(endpoint, token, client.WithUserAgent("terraform-provider-sless/"+p.version))
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid sless endpoint", err.Error())
+		return
+	}
+	data := &apiData{client: c, namespace: ns}
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+func (p *slessProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{newFunctionResource, newTriggerResource, newJobResource}
+}
+
+func (p *slessProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{newFunctionDataSource, newFunctionsDataSource}
+}
+
+func stringOr(v types.String, fallback string) string {
+	if v.IsNull() || v.IsUnknown() {
+		return fallback
+	}
+	return v.ValueString()
+}
+
+// ProviderAddress is the provider's source address. Terraform and OpenTofu
+// find a locally built binary there through dev_overrides (docs/terraform.md).
+const ProviderAddress = "registry.terraform.io/sless-dev/sless"

@@ -1,0 +1,392 @@
+package tfprovider
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+const triggerDeleteWait = 2 * time.Minute
+
+var (
+	_ resource.ResourceWithConfigure      = (*triggerResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*triggerResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*triggerResource)(nil)
+	_ resource.ResourceWithImportState    = (*triggerResource)(nil)
+)
+
+func newTriggerResource() resource.Resource { return &triggerResource{} }
+
+type triggerResource struct{ api *apiData }
+
+type triggerModel struct {
+	ID                      types.String `tfsdk:"id"`
+	Name                    types.String `tfsdk:"name"`
+	Namespace               types.String `tfsdk:"namespace"`
+	Function                types.String `tfsdk:"function"`
+	Type                    types.String `tfsdk:"type"`
+	Enabled                 types.Bool   `tfsdk:"enabled"`
+	Schedule                types.String `tfsdk:"schedule"`
+	TimeZone                types.String `tfsdk:"time_zone"`
+	Payload                 types.String `tfsdk:"payload"`
+	ConcurrencyPolicy       types.String `tfsdk:"concurrency_policy"`
+	StartingDeadlineSeconds types.Int64  `tfsdk:"starting_deadline_seconds"`
+	PreWarmSeconds          types.Int64  `tfsdk:"pre_warm_seconds"`
+	Queue                   types.Object `tfsdk:"queue"`
+	URL                     types.String `tfsdk:"url"`
+}
+
+type queueModel struct {
+	ConnectionSecret types.String `tfsdk:"connection_secret"`
+	Queue            types.String `tfsdk:"queue"`
+	Prefetch         types.Int64  `tfsdk:"prefetch"`
+	Concurrency      types.Int64  `tfsdk:"concurrency"`
+	MaxRetries       types.Int64  `tfsdk:"max_retries"`
+	BackoffSeconds   types.Int64  `tfsdk:"backoff_seconds"`
+	DeadLetterQueue  types.String `tfsdk:"dead_letter_queue"`
+}
+
+var queueAttrTypes = map[string]attr.Type{
+	"connection_secret": types.StringType, "queue": types.StringType, "prefetch": types.Int64Type,
+	"concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
+	"dead_letter_queue": types.StringType,
+}
+
+var triggerMapper = fieldMapper{prefixes: map[string]path.Path{
+	"metadata.name":                path.Root("name"),
+	"metadata.namespace":           path.Root("namespace"),
+	"spec.function":                path.Root("function"),
+	"spec.type":                    path.Root("type"),
+	"spec.enabled":                 path.Root("enabled"),
+	"spec.schedule":                path.Root("schedule"),
+	"spec.timeZone":                path.Root("time_zone"),
+	"spec.payload":                 path.Root("payload"),
+	"spec.concurrencyPolicy":       path.Root("concurrency_policy"),
+	"spec.startingDeadlineSeconds": path.Root("starting_deadline_seconds"),
+	"spec.preWarmSeconds":          path.Root("pre_warm_seconds"),
+	"spec.queue":                   path.Root("queue"),
+	"spec.queue.connectionSecret":  path.Root("queue").AtName("connection_secret"),
+	"spec.queue.queue":             path.Root("queue").AtName("queue"),
+	"spec.queue.prefetch":          path.Root("queue").AtName("prefetch"),
+	"spec.queue.concurrency":       path.Root("queue").AtName("concurrency"),
+	"spec.queue.maxRetries":        path.Root("queue").AtName("max_retries"),
+	"spec.queue.backoffSeconds":    path.Root("queue").AtName("backoff_seconds"),
+	"spec.queue.deadLetterQueue":   path.Root("queue").AtName("dead_letter_queue"),
+}}
+
+func (r *triggerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_trigger"
+}
+
+func (r *triggerResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.api = configureResource(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A sless trigger: an HTTP route, a cron schedule or a RabbitMQ queue that calls a function.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "namespace/name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
+				Description: "Name: a DNS-1123 label of at most 52 characters.",
+				Validators:  []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}},
+			"namespace": schema.StringAttribute{Optional: true, Computed: true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
+				Description:   "Namespace; the provider's when unset.", Validators: []validator.String{dnsLabel{max: 63}}},
+			"function": schema.StringAttribute{Required: true, Description: "Name of the function in the same namespace.",
+				Validators: []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}},
+			"type": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
+				Description: "http, cron or queue.", Validators: []validator.String{oneOf{"http", "cron", "queue"}}},
+			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				Description: "false stops every invocation from this trigger (and closes an http trigger's route) without deleting it."},
+			"schedule": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+				Description: "Cron schedule (five fields or @hourly, @daily, ...), for cron triggers."},
+			"time_zone": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+				Description: "IANA time zone of the schedule; UTC when unset."},
+			"payload": schema.StringAttribute{Optional: true, Validators: []validator.String{jsonString{}},
+				Description: "JSON body a cron run sends; use jsonencode(...)."},
+			"concurrency_policy": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOf{"Allow", "Forbid", "Replace"}},
+				Description: "What a cron run does when the previous one still runs: Allow, Forbid (the default) or Replace."},
+			"starting_deadline_seconds": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{between{1, 86400}},
+				Description: "A cron run that could not start within this many seconds of its time is skipped."},
+			"pre_warm_seconds": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{between{0, slessv1alpha1.MaxPreWarmSeconds}},
+				Description: "Wake the function this many seconds before each cron run so the run has no cold start."},
+			"queue": schema.SingleNestedAttribute{Optional: true, Description: "The queue of a queue trigger.",
+				Attributes: map[string]schema.Attribute{
+					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{}},
+						Description: "Secret in the namespace whose key \"url\" holds the amqp:// URL."},
+					"queue": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{}}, Description: "Queue to consume."},
+					"prefetch": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(10),
+						Validators: []validator.Int64{between{1, 1000}}, Description: "Unacknowledged messages a consumer holds."},
+					"concurrency": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+						Validators: []validator.Int64{between{1, 100}}, Description: "Messages delivered to the function at once."},
+					"max_retries": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(3),
+						Validators: []validator.Int64{between{0, 100}}, Description: "Retries before a message is dead-lettered."},
+					"backoff_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+						Validators: []validator.Int64{between{1, 3600}}, Description: "First retry delay; it doubles on each retry."},
+					"dead_letter_queue": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Queue for messages whose retries ran out; <queue>.dlq when unset."},
+				}},
+			"url": schema.StringAttribute{Computed: true, Description: "Public URL of an enabled http trigger.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+		},
+	}
+}
+
+func (m *triggerModel) object(ctx context.Context, ns string) (*slessv1alpha1.Trigger, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	t := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Name.ValueString()},
+		Spec: slessv1alpha1.TriggerSpec{
+			Function:                m.Function.ValueString(),
+			Type:                    slessv1alpha1.TriggerType(m.Type.ValueString()),
+			Schedule:                m.Schedule.ValueString(),
+			TimeZone:                m.TimeZone.ValueString(),
+			Payload:                 jsonValue(m.Payload),
+			ConcurrencyPolicy:       slessv1alpha1.ConcurrencyPolicy(m.ConcurrencyPolicy.ValueString()),
+			StartingDeadlineSeconds: int64Ptr(m.StartingDeadlineSeconds),
+			PreWarmSeconds:          int32Ptr(m.PreWarmSeconds),
+		},
+	}
+	if !m.Enabled.IsNull() && !m.Enabled.IsUnknown() {
+		b := m.Enabled.ValueBool()
+		t.Spec.Enabled = &b
+	}
+	if !m.Queue.IsNull() && !m.Queue.IsUnknown() {
+		var q queueModel
+		diags.Append(m.Queue.As(ctx, &q, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		t.Spec.Queue = &slessv1alpha1.QueueSpec{
+			ConnectionSecret: q.ConnectionSecret.ValueString(), Queue: q.Queue.ValueString(),
+			Prefetch: int32Ptr(q.Prefetch), Concurrency: int32Ptr(q.Concurrency),
+			MaxRetries: int32Ptr(q.MaxRetries), BackoffSeconds: int32Ptr(q.BackoffSeconds),
+			DeadLetterQueue: q.DeadLetterQueue.ValueString(),
+		}
+	}
+	return t, diags
+}
+
+func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	s := t.Spec
+	m := triggerModel{
+		ID:                      types.StringValue(t.Namespace + "/" + t.Name),
+		Name:                    types.StringValue(t.Name),
+		Namespace:               types.StringValue(t.Namespace),
+		Function:                types.StringValue(s.Function),
+		Type:                    types.StringValue(string(s.Type)),
+		Enabled:                 types.BoolValue(t.IsEnabled()),
+		Schedule:                optString(s.Schedule),
+		TimeZone:                optString(s.TimeZone),
+		Payload:                 jsonState(prior.Payload, s.Payload),
+		ConcurrencyPolicy:       optString(string(s.ConcurrencyPolicy)),
+		StartingDeadlineSeconds: optInt64(s.StartingDeadlineSeconds),
+		PreWarmSeconds:          optInt32(s.PreWarmSeconds),
+		Queue:                   types.ObjectNull(queueAttrTypes),
+		URL:                     optString(t.Status.URL),
+	}
+	if q := s.Queue; q != nil {
+		orDefault := func(p *int32, def int64) types.Int64 {
+			if p == nil {
+				return types.Int64Value(def)
+			}
+			return types.Int64Value(int64(*p))
+		}
+		obj, d := types.ObjectValue(queueAttrTypes, map[string]attr.Value{
+			"connection_secret": types.StringValue(q.ConnectionSecret), "queue": types.StringValue(q.Queue),
+			"prefetch": orDefault(q.Prefetch, 10), "concurrency": orDefault(q.Concurrency, 1),
+			"max_retries": orDefault(q.MaxRetries, 3), "backoff_seconds": orDefault(q.BackoffSeconds, 1),
+			"dead_letter_queue": optString(q.DeadLetterQueue),
+		})
+		diags.Append(d...)
+		m.Queue = obj
+	}
+	return m, diags
+}
+
+func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m triggerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, d := m.object(ctx, "")
+	resp.Diagnostics.Append(d...)
+	var errs field.ErrorList
+	for _, e := range slessv1alpha1.ValidateTrigger(t) {
+		if (e.Field == "metadata.name" && m.Name.IsUnknown()) || (e.Field == "spec.function" && m.Function.IsUnknown()) ||
+			(e.Field == "spec.type" && m.Type.IsUnknown()) || (e.Field == "spec.schedule" && m.Schedule.IsUnknown()) ||
+			(e.Field == "spec.queue" && m.Queue.IsUnknown()) {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	triggerMapper.addFieldErrors(&resp.Diagnostics, errs)
+}
+
+func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, config triggerModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !req.State.Raw.IsNull() {
+		var state triggerModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		// Enabling or disabling an http trigger opens or closes its route.
+		if !plan.Enabled.Equal(state.Enabled) || !plan.Function.Equal(state.Function) {
+			plan.URL = types.StringUnknown()
+			resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		}
+		return
+	}
+	ns, err := planNamespace(ctx, r.api, config.Namespace)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+		return
+	}
+	plan.Namespace = ns
+	if !ns.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
+	}
+	if plan.Type.ValueString() != string(slessv1alpha1.TriggerTypeHTTP) {
+		// Only http triggers have a URL.
+		plan.URL = types.StringNull()
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan triggerModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, d := plan.object(ctx, plan.Namespace.ValueString())
+	resp.Diagnostics.Append(d...)
+	progress(ctx, "trigger", t.Namespace, t.Name, "creating")
+	got, err := r.api.client.CreateTrigger(ctx, t)
+	if err != nil {
+		if client.IsConflict(err) {
+			if existing, gerr := r.api.client.GetTrigger(ctx, t.Namespace, t.Name); gerr == nil && existing.DeletionTimestamp == nil {
+				resp.Diagnostics.AddError("Trigger already exists",
+					"trigger "+t.Namespace+"/"+t.Name+" already exists; bring it under Terraform with: terraform import <address> "+t.Namespace+"/"+t.Name)
+				return
+			}
+		}
+		triggerMapper.addAPIError(&resp.Diagnostics, "Creating the trigger failed", err)
+		return
+	}
+	r.settle(ctx, &plan, got, &resp.Diagnostics, &resp.State)
+}
+
+// settle saves a trigger's state after a write. An http trigger's URL is set
+// by the controller a moment after the write; it is waited for briefly so
+// the apply knows it.
+func (r *triggerResource) settle(ctx context.Context, plan *triggerModel, t *slessv1alpha1.Trigger, diags *diag.Diagnostics, state interface {
+	Set(context.Context, any) diag.Diagnostics
+}) {
+	if t.Spec.Type == slessv1alpha1.TriggerTypeHTTP && t.IsEnabled() && t.Status.URL == "" {
+		p := newPoller(30 * time.Second)
+		for t.Status.URL == "" && p.wait(ctx) == nil {
+			next, err := r.api.client.GetTrigger(ctx, t.Namespace, t.Name)
+			if err != nil {
+				break
+			}
+			t = next
+		}
+	}
+	st, d := triggerState(t, plan)
+	diags.Append(d...)
+	diags.Append(state.Set(ctx, &st)...)
+}
+
+func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var prior triggerModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, err := r.api.client.GetTrigger(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
+	if client.IsNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the trigger failed", err.Error())
+		return
+	}
+	st, d := triggerState(t, &prior)
+	resp.Diagnostics.Append(d...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state triggerModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, d := plan.object(ctx, state.Namespace.ValueString())
+	resp.Diagnostics.Append(d...)
+	s := t.Spec
+	patch := map[string]any{"spec": map[string]any{
+		"function":                s.Function,
+		"enabled":                 nullable(s.Enabled),
+		"schedule":                nullableString(s.Schedule),
+		"timeZone":                nullableString(s.TimeZone),
+		"payload":                 nullable(s.Payload),
+		"concurrencyPolicy":       nullableString(string(s.ConcurrencyPolicy)),
+		"startingDeadlineSeconds": nullable(s.StartingDeadlineSeconds),
+		"preWarmSeconds":          nullable(s.PreWarmSeconds),
+		"queue":                   nullable(s.Queue),
+	}}
+	progress(ctx, "trigger", t.Namespace, t.Name, "updating")
+	got, err := r.api.client.PatchTrigger(ctx, t.Namespace, t.Name, patch)
+	if err != nil {
+		triggerMapper.addAPIError(&resp.Diagnostics, "Updating the trigger failed", err)
+		return
+	}
+	r.settle(ctx, &plan, got, &resp.Diagnostics, &resp.State)
+}
+
+func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state triggerModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	err := waitGone(ctx, "trigger", ns, name, triggerDeleteWait,
+		func(ctx context.Context) error { return r.api.client.DeleteTrigger(ctx, ns, name) },
+		func(ctx context.Context) error { _, err := r.api.client.GetTrigger(ctx, ns, name); return err })
+	if err != nil {
+		resp.Diagnostics.AddError("Deleting the trigger failed", err.Error())
+	}
+}
+
+func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importInto(ctx, r.api, req, resp)
+}

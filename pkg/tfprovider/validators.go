@@ -1,0 +1,194 @@
+package tfprovider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+// The attribute validators below give the quick, per-attribute answers
+// (Terraform shows them next to the attribute). The authoritative check is
+// the resource's ValidateConfig, which runs the API's own validation
+// function over the configuration and names the attribute of each error.
+
+var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+type dnsLabel struct{ max int }
+
+func (v dnsLabel) Description(context.Context) string {
+	return fmt.Sprintf("a DNS label of at most %d characters", v.max)
+}
+func (v dnsLabel) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v dnsLabel) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	if !dnsLabelRE.MatchString(s) || len(s) > v.max {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value",
+			fmt.Sprintf("%q must be %s: lower-case letters, digits and '-', starting and ending with a letter or digit", s, v.Description(context.Background())))
+	}
+}
+
+type oneOf []string
+
+func (v oneOf) Description(context.Context) string {
+	return "one of " + strings.Join(v, ", ")
+}
+func (v oneOf) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v oneOf) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	for _, ok := range v {
+		if s == ok {
+			return
+		}
+	}
+	resp.Diagnostics.AddAttributeError(req.Path, "Unsupported value",
+		fmt.Sprintf("%q is not supported: must be %s", s, v.Description(context.Background())))
+}
+
+type between struct{ lo, hi int64 }
+
+func (v between) Description(context.Context) string {
+	return fmt.Sprintf("between %d and %d", v.lo, v.hi)
+}
+func (v between) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v between) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if n := req.ConfigValue.ValueInt64(); n < v.lo || n > v.hi {
+		resp.Diagnostics.AddAttributeError(req.Path, "Value out of range",
+			fmt.Sprintf("%d is out of range: must be %s", n, v.Description(context.Background())))
+	}
+}
+
+type notEmpty struct{}
+
+func (notEmpty) Description(context.Context) string           { return "not empty" }
+func (v notEmpty) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (notEmpty) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueString() == "" {
+		resp.Diagnostics.AddAttributeError(req.Path, "Empty value",
+			"must not be empty; leave the attribute out instead of setting \"\"")
+	}
+}
+
+type durationString struct{}
+
+func (durationString) Description(context.Context) string {
+	return `a positive duration such as "90s" or "10m"`
+}
+func (v durationString) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v durationString) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if d, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil || d <= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
+			fmt.Sprintf("%q must be %s", req.ConfigValue.ValueString(), v.Description(context.Background())))
+	}
+}
+
+type jsonString struct{}
+
+func (jsonString) Description(context.Context) string           { return "a JSON document" }
+func (v jsonString) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (jsonString) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if !json.Valid([]byte(req.ConfigValue.ValueString())) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid JSON",
+			"must be a JSON document; build it with jsonencode(...)")
+	}
+}
+
+type quantity struct{}
+
+func (quantity) Description(context.Context) string {
+	return `a positive CPU quantity such as "250m" or "1"`
+}
+func (v quantity) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v quantity) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	q, err := resource.ParseQuantity(req.ConfigValue.ValueString())
+	if err != nil || q.Sign() <= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CPU quantity",
+			fmt.Sprintf("%q must be %s", req.ConfigValue.ValueString(), v.Description(context.Background())))
+	}
+}
+
+// fieldMapper turns an API field path ("spec.memoryMB", "spec.env[3].name")
+// into the attribute it came from.
+type fieldMapper struct {
+	// exact and prefix map API paths to attribute paths; the longest
+	// matching prefix wins.
+	prefixes map[string]path.Path
+	// env is the attribute of each spec.env index, in the order sent.
+	env []path.Path
+}
+
+var envIndexRE = regexp.MustCompile(`^spec\.env\[(\d+)\]`)
+
+func (m fieldMapper) attr(apiField string) (path.Path, bool) {
+	if sub := envIndexRE.FindStringSubmatch(apiField); sub != nil {
+		if i, err := strconv.Atoi(sub[1]); err == nil && i < len(m.env) {
+			return m.env[i], true
+		}
+	}
+	best, bestLen := path.Empty(), -1
+	for prefix, p := range m.prefixes {
+		if (apiField == prefix || strings.HasPrefix(apiField, prefix+".") || strings.HasPrefix(apiField, prefix+"[")) && len(prefix) > bestLen {
+			best, bestLen = p, len(prefix)
+		}
+	}
+	return best, bestLen >= 0
+}
+
+// addFieldErrors reports the API validation function's errors on the
+// attributes they concern.
+func (m fieldMapper) addFieldErrors(diags *diag.Diagnostics, errs field.ErrorList) {
+	for _, e := range errs {
+		detail := e.ErrorBody()
+		if p, ok := m.attr(e.Field); ok {
+			diags.AddAttributeError(p, "Invalid configuration", detail)
+		} else {
+			diags.AddError("Invalid configuration", e.Error())
+		}
+	}
+}
+
+// addAPIError reports an error from the API, on the attributes its field
+// errors name when it has any.
+func (m fieldMapper) addAPIError(diags *diag.Diagnostics, summary string, err error) {
+	var apiErr *client.Error
+	if asAPIError(err, &apiErr) && len(apiErr.Fields) > 0 {
+		for _, f := range apiErr.Fields {
+			if p, ok := m.attr(f.Field); ok {
+				diags.AddAttributeError(p, summary, f.Detail+" (the API refused "+f.Field+")")
+				continue
+			}
+			diags.AddError(summary, f.Field+": "+f.Detail)
+		}
+		return
+	}
+	diags.AddError(summary, err.Error())
+}
