@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -146,21 +145,34 @@ func (c *Client) DeleteFunction(ctx context.Context, ns, name string) error {
 	return remove(ctx, c, functions, ns, name)
 }
 
+// Upload is the API's answer to a source upload.
+type Upload struct {
+	// Archive is what spec.source.archive says now or, for a Function not
+	// created yet, what to name in it when creating the Function.
+	Archive slessv1alpha1.ArchiveSource `json:"archive"`
+	// Changed is false when the Function already had this archive: nothing
+	// was written and no build starts.
+	Changed bool `json:"changed"`
+	// Function is the Function after the upload, when it exists.
+	Function *slessv1alpha1.Function `json:"function,omitempty"`
+}
+
 // PutSource uploads a zip as a Function's source. The API validates and
-// stores it and points spec.source.archive at it; the Function as it is after
-// the upload is returned.
-func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte) (*slessv1alpha1.Function, error) {
+// stores it; for an existing Function it points spec.source.archive at it,
+// for one not created yet it says which archive to create it with.
+func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte) (*Upload, error) {
 	res, err := c.do(ctx, request{method: http.MethodPut, path: functions.item(ns, name) + "/source", body: zip, contentType: "application/zip"})
 	if err != nil {
 		return nil, err
 	}
-	// The answer is the Function; an API that answers with something else
-	// (or nothing) is read back.
-	var fn slessv1alpha1.Function
-	if json.Unmarshal(res.body, &fn) == nil && fn.Name == name && fn.Spec.Runtime != "" {
-		return &fn, nil
+	var up Upload
+	if err := decode(res, &up); err != nil {
+		return nil, err
 	}
-	return c.GetFunction(ctx, ns, name)
+	if up.Archive.SHA256 == "" {
+		return nil, fmt.Errorf("the API's answer to the upload names no archive")
+	}
+	return &up, nil
 }
 
 // GetSource downloads a Function's source zip.

@@ -10,14 +10,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
@@ -146,23 +143,4 @@ func readArchive(b []byte) (*archive, error) {
 	}
 	sum := sha256.Sum256(b)
 	return &archive{Zip: b, SHA256: hex.EncodeToString(sum[:]), Files: files}, nil
-}
-
-// inlineFiles returns the archive's files as spec.source.inline takes them,
-// or false when they do not fit there (binary content, or more than the
-// inline limits allow).
-func (a *archive) inlineFiles() (map[string]string, bool) {
-	if len(a.Files) > slessv1alpha1.MaxInlineFiles {
-		return nil, false
-	}
-	out := make(map[string]string, len(a.Files))
-	total := 0
-	for name, b := range a.Files {
-		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 || len(name) > 255 || path.Clean(name) != name {
-			return nil, false
-		}
-		total += len(name) + len(b)
-		out[name] = string(b)
-	}
-	return out, total <= slessv1alpha1.MaxInlineBytes
 }

@@ -51,7 +51,9 @@ var functionDataAttrTypes = map[string]attr.Type{
 }
 
 func functionDataAttributes(nameRequired bool) map[string]schema.Attribute {
-	computed := func(desc string) schema.StringAttribute { return schema.StringAttribute{Computed: true, Description: desc} }
+	computed := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
 	attrs := map[string]schema.Attribute{
 		"id":             computed("namespace/name."),
 		"name":           computed("Name."),

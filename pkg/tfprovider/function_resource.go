@@ -334,18 +334,17 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 		return
 	}
 	if a != nil {
-		// The API takes an upload only for a Function that exists, and a
-		// Function needs a source to exist: create it with the same files
-		// inline (the build context, and so the build, are the same), then
-		// upload the zip, which moves it onto the archive.
-		files, fits := a.inlineFiles()
-		if !fits {
-			resp.Diagnostics.AddAttributeError(sourceAttr(&plan), "Source too large to create a function with",
-				fmt.Sprintf("a new function's first source must be text files of at most %d bytes in all (the API creates functions from inline files, "+
-					"then takes larger uploads); create it with a smaller source first", slessv1alpha1.MaxInlineBytes))
+		// Uploading for a Function that does not exist yet stores the zip
+		// and names the archive to create the Function with: one create,
+		// one build.
+		progress(ctx, "function", ns, name, "uploading source", "sha256", a.SHA256, "bytes", len(a.Zip))
+		up, err := r.api.client.PutSource(ctx, ns, name, a.Zip)
+		if err != nil {
+			mapper.addAPIError(&resp.Diagnostics, "Uploading the source failed", err)
 			return
 		}
-		spec.Source = slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: files}}
+		archive := up.Archive
+		spec.Source = slessv1alpha1.FunctionSource{Archive: &archive}
 	}
 	progress(ctx, "function", ns, name, "creating")
 	fn, err := r.api.client.CreateFunction(ctx, functionObject(ns, name, spec))
@@ -353,23 +352,12 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 		r.createError(ctx, ns, name, err, mapper, &resp.Diagnostics)
 		return
 	}
-	// From here on the function exists: state is saved even if a later step
+	// From here on the function exists: state is saved even if the wait
 	// fails, so the next plan knows of it.
 	saveFunction := func(fn *slessv1alpha1.Function) {
 		st, d := functionState(ctx, fn, &plan)
 		resp.Diagnostics.Append(d...)
-		st.Phase = optString(string(fn.Status.Phase))
 		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
-	}
-	if a != nil {
-		progress(ctx, "function", ns, name, "uploading source", "sha256", a.SHA256, "bytes", len(a.Zip))
-		up, err := r.api.client.PutSource(ctx, ns, name, a.Zip)
-		if err != nil {
-			saveFunction(fn)
-			mapper.addAPIError(&resp.Diagnostics, "Uploading the source failed", err)
-			return
-		}
-		fn = up
 	}
 	fn, err = r.waitReady(ctx, fn, waitTimeout(plan.WaitTimeout, defaultFunctionWait))
 	if err != nil {
@@ -461,7 +449,7 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	var err error
 	if a != nil && sourceChanged {
 		progress(ctx, "function", ns, name, "uploading source", "sha256", a.SHA256, "bytes", len(a.Zip))
-		if fn, err = r.api.client.PutSource(ctx, ns, name, a.Zip); err != nil {
+		if _, err = r.api.client.PutSource(ctx, ns, name, a.Zip); err != nil {
 			mapper.addAPIError(&resp.Diagnostics, "Uploading the source failed", err)
 			return
 		}
@@ -477,7 +465,6 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	st, d := functionState(ctx, fn, &plan)
 	resp.Diagnostics.Append(d...)
 	if err != nil {
-		st.Phase = optString(string(fn.Status.Phase))
 		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 		resp.Diagnostics.AddError("Function not ready", err.Error())
 		return

@@ -80,7 +80,7 @@ func (v between) ValidateInt64(_ context.Context, req validator.Int64Request, re
 
 type notEmpty struct{}
 
-func (notEmpty) Description(context.Context) string           { return "not empty" }
+func (notEmpty) Description(context.Context) string               { return "not empty" }
 func (v notEmpty) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 func (notEmpty) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueString() == "" {
@@ -107,7 +107,7 @@ func (v durationString) ValidateString(_ context.Context, req validator.StringRe
 
 type jsonString struct{}
 
-func (jsonString) Description(context.Context) string           { return "a JSON document" }
+func (jsonString) Description(context.Context) string               { return "a JSON document" }
 func (v jsonString) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 func (jsonString) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
