@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS invocation_batches;
+DROP TABLE IF EXISTS invocations;

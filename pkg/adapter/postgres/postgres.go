@@ -1,0 +1,347 @@
+// Package postgres keeps sless's invocation history in PostgreSQL: a pgx
+// connection pool, schema migrations embedded in the binary and applied under
+// an advisory lock, batched writes with COPY (invoke.Sink), keyset-paginated
+// listings (invoke.History) and age-based retention.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sless-dev/sless/pkg/invoke"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// MigrationsTable records the applied schema version. It is sless's own, so
+// the database may be shared with other applications.
+const MigrationsTable = "sless_schema_migrations"
+
+// Store is sless's PostgreSQL database.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var (
+	_ invoke.Sink    = (*Store)(nil)
+	_ invoke.History = (*Store)(nil)
+)
+
+// Open makes a connection pool for url (a postgres:// URL or a key=value
+// DSN; pgxpool's pool_max_conns and friends work). It does not connect: a
+// database that is down at start is reached once it is up, and writes wait
+// in the Recorder's queue meanwhile.
+func Open(url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, errors.New("postgres: the database URL is not valid")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "sless"
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool is the connection pool, for callers that need plain queries.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Migrate brings the schema to the version this binary embeds. It takes
+// golang-migrate's PostgreSQL advisory lock (keyed on database, schema and
+// MigrationsTable), so replicas that start together apply each migration
+// once; the others wait for the lock and then find nothing to do. A
+// database left dirty by a failed migration is reported, not forced.
+func (s *Store) Migrate(ctx context.Context) error {
+	src, err := iofs.New(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("postgres: embedded migrations: %w", err)
+	}
+	// golang-migrate speaks database/sql; this *sql.DB borrows connections
+	// from the pool and closing it leaves the pool open.
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: MigrationsTable})
+	if err != nil {
+		return fmt.Errorf("postgres: prepare migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
+	if err != nil {
+		return fmt.Errorf("postgres: prepare migrations: %w", err)
+	}
+	defer m.Close()
+	m.LockTimeout = time.Minute
+	done := make(chan error, 1)
+	go func() { done <- m.Up() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		m.GracefulStop <- true
+		err = <-done
+		if err == nil || errors.Is(err, migrate.ErrNoChange) {
+			err = ctx.Err()
+		}
+	}
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		var dirty migrate.ErrDirty
+		if errors.As(err, &dirty) {
+			return fmt.Errorf("postgres: migration %d failed earlier and left the schema dirty; fix it by hand and clear the flag in %s", dirty.Version, MigrationsTable)
+		}
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// MigrateWhenUp calls Migrate until it succeeds or ctx ends, waiting
+// between attempts (doubling from one second up to a minute); for a server
+// that must start while its database is still down. report, when not nil,
+// hears each failure.
+func (s *Store) MigrateWhenUp(ctx context.Context, report func(error)) error {
+	wait := time.Second
+	for {
+		err := s.Migrate(ctx)
+		if err == nil {
+			return nil
+		}
+		if report != nil {
+			report(err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+var copyColumns = []string{"namespace", "function", "revision", "trigger", "request_id", "started_at",
+	"duration_us", "status", "bytes_in", "bytes_out", "cold_start", "error"}
+
+// Write stores a batch with COPY in one transaction, together with the
+// batch's id: a batch whose id is already stored (its acknowledgement was
+// lost with the connection) is skipped, so retries store nothing twice.
+// Errors a retry cannot fix (data PostgreSQL refuses) wrap invoke.ErrPermanent.
+func (s *Store) Write(ctx context.Context, b invoke.Batch) error {
+	if len(b.Records) == 0 {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if b.ID != "" {
+			tag, err := tx.Exec(ctx, `INSERT INTO invocation_batches (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, b.ID)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return errAlreadyStored
+			}
+		}
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{"invocations"}, copyColumns, &recordSource{records: b.Records, i: -1})
+		if err != nil {
+			return err
+		}
+		if n != int64(len(b.Records)) {
+			return fmt.Errorf("copied %d of %d records", n, len(b.Records))
+		}
+		return nil
+	})
+	if errors.Is(err, errAlreadyStored) {
+		return nil
+	}
+	if err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+var errAlreadyStored = errors.New("batch already stored")
+
+// classify marks errors no retry can fix as permanent: the data itself
+// (class 22) or a constraint (class 23) refused. Everything else (a
+// connection refused or cut, a server shutting down, a missing table before
+// migrations ran) may pass.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		return fmt.Errorf("%w: %w", invoke.ErrPermanent, err)
+	}
+	return err
+}
+
+type recordSource struct {
+	records []invoke.Record
+	i       int
+	row     [12]any
+}
+
+func (s *recordSource) Next() bool {
+	s.i++
+	return s.i < len(s.records)
+}
+
+func (s *recordSource) Values() ([]any, error) {
+	r := &s.records[s.i]
+	s.row = [12]any{r.Namespace, r.Function, r.Revision, r.Trigger, r.RequestID, r.StartedAt,
+		r.Duration.Microseconds(), int16(min(max(r.Status, 0), 32767)), r.BytesIn, r.BytesOut, r.ColdStart, r.Error}
+	return s.row[:], nil
+}
+
+func (s *recordSource) Err() error { return nil }
+
+// List is invoke.History over the invocations table. Every filter is a
+// condition the indexes serve: namespace, function (and status class) pick
+// an index range, the cursor starts inside it, and the walk stops after
+// Limit+1 rows.
+func (s *Store) List(ctx context.Context, q invoke.Query) (invoke.Page, error) {
+	if q.Limit <= 0 || q.Limit > invoke.MaxListLimit {
+		return invoke.Page{}, fmt.Errorf("limit must be from 1 to %d", invoke.MaxListLimit)
+	}
+	var sql strings.Builder
+	args := make([]any, 0, 8)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	sql.WriteString(`SELECT id, namespace, function, revision, trigger, request_id, started_at, duration_us, status, bytes_in, bytes_out, cold_start, error
+FROM invocations WHERE namespace = `)
+	sql.WriteString(arg(q.Namespace))
+	sql.WriteString(` AND function = ` + arg(q.Function))
+	if q.StatusClass != 0 {
+		sql.WriteString(` AND status_class = ` + arg(int16(q.StatusClass)))
+	}
+	if q.Trigger != "" {
+		sql.WriteString(` AND trigger = ` + arg(q.Trigger))
+	}
+	if !q.Since.IsZero() {
+		sql.WriteString(` AND started_at >= ` + arg(q.Since))
+	}
+	if !q.Until.IsZero() {
+		sql.WriteString(` AND started_at < ` + arg(q.Until))
+	}
+	if q.After != nil {
+		sql.WriteString(` AND (started_at, id) < (` + arg(q.After.StartedAt) + `, ` + arg(q.After.ID) + `)`)
+	}
+	sql.WriteString(` ORDER BY started_at DESC, id DESC LIMIT ` + arg(q.Limit+1))
+
+	rows, err := s.pool.Query(ctx, sql.String(), args...)
+	if err != nil {
+		return invoke.Page{}, err
+	}
+	defer rows.Close()
+	items := make([]invoke.Record, 0, min(q.Limit+1, 64))
+	for rows.Next() {
+		var r invoke.Record
+		var durUS int64
+		var status int16
+		if err := rows.Scan(&r.ID, &r.Namespace, &r.Function, &r.Revision, &r.Trigger, &r.RequestID, &r.StartedAt,
+			&durUS, &status, &r.BytesIn, &r.BytesOut, &r.ColdStart, &r.Error); err != nil {
+			return invoke.Page{}, err
+		}
+		r.Duration = time.Duration(durUS) * time.Microsecond
+		r.Status = int(status)
+		r.StartedAt = r.StartedAt.UTC()
+		items = append(items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return invoke.Page{}, err
+	}
+	var page invoke.Page
+	if len(items) > q.Limit {
+		items = items[:q.Limit]
+		last := items[len(items)-1]
+		page.Next = &invoke.Cursor{StartedAt: last.StartedAt, ID: last.ID}
+	}
+	page.Items = items
+	return page, nil
+}
+
+// batchMemory is how long stored batch ids are kept for spotting a retried
+// batch; a Recorder retries for as long as it runs, but a batch held over a
+// day is one whose process has long been replaced.
+const batchMemory = 24 * time.Hour
+
+// DeleteBefore deletes the invocations that started before cutoff, at most
+// batchSize rows per statement so no statement holds locks or builds WAL
+// for long, and returns how many it deleted. It also forgets stored batch
+// ids older than a day.
+func (s *Store) DeleteBefore(ctx context.Context, cutoff time.Time, batchSize int) (int64, error) {
+	if batchSize <= 0 {
+		batchSize = 10000
+	}
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM invocations WHERE id IN (
+			SELECT id FROM invocations WHERE started_at < $1 LIMIT $2)`, cutoff, batchSize)
+		if err != nil {
+			return total, err
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batchSize) {
+			break
+		}
+	}
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM invocation_batches WHERE id IN (
+			SELECT id FROM invocation_batches WHERE written_at < now() - $1::interval LIMIT $2)`,
+			fmt.Sprintf("%d seconds", int(batchMemory.Seconds())), batchSize)
+		if err != nil {
+			return total, err
+		}
+		if tag.RowsAffected() < int64(batchSize) {
+			return total, nil
+		}
+	}
+}
+
+// RunRetention deletes invocations older than maxAge every interval until
+// ctx ends, starting at once. report, when not nil, hears the outcome of
+// each pass (deleted rows, or the error; a failed pass is retried at the
+// next interval).
+func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration, batchSize int, report func(deleted int64, err error)) {
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	for {
+		n, err := s.DeleteBefore(ctx, time.Now().Add(-maxAge), batchSize)
+		if report != nil && ctx.Err() == nil {
+			report(n, err)
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,424 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+// newStore opens a fresh, migrated database.
+func newStore(t testing.TB) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(testbed.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func count(t testing.TB, s *postgres.Store, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(context.Background(), "SELECT count(*) FROM invocations "+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestOpenRefusesBadURL(t *testing.T) {
+	_, err := postgres.Open("postgres://user:secret@host:notaport/db")
+	if err == nil {
+		t.Fatal("Open accepted a URL with a bad port")
+	}
+	if got := err.Error(); got == "" || strings.Contains(got, "secret") {
+		t.Fatalf("error %q is empty or leaks the password", got)
+	}
+}
+
+// Replicas starting together all migrate; the advisory lock makes one of
+// them apply the schema and the others find it done.
+func TestMigrateConcurrentlyAndAgain(t *testing.T) {
+	url := testbed.DatabaseURL(t)
+	const replicas = 6
+	var wg sync.WaitGroup
+	errs := make(chan error, replicas)
+	for range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := postgres.Open(url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			errs <- s.Migrate(ctx)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	s, err := postgres.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+	var version int
+	var dirty bool
+	if err := s.Pool().QueryRow(context.Background(), "SELECT version, dirty FROM "+postgres.MigrationsTable).Scan(&version, &dirty); err != nil {
+		t.Fatal(err)
+	}
+	if version != 1 || dirty {
+		t.Fatalf("schema version %d dirty=%v, want 1 clean", version, dirty)
+	}
+}
+
+func TestMigrateReportsUnreachableDatabase(t *testing.T) {
+	port, err := testbed.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.Open(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/none?sslmode=disable&connect_timeout=2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Migrate(ctx); err == nil {
+		t.Fatal("Migrate succeeded with no server")
+	}
+	// MigrateWhenUp keeps trying until its context ends.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel2()
+	var failures int
+	err = s.MigrateWhenUp(ctx2, func(error) { failures++ })
+	if !errors.Is(err, context.DeadlineExceeded) || failures == 0 {
+		t.Fatalf("MigrateWhenUp = %v after %d failures, want deadline after at least one", err, failures)
+	}
+}
+
+func rec(ns, fn string, i int, at time.Time) invoke.Record {
+	status := 200
+	switch {
+	case i%10 == 3:
+		status = 404
+	case i%10 == 7:
+		status = 503
+	}
+	trigger := invoke.TriggerHTTP
+	if i%4 == 0 {
+		trigger = invoke.TriggerCron
+	}
+	return invoke.Record{
+		Namespace: ns, Function: fn, Revision: "fn-00001", Trigger: trigger,
+		RequestID: "req-" + strconv.Itoa(i), StartedAt: at.Truncate(time.Microsecond),
+		Duration: time.Duration(i) * time.Millisecond, Status: status,
+		BytesIn: int64(i), BytesOut: int64(2 * i), ColdStart: i%5 == 0,
+	}
+}
+
+func TestWriteAndListRoundTrip(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var records []invoke.Record
+	for i := range 100 {
+		records = append(records, rec("team-a", "hello", i, base.Add(time.Duration(i)*time.Second)))
+	}
+	// Another function and another namespace with the same name must not show.
+	records = append(records, rec("team-a", "other", 1, base), rec("team-b", "hello", 1, base))
+	records[5].Error = "timeout: context deadline exceeded"
+	if err := s.Write(ctx, invoke.Batch{ID: "b1", Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.List(ctx, invoke.Query{Namespace: "team-a", Function: "hello", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 100 || page.Next != nil {
+		t.Fatalf("got %d items, next %v; want 100 and no next", len(page.Items), page.Next)
+	}
+	// Newest first, every field back as written.
+	for i, got := range page.Items {
+		want := records[99-i]
+		got.ID = 0
+		if got != want {
+			t.Fatalf("item %d:\n got %+v\nwant %+v", i, got, want)
+		}
+	}
+}
+
+func TestListPaginatesWithFilters(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var records []invoke.Record
+	for i := range 500 {
+		// Several records share a start time: the id breaks ties.
+		records = append(records, rec("ns", "fn", i, base.Add(time.Duration(i/3)*time.Millisecond)))
+	}
+	if err := s.Write(ctx, invoke.Batch{ID: "all", Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		q     invoke.Query
+		match func(invoke.Record) bool
+	}{
+		{"all", invoke.Query{}, func(invoke.Record) bool { return true }},
+		{"2xx", invoke.Query{StatusClass: 2}, func(r invoke.Record) bool { return r.Status/100 == 2 }},
+		{"5xx", invoke.Query{StatusClass: 5}, func(r invoke.Record) bool { return r.Status/100 == 5 }},
+		{"cron", invoke.Query{Trigger: invoke.TriggerCron}, func(r invoke.Record) bool { return r.Trigger == invoke.TriggerCron }},
+		{"4xx http", invoke.Query{StatusClass: 4, Trigger: invoke.TriggerHTTP}, func(r invoke.Record) bool {
+			return r.Status/100 == 4 && r.Trigger == invoke.TriggerHTTP
+		}},
+		{"window", invoke.Query{Since: base.Add(20 * time.Millisecond), Until: base.Add(90 * time.Millisecond)}, func(r invoke.Record) bool {
+			return !r.StartedAt.Before(base.Add(20*time.Millisecond)) && r.StartedAt.Before(base.Add(90*time.Millisecond))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := map[string]bool{}
+			for _, r := range records {
+				if tc.match(r) {
+					want[r.RequestID] = true
+				}
+			}
+			q := tc.q
+			q.Namespace, q.Function, q.Limit = "ns", "fn", 7
+			seen := map[string]bool{}
+			var last *invoke.Record
+			for pages := 0; ; pages++ {
+				if pages > 200 {
+					t.Fatal("pagination does not end")
+				}
+				page, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Items) > q.Limit {
+					t.Fatalf("page of %d items, limit %d", len(page.Items), q.Limit)
+				}
+				for _, r := range page.Items {
+					if !tc.match(r) {
+						t.Fatalf("record %+v does not match the filter", r)
+					}
+					if seen[r.RequestID] {
+						t.Fatalf("record %s listed twice", r.RequestID)
+					}
+					seen[r.RequestID] = true
+					if last != nil && (r.StartedAt.After(last.StartedAt) || (r.StartedAt.Equal(last.StartedAt) && r.ID >= last.ID)) {
+						t.Fatalf("order broken: %v/%d after %v/%d", r.StartedAt, r.ID, last.StartedAt, last.ID)
+					}
+					r := r
+					last = &r
+				}
+				if page.Next == nil {
+					break
+				}
+				// Cursors survive their string form.
+				c, err := invoke.ParseCursor(page.Next.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				q.After = &c
+			}
+			if len(seen) != len(want) {
+				t.Fatalf("listed %d records, want %d", len(seen), len(want))
+			}
+		})
+	}
+}
+
+// A page started before new records arrive continues where it stopped:
+// newer records do not shift it.
+func TestListCursorStableUnderInserts(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour)
+	var first []invoke.Record
+	for i := range 20 {
+		first = append(first, rec("ns", "fn", i, base.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.Write(ctx, invoke.Batch{ID: "1", Records: first}); err != nil {
+		t.Fatal(err)
+	}
+	p1, err := s.List(ctx, invoke.Query{Namespace: "ns", Function: "fn", Limit: 10})
+	if err != nil || p1.Next == nil {
+		t.Fatalf("first page: %v, next %v", err, p1.Next)
+	}
+	var newer []invoke.Record
+	for i := range 5 {
+		newer = append(newer, rec("ns", "fn", 100+i, time.Now()))
+	}
+	if err := s.Write(ctx, invoke.Batch{ID: "2", Records: newer}); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.List(ctx, invoke.Query{Namespace: "ns", Function: "fn", Limit: 10, After: p1.Next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p2.Items) != 10 || p2.Items[0].RequestID != "req-9" || p2.Items[9].RequestID != "req-0" || p2.Next != nil {
+		t.Fatalf("second page = %d items from %s, next %v; want req-9 … req-0 and no next", len(p2.Items), p2.Items[0].RequestID, p2.Next)
+	}
+}
+
+// A batch retried after its acknowledgement was lost is stored once.
+func TestWriteSameBatchTwiceStoresOnce(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	b := invoke.Batch{ID: "abc-1", Records: []invoke.Record{rec("ns", "fn", 1, time.Now()), rec("ns", "fn", 2, time.Now())}}
+	for range 3 {
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, s, ""); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+	b.ID = "abc-2"
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, ""); n != 4 {
+		t.Fatalf("%d rows after a second batch, want 4", n)
+	}
+}
+
+// Data PostgreSQL refuses is a permanent error, and nothing of the batch is
+// stored (the Recorder cleans records first; the sink must still not retry
+// such a batch forever).
+func TestWriteRefusedDataIsPermanent(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	bad := rec("ns", "fn", 2, time.Now())
+	bad.Error = "nul\x00byte"
+	err := s.Write(ctx, invoke.Batch{ID: "x", Records: []invoke.Record{rec("ns", "fn", 1, time.Now()), bad}})
+	if !errors.Is(err, invoke.ErrPermanent) {
+		t.Fatalf("Write = %v, want ErrPermanent", err)
+	}
+	if n := count(t, s, ""); n != 0 {
+		t.Fatalf("%d rows stored from a refused batch", n)
+	}
+	// The refused batch's id was rolled back with it: a cleaned retry stores.
+	bad.Error = "nul byte"
+	if err := s.Write(ctx, invoke.Batch{ID: "x", Records: []invoke.Record{bad}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, ""); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+}
+
+func TestWriteWithoutSchemaIsRetryable(t *testing.T) {
+	s, err := postgres.Open(testbed.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Write(context.Background(), invoke.Batch{ID: "1", Records: []invoke.Record{rec("ns", "fn", 1, time.Now())}})
+	if err == nil || errors.Is(err, invoke.ErrPermanent) {
+		t.Fatalf("Write before migrations = %v, want a retryable error", err)
+	}
+}
+
+func TestDeleteBeforeInBatches(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	var records []invoke.Record
+	for i := range 2500 {
+		records = append(records, rec("ns", "fn", i, now.Add(-48*time.Hour).Add(time.Duration(i)*time.Second)))
+	}
+	for i := range 300 {
+		records = append(records, rec("ns", "fn", i, now.Add(-time.Duration(i)*time.Second)))
+	}
+	if err := s.Write(ctx, invoke.Batch{ID: "r", Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	// Stored batch ids older than a day are forgotten too.
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO invocation_batches (id, written_at) VALUES ('old', now() - interval '25 hours')`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.DeleteBefore(ctx, now.Add(-24*time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2500 {
+		t.Fatalf("deleted %d, want 2500", n)
+	}
+	if left := count(t, s, ""); left != 300 {
+		t.Fatalf("%d rows left, want 300", left)
+	}
+	if old := count(t, s, "WHERE started_at < $1", now.Add(-24*time.Hour)); old != 0 {
+		t.Fatalf("%d old rows left", old)
+	}
+	var batches int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM invocation_batches`).Scan(&batches); err != nil {
+		t.Fatal(err)
+	}
+	if batches != 1 {
+		t.Fatalf("%d batch ids left, want only the recent one", batches)
+	}
+}
+
+func TestRunRetentionDeletesOnSchedule(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Write(ctx, invoke.Batch{ID: "1", Records: []invoke.Record{rec("ns", "fn", 1, time.Now().Add(-2*time.Hour))}}); err != nil {
+		t.Fatal(err)
+	}
+	passes := make(chan int64, 16)
+	go s.RunRetention(ctx, time.Hour, 50*time.Millisecond, 100, func(n int64, err error) {
+		if err != nil {
+			t.Errorf("retention pass: %v", err)
+		}
+		passes <- n
+	})
+	if n := <-passes; n != 1 {
+		t.Fatalf("first pass deleted %d, want 1", n)
+	}
+	// A record that ages past the limit later goes at a later pass.
+	if err := s.Write(ctx, invoke.Batch{ID: "2", Records: []invoke.Record{rec("ns", "fn", 2, time.Now().Add(-61*time.Minute))}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-passes:
+			if n == 1 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the second record was never deleted")
+		}
+	}
+}

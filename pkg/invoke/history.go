@@ -1,0 +1,283 @@
+package invoke
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// History lists a function's invocations, newest first. pkg/adapter/postgres
+// implements it; local mode implements it over its own store.
+//
+// List returns at most q.Limit records of q.Namespace/q.Function that match
+// every filter set in q, ordered by StartedAt then ID, both descending, and
+// starting strictly after q.After when set. Page.Next is the position of the
+// last record when more may follow (nil when the list is complete), so the
+// next call with After = Next continues exactly where this one stopped even
+// while new records arrive.
+type History interface {
+	List(ctx context.Context, q Query) (Page, error)
+}
+
+// Query selects invocations of one function. Zero fields do not filter.
+type Query struct {
+	Namespace string
+	Function  string
+	// StatusClass keeps records whose Status/100 equals it (2 for 2xx ...).
+	StatusClass int
+	// Trigger keeps records of one trigger (TriggerHTTP ...).
+	Trigger string
+	// Since keeps records that started at or after it.
+	Since time.Time
+	// Until keeps records that started before it.
+	Until time.Time
+	// After continues a listing after this position.
+	After *Cursor
+	// Limit is the page size, 1 to MaxListLimit.
+	Limit int
+}
+
+// Bounds of a page.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// Page is one page of a listing.
+type Page struct {
+	Items []Record
+	Next  *Cursor
+}
+
+// Cursor is a position in a listing: the sort key of the last record seen.
+type Cursor struct {
+	StartedAt time.Time
+	ID        int64
+}
+
+const cursorVersion = 1
+
+// String encodes the cursor as the opaque token clients pass back.
+func (c Cursor) String() string {
+	var b [17]byte
+	b[0] = cursorVersion
+	binary.BigEndian.PutUint64(b[1:9], uint64(c.StartedAt.UnixMicro()))
+	binary.BigEndian.PutUint64(b[9:], uint64(c.ID))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ErrBadCursor is returned by ParseCursor for a token it did not make.
+var ErrBadCursor = errors.New("cursor is not one a listing returned")
+
+// ParseCursor decodes a token made by Cursor.String.
+func ParseCursor(s string) (Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 17 || b[0] != cursorVersion {
+		return Cursor{}, ErrBadCursor
+	}
+	id := int64(binary.BigEndian.Uint64(b[9:]))
+	if id < 0 {
+		return Cursor{}, ErrBadCursor
+	}
+	return Cursor{StartedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
+}
+
+// ParseQuery reads the listing's query parameters: status (2xx, 3xx, 4xx,
+// 5xx), trigger, since and until (RFC 3339), limit (1 to 1000, default 50)
+// and cursor (a previous page's next). Every bad value is reported, each
+// with its parameter's name.
+func ParseQuery(namespace, function string, v map[string][]string) (Query, []FieldError) {
+	q := Query{Namespace: namespace, Function: function, Limit: DefaultListLimit}
+	var errs []FieldError
+	get := func(name string) (string, bool) {
+		vals, ok := v[name]
+		if !ok {
+			return "", false
+		}
+		if len(vals) > 1 {
+			errs = append(errs, FieldError{Field: name, Detail: "give it once"})
+			return "", false
+		}
+		return vals[0], true
+	}
+	if s, ok := get("status"); ok {
+		if len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx") {
+			q.StatusClass = int(s[0] - '0')
+		} else {
+			errs = append(errs, FieldError{Field: "status", Detail: "must be a status class: 1xx, 2xx, 3xx, 4xx or 5xx"})
+		}
+	}
+	if s, ok := get("trigger"); ok {
+		if ValidTrigger(s) {
+			q.Trigger = s
+		} else {
+			errs = append(errs, FieldError{Field: "trigger", Detail: "must be one of http, cron, queue, job"})
+		}
+	}
+	for _, p := range []struct {
+		name string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s, ok := get(p.name); ok {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				errs = append(errs, FieldError{Field: p.name, Detail: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"})
+				continue
+			}
+			*p.into = t
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		errs = append(errs, FieldError{Field: "until", Detail: "must be after since"})
+	}
+	if s, ok := get("limit"); ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxListLimit {
+			errs = append(errs, FieldError{Field: "limit", Detail: "must be a whole number from 1 to " + strconv.Itoa(MaxListLimit)})
+		} else {
+			q.Limit = n
+		}
+	}
+	if s, ok := get("cursor"); ok {
+		c, err := ParseCursor(s)
+		if err != nil {
+			errs = append(errs, FieldError{Field: "cursor", Detail: "must be the next value of a previous page"})
+		} else {
+			q.After = &c
+		}
+	}
+	return q, errs
+}
+
+// Invocation is a Record as the invocations API shows it.
+type Invocation struct {
+	ID         string    `json:"id"`
+	Namespace  string    `json:"namespace"`
+	Function   string    `json:"function"`
+	Revision   string    `json:"revision,omitempty"`
+	Trigger    string    `json:"trigger"`
+	RequestID  string    `json:"requestId"`
+	StartedAt  time.Time `json:"startedAt"`
+	DurationMs float64   `json:"durationMs"`
+	Status     int       `json:"status"`
+	BytesIn    int64     `json:"bytesIn"`
+	BytesOut   int64     `json:"bytesOut"`
+	ColdStart  bool      `json:"coldStart"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// InvocationOf is the API view of r.
+func InvocationOf(r Record) Invocation {
+	return Invocation{
+		ID:         strconv.FormatInt(r.ID, 10),
+		Namespace:  r.Namespace,
+		Function:   r.Function,
+		Revision:   r.Revision,
+		Trigger:    r.Trigger,
+		RequestID:  r.RequestID,
+		StartedAt:  r.StartedAt.UTC(),
+		DurationMs: float64(r.Duration.Microseconds()) / 1000,
+		Status:     r.Status,
+		BytesIn:    r.BytesIn,
+		BytesOut:   r.BytesOut,
+		ColdStart:  r.ColdStart,
+		Error:      r.Error,
+	}
+}
+
+// InvocationList is the body of GET …/functions/{name}/invocations.
+type InvocationList struct {
+	Items []Invocation `json:"items"`
+	// Next is the cursor of the following page; absent on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// ListHandler serves GET /v1/namespaces/{ns}/functions/{name}/invocations.
+// It checks no credentials: mount it behind the API's authentication and
+// tenant check (and a 404 for a function that does not exist, if wanted —
+// the history of a deleted function stays listable here until retention
+// removes it).
+type ListHandler struct {
+	History History
+}
+
+// ServeHTTP takes the namespace and function from the request's path
+// values "namespace" and "name" (a Go 1.22 ServeMux pattern such as
+// "GET /v1/namespaces/{namespace}/functions/{name}/invocations"), or
+// failing those from the path itself.
+func (h ListHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if ns == "" || name == "" {
+		var ok bool
+		if ns, name, ok = invocationsPath(r.URL.Path); !ok {
+			writeProblem(w, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound, Detail: "path is not /v1/namespaces/{namespace}/functions/{name}/invocations"})
+			return
+		}
+	}
+	h.List(w, r, ns, name)
+}
+
+func invocationsPath(p string) (ns, name string, ok bool) {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	n := len(parts)
+	if n < 6 || parts[n-1] != "invocations" || parts[n-3] != "functions" || parts[n-5] != "namespaces" {
+		return "", "", false
+	}
+	return parts[n-4], parts[n-2], true
+}
+
+// List answers the listing of namespace/function; for routers that hand out
+// path parameters themselves, e.g. gin:
+//
+//	r.GET("/v1/namespaces/:ns/functions/:name/invocations", func(c *gin.Context) {
+//		h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
+//	})
+func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, function string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeProblem(w, Problem{Status: http.StatusMethodNotAllowed, Detail: "invocations are read with GET"})
+		return
+	}
+	if !validNamespace(namespace) || !validFunctionName(function) {
+		writeProblem(w, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound, Detail: "no function " + strconv.Quote(namespace+"/"+function)})
+		return
+	}
+	q, errs := ParseQuery(namespace, function, r.URL.Query())
+	if len(errs) > 0 {
+		writeProblem(w, Problem{Status: http.StatusBadRequest, Reason: ReasonInvalid, Detail: "invalid query parameters", Errors: errs})
+		return
+	}
+	page, err := h.History.List(r.Context(), q)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away
+		}
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonUnavailable, Detail: "invocation history is unavailable: " + err.Error()})
+		return
+	}
+	out := InvocationList{Items: make([]Invocation, len(page.Items))}
+	for i, rec := range page.Items {
+		out.Items[i] = InvocationOf(rec)
+	}
+	if page.Next != nil {
+		out.Next = page.Next.String()
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		writeProblem(w, Problem{Status: http.StatusInternalServerError, Detail: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}

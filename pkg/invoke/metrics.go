@@ -1,0 +1,174 @@
+package invoke
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sources of a response, the "source" label of the request metrics and the
+// meaning of the X-Sless-Error header: the function answered, or sless did
+// (not found, not ready, timeout, unreachable, refused).
+const (
+	SourceFunction = "function"
+	SourcePlatform = "platform"
+)
+
+// Metrics are the proxy's and the recorder's Prometheus metrics. Labels stay
+// few on purpose: the per-function breakdown is the invocation history, and a
+// label per function would grow without bound with the tenants. A nil
+// *Metrics collects nothing.
+type Metrics struct {
+	requests      [6][2]prometheus.Counter // [status class][source]
+	latency       [2]prometheus.Observer   // [source]
+	coldStarts    prometheus.Counter
+	coldStartWait prometheus.Observer
+	dropped       map[string]prometheus.Counter
+	written       prometheus.Counter
+	writeErrors   prometheus.Counter
+	writeLatency  prometheus.Observer
+
+	mu    sync.Mutex
+	depth []func() int
+}
+
+// Reasons a record is dropped, the "reason" label of
+// sless_invocation_records_dropped_total.
+const (
+	DropQueueFull = "queue_full" // the queue held QueueSize records
+	DropRejected  = "rejected"   // the sink refused the batch for good (ErrPermanent)
+	DropShutdown  = "shutdown"   // Close ran out of time before the sink took them
+)
+
+// NewMetrics creates the metrics and registers them with reg (nil: a private
+// registry nobody scrapes).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{dropped: map[string]prometheus.Counter{}}
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sless_invoke_requests_total",
+		Help: "Calls through the invoke proxy by status class and by who answered (function or platform).",
+	}, []string{"class", "source"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sless_invoke_duration_seconds",
+		Help:    "Time from a call's arrival at the proxy to the last byte of its response.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900},
+	}, []string{"source"})
+	coldStarts := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sless_invoke_cold_starts_total",
+		Help: "Calls that waited for a function instance to start (scale from zero), as far as the proxy can tell.",
+	})
+	coldStartWait := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sless_invoke_cold_start_wait_seconds",
+		Help:    "How long a cold call waited for an instance before it was forwarded (local mode) or answered (clusters).",
+		Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 16, 32, 64},
+	})
+	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sless_invocation_queue_depth",
+		Help: "Invocation records held in memory, waiting for or being written to the store.",
+	}, m.queueDepth)
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sless_invocation_records_dropped_total",
+		Help: "Invocation records lost: queue full, refused by the store, or still queued at shutdown.",
+	}, []string{"reason"})
+	written := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sless_invocation_records_written_total",
+		Help: "Invocation records stored.",
+	})
+	writeErrors := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sless_invocation_write_errors_total",
+		Help: "Failed batch writes to the store (each is retried unless permanent).",
+	})
+	writeLatency := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sless_invocation_write_duration_seconds",
+		Help:    "Time to store one batch of invocation records.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+	})
+	for _, c := range []prometheus.Collector{requests, latency, coldStarts, coldStartWait, depth, dropped, written, writeErrors, writeLatency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for class := 1; class <= 5; class++ {
+		for s, source := range []string{SourceFunction, SourcePlatform} {
+			m.requests[class][s] = requests.WithLabelValues(string(rune('0'+class))+"xx", source)
+		}
+	}
+	for s, source := range []string{SourceFunction, SourcePlatform} {
+		m.latency[s] = latency.WithLabelValues(source)
+	}
+	for _, reason := range []string{DropQueueFull, DropRejected, DropShutdown} {
+		m.dropped[reason] = dropped.WithLabelValues(reason)
+	}
+	m.coldStarts, m.coldStartWait = coldStarts, coldStartWait
+	m.written, m.writeErrors, m.writeLatency = written, writeErrors, writeLatency
+	return m, nil
+}
+
+func (m *Metrics) queueDepth() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.depth {
+		n += f()
+	}
+	return float64(n)
+}
+
+func (m *Metrics) addDepth(f func() int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.depth = append(m.depth, f)
+	m.mu.Unlock()
+}
+
+func (m *Metrics) request(status int, platform bool, d time.Duration) {
+	if m == nil {
+		return
+	}
+	class := status / 100
+	if class < 1 || class > 5 {
+		class = 5
+	}
+	s := 0
+	if platform {
+		s = 1
+	}
+	m.requests[class][s].Inc()
+	m.latency[s].Observe(d.Seconds())
+}
+
+func (m *Metrics) coldStart(wait time.Duration) {
+	if m == nil {
+		return
+	}
+	m.coldStarts.Inc()
+	m.coldStartWait.Observe(wait.Seconds())
+}
+
+func (m *Metrics) drop(reason string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.dropped[reason].Add(float64(n))
+}
+
+func (m *Metrics) wrote(n int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.written.Add(float64(n))
+	m.writeLatency.Observe(d.Seconds())
+}
+
+func (m *Metrics) writeFailed() {
+	if m == nil {
+		return
+	}
+	m.writeErrors.Inc()
+}

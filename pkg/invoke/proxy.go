@@ -1,0 +1,658 @@
+package invoke
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// PathPrefix is where the proxy serves: /fn/{namespace}/{name}[/*path].
+const PathPrefix = "/fn/"
+
+// Headers the proxy sets on the call it forwards.
+const (
+	// RequestIDHeader carries the call's id to the function and back.
+	RequestIDHeader = "X-Request-Id"
+	// SubjectHeader tells the function who called, for calls that
+	// authenticated (private functions). Callers cannot set it: the proxy
+	// removes every X-Sless-* header a caller sends.
+	SubjectHeader = "X-Sless-Subject"
+	// PrefixHeader is the path prefix the proxy removed (/fn/{ns}/{name}),
+	// for functions that build links to themselves.
+	PrefixHeader = "X-Forwarded-Prefix"
+)
+
+// Options configure a Proxy; zero values take the defaults.
+type Options struct {
+	// Resolver finds functions. Required.
+	Resolver Resolver
+	// Authenticator checks callers of private functions. Nil refuses every
+	// call of a private function with 401.
+	Authenticator Authenticator
+	// Recorder receives a Record of every call that reached a function (or
+	// was refused because it was not ready, too large or failed on the way).
+	// Calls of unknown functions and refused credentials are not recorded:
+	// anyone can make those up. Nil records nothing.
+	Recorder *Recorder
+	// Metrics, when set, count calls, latencies and cold starts.
+	Metrics *Metrics
+	// Transport forwards calls. Default NewTransport().
+	Transport http.RoundTripper
+	// MaxRequestBytes caps a request body; a larger one is answered 413.
+	// Default 32 MiB.
+	MaxRequestBytes int64
+	// TimeoutGrace is added to a function's own timeout to give the proxy's
+	// deadline for one call, so that the function's own timeout answer (the
+	// runtime wrappers send 504 at the deadline) reaches the caller rather
+	// than the proxy's. Default 5 s.
+	TimeoutGrace time.Duration
+	// ColdStartAllowance is added to the deadline of a call that must wait
+	// for an instance (Target.Idle): Knative's activator holds the call while
+	// a pod starts. Default 60 s.
+	ColdStartAllowance time.Duration
+	// ActivateTimeout bounds Target.Activate. Default 60 s.
+	ActivateTimeout time.Duration
+	// RetryAfter is the Retry-After of a 503 for a function that is not
+	// ready. Default 5 s.
+	RetryAfter time.Duration
+	// TrustForwarded keeps the X-Forwarded-For, -Host and -Proto a caller
+	// sends (set it when a trusted ingress is in front); otherwise the proxy
+	// sets them from the connection alone.
+	TrustForwarded bool
+	// Logger receives platform failures (unreachable functions, failed
+	// activations). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Proxy is the invoke proxy, an http.Handler for /fn/{namespace}/{name}[/*path].
+// It resolves the function, applies the access policy, forwards the call
+// with the function's timeout, streams both bodies, and records the call.
+//
+// Access policy: a function is private unless an enabled http Trigger makes
+// it public (Target.Public). A private function needs credentials for its
+// own namespace or admin credentials; the check uses the namespace the path
+// resolved to, and the path segments are matched before any unescaping or
+// cleaning, so no spelling of a path reaches another namespace.
+//
+// Responses sless makes itself (404 unknown function, 401/403, 413, 503 not
+// ready, 502 unreachable, 504 timeout) are problem+json and carry
+// X-Sless-Error; responses of the function never do.
+type Proxy struct {
+	opts      Options
+	transport http.RoundTripper
+	buffers   bufferPool
+}
+
+// NewProxy makes a Proxy.
+func NewProxy(opts Options) (*Proxy, error) {
+	if opts.Resolver == nil {
+		return nil, errors.New("invoke: Options.Resolver is required")
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 32 << 20
+	}
+	if opts.TimeoutGrace <= 0 {
+		opts.TimeoutGrace = 5 * time.Second
+	}
+	if opts.ColdStartAllowance <= 0 {
+		opts.ColdStartAllowance = 60 * time.Second
+	}
+	if opts.ActivateTimeout <= 0 {
+		opts.ActivateTimeout = 60 * time.Second
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	p := &Proxy{opts: opts, transport: opts.Transport}
+	if p.transport == nil {
+		p.transport = NewTransport()
+	}
+	p.buffers.New = func() any { b := make([]byte, 32<<10); return &b }
+	return p, nil
+}
+
+// NewTransport is the default transport to functions: keep-alive pools
+// large enough for many functions, no compression of its own (bodies pass
+// through as the function encoded them), no proxy from the environment, and
+// no response timeout of its own (each call carries its deadline).
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: time.Second,
+		ReadBufferSize:        32 << 10,
+		WriteBufferSize:       32 << 10,
+	}
+}
+
+// ServeHTTP serves /fn/{namespace}/{name}[/*path]. The handler needs the
+// path unchanged: mount it at PathPrefix without stripping.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ns, name, rest, ok := splitPath(r.URL.EscapedPath())
+	if !ok {
+		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
+			Detail: "no function at this path; functions are called at /fn/{namespace}/{name}[/path]"})
+		return
+	}
+	c := &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: requestID(r)}
+	target, err := p.resolve(r.Context(), ns, name)
+	if err != nil {
+		c.refuseResolve(w, r, err)
+		return
+	}
+	c.target = target
+	if !target.Public {
+		id, err := p.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sless"`)
+			c.refuse(w, r, Problem{Status: http.StatusUnauthorized, Reason: ReasonUnauthorized,
+				Detail: "function " + ns + "/" + name + " is private: " + err.Error()})
+			return
+		}
+		if !id.CanAccess(ns) {
+			c.refuse(w, r, Problem{Status: http.StatusForbidden, Reason: ReasonForbidden,
+				Detail: "the caller may not call functions of namespace " + ns})
+			return
+		}
+		c.subject, c.private = id.Subject, true
+	}
+	c.forward(w, r)
+}
+
+// Invoke calls namespace/name for a trusted caller inside sless (the cron
+// runner, the queue consumer): no access policy applies and the record
+// carries trigger. The request's path (r.URL) is the path the function
+// sees. It answers w exactly as ServeHTTP would.
+func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, trigger string) {
+	start := time.Now()
+	rest := r.URL.EscapedPath()
+	if !strings.HasPrefix(rest, "/") {
+		rest = "/" + rest
+	}
+	c := &call{p: p, ns: namespace, name: name, rest: rest, trigger: trigger, start: start, reqID: requestID(r)}
+	if !validNamespace(namespace) || !validFunctionName(name) {
+		c.refuseResolve(w, r, ErrNotFound)
+		return
+	}
+	target, err := p.resolve(r.Context(), namespace, name)
+	if err != nil {
+		c.refuseResolve(w, r, err)
+		return
+	}
+	c.target = target
+	c.forward(w, r)
+}
+
+func (p *Proxy) resolve(ctx context.Context, ns, name string) (Target, error) {
+	t, err := p.opts.Resolver.Resolve(ctx, ns, name)
+	if err != nil {
+		return Target{}, err
+	}
+	if t.Timeout <= 0 {
+		t.Timeout = 30 * time.Second
+	}
+	return t, nil
+}
+
+func (p *Proxy) authenticate(r *http.Request) (Identity, error) {
+	if p.opts.Authenticator == nil {
+		return Identity{}, errors.New("this server accepts no credentials")
+	}
+	return p.opts.Authenticator.Authenticate(r)
+}
+
+// refuse answers a request that names no function; nothing is recorded.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, start time.Time, prob Problem) {
+	c := &call{p: p, start: start, reqID: requestID(r)}
+	c.refuse(w, r, prob)
+}
+
+// splitPath takes /fn/{ns}/{name}[/rest] apart. It splits the escaped path,
+// so an encoded slash cannot move a boundary, and then requires the
+// unescaped namespace and name to be valid names: "..", "." or an empty
+// segment never are. rest is escaped and starts with "/".
+func splitPath(escaped string) (ns, name, rest string, ok bool) {
+	s, found := strings.CutPrefix(escaped, PathPrefix)
+	if !found {
+		return "", "", "", false
+	}
+	i := strings.IndexByte(s, '/')
+	if i < 0 {
+		return "", "", "", false
+	}
+	nsEsc, s := s[:i], s[i+1:]
+	nameEsc, rest := s, "/"
+	if j := strings.IndexByte(s, '/'); j >= 0 {
+		nameEsc, rest = s[:j], s[j:]
+	}
+	ns, err := url.PathUnescape(nsEsc)
+	if err != nil || !validNamespace(ns) {
+		return "", "", "", false
+	}
+	name, err = url.PathUnescape(nameEsc)
+	if err != nil || !validFunctionName(name) {
+		return "", "", "", false
+	}
+	return ns, name, rest, true
+}
+
+// requestID is the caller's X-Request-Id when it is a sane token, or a new one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); id != "" && len(id) <= MaxRequestIDLength && safeToken(id) {
+		return id
+	}
+	return rand.Text()
+}
+
+func safeToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == ',' || c == ';' {
+			return false
+		}
+	}
+	return true
+}
+
+// call is one invocation on its way through the proxy.
+type call struct {
+	p               *Proxy
+	ns, name, rest  string
+	trigger, reqID  string
+	subject         string
+	private         bool
+	start           time.Time
+	target          Target
+	addr            *url.URL
+	forwardStart    time.Time
+	cold            bool
+	coldCounted     bool
+	deadline        context.Context
+	body            *limitedBody
+	out             *responseWriter
+	platform        bool   // sless answered, not the function
+	reason, errText string // why, when it did
+	upstreamErr     error  // a failure reading the function's response body
+	clientGone      bool
+	parent          context.Context // the caller's request context
+}
+
+// refuse answers with a problem before anything was forwarded; nothing is
+// recorded.
+func (c *call) refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
+	prob.RequestID = c.reqID
+	w.Header().Set(ErrorHeader, prob.Reason)
+	w.Header().Set(RequestIDHeader, c.reqID)
+	writeProblem(w, prob)
+	c.p.opts.Metrics.request(prob.Status, true, time.Since(c.start))
+}
+
+func (c *call) refuseResolve(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ErrNotFound) {
+		c.refuse(w, r, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
+			Detail: "no function " + c.ns + "/" + c.name})
+		return
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(c.p.opts.RetryAfter/time.Second)))
+	c.refuse(w, r, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonUnavailable,
+		Detail: "cannot look up function " + c.ns + "/" + c.name + " right now"})
+}
+
+// fail answers with a problem on behalf of a function that exists; the call
+// is recorded with the reason.
+func (c *call) fail(w http.ResponseWriter, prob Problem, errText string) {
+	c.platform, c.reason, c.errText = true, prob.Reason, errText
+	prob.RequestID = c.reqID
+	h := w.Header()
+	h.Set(ErrorHeader, prob.Reason)
+	h.Set(RequestIDHeader, c.reqID)
+	writeProblem(w, prob)
+}
+
+func (c *call) forward(w http.ResponseWriter, r *http.Request) {
+	p := c.p
+	c.out = &responseWriter{ResponseWriter: w}
+	c.out.flusher, _ = w.(http.Flusher)
+	defer func() {
+		v := recover()
+		c.finish(r, v)
+		if v != nil {
+			panic(v)
+		}
+	}()
+	if !c.target.Ready && c.target.Activate == nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
+		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
+			Detail: "function " + c.ns + "/" + c.name + " is not ready yet"}, "function not ready")
+		return
+	}
+	if r.ContentLength > p.opts.MaxRequestBytes {
+		c.fail(c.out, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
+			Detail: fmt.Sprintf("request body is larger than %d bytes", p.opts.MaxRequestBytes)}, "request body too large")
+		return
+	}
+
+	c.addr = c.target.Address
+	if c.target.Activate != nil {
+		actx, cancel := context.WithTimeout(r.Context(), p.opts.ActivateTimeout)
+		began := time.Now()
+		act, err := c.target.Activate(actx)
+		cancel()
+		if err != nil {
+			if r.Context().Err() != nil {
+				c.clientGone = true
+				return
+			}
+			status := http.StatusServiceUnavailable
+			if errors.Is(err, context.DeadlineExceeded) {
+				status = http.StatusGatewayTimeout
+			}
+			p.opts.Logger.Warn("cannot activate function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", err)
+			w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
+			c.fail(c.out, Problem{Status: status, Reason: ReasonActivateFailed,
+				Detail: "function " + c.ns + "/" + c.name + " could not be started"}, "activate: "+err.Error())
+			return
+		}
+		if act.Address != nil {
+			c.addr = act.Address
+		}
+		if act.Cold {
+			c.cold = true
+			c.coldCounted = true
+			p.opts.Metrics.coldStart(time.Since(began))
+		}
+	}
+	if c.addr == nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
+		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
+			Detail: "function " + c.ns + "/" + c.name + " has no address yet"}, "function has no address")
+		return
+	}
+
+	// Every hop derives its limit from the function's timeout: the proxy's
+	// deadline, the connection's read and write deadlines (which would
+	// otherwise be the server's, often far shorter).
+	budget := c.target.Timeout + p.opts.TimeoutGrace
+	if c.target.Idle {
+		c.cold = true
+		budget += p.opts.ColdStartAllowance
+	}
+	c.forwardStart = time.Now()
+	c.parent = r.Context()
+	deadline := c.forwardStart.Add(budget)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	c.deadline = ctx
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
+	// The connection may carry further requests; leave it without the
+	// deadlines of this one (the server sets its own per request, if any).
+	defer func() {
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	}()
+
+	out := r.WithContext(ctx)
+	if r.Body != nil && r.Body != http.NoBody {
+		c.body = &limitedBody{rc: r.Body, left: p.opts.MaxRequestBytes}
+		out.Body = c.body
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:        c.rewrite,
+		Transport:      p.transport,
+		BufferPool:     &p.buffers,
+		ModifyResponse: c.modifyResponse,
+		ErrorHandler:   c.errorHandler,
+		ErrorLog:       nil,
+	}
+	rp.ServeHTTP(c.out, out)
+}
+
+func (c *call) rewrite(pr *httputil.ProxyRequest) {
+	in, out := pr.In, pr.Out
+	u := out.URL
+	u.Scheme, u.Host, u.User = c.addr.Scheme, c.addr.Host, nil
+	escaped := strings.TrimSuffix(c.addr.EscapedPath(), "/") + c.rest
+	if path, err := url.PathUnescape(escaped); err == nil {
+		u.Path, u.RawPath = path, escaped
+	} else {
+		u.Path, u.RawPath = escaped, ""
+	}
+	u.RawQuery = in.URL.RawQuery
+	u.Fragment, u.RawFragment = "", ""
+	out.Host = ""
+
+	h := out.Header
+	for k := range h {
+		if strings.HasPrefix(k, "X-Sless-") {
+			delete(h, k)
+		}
+	}
+	if c.p.opts.TrustForwarded {
+		if v := in.Header["X-Forwarded-For"]; len(v) > 0 {
+			h["X-Forwarded-For"] = v
+		}
+	}
+	pr.SetXForwarded()
+	if c.p.opts.TrustForwarded {
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			h.Set("X-Forwarded-Host", v)
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			h.Set("X-Forwarded-Proto", v)
+		}
+	}
+	if c.trigger == TriggerHTTP {
+		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name)
+	}
+	h.Set(RequestIDHeader, c.reqID)
+	if c.private {
+		// The credentials were for sless; the function gets who called.
+		h.Del("Authorization")
+		if c.subject != "" {
+			h.Set(SubjectHeader, c.subject)
+		}
+	}
+}
+
+func (c *call) modifyResponse(resp *http.Response) error {
+	resp.Header.Del(ErrorHeader)
+	resp.Header.Set(RequestIDHeader, c.reqID)
+	if c.target.Idle && !c.coldCounted {
+		c.coldCounted = true
+		c.p.opts.Metrics.coldStart(time.Since(c.forwardStart))
+	}
+	if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = &watchedBody{rc: resp.Body, c: c}
+	}
+	return nil
+}
+
+func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case c.body != nil && c.body.tooLarge:
+		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
+			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
+	case c.parent.Err() != nil:
+		// The caller went away; nobody reads an answer.
+		c.clientGone = true
+		c.platform, c.errText = true, "client closed the request"
+	case c.deadline.Err() == context.DeadlineExceeded:
+		c.fail(w, Problem{Status: http.StatusGatewayTimeout, Reason: ReasonTimeout,
+			Detail: fmt.Sprintf("function %s/%s did not answer within %s", c.ns, c.name, c.target.Timeout)}, "timeout: "+err.Error())
+	default:
+		c.p.opts.Logger.Warn("cannot reach function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", err)
+		c.fail(w, Problem{Status: http.StatusBadGateway, Reason: ReasonUnreachable,
+			Detail: "function " + c.ns + "/" + c.name + " could not be reached"}, "unreachable: "+err.Error())
+	}
+}
+
+// finish records the call and counts it. v is what the forwarding panicked
+// with (ReverseProxy aborts with http.ErrAbortHandler when a body copy
+// fails), or nil.
+func (c *call) finish(r *http.Request, v any) {
+	d := time.Since(c.start)
+	status := c.out.status
+	switch {
+	case c.clientGone:
+		status = StatusClientClosed
+		if c.errText == "" {
+			c.errText = "client closed the request"
+		}
+	case v != nil || c.out.err != nil:
+		if c.out.err != nil {
+			status = StatusClientClosed
+			c.errText = "client closed the connection during the response"
+		} else if c.upstreamErr != nil {
+			if errors.Is(c.upstreamErr, context.DeadlineExceeded) {
+				c.errText = fmt.Sprintf("response cut at the deadline (%s)", c.target.Timeout)
+			} else {
+				c.errText = "response cut short: " + c.upstreamErr.Error()
+			}
+		} else if r.Context().Err() != nil {
+			status = StatusClientClosed
+			c.errText = "client closed the request"
+		}
+	case status == 0:
+		status = http.StatusOK // a handler that wrote nothing
+	}
+	c.p.opts.Metrics.request(status, c.platform, d)
+	if c.p.opts.Recorder == nil {
+		return
+	}
+	var in int64
+	if c.body != nil {
+		in = c.body.n
+	}
+	revision := c.target.Revision
+	c.p.opts.Recorder.Record(Record{
+		Namespace: c.ns,
+		Function:  c.name,
+		Revision:  revision,
+		Trigger:   c.trigger,
+		RequestID: c.reqID,
+		StartedAt: c.start,
+		Duration:  d,
+		Status:    status,
+		BytesIn:   in,
+		BytesOut:  c.out.n,
+		ColdStart: c.cold,
+		Error:     c.errText,
+	})
+}
+
+// limitedBody counts a request body and fails the read past the cap.
+type limitedBody struct {
+	rc       io.ReadCloser
+	left     int64
+	n        int64
+	tooLarge bool
+}
+
+var errBodyTooLarge = errors.New("request body too large")
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// Read one byte more to tell "exactly at the cap" from "past it".
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			b.tooLarge = true
+			return 0, errBodyTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// watchedBody notes why reading a function's response failed.
+type watchedBody struct {
+	rc io.ReadCloser
+	c  *call
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.c.upstreamErr == nil {
+		b.c.upstreamErr = err
+		if b.c.deadline.Err() == context.DeadlineExceeded {
+			b.c.upstreamErr = context.DeadlineExceeded
+		}
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error { return b.rc.Close() }
+
+// responseWriter counts the bytes and keeps the status sent to the caller.
+type responseWriter struct {
+	http.ResponseWriter
+	flusher http.Flusher
+	status  int
+	n       int64
+	err     error
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// FlushError lets http.ResponseController flush through the wrapper.
+func (w *responseWriter) FlushError() error {
+	if w.flusher == nil {
+		return http.ErrNotSupported
+	}
+	w.flusher.Flush()
+	return nil
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines,
+// hijacking for protocol upgrades).
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type bufferPool struct{ sync.Pool }
+
+func (p *bufferPool) Get() []byte  { return *(p.Pool.Get().(*[]byte)) }
+func (p *bufferPool) Put(b []byte) { p.Pool.Put(&b) }
