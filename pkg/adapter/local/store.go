@@ -256,7 +256,7 @@ func (s *Store) List(_ context.Context, list client.ObjectList, opts ...client.L
 	var rv uint64
 	cont := ""
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		rv = revision(tx)
+		rv = storeRevision(tx)
 		b := tx.Bucket(bucketObjects).Bucket(k.bucket())
 		if b == nil {
 			return nil
@@ -686,7 +686,7 @@ func (s *Store) remove(tx *bolt.Tx, k kindInfo, u *unstructured.Unstructured) ([
 	if err != nil {
 		return nil, err
 	}
-	rv := revision(tx)
+	rv := storeRevision(tx)
 	for _, d := range deps {
 		if len(d.u.GetFinalizers()) > 0 {
 			if d.u.GetDeletionTimestamp() == nil {
@@ -802,7 +802,7 @@ func (s *Store) write(dry bool, fn func(tx *bolt.Tx, rv uint64) ([]Event, error)
 	defer s.writeMu.Unlock()
 	var events []Event
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		rv := revision(tx) + 1
+		rv := storeRevision(tx) + 1
 		evs, err := fn(tx, rv)
 		if err != nil {
 			return err
@@ -830,7 +830,7 @@ func (s *Store) write(dry bool, fn func(tx *bolt.Tx, rv uint64) ([]Event, error)
 
 var errDryRun = errors.New("dry run")
 
-func revision(tx *bolt.Tx) uint64 {
+func storeRevision(tx *bolt.Tx) uint64 {
 	v := tx.Bucket(bucketMeta).Get(keyRevision)
 	if len(v) != 8 {
 		return 0

@@ -1,0 +1,746 @@
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Dir maps an image the Builder made onto its directory (Builder.Dir).
+	Dir func(image string) (string, error)
+	// IdleTimeout is how long an instance runs without a call before it is
+	// stopped (scale to zero). Default 60 s.
+	IdleTimeout time.Duration
+	// StartTimeout bounds one start, from exec to a healthy answer. Default 60 s.
+	StartTimeout time.Duration
+	// DrainGrace is how long a revision that lost its traffic (or an idle
+	// instance being stopped) may still receive calls handed out just before;
+	// then it gets SIGTERM, on which the wrapper finishes the calls it has.
+	// Default 1 s.
+	DrainGrace time.Duration
+	// Tools names python3, node and go (see runtimes.LocalOptions).
+	Tools runtimes.LocalOptions
+	// LogDir receives <namespace>/<name>.log, the output of the function's
+	// processes. Empty: no log files.
+	LogDir string
+	// Console, when set, also receives every output line, prefixed with
+	// [namespace/name].
+	Console io.Writer
+	// ResolveEnv gives the value of an env entry with valueFrom (a Secret or
+	// ConfigMap key); nil refuses such entries.
+	ResolveEnv func(ctx context.Context, namespace string, src *corev1.EnvVarSource) (string, error)
+	// Address tells what ServeState.Address says for a function; the invoke
+	// path uses Activate, not this. Default "local://<namespace>/<name>".
+	Address func(namespace, name string) string
+	// OnChange is called (in its own goroutine) when a function's serving
+	// state changed on its own: a new revision became ready or failed.
+	OnChange func(namespace, name string)
+}
+
+// Server is adapter.Server for one machine: every revision of a function is a
+// runtime wrapper process (runtimes.LocalCommand) on a free loopback port.
+//
+//   - A new revision (a changed image, environment or timeout) is started
+//     once to prove it serves, as Knative does; traffic moves to it only when
+//     it answered its health check, and the revision it replaces keeps
+//     serving until then and drains afterwards.
+//   - An instance with no call for IdleTimeout is stopped (scale to zero,
+//     unless spec.scale.min is above zero); Activate starts it again and
+//     holds the call until it is healthy. Concurrent calls during a start
+//     share it.
+//   - Stopping is SIGTERM after DrainGrace: the wrapper stops accepting and
+//     finishes its in-flight calls, so no accepted call is cut.
+type Server struct {
+	opts ServerOptions
+
+	mu   sync.Mutex
+	fns  map[types.NamespacedName]*service
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ adapter.Server = (*Server)(nil)
+
+type service struct {
+	key types.NamespacedName
+	// active serves calls; nil until the first revision is ready.
+	active *revision
+	// latest is the newest revision: active, starting, or failed.
+	latest *revision
+}
+
+// Reasons a local server reports.
+const (
+	ReasonDeploying         = "Deploying"
+	ReasonRevisionFailed    = "RevisionFailed"
+	ReasonImageNotSupported = "ImageNotSupported"
+	ReasonEnvUnresolved     = "EnvUnresolved"
+)
+
+// ErrNoRevision is returned by Activate for a function with no ready revision.
+var ErrNoRevision = errors.New("the function has no ready revision")
+
+// NewServer makes a server and starts its idle reaper.
+func NewServer(opts ServerOptions) *Server {
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 60 * time.Second
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.DrainGrace <= 0 {
+		opts.DrainGrace = time.Second
+	}
+	if opts.Address == nil {
+		opts.Address = func(ns, name string) string { return "local://" + ns + "/" + name }
+	}
+	if opts.OnChange == nil {
+		opts.OnChange = func(string, string) {}
+	}
+	s := &Server{opts: opts, fns: map[types.NamespacedName]*service{}, done: make(chan struct{})}
+	s.wg.Add(1)
+	go s.reap()
+	return s
+}
+
+// EnsureService makes the function's latest revision match fn and image and
+// reports on it. It never waits for a process: a new revision starts in the
+// background and OnChange tells when it is ready or failed.
+func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
+	key := types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}
+	spec, reason, err := s.revisionSpec(ctx, fn, image)
+	if err != nil {
+		// The function cannot be served as it stands; an earlier revision, if
+		// any, keeps serving.
+		st := s.state(key)
+		st.Ready = false
+		st.Reason, st.Message = reason, err.Error()
+		return st, nil
+	}
+	s.mu.Lock()
+	svc := s.fns[key]
+	if svc == nil {
+		svc = &service{key: key}
+		s.fns[key] = svc
+	}
+	if svc.latest == nil || svc.latest.hash != spec.hash {
+		name := fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
+		if (svc.latest != nil && svc.latest.name == name) || (svc.active != nil && svc.active.name == name) {
+			name += "-" + spec.hash[:5]
+		}
+		r := newRevision(s, key, name, spec)
+		if prev := svc.latest; prev != nil && prev != svc.active {
+			// A revision that never got traffic is replaced outright.
+			go s.retire(prev, 0)
+		}
+		svc.latest = r
+		s.wg.Add(1)
+		go s.rollout(svc, r)
+	} else {
+		svc.latest.mu.Lock()
+		svc.latest.minScale = spec.minScale
+		svc.latest.mu.Unlock()
+	}
+	s.mu.Unlock()
+	return s.state(key), nil
+}
+
+func (s *Server) state(key types.NamespacedName) adapter.ServeState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	svc := s.fns[key]
+	st := adapter.ServeState{Address: s.opts.Address(key.Namespace, key.Name)}
+	if svc == nil {
+		st.Reason, st.Message = ReasonDeploying, "no revision yet"
+		return st
+	}
+	if svc.active != nil {
+		st.LatestReadyRevision = svc.active.name
+	}
+	if r := svc.latest; r != nil {
+		st.LatestCreatedRevision = r.name
+		r.mu.Lock()
+		failure := r.failure
+		r.mu.Unlock()
+		switch {
+		case svc.active == r:
+			st.Ready = true
+		case failure != "":
+			st.Reason, st.Message = ReasonRevisionFailed, fmt.Sprintf("revision %s did not start: %s", r.name, failure)
+		default:
+			st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("starting revision %s", r.name)
+		}
+	}
+	return st
+}
+
+// revisionSpec is what a revision runs, and a hash of it that tells whether
+// fn and image still match the latest revision.
+type revisionSpec struct {
+	dir      string
+	image    string
+	env      []string
+	timeout  int32
+	minScale int32
+	hash     string
+}
+
+func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, image string) (revisionSpec, string, error) {
+	dir, err := s.opts.Dir(image)
+	if err != nil {
+		return revisionSpec{}, ReasonImageNotSupported, err
+	}
+	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout()}
+	if sc := fn.Spec.Scale; sc != nil && sc.Min != nil {
+		spec.minScale = *sc.Min
+	}
+	for _, e := range fn.Spec.Env {
+		v := e.Value
+		if e.ValueFrom != nil {
+			if s.opts.ResolveEnv == nil {
+				return revisionSpec{}, ReasonEnvUnresolved, fmt.Errorf("env %s: valueFrom is not available in local mode; give a value", e.Name)
+			}
+			if v, err = s.opts.ResolveEnv(ctx, fn.Namespace, e.ValueFrom); err != nil {
+				return revisionSpec{}, ReasonEnvUnresolved, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+		}
+		spec.env = append(spec.env, e.Name+"="+v)
+	}
+	// minScale is left out: changing it changes how many instances run, not
+	// what they run (Knative makes a new revision for it; locally there is
+	// no need).
+	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout})
+	sum := sha256.Sum256(raw)
+	spec.hash = hex.EncodeToString(sum[:])
+	return spec, "", nil
+}
+
+// rollout starts a new revision once and moves traffic to it when healthy.
+func (s *Server) rollout(svc *service, r *revision) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer cancel()
+	_, _, err := r.acquire(ctx)
+	s.mu.Lock()
+	if s.fns[svc.key] != svc || svc.latest != r {
+		// Replaced or removed while starting.
+		s.mu.Unlock()
+		s.retire(r, 0)
+		return
+	}
+	var old *revision
+	if err == nil {
+		old = svc.active
+		svc.active = r
+	}
+	s.mu.Unlock()
+	s.opts.OnChange(svc.key.Namespace, svc.key.Name)
+	if old != nil && old != r {
+		s.retire(old, s.opts.DrainGrace)
+	}
+}
+
+// Activate makes sure the function's serving revision has a running
+// instance and returns where it listens, starting one if needed (cold is
+// then true). It waits at most until ctx ends.
+func (s *Server) Activate(ctx context.Context, namespace, name string) (u *url.URL, revisionName string, cold bool, err error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	for {
+		s.mu.Lock()
+		svc := s.fns[key]
+		var r *revision
+		if svc != nil {
+			r = svc.active
+		}
+		s.mu.Unlock()
+		if r == nil {
+			return nil, "", false, ErrNoRevision
+		}
+		u, cold, err := r.acquire(ctx)
+		if errors.Is(err, errRetired) {
+			continue // traffic moved on between the lookup and the acquire
+		}
+		return u, r.name, cold, err
+	}
+}
+
+// Serving tells the revision that serves the function and whether an
+// instance of it runs now (false: the next call is a cold start).
+func (s *Server) Serving(namespace, name string) (revisionName string, running bool, ok bool) {
+	s.mu.Lock()
+	svc := s.fns[types.NamespacedName{Namespace: namespace, Name: name}]
+	var r *revision
+	if svc != nil {
+		r = svc.active
+	}
+	s.mu.Unlock()
+	if r == nil {
+		return "", false, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.name, r.inst != nil && r.starting == nil, true
+}
+
+// Processes lists the PIDs running for a function (all revisions).
+func (s *Server) Processes(namespace, name string) []int {
+	s.mu.Lock()
+	svc := s.fns[types.NamespacedName{Namespace: namespace, Name: name}]
+	var revs []*revision
+	if svc != nil {
+		revs = append(revs, svc.active)
+		if svc.latest != svc.active {
+			revs = append(revs, svc.latest)
+		}
+	}
+	s.mu.Unlock()
+	var pids []int
+	for _, r := range revs {
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		if r.inst != nil {
+			pids = append(pids, r.inst.cmd.Process.Pid)
+		}
+		r.mu.Unlock()
+	}
+	return pids
+}
+
+// Remove stops every process of a function and forgets it (the function was
+// deleted: on a cluster garbage collection removes its Knative Service).
+func (s *Server) Remove(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	s.mu.Lock()
+	svc := s.fns[key]
+	delete(s.fns, key)
+	s.mu.Unlock()
+	if svc == nil {
+		return
+	}
+	if svc.active != nil {
+		s.retire(svc.active, 0)
+	}
+	if svc.latest != nil && svc.latest != svc.active {
+		s.retire(svc.latest, 0)
+	}
+}
+
+// Close stops every process and waits for them to exit.
+func (s *Server) Close() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	close(s.done)
+	s.mu.Lock()
+	var revs []*revision
+	for _, svc := range s.fns {
+		revs = append(revs, svc.active, svc.latest)
+	}
+	s.fns = map[types.NamespacedName]*service{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range revs {
+		if r != nil {
+			wg.Add(1)
+			go func(r *revision) { defer wg.Done(); s.retire(r, 0) }(r)
+		}
+	}
+	wg.Wait()
+	s.wg.Wait()
+}
+
+// retire stops a revision from taking calls and, after grace, stops its
+// instance and waits for it to exit.
+func (s *Server) retire(r *revision, grace time.Duration) {
+	r.mu.Lock()
+	r.retired = true
+	r.mu.Unlock()
+	if grace > 0 {
+		select {
+		case <-time.After(grace):
+		case <-s.done:
+		}
+	}
+	r.stop()
+}
+
+// reap stops instances idle for IdleTimeout and keeps min-scale revisions
+// running.
+func (s *Server) reap() {
+	defer s.wg.Done()
+	tick := s.opts.IdleTimeout / 10
+	tick = max(min(tick, time.Second), 10*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var revs []*revision
+		for _, svc := range s.fns {
+			if svc.active != nil {
+				revs = append(revs, svc.active)
+			}
+			if svc.latest != nil && svc.latest != svc.active {
+				revs = append(revs, svc.latest)
+			}
+		}
+		s.mu.Unlock()
+		now := time.Now()
+		for _, r := range revs {
+			r.mu.Lock()
+			idle := r.inst != nil && r.starting == nil && !r.retired && r.minScale == 0 &&
+				now.Sub(r.lastActivity) >= s.opts.IdleTimeout
+			keepWarm := r.inst == nil && r.starting == nil && !r.retired && r.minScale > 0 && r.failure == ""
+			var inst *instance
+			if idle {
+				// From here on Activate starts a new instance; the old one
+				// gets no new calls and drains.
+				inst = r.inst
+				r.inst = nil
+			}
+			r.mu.Unlock()
+			if inst != nil {
+				go inst.stop(s.opts.DrainGrace, time.Duration(r.spec.timeout)*time.Second)
+			}
+			if keepWarm {
+				go func(r *revision) { _, _, _ = r.acquire(context.Background()) }(r)
+			}
+		}
+	}
+}
+
+// revision is one configuration of a function and its instance (at most one
+// process: local mode scales between zero and one).
+type revision struct {
+	s        *Server
+	key      types.NamespacedName
+	name     string
+	spec     revisionSpec
+	hash     string
+	minScale int32
+
+	mu           sync.Mutex
+	inst         *instance
+	starting     chan struct{} // non-nil while a start runs; closed when it ends
+	startErr     error
+	lastActivity time.Time
+	retired      bool
+	// failure is why the revision's first start failed ("" if it did not).
+	failure string
+}
+
+func newRevision(s *Server, key types.NamespacedName, name string, spec revisionSpec) *revision {
+	return &revision{s: s, key: key, name: name, spec: spec, hash: spec.hash, minScale: spec.minScale}
+}
+
+var errRetired = errors.New("revision retired")
+
+// acquire returns the address of a running instance, starting one (and
+// waiting for it) when none runs.
+func (r *revision) acquire(ctx context.Context) (*url.URL, bool, error) {
+	r.mu.Lock()
+	if r.retired {
+		r.mu.Unlock()
+		return nil, false, errRetired
+	}
+	r.lastActivity = time.Now()
+	if r.inst != nil && r.starting == nil {
+		u := r.inst.url
+		r.mu.Unlock()
+		return u, false, nil
+	}
+	if r.starting == nil {
+		r.starting = make(chan struct{})
+		go r.start(r.starting)
+	}
+	ch := r.starting
+	r.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastActivity = time.Now()
+	if r.startErr != nil {
+		return nil, true, r.startErr
+	}
+	if r.inst == nil {
+		return nil, true, errors.New("the instance stopped right after it started")
+	}
+	return r.inst.url, true, nil
+}
+
+// start runs one instance and waits for its health check; a port taken
+// between choosing and binding it is retried on another.
+func (r *revision) start(done chan struct{}) {
+	var inst *instance
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		inst, err = r.spawn()
+		if err == nil || !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	firstFailure := err != nil && r.s.isLatestUnready(r)
+	r.mu.Lock()
+	r.startErr = err
+	if err == nil {
+		if r.retired {
+			r.mu.Unlock()
+			inst.stop(0, 0)
+			r.mu.Lock()
+			r.startErr = errRetired
+		} else {
+			r.inst = inst
+			r.lastActivity = time.Now()
+			go r.watch(inst)
+		}
+	} else if r.failure == "" && firstFailure {
+		r.failure = err.Error()
+	}
+	r.starting = nil
+	r.mu.Unlock()
+	close(done)
+}
+
+func (s *Server) isLatestUnready(r *revision) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	svc := s.fns[r.key]
+	return svc != nil && svc.latest == r && svc.active != r
+}
+
+// watch forgets an instance that exits on its own (a crash), so the next call
+// starts another.
+func (r *revision) watch(inst *instance) {
+	<-inst.exited
+	r.mu.Lock()
+	if r.inst == inst {
+		r.inst = nil
+	}
+	r.mu.Unlock()
+}
+
+// stop stops the revision's instance, if any, and waits for it.
+func (r *revision) stop() {
+	r.mu.Lock()
+	inst := r.inst
+	r.inst = nil
+	ch := r.starting
+	r.mu.Unlock()
+	if ch != nil {
+		<-ch // start() sees retired and stops what it started
+	}
+	if inst != nil {
+		inst.stop(0, time.Duration(r.spec.timeout)*time.Second)
+	}
+}
+
+var errPortTaken = errors.New("port taken")
+
+// instance is one wrapper process.
+type instance struct {
+	cmd     *exec.Cmd
+	url     *url.URL
+	exited  chan struct{}
+	logs    *tailBuffer
+	closeFn func()
+}
+
+func (r *revision) spawn() (*instance, error) {
+	s := r.s
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	opts := s.opts.Tools
+	opts.Port = port
+	opts.Host = "127.0.0.1"
+	opts.FunctionName, opts.Namespace, opts.Revision = r.key.Name, r.key.Namespace, r.name
+	opts.TimeoutSeconds = float64(r.spec.timeout)
+	opts.Env = r.spec.env
+	cmd, err := runtimes.LocalCommand(r.spec.dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Its own process group: a Ctrl-C at the terminal reaches sless dev,
+	// which then drains the functions, not the functions directly.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &tailBuffer{max: 4096},
+		url: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}}
+	out, closeOut := s.output(r.key)
+	inst.closeFn = closeOut
+	w := io.MultiWriter(out, inst.logs)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		closeOut()
+		return nil, err
+	}
+	go func() {
+		_ = cmd.Wait()
+		closeOut()
+		close(inst.exited)
+	}()
+	if err := inst.waitHealthy(s.opts.StartTimeout); err != nil {
+		inst.stop(0, 0)
+		if strings.Contains(inst.logs.String(), "in use") {
+			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return nil, err
+	}
+	return inst, nil
+}
+
+var healthClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// waitHealthy polls the health path, quickly at first (cold starts are
+// tens of milliseconds), until it answers 200, the process exits or the
+// timeout passes.
+func (inst *instance) waitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	health := inst.url.String() + runtimes.HealthPath
+	wait := time.Millisecond
+	for {
+		resp, err := healthClient.Get(health)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-inst.exited:
+			return fmt.Errorf("the process exited (%v) before it was healthy: %s", inst.cmd.ProcessState, lastLines(inst.logs.String(), 5))
+		case <-time.After(wait):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no healthy answer on %s within %s: %s", runtimes.HealthPath, timeout, lastLines(inst.logs.String(), 5))
+		}
+		wait = min(wait*2, 20*time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM after grace and waits for the wrapper to drain (its
+// in-flight calls get up to timeout plus a second), then kills what is left.
+func (inst *instance) stop(grace, timeout time.Duration) {
+	if grace > 0 {
+		select {
+		case <-time.After(grace):
+		case <-inst.exited:
+			return
+		}
+	}
+	_ = inst.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-inst.exited:
+	case <-time.After(timeout + 5*time.Second):
+		_ = syscall.Kill(-inst.cmd.Process.Pid, syscall.SIGKILL)
+		<-inst.exited
+	}
+}
+
+// output is where a function's process writes: its log file and the console.
+func (s *Server) output(key types.NamespacedName) (io.Writer, func()) {
+	var ws []io.Writer
+	var closers []func()
+	if s.opts.LogDir != "" {
+		p := filepath.Join(s.opts.LogDir, key.Namespace, key.Name+".log")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+				ws = append(ws, f)
+				closers = append(closers, func() { f.Close() })
+			}
+		}
+	}
+	if s.opts.Console != nil {
+		ws = append(ws, &prefixWriter{w: s.opts.Console, prefix: "[" + key.Namespace + "/" + key.Name + "] "})
+	}
+	return io.MultiWriter(ws...), func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+}
+
+// prefixWriter writes whole lines with a prefix.
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := strings.IndexByte(string(p.buf), '\n')
+		if i < 0 {
+			break
+		}
+		_, _ = io.WriteString(p.w, p.prefix+string(p.buf[:i+1]))
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

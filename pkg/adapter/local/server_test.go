@@ -1,0 +1,319 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+type serverBed struct {
+	t       *testing.T
+	blobs   *Blobs
+	builder *Builder
+	server  *Server
+	changes chan string
+}
+
+func newServerBed(t *testing.T, idle time.Duration) *serverBed {
+	dir := t.TempDir()
+	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bed := &serverBed{t: t, blobs: blobs, builder: b, changes: make(chan string, 100)}
+	bed.server = NewServer(ServerOptions{
+		Dir: b.Dir, IdleTimeout: idle, DrainGrace: 50 * time.Millisecond,
+		LogDir:   filepath.Join(dir, "logs"),
+		OnChange: func(ns, name string) { bed.changes <- ns + "/" + name },
+	})
+	t.Cleanup(func() { bed.server.Close(); b.Close() })
+	return bed
+}
+
+// image builds a Python function answering with reply and returns its image.
+func (bed *serverBed) image(fn *slessv1alpha1.Function, code string) string {
+	in := storeContext(bed.t, bed.blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
+	st := awaitBuild(bed.t, bed.builder, fn, in, time.Minute)
+	if !st.Succeeded {
+		bed.t.Fatalf("build: %+v", st)
+	}
+	return st.Image
+}
+
+func replyCode(reply string) string {
+	return fmt.Sprintf("import os\ndef handler(event, context):\n    return {'reply': %q, 'env': os.environ.get('GREETING', ''), 'revision': context.revision}\n", reply)
+}
+
+// awaitReady calls EnsureService until it reports Ready (or a failure).
+func (bed *serverBed) awaitState(fn *slessv1alpha1.Function, image string, want func(adapter.ServeState) bool) adapter.ServeState {
+	bed.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := bed.server.EnsureService(context.Background(), fn, image)
+		if err != nil {
+			bed.t.Fatal(err)
+		}
+		if want(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			bed.t.Fatalf("state not reached: %+v", st)
+		}
+		select {
+		case <-bed.changes:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func ready(st adapter.ServeState) bool { return st.Ready }
+
+// call activates the function and calls it once.
+func (bed *serverBed) call(ns, name string) (string, bool, error) {
+	u, _, cold, err := bed.server.Activate(context.Background(), ns, name)
+	if err != nil {
+		return "", cold, err
+	}
+	resp, err := http.Post(u.String()+"/", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		return "", cold, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return string(b), cold, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return string(b), cold, nil
+}
+
+func awaitNoProcesses(t *testing.T, s *Server, ns, name string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for len(s.Processes(ns, name)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes still running after %s: %v", within, s.Processes(ns, name))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func awaitExit(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for syscall.Kill(pid, 0) == nil {
+		// A zombie still answers kill 0 until reaped; the server reaps.
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after %s", pid, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestServerScaleToZeroAndColdStart(t *testing.T) {
+	bed := newServerBed(t, 400*time.Millisecond)
+	fn := fnNamed("ns", "hello")
+	fn.Generation = 1
+	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "hi"}}
+	img := bed.image(fn, replyCode("one"))
+
+	first, _ := bed.server.EnsureService(context.Background(), fn, img)
+	if first.Ready || first.Reason != ReasonDeploying || first.LatestCreatedRevision != "hello-00001" {
+		t.Fatalf("first EnsureService = %+v, want a revision starting", first)
+	}
+	st := bed.awaitState(fn, img, ready)
+	if st.LatestReadyRevision != "hello-00001" || st.Address == "" {
+		t.Fatalf("ready state = %+v", st)
+	}
+	body, _, err := bed.call("ns", "hello")
+	if err != nil || !strings.Contains(body, `"reply": "one"`) || !strings.Contains(body, `"env": "hi"`) || !strings.Contains(body, "hello-00001") {
+		t.Fatalf("call = %s, %v", body, err)
+	}
+	pids := bed.server.Processes("ns", "hello")
+	if len(pids) != 1 {
+		t.Fatalf("processes = %v, want one", pids)
+	}
+	// Idle past the timeout: the process is gone.
+	awaitNoProcesses(t, bed.server, "ns", "hello", 5*time.Second)
+	awaitExit(t, pids[0], 5*time.Second)
+	if _, running, ok := bed.server.Serving("ns", "hello"); !ok || running {
+		t.Fatalf("Serving after idle: running=%v ok=%v", running, ok)
+	}
+	// Concurrent first calls share one start.
+	var wg sync.WaitGroup
+	var colds atomic.Int32
+	errs := make(chan error, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, cold, err := bed.call("ns", "hello")
+			if cold {
+				colds.Add(1)
+			}
+			if err != nil || !strings.Contains(body, `"reply": "one"`) {
+				errs <- fmt.Errorf("cold call: %s %v", body, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if colds.Load() == 0 {
+		t.Error("no call was reported cold after scale to zero")
+	}
+	if p := bed.server.Processes("ns", "hello"); len(p) != 1 || p[0] == pids[0] {
+		t.Fatalf("after the cold start: processes %v (before: %v), want one new", p, pids)
+	}
+	// EnsureService with the same spec starts nothing new.
+	if st, _ := bed.server.EnsureService(context.Background(), fn, img); !st.Ready || st.LatestCreatedRevision != "hello-00001" {
+		t.Fatalf("same spec again: %+v", st)
+	}
+	bed.server.Remove("ns", "hello")
+	if len(bed.server.Processes("ns", "hello")) != 0 {
+		t.Fatal("processes after Remove")
+	}
+	if _, _, _, err := bed.server.Activate(context.Background(), "ns", "hello"); !errors.Is(err, ErrNoRevision) {
+		t.Fatalf("Activate after Remove: %v", err)
+	}
+}
+
+func TestServerRolloutWithoutFailedCalls(t *testing.T) {
+	bed := newServerBed(t, time.Minute)
+	fn := fnNamed("ns", "roll")
+	fn.Generation = 1
+	img1 := bed.image(fn, replyCode("old"))
+	bed.awaitState(fn, img1, ready)
+	oldPids := bed.server.Processes("ns", "roll")
+
+	// A load loop runs across the switch; every call must succeed.
+	stop := make(chan struct{})
+	var calls, failures atomic.Int64
+	var sawNew atomic.Bool
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body, _, err := bed.call("ns", "roll")
+				calls.Add(1)
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				} else if strings.Contains(body, `"reply": "new"`) {
+					sawNew.Store(true)
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let the loop run on the old revision
+	fn.Generation = 2
+	img2 := bed.image(fn, replyCode("new"))
+	st := bed.awaitState(fn, img2, ready)
+	if st.LatestReadyRevision != "roll-00002" {
+		t.Fatalf("after rollout: %+v", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !sawNew.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // past the old revision's drain
+	close(stop)
+	wg.Wait()
+	if failures.Load() != 0 {
+		t.Fatalf("%d of %d calls failed across the switch; first: %v", failures.Load(), calls.Load(), firstErr.Load())
+	}
+	if !sawNew.Load() {
+		t.Fatal("the new code never answered")
+	}
+	awaitExit(t, oldPids[0], 5*time.Second)
+	body, _, err := bed.call("ns", "roll")
+	if err != nil || !strings.Contains(body, `"reply": "new"`) {
+		t.Fatalf("after the switch: %s %v", body, err)
+	}
+	t.Logf("%d calls across the switch, none failed", calls.Load())
+
+	// A revision that cannot start fails with the wrapper's own message and
+	// the previous one keeps serving.
+	fn.Generation = 3
+	broken := bed.image(fn, "import no_such_module_here\ndef handler(e, c):\n    return 1\n")
+	st = bed.awaitState(fn, broken, func(st adapter.ServeState) bool { return st.Reason == ReasonRevisionFailed })
+	if st.Ready || !strings.Contains(st.Message, "no_such_module_here") || st.LatestReadyRevision != "roll-00002" || st.LatestCreatedRevision != "roll-00003" {
+		t.Fatalf("broken revision: %+v", st)
+	}
+	if body, _, err := bed.call("ns", "roll"); err != nil || !strings.Contains(body, `"reply": "new"`) {
+		t.Fatalf("while the new revision is broken: %s %v", body, err)
+	}
+	// Fixing it recovers.
+	fn.Generation = 4
+	fixed := bed.image(fn, replyCode("fixed"))
+	if st := bed.awaitState(fn, fixed, ready); st.LatestReadyRevision != "roll-00004" {
+		t.Fatalf("fixed: %+v", st)
+	}
+}
+
+func TestServerMinScaleAndRefusals(t *testing.T) {
+	bed := newServerBed(t, 200*time.Millisecond)
+	fn := fnNamed("ns", "warm")
+	fn.Generation = 1
+	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](1)}
+	img := bed.image(fn, replyCode("warm"))
+	bed.awaitState(fn, img, ready)
+	time.Sleep(600 * time.Millisecond) // three idle periods
+	if p := bed.server.Processes("ns", "warm"); len(p) != 1 {
+		t.Fatalf("min scale 1: processes %v after idling", p)
+	}
+	// Lowering min scale lets it go to zero, without a new revision.
+	fn.Spec.Scale.Min = ptr.To[int32](0)
+	if st, _ := bed.server.EnsureService(context.Background(), fn, img); st.LatestCreatedRevision != "warm-00001" || !st.Ready {
+		t.Fatalf("min scale change: %+v", st)
+	}
+	awaitNoProcesses(t, bed.server, "ns", "warm", 5*time.Second)
+
+	cases := []struct {
+		name   string
+		mutate func(*slessv1alpha1.Function)
+		image  string
+		reason string
+	}{
+		{"prebuilt image", func(*slessv1alpha1.Function) {}, "docker.io/library/nginx@sha256:" + strings.Repeat("a", 64), ReasonImageNotSupported},
+		{"secret env", func(f *slessv1alpha1.Function) {
+			f.Spec.Env = []slessv1alpha1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}}}
+		}, img, ReasonEnvUnresolved},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := fnNamed("ns", "refused-"+strings.ReplaceAll(c.name, " ", "-"))
+			c.mutate(f)
+			st, err := bed.server.EnsureService(context.Background(), f, c.image)
+			if err != nil || st.Ready || st.Reason != c.reason || st.Message == "" {
+				t.Fatalf("state = %+v, %v; want reason %s", st, err, c.reason)
+			}
+		})
+	}
+}
