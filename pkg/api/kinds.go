@@ -1,0 +1,95 @@
+package api
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// kind describes one resource of the API so the CRUD handlers are written
+// once for Functions, Triggers and FunctionJobs.
+type kind struct {
+	// plural is the path segment ("functions") and kind the object's Kind.
+	plural, kind string
+	// dns1035 names must start with a letter (Functions: they become
+	// Knative Service names); others are DNS-1123 labels.
+	dns1035 bool
+	maxName int
+	newObj  func() client.Object
+	newList func() client.ObjectList
+	// items returns a list's objects.
+	items func(client.ObjectList) []client.Object
+	// validate is the shared validation of pkg/apis (one function, two callers).
+	validate func(client.Object) field.ErrorList
+	// copyUser copies what a user may set (spec) from src to dst and clears
+	// dst's status, which users never write.
+	copyUser func(dst, src client.Object)
+}
+
+var (
+	functions = &kind{
+		plural: "functions", kind: "Function", dns1035: true, maxName: slessv1alpha1.MaxNameLength,
+		newObj:  func() client.Object { return &slessv1alpha1.Function{} },
+		newList: func() client.ObjectList { return &slessv1alpha1.FunctionList{} },
+		items: func(l client.ObjectList) []client.Object {
+			items := l.(*slessv1alpha1.FunctionList).Items
+			out := make([]client.Object, len(items))
+			for i := range items {
+				out[i] = &items[i]
+			}
+			return out
+		},
+		validate: func(o client.Object) field.ErrorList {
+			return slessv1alpha1.ValidateFunction(o.(*slessv1alpha1.Function))
+		},
+		copyUser: func(dst, src client.Object) {
+			d, s := dst.(*slessv1alpha1.Function), src.(*slessv1alpha1.Function)
+			d.Spec = *s.Spec.DeepCopy()
+			d.Status = slessv1alpha1.FunctionStatus{}
+		},
+	}
+	triggers = &kind{
+		plural: "triggers", kind: "Trigger", maxName: slessv1alpha1.MaxNameLength,
+		newObj:  func() client.Object { return &slessv1alpha1.Trigger{} },
+		newList: func() client.ObjectList { return &slessv1alpha1.TriggerList{} },
+		items: func(l client.ObjectList) []client.Object {
+			items := l.(*slessv1alpha1.TriggerList).Items
+			out := make([]client.Object, len(items))
+			for i := range items {
+				out[i] = &items[i]
+			}
+			return out
+		},
+		validate: func(o client.Object) field.ErrorList {
+			return slessv1alpha1.ValidateTrigger(o.(*slessv1alpha1.Trigger))
+		},
+		copyUser: func(dst, src client.Object) {
+			d, s := dst.(*slessv1alpha1.Trigger), src.(*slessv1alpha1.Trigger)
+			d.Spec = *s.Spec.DeepCopy()
+			d.Status = slessv1alpha1.TriggerStatus{}
+		},
+	}
+	jobs = &kind{
+		plural: "jobs", kind: "FunctionJob", maxName: 40,
+		newObj:  func() client.Object { return &slessv1alpha1.FunctionJob{} },
+		newList: func() client.ObjectList { return &slessv1alpha1.FunctionJobList{} },
+		items: func(l client.ObjectList) []client.Object {
+			items := l.(*slessv1alpha1.FunctionJobList).Items
+			out := make([]client.Object, len(items))
+			for i := range items {
+				out[i] = &items[i]
+			}
+			return out
+		},
+		validate: func(o client.Object) field.ErrorList {
+			return slessv1alpha1.ValidateFunctionJob(o.(*slessv1alpha1.FunctionJob))
+		},
+		copyUser: func(dst, src client.Object) {
+			d, s := dst.(*slessv1alpha1.FunctionJob), src.(*slessv1alpha1.FunctionJob)
+			d.Spec = *s.Spec.DeepCopy()
+			d.Status = slessv1alpha1.FunctionJobStatus{}
+		},
+	}
+	allKinds = []*kind{functions, triggers, jobs}
+)

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the API's Prometheus series. Routes are labelled by their
+// pattern (/v1/namespaces/:ns/functions/:name), never by the raw path, so
+// the series stay bounded whatever callers send.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	uploads  *prometheus.CounterVec
+	upBytes  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sless", Subsystem: "api", Name: "requests_total",
+			Help: "API requests by method, route pattern and status code.",
+		}, []string{"method", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sless", Subsystem: "api", Name: "request_duration_seconds",
+			Help:    "API request latency by method and route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"method", "route"}),
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sless", Subsystem: "api", Name: "source_uploads_total",
+			Help: "Source uploads by result: changed, unchanged or refused.",
+		}, []string{"result"}),
+		upBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sless", Subsystem: "api", Name: "source_upload_bytes_total",
+			Help: "Bytes of accepted source archives.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.uploads, m.upBytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// observe records every request once it is answered.
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	s.metrics.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(c.Writer.Status())).Inc()
+	s.metrics.duration.WithLabelValues(c.Request.Method, route).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,541 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/gin-gonic/gin"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// MergePatchContentType is the only PATCH body the API takes (RFC 7396).
+const MergePatchContentType = "application/merge-patch+json"
+
+// maxUpdateRetries bounds read-modify-write loops that lost a race without a
+// precondition from the client.
+const maxUpdateRetries = 5
+
+// List is the body of a list answer: the objects and, when more remain, the
+// cursor that continues the list.
+type List struct {
+	Items []json.RawMessage `json:"items"`
+	Next  string            `json:"next,omitempty"`
+}
+
+func (s *Server) list(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ns := c.Param("ns")
+		limit := int64(defaultListLimit)
+		if v := c.Query("limit"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > maxListLimit {
+				writeProblem(c, badRequestField("limit", v, fmt.Sprintf("must be an integer from 1 to %d", maxListLimit)))
+				return
+			}
+			limit = n
+		}
+		opts := []client.ListOption{client.InNamespace(ns), client.Limit(limit)}
+		if cur := c.Query("cursor"); cur != "" {
+			opts = append(opts, client.Continue(cur))
+		}
+		l := k.newList()
+		if err := s.objects.List(c.Request.Context(), l, opts...); err != nil {
+			p := storeProblem(err)
+			if p.Status == http.StatusBadRequest {
+				p = badRequestField("cursor", c.Query("cursor"), "not a cursor this API returned")
+			}
+			writeProblem(c, p)
+			return
+		}
+		out := List{Items: []json.RawMessage{}, Next: l.GetContinue()}
+		for _, o := range k.items(l) {
+			b, err := s.render(k, o)
+			if err != nil {
+				writeProblem(c, internal(err))
+				return
+			}
+			out.Items = append(out.Items, b)
+		}
+		c.JSON(http.StatusOK, out)
+	}
+}
+
+func (s *Server) get(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		obj := k.newObj()
+		if err := s.objects.Get(c.Request.Context(), client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}, obj); err != nil {
+			writeProblem(c, storeProblem(err))
+			return
+		}
+		s.respond(c, k, http.StatusOK, obj)
+	}
+}
+
+func (s *Server) create(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ns := c.Param("ns")
+		in, p := s.readObject(c, k)
+		if p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if in.GetName() == "" {
+			writeProblem(c, invalid(k.kind, field.ErrorList{field.Required(field.NewPath("metadata", "name"), "")}))
+			return
+		}
+		obj := s.fresh(k, ns, in)
+		if p := s.admit(c.Request.Context(), k, ns, nil, obj); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if p := s.ensureTenant(c); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if p := s.createWaitingForDeletion(c.Request.Context(), k, obj); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		c.Header("Location", c.Request.URL.Path+"/"+obj.GetName())
+		s.respond(c, k, http.StatusCreated, obj)
+	}
+}
+
+// createWaitingForDeletion creates obj. When an object of that name is still
+// being deleted (a finalizer holds it), it waits up to DeleteWait for it to
+// go, reading uncached, then answers 409 with Retry-After: the predecessor
+// returned 409 at once, and a stale cache claimed the name still existed.
+func (s *Server) createWaitingForDeletion(ctx context.Context, k *kind, obj client.Object) *Problem {
+	deadline := time.Now().Add(s.opts.DeleteWait)
+	for {
+		attempt := obj.DeepCopyObject().(client.Object)
+		err := s.objects.Create(ctx, attempt)
+		if err == nil {
+			// Copy back what the store set (uid, resourceVersion, ...).
+			reflectInto(obj, attempt)
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return storeProblem(err)
+		}
+		existing := k.newObj()
+		gerr := s.live.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+		switch {
+		case apierrors.IsNotFound(gerr):
+			continue // deleted between the two calls: try again at once
+		case gerr != nil:
+			return storeProblem(gerr)
+		case existing.GetDeletionTimestamp() == nil:
+			return conflict("%s %q already exists", k.kind, obj.GetName())
+		}
+		if time.Now().After(deadline) {
+			return conflict("%s %q is still being deleted; try again shortly", k.kind, obj.GetName()).withRetry(retryAfterDeleting)
+		}
+		select {
+		case <-ctx.Done():
+			return unavailable(retryAfterDeleting, "gave up waiting for %s %q to be deleted", k.kind, obj.GetName())
+		case <-time.After(deletePoll):
+		}
+	}
+}
+
+func (s *Server) replace(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		name := c.Param("name")
+		in, p := s.readObject(c, k)
+		if p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if in.GetName() != "" && in.GetName() != name {
+			writeProblem(c, badRequestField("metadata.name", in.GetName(), "must match the name in the path, "+name))
+			return
+		}
+		in.SetName(name)
+		bodyRV := in.GetResourceVersion()
+		s.readModifyWrite(c, k, bodyRV, func(cur client.Object) (client.Object, *Problem) {
+			next := cur.DeepCopyObject().(client.Object)
+			next.SetLabels(in.GetLabels())
+			next.SetAnnotations(in.GetAnnotations())
+			k.copyUser(next, in)
+			return next, nil
+		})
+	}
+}
+
+func (s *Server) patch(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if mt := mediaType(c.GetHeader("Content-Type")); mt != MergePatchContentType {
+			writeProblem(c, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
+				"PATCH takes a JSON merge patch (Content-Type: %s), not %q", MergePatchContentType, mt))
+			return
+		}
+		body, p := s.readBody(c, s.opts.MaxObjectBytes)
+		if p != nil {
+			writeProblem(c, p)
+			return
+		}
+		var shape any
+		if err := json.Unmarshal(body, &shape); err != nil {
+			writeProblem(c, malformed(err))
+			return
+		}
+		if _, ok := shape.(map[string]any); !ok {
+			writeProblem(c, badRequest("a merge patch must be a JSON object"))
+			return
+		}
+		var bodyRV string
+		if md, ok := shape.(map[string]any)["metadata"].(map[string]any); ok {
+			bodyRV, _ = md["resourceVersion"].(string)
+		}
+		s.readModifyWrite(c, k, bodyRV, func(cur client.Object) (client.Object, *Problem) {
+			doc, err := json.Marshal(cur)
+			if err != nil {
+				return nil, internal(err)
+			}
+			merged, err := jsonpatch.MergePatch(doc, body)
+			if err != nil {
+				return nil, badRequest("the merge patch cannot be applied: %v", err)
+			}
+			in := k.newObj()
+			if p := decodeStrict(merged, in); p != nil {
+				return nil, p
+			}
+			if p := checkTypeMeta(k, in); p != nil {
+				return nil, p
+			}
+			if in.GetName() != cur.GetName() {
+				return nil, badRequestField("metadata.name", in.GetName(), "cannot be changed")
+			}
+			if in.GetNamespace() != cur.GetNamespace() {
+				return nil, badRequestField("metadata.namespace", in.GetNamespace(), "cannot be changed")
+			}
+			next := cur.DeepCopyObject().(client.Object)
+			next.SetLabels(in.GetLabels())
+			next.SetAnnotations(in.GetAnnotations())
+			k.copyUser(next, in)
+			return next, nil
+		})
+	}
+}
+
+// readModifyWrite is the body of PUT and PATCH: read the object uncached,
+// check the client's precondition, build the new object with mutate,
+// validate, and update with the read resourceVersion. If-Match that does not
+// match is a 412; a resourceVersion in the body that does not match is a 409
+// (the apiserver's semantics). Without either, a lost race is retried on a
+// fresh read, because the request means "make it so" rather than "change
+// this version".
+func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate func(cur client.Object) (client.Object, *Problem)) {
+	ctx := c.Request.Context()
+	ns, name := c.Param("ns"), c.Param("name")
+	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
+	for attempt := 0; ; attempt++ {
+		cur := k.newObj()
+		if err := s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cur); err != nil {
+			writeProblem(c, storeProblem(err))
+			return
+		}
+		if hasIfMatch && !etagMatches(ifMatch, cur.GetResourceVersion()) {
+			writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
+			return
+		}
+		if bodyRV != "" && bodyRV != cur.GetResourceVersion() {
+			writeProblem(c, conflict("metadata.resourceVersion %s is not the current version %s: read the object again", bodyRV, cur.GetResourceVersion()))
+			return
+		}
+		if cur.GetDeletionTimestamp() != nil {
+			writeProblem(c, conflict("%s %q is being deleted", k.kind, name).withRetry(retryAfterDeleting))
+			return
+		}
+		next, p := mutate(cur)
+		if p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if p := s.admit(ctx, k, ns, cur, next); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if p := s.ensureTenant(c); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		err := s.objects.Update(ctx, next)
+		if err == nil {
+			s.respond(c, k, http.StatusOK, next)
+			return
+		}
+		if apierrors.IsConflict(err) {
+			switch {
+			case hasIfMatch:
+				writeProblem(c, preconditionFailed("the object changed after If-Match was checked"))
+				return
+			case bodyRV != "":
+				writeProblem(c, conflict("metadata.resourceVersion %s is not the current version: read the object again", bodyRV))
+				return
+			case attempt < maxUpdateRetries:
+				continue
+			}
+		}
+		writeProblem(c, storeProblem(err))
+		return
+	}
+}
+
+func (s *Server) remove(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx := c.Request.Context()
+		key := client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}
+		ifMatch, hasIfMatch := c.Request.Header["If-Match"]
+		for attempt := 0; ; attempt++ {
+			cur := k.newObj()
+			if err := s.live.Get(ctx, key, cur); err != nil {
+				writeProblem(c, storeProblem(err))
+				return
+			}
+			if hasIfMatch && !etagMatches(ifMatch, cur.GetResourceVersion()) {
+				writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
+				return
+			}
+			uid, rv := cur.GetUID(), cur.GetResourceVersion()
+			pre := client.Preconditions{UID: &uid}
+			if hasIfMatch {
+				pre.ResourceVersion = &rv
+			}
+			err := s.objects.Delete(ctx, cur, pre)
+			if apierrors.IsConflict(err) && !hasIfMatch && attempt < maxUpdateRetries {
+				continue // recreated under the same name meanwhile: look again
+			}
+			if apierrors.IsConflict(err) && hasIfMatch {
+				writeProblem(c, preconditionFailed("the object changed after If-Match was checked"))
+				return
+			}
+			if err != nil {
+				writeProblem(c, storeProblem(err))
+				return
+			}
+			// A finalizer keeps the object until the controller has cleaned
+			// up: say so with 202 and the object as it now is.
+			after := k.newObj()
+			if err := s.live.Get(ctx, key, after); err == nil && after.GetUID() == uid {
+				s.respond(c, k, http.StatusAccepted, after)
+				return
+			}
+			c.Status(http.StatusNoContent)
+			return
+		}
+	}
+}
+
+// readObject reads and strictly decodes a create or replace body.
+func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
+	if mt := mediaType(c.GetHeader("Content-Type")); mt != "" && mt != "application/json" {
+		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
+			"the body must be application/json, not %q", mt)
+	}
+	body, p := s.readBody(c, s.opts.MaxObjectBytes)
+	if p != nil {
+		return nil, p
+	}
+	in := k.newObj()
+	if p := decodeStrict(body, in); p != nil {
+		return nil, p
+	}
+	if p := checkTypeMeta(k, in); p != nil {
+		return nil, p
+	}
+	if ns := in.GetNamespace(); ns != "" && ns != c.Param("ns") {
+		return nil, badRequestField("metadata.namespace", ns, "must match the namespace in the path, "+c.Param("ns"))
+	}
+	return in, nil
+}
+
+// readBody reads at most limit bytes; a longer body is a 413.
+func (s *Server) readBody(c *gin.Context, limit int64) ([]byte, *Problem) {
+	if c.Request.ContentLength > limit {
+		return nil, tooLarge("the body is %d bytes, the limit is %d", c.Request.ContentLength, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
+	if err != nil {
+		return nil, badRequest("reading the body: %v", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge("the body is larger than the limit of %d bytes", limit)
+	}
+	if len(b) == 0 {
+		return nil, badRequest("the body is empty")
+	}
+	return b, nil
+}
+
+// decodeStrict decodes JSON into obj, refusing unknown and duplicate fields
+// with the field's path, as the apiserver's strict field validation does.
+func decodeStrict(body []byte, obj client.Object) *Problem {
+	strict, err := sigsjson.UnmarshalStrict(body, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return malformed(err)
+	}
+	if len(strict) == 0 {
+		return nil
+	}
+	p := problem(http.StatusBadRequest, "unknown-field", "Unknown or duplicate field", "%s", errors.Join(strict...).Error())
+	for _, e := range strict {
+		msg := e.Error()
+		f := msg
+		if i := strings.IndexByte(msg, '"'); i >= 0 {
+			f = strings.Trim(msg[i:], `"`)
+		}
+		typ := string(field.ErrorTypeNotSupported)
+		if strings.HasPrefix(msg, "duplicate") {
+			typ = string(field.ErrorTypeDuplicate)
+		}
+		p.Errors = append(p.Errors, FieldError{Field: f, Detail: msg, Type: typ})
+	}
+	return p
+}
+
+func malformed(err error) *Problem {
+	return problem(http.StatusBadRequest, "malformed", "Malformed JSON", "the body is not valid JSON for this resource: %v", err)
+}
+
+func checkTypeMeta(k *kind, obj client.Object) *Problem {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if av := gvk.GroupVersion().String(); gvk.Version != "" && av != slessv1alpha1.SchemeGroupVersion.String() {
+		return badRequestField("apiVersion", av, "must be "+slessv1alpha1.SchemeGroupVersion.String()+" or omitted")
+	}
+	if gvk.Kind != "" && gvk.Kind != k.kind {
+		return badRequestField("kind", gvk.Kind, "must be "+k.kind+" or omitted")
+	}
+	return nil
+}
+
+func badRequestField(path, value, detail string) *Problem {
+	return invalidField(field.Invalid(field.NewPath(path), value, detail))
+}
+
+func invalidField(e *field.Error) *Problem {
+	return invalid("The request", field.ErrorList{e})
+}
+
+func internal(err error) *Problem {
+	return problem(http.StatusInternalServerError, "internal", "Internal error", "%v", err)
+}
+
+// fresh is the object a create stores: the name, labels and annotations and
+// the spec of the body; every other metadata field and the status are the
+// server's to set.
+func (s *Server) fresh(k *kind, ns string, in client.Object) client.Object {
+	obj := k.newObj()
+	obj.SetName(in.GetName())
+	obj.SetNamespace(ns)
+	obj.SetLabels(in.GetLabels())
+	obj.SetAnnotations(in.GetAnnotations())
+	k.copyUser(obj, in)
+	return obj
+}
+
+// admit validates an object about to be written: metadata, the shared
+// validation, and what only the API can check (a Function's source).
+func (s *Server) admit(ctx context.Context, k *kind, ns string, old, obj client.Object) *Problem {
+	md := field.NewPath("metadata")
+	errs := metav1validation.ValidateLabels(obj.GetLabels(), md.Child("labels"))
+	errs = append(errs, apivalidation.ValidateAnnotations(obj.GetAnnotations(), md.Child("annotations"))...)
+	errs = append(errs, k.validate(obj)...)
+	if len(errs) > 0 {
+		return invalid(k.kind, errs)
+	}
+	if k == functions {
+		var oldFn *slessv1alpha1.Function
+		if old != nil {
+			oldFn = old.(*slessv1alpha1.Function)
+		}
+		return s.checkFunctionSource(ctx, ns, oldFn, obj.(*slessv1alpha1.Function))
+	}
+	return nil
+}
+
+// checkName answers a malformed object name in the path before any lookup.
+func checkName(k *kind, name string) *Problem {
+	var msgs []string
+	if k.dns1035 {
+		msgs = validation.IsDNS1035Label(name)
+	} else {
+		msgs = validation.IsDNS1123Label(name)
+	}
+	if len(name) > k.maxName {
+		msgs = append(msgs, fmt.Sprintf("must be at most %d characters", k.maxName))
+	}
+	if len(msgs) > 0 {
+		return badRequestField("name", name, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// render is an object as the API shows it: with apiVersion and kind, and
+// without managedFields, which are the apiserver's bookkeeping.
+func (s *Server) render(k *kind, obj client.Object) ([]byte, error) {
+	obj.GetObjectKind().SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind(k.kind))
+	obj.SetManagedFields(nil)
+	return json.Marshal(obj)
+}
+
+func (s *Server) respond(c *gin.Context, k *kind, status int, obj client.Object) {
+	b, err := s.render(k, obj)
+	if err != nil {
+		writeProblem(c, internal(err))
+		return
+	}
+	c.Header("ETag", etag(obj))
+	c.Data(status, "application/json", b)
+}
+
+// etag is the strong entity tag of an object: its resourceVersion, quoted.
+func etag(obj client.Object) string { return `"` + obj.GetResourceVersion() + `"` }
+
+// etagMatches implements If-Match (RFC 9110 13.1.1) against a
+// resourceVersion: "*" or any listed tag equal to it. Weak tags never match.
+func etagMatches(header []string, rv string) bool {
+	for _, h := range header {
+		for _, tag := range strings.Split(h, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" || tag == `"`+rv+`"` {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// reflectInto copies src into dst; both are the same typed object.
+func reflectInto(dst, src client.Object) {
+	switch d := dst.(type) {
+	case *slessv1alpha1.Function:
+		*d = *src.(*slessv1alpha1.Function)
+	case *slessv1alpha1.Trigger:
+		*d = *src.(*slessv1alpha1.Trigger)
+	case *slessv1alpha1.FunctionJob:
+		*d = *src.(*slessv1alpha1.FunctionJob)
+	}
+}

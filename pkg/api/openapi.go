@@ -1,0 +1,230 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+)
+
+// operation is one method on one path of the OpenAPI document. The list
+// below is written by hand, apart from the router; TestOpenAPIMatchesRoutes
+// holds the two together.
+type operation struct {
+	method, path, id, summary string
+	// kind of the resource in the body and answer, "" for none.
+	kind string
+	// body: "object", "patch", "zip" or "".
+	body string
+	// ok is the success status and its schema reference ("" for no body).
+	ok       int
+	okSchema string
+	// errs are the problem statuses the operation answers with.
+	errs []int
+	// public operations take no bearer token.
+	public bool
+	// text answers plain text (health endpoints).
+	text bool
+}
+
+var commonErrs = []int{400, 401, 403, 404, 503}
+
+func operations() []operation {
+	ops := []operation{
+		{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness", ok: 200, public: true, text: true},
+		{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", ok: 200, errs: []int{503}, public: true, text: true},
+		{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus metrics", ok: 200, public: true, text: true},
+		{method: "GET", path: "/openapi.json", id: "openapi", summary: "This document", ok: 200, okSchema: "object", public: true},
+		{method: "GET", path: "/v1/whoami", id: "whoami", summary: "The caller's identity and tenant namespace", ok: 200, okSchema: "Identity", errs: []int{401, 503}},
+	}
+	for _, k := range allKinds {
+		col := "/v1/namespaces/{ns}/" + k.plural
+		item := col + "/{name}"
+		ops = append(ops,
+			operation{method: "GET", path: col, id: "list" + k.kind, summary: "List " + k.plural + " (keyset-paginated: limit, cursor)", kind: k.kind, ok: 200, okSchema: k.kind + "List", errs: []int{400, 401, 403, 410, 503}},
+			operation{method: "POST", path: col, id: "create" + k.kind, summary: "Create a " + k.kind, kind: k.kind, body: "object", ok: 201, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 413, 415, 503}},
+			operation{method: "GET", path: item, id: "get" + k.kind, summary: "Read a " + k.kind, kind: k.kind, ok: 200, okSchema: k.kind, errs: commonErrs},
+			operation{method: "PUT", path: item, id: "replace" + k.kind, summary: "Replace a " + k.kind + "'s spec, labels and annotations (If-Match honoured)", kind: k.kind, body: "object", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 412, 413, 415, 503}},
+			operation{method: "PATCH", path: item, id: "patch" + k.kind, summary: "Change a " + k.kind + " with a JSON merge patch (If-Match honoured)", kind: k.kind, body: "patch", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 412, 413, 415, 503}},
+			operation{method: "DELETE", path: item, id: "delete" + k.kind, summary: "Delete a " + k.kind + ": 204 when gone, 202 while finalizers run", kind: k.kind, ok: 204, errs: []int{400, 401, 403, 404, 412, 503}},
+		)
+	}
+	fn := "/v1/namespaces/{ns}/functions/{name}"
+	ops = append(ops,
+		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 409, 412, 413, 415, 503}},
+		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
+		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated)", ok: 200, okSchema: "object", errs: commonErrs},
+	)
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
+		ops = append(ops,
+			operation{method: m, path: "/fn/{ns}/{name}", id: "invoke" + strings.ToLower(m), summary: "Invoke a function (public or with a bearer token, per its triggers)", ok: 200, okSchema: "any", errs: []int{401, 403, 404, 502, 503, 504}, public: true},
+			operation{method: m, path: "/fn/{ns}/{name}/{path}", id: "invokePath" + strings.ToLower(m), summary: "Invoke a function with a sub-path", ok: 200, okSchema: "any", errs: []int{401, 403, 404, 502, 503, 504}, public: true},
+		)
+	}
+	return ops
+}
+
+var (
+	openapiOnce sync.Once
+	openapiDoc  []byte
+)
+
+// OpenAPI is the OpenAPI 3.0 document of the API.
+func OpenAPI() []byte {
+	openapiOnce.Do(func() {
+		b, err := json.Marshal(buildOpenAPI())
+		if err != nil {
+			panic(err)
+		}
+		openapiDoc = b
+	})
+	return openapiDoc
+}
+
+func (s *Server) openapi(c *gin.Context) { c.Data(http.StatusOK, "application/json", OpenAPI()) }
+
+type obj = map[string]any
+
+func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+
+func buildOpenAPI() obj {
+	paths := obj{}
+	for _, op := range operations() {
+		item, _ := paths[op.path].(obj)
+		if item == nil {
+			item = obj{}
+			paths[op.path] = item
+		}
+		o := obj{"operationId": op.id, "summary": op.summary}
+		var params []any
+		for _, p := range []string{"ns", "name", "path"} {
+			if strings.Contains(op.path, "{"+p+"}") {
+				params = append(params, obj{"name": p, "in": "path", "required": true, "schema": obj{"type": "string"}})
+			}
+		}
+		if strings.HasSuffix(op.id, "List") || strings.HasPrefix(op.id, "list") {
+			params = append(params,
+				obj{"name": "limit", "in": "query", "schema": obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}},
+				obj{"name": "cursor", "in": "query", "description": "The next value of the previous page.", "schema": obj{"type": "string"}})
+		}
+		if op.method == "PUT" || op.method == "PATCH" || op.method == "DELETE" {
+			if !op.public {
+				params = append(params, obj{"name": "If-Match", "in": "header", "description": "The ETag (resourceVersion) the change applies to; 412 when stale.", "schema": obj{"type": "string"}})
+			}
+		}
+		if params != nil {
+			o["parameters"] = params
+		}
+		switch op.body {
+		case "object":
+			o["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": ref(op.kind)}}}
+		case "patch":
+			o["requestBody"] = obj{"required": true, "content": obj{MergePatchContentType: obj{"schema": obj{"type": "object"}}}}
+		case "zip":
+			o["requestBody"] = obj{"required": true, "content": obj{
+				"application/zip":     obj{"schema": obj{"type": "string", "format": "binary"}},
+				"multipart/form-data": obj{"schema": obj{"type": "object", "properties": obj{"file": obj{"type": "string", "format": "binary"}}}},
+			}}
+		}
+		responses := obj{}
+		okResp := obj{"description": http.StatusText(op.ok)}
+		switch {
+		case op.text:
+			okResp["content"] = obj{"text/plain": obj{"schema": obj{"type": "string"}}}
+		case op.okSchema == "zip":
+			okResp["content"] = obj{"application/zip": obj{"schema": obj{"type": "string", "format": "binary"}}}
+		case op.okSchema == "any":
+			okResp["content"] = obj{"*/*": obj{"schema": obj{}}}
+		case op.okSchema == "object":
+			okResp["content"] = obj{"application/json": obj{"schema": obj{"type": "object"}}}
+		case op.okSchema != "":
+			okResp["content"] = obj{"application/json": obj{"schema": ref(op.okSchema)}}
+		}
+		if op.kind != "" && op.ok != 204 && op.method != "GET" || (op.method == "GET" && op.okSchema == op.kind && op.kind != "") {
+			okResp["headers"] = obj{"ETag": obj{"description": "The resourceVersion, quoted.", "schema": obj{"type": "string"}}}
+		}
+		responses[itoa(op.ok)] = okResp
+		if op.method == "DELETE" && op.kind != "" {
+			responses["202"] = obj{"description": "Deleting: finalizers still run", "content": obj{"application/json": obj{"schema": ref(op.kind)}}}
+		}
+		for _, code := range op.errs {
+			responses[itoa(code)] = obj{"description": http.StatusText(code), "content": obj{ProblemContentType: obj{"schema": ref("Problem")}}}
+		}
+		o["responses"] = responses
+		if op.public {
+			o["security"] = []any{}
+		}
+		item[strings.ToLower(op.method)] = o
+	}
+
+	resource := func(kind string) obj {
+		return obj{"type": "object", "description": "A sless.dev/v1alpha1 " + kind + " as in its CRD (config/crd): apiVersion and kind are optional on input, status is ignored on input, unknown fields are refused.",
+			"required": []any{"metadata", "spec"},
+			"properties": obj{
+				"apiVersion": obj{"type": "string", "enum": []any{"sless.dev/v1alpha1"}},
+				"kind":       obj{"type": "string", "enum": []any{kind}},
+				"metadata":   ref("ObjectMeta"),
+				"spec":       obj{"type": "object"},
+				"status":     obj{"type": "object", "readOnly": true},
+			}}
+	}
+	list := func(kind string) obj {
+		return obj{"type": "object", "required": []any{"items"}, "properties": obj{
+			"items": obj{"type": "array", "items": ref(kind)},
+			"next":  obj{"type": "string", "description": "Pass as cursor for the next page; absent on the last page."},
+		}}
+	}
+	schemas := obj{
+		"ObjectMeta": obj{"type": "object", "properties": obj{
+			"name":            obj{"type": "string"},
+			"namespace":       obj{"type": "string"},
+			"labels":          obj{"type": "object", "additionalProperties": obj{"type": "string"}},
+			"annotations":     obj{"type": "object", "additionalProperties": obj{"type": "string"}},
+			"resourceVersion": obj{"type": "string"},
+			"uid":             obj{"type": "string", "readOnly": true},
+			"generation":      obj{"type": "integer", "readOnly": true},
+		}, "additionalProperties": true},
+		"Problem": obj{"type": "object", "description": "RFC 9457 problem details.", "required": []any{"type", "title", "status"}, "properties": obj{
+			"type":     obj{"type": "string", "format": "uri"},
+			"title":    obj{"type": "string"},
+			"status":   obj{"type": "integer"},
+			"detail":   obj{"type": "string"},
+			"instance": obj{"type": "string"},
+			"reason":   obj{"type": "string"},
+			"errors": obj{"type": "array", "items": obj{"type": "object", "required": []any{"field", "detail", "type"}, "properties": obj{
+				"field": obj{"type": "string"}, "detail": obj{"type": "string"}, "type": obj{"type": "string"},
+			}}},
+		}},
+		"Identity": obj{"type": "object", "properties": obj{
+			"subject": obj{"type": "string"}, "namespace": obj{"type": "string"}, "admin": obj{"type": "boolean"},
+		}},
+		"Archive": obj{"type": "object", "required": []any{"bucket", "key", "sha256"}, "properties": obj{
+			"bucket": obj{"type": "string"}, "key": obj{"type": "string"}, "sha256": obj{"type": "string", "pattern": "^[a-f0-9]{64}$"},
+		}},
+		"UploadResult": obj{"type": "object", "required": []any{"archive", "changed"}, "properties": obj{
+			"archive":      ref("Archive"),
+			"buildContext": obj{"type": "object", "properties": obj{"key": obj{"type": "string"}, "digest": obj{"type": "string"}}},
+			"changed":      obj{"type": "boolean"},
+			"function":     ref("Function"),
+		}},
+	}
+	for _, k := range allKinds {
+		schemas[k.kind] = resource(k.kind)
+		schemas[k.kind+"List"] = list(k.kind)
+	}
+	return obj{
+		"openapi": "3.0.3",
+		"info": obj{"title": "sless API", "version": "v1",
+			"description": "Functions, Triggers and FunctionJobs of sless.dev/v1alpha1 over HTTP. Errors are application/problem+json (RFC 9457)."},
+		"paths":      paths,
+		"components": obj{"schemas": schemas, "securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
+		"security":   []any{obj{"bearer": []any{}}},
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,303 @@
+// Package api is sless's REST API: CRUD of Functions, Triggers and
+// FunctionJobs as the CRDs' own JSON, source uploads into S3, and tenancy
+// (a bearer token maps to one namespace). Handlers talk to an ObjectStore and
+// an s3.Store, so the same API runs on a cluster (controller-runtime client,
+// S3) and in local mode (objects on disk, blobs in a directory).
+//
+// Routes are those of DESIGN §6; /openapi.json describes them and a test
+// holds the two together. Errors are RFC 9457 problem+json.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/source"
+)
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 500
+	// DefaultMaxObjectBytes bounds a JSON body: a Function with 256 KiB of
+	// inline code and its environment fits; etcd would refuse much more.
+	DefaultMaxObjectBytes = 2 << 20
+	// DefaultDeleteWait is how long a create waits for an object of the same
+	// name to finish being deleted.
+	DefaultDeleteWait  = 5 * time.Second
+	deletePoll         = 100 * time.Millisecond
+	retryAfterDeleting = 2
+)
+
+// Options configure a Server. Objects, Auth, Blobs and Bucket are required.
+type Options struct {
+	// Objects stores the resources. Get and List for GET requests go here.
+	Objects ObjectStore
+	// Live reads bypassing any cache; conflict decisions, preconditions and
+	// read-modify-write use it. Nil means Objects is not cached.
+	Live client.Reader
+	// Tenants creates a tenant's namespace on first use; nil does nothing.
+	Tenants TenantProvisioner
+	// Auth authenticates every /v1 request.
+	Auth Authenticator
+	// Blobs holds source archives and build contexts; Bucket is the bucket
+	// it writes to, recorded in spec.source.archive.bucket.
+	Blobs  s3.Store
+	Bucket string
+	// Limits bound an uploaded archive (zero fields: source.DefaultLimits).
+	Limits source.Limits
+	// MaxObjectBytes bounds a JSON body; 0 means DefaultMaxObjectBytes.
+	MaxObjectBytes int64
+	// DeleteWait bounds how long a create waits for an old object of the
+	// same name to be deleted; 0 means DefaultDeleteWait.
+	DeleteWait time.Duration
+	// Ready reports whether the server can serve (for /readyz); nil is always ready.
+	Ready func(ctx context.Context) error
+
+	// Invoke, when set, serves the public invoke path /fn/{ns}/{name}[/*path]
+	// for every method. It is not behind the API's authentication: the
+	// invoke proxy decides per function (see auth.Verifier.Authenticate).
+	Invoke http.Handler
+	// Invocations, when set, serves GET /v1/namespaces/{ns}/functions/{name}/invocations
+	// behind authentication and the tenancy check; IdentityOf(c) is the caller.
+	Invocations gin.HandlerFunc
+
+	// Registerer receives the API's metrics; nil makes a fresh registry.
+	// /metrics serves Gatherer (the registry made here when nil).
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	Logger     *slog.Logger
+}
+
+// Server is the REST API.
+type Server struct {
+	opts    Options
+	objects ObjectStore
+	live    client.Reader
+	engine  *gin.Engine
+	metrics *metrics
+	log     *slog.Logger
+
+	tenantsMu sync.Mutex
+	tenants   map[string]bool // namespaces known to exist
+}
+
+// New checks opts and builds the router.
+func New(opts Options) (*Server, error) {
+	switch {
+	case opts.Objects == nil:
+		return nil, errors.New("api: Objects is required")
+	case opts.Auth == nil:
+		return nil, errors.New("api: Auth is required")
+	case opts.Blobs == nil || opts.Bucket == "":
+		return nil, errors.New("api: Blobs and Bucket are required")
+	}
+	if opts.Live == nil {
+		opts.Live = opts.Objects
+	}
+	if opts.MaxObjectBytes <= 0 {
+		opts.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	if opts.DeleteWait <= 0 {
+		opts.DeleteWait = DefaultDeleteWait
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		opts.Registerer, opts.Gatherer = reg, reg
+	}
+	if opts.Gatherer == nil {
+		return nil, errors.New("api: Gatherer is required with Registerer")
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts: opts, objects: opts.Objects, live: opts.Live, metrics: m, log: opts.Logger,
+		tenants: map[string]bool{},
+	}
+	s.engine = s.routes()
+	return s, nil
+}
+
+// Handler is the API as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Engine is the gin engine, for tests that list its routes.
+func (s *Server) Engine() *gin.Engine { return s.engine }
+
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+func (s *Server) routes() *gin.Engine {
+	r := gin.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(s.recover, s.observe)
+	r.NoRoute(func(c *gin.Context) {
+		writeProblem(c, notFound("no route for %s %s", c.Request.Method, c.Request.URL.Path))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		writeProblem(c, problem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	r.GET("/readyz", s.readyz)
+	r.GET("/metrics", gin.WrapH(s.metrics.handler(s.opts.Gatherer)))
+	r.GET("/openapi.json", s.openapi)
+
+	v1 := r.Group("/v1", s.authenticate)
+	v1.GET("/whoami", s.whoami)
+	nsr := v1.Group("/namespaces/:ns", s.authorize)
+	for _, k := range allKinds {
+		col := "/" + k.plural
+		item := col + "/:name"
+		named := s.named(k)
+		nsr.GET(col, s.list(k))
+		nsr.POST(col, s.create(k))
+		nsr.GET(item, named, s.get(k))
+		nsr.PUT(item, named, s.replace(k))
+		nsr.PATCH(item, named, s.patch(k))
+		nsr.DELETE(item, named, s.remove(k))
+	}
+	fnNamed := s.named(functions)
+	nsr.PUT("/functions/:name/source", fnNamed, s.putSource)
+	nsr.GET("/functions/:name/source", fnNamed, s.getSource)
+	if s.opts.Invocations != nil {
+		nsr.GET("/functions/:name/invocations", fnNamed, s.opts.Invocations)
+	}
+	if s.opts.Invoke != nil {
+		h := gin.WrapH(s.opts.Invoke)
+		r.Any("/fn/:ns/:name", h)
+		r.Any("/fn/:ns/:name/*path", h)
+	}
+	return r
+}
+
+const identityKey = "sless.identity"
+
+// IdentityOf is the authenticated caller of a /v1 request.
+func IdentityOf(c *gin.Context) *auth.Identity {
+	id, _ := c.Get(identityKey)
+	v, _ := id.(*auth.Identity)
+	return v
+}
+
+func (s *Server) authenticate(c *gin.Context) {
+	id, err := s.opts.Auth.Authenticate(c.Request)
+	if err != nil {
+		p := authProblem(err)
+		if p.Status == http.StatusUnauthorized {
+			c.Header("WWW-Authenticate", `Bearer realm="sless"`)
+		}
+		writeProblem(c, p)
+		return
+	}
+	c.Set(identityKey, id)
+}
+
+// authorize lets a caller into a namespace: its own, or any for an admin. A
+// tenant naming another namespace gets the same 403 whatever is in it, so it
+// learns nothing about the objects there.
+func (s *Server) authorize(c *gin.Context) {
+	id, ns := IdentityOf(c), c.Param("ns")
+	if !id.MayAct(ns) {
+		writeProblem(c, problem(http.StatusForbidden, "forbidden", "Forbidden", "%s may not act in namespace %q", id.Subject, ns))
+		return
+	}
+	if p := checkNamespace(ns); p != nil {
+		writeProblem(c, p)
+	}
+}
+
+func checkNamespace(ns string) *Problem {
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return badRequestField("namespace", ns, msgs[0])
+	}
+	return nil
+}
+
+// named answers a malformed {name} before the handler runs.
+func (s *Server) named(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if p := checkName(k, c.Param("name")); p != nil {
+			writeProblem(c, p)
+		}
+	}
+}
+
+// ensureTenant creates the caller's namespace before its first write.
+// Admins write where they choose; their namespaces are not provisioned.
+func (s *Server) ensureTenant(c *gin.Context) *Problem {
+	id := IdentityOf(c)
+	if s.opts.Tenants == nil || id == nil || id.Admin {
+		return nil
+	}
+	s.tenantsMu.Lock()
+	done := s.tenants[id.Namespace]
+	s.tenantsMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := s.opts.Tenants.EnsureTenant(c.Request.Context(), id); err != nil {
+		s.log.Error("provision tenant namespace", "namespace", id.Namespace, "subject", id.Subject, "error", err)
+		return unavailable(5, "the tenant namespace %q could not be prepared", id.Namespace)
+	}
+	s.tenantsMu.Lock()
+	s.tenants[id.Namespace] = true
+	s.tenantsMu.Unlock()
+	return nil
+}
+
+// whoami tells the caller who the API thinks it is, and prepares its
+// namespace so a first `whoami` is all a new tenant needs.
+func (s *Server) whoami(c *gin.Context) {
+	if p := s.ensureTenant(c); p != nil {
+		writeProblem(c, p)
+		return
+	}
+	c.JSON(http.StatusOK, IdentityOf(c))
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.opts.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+		defer cancel()
+		if err := s.opts.Ready(ctx); err != nil {
+			writeProblem(c, unavailable(5, "not ready: %v", err))
+			return
+		}
+	}
+	c.String(http.StatusOK, "ok")
+}
+
+// recover turns a panic into a 500 problem rather than a dropped connection.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			s.log.Error("panic serving request", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", fmt.Sprint(r))
+			if !c.Writer.Written() {
+				writeProblem(c, internal(fmt.Errorf("internal error")))
+			}
+		}
+	}()
+	c.Next()
+}

@@ -1,0 +1,363 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/api/blobkey"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/source"
+)
+
+// UploadResult is the answer to PUT …/functions/{name}/source.
+type UploadResult struct {
+	// Archive is what spec.source.archive now says (or, for a Function not
+	// created yet, what to put there when creating it).
+	Archive slessv1alpha1.ArchiveSource `json:"archive"`
+	// BuildContext is the stored build context, when the Function exists.
+	BuildContext *StoredContext `json:"buildContext,omitempty"`
+	// Changed is false when the Function already had this archive: nothing
+	// was written and no build starts.
+	Changed bool `json:"changed"`
+	// Function is the Function after the upload, when it exists.
+	Function *slessv1alpha1.Function `json:"function,omitempty"`
+}
+
+// StoredContext locates a build context in blob storage.
+type StoredContext struct {
+	Key    string `json:"key"`
+	Digest string `json:"digest"`
+}
+
+func (s *Server) maxArchive() int64 {
+	if s.opts.Limits.MaxCompressed > 0 {
+		return s.opts.Limits.MaxCompressed
+	}
+	return source.DefaultLimits.MaxCompressed
+}
+
+// putSource validates a zip, stores it and its build context, then points
+// the Function at it. Storage comes first: if S3 cannot be reached the
+// answer is 503 and the Function is unchanged. The same bytes again change
+// nothing, so no build starts. For a Function that does not exist yet the
+// zip is validated and stored, and the answer says which archive to name
+// when creating it (how Terraform creates a Function from a zip).
+func (s *Server) putSource(c *gin.Context) {
+	ctx := c.Request.Context()
+	ns, name := c.Param("ns"), c.Param("name")
+	zipBytes, p := s.readArchive(c)
+	if p != nil {
+		s.metrics.uploads.WithLabelValues("refused").Inc()
+		writeProblem(c, p)
+		return
+	}
+	sum := sha256.Sum256(zipBytes)
+	archive := slessv1alpha1.ArchiveSource{Bucket: s.opts.Bucket, Key: blobkey.Source(ns, name, hex.EncodeToString(sum[:])), SHA256: hex.EncodeToString(sum[:])}
+	files, err := source.ReadZip(bytes.NewReader(zipBytes), int64(len(zipBytes)), s.opts.Limits)
+	if err != nil {
+		s.metrics.uploads.WithLabelValues("refused").Inc()
+		writeProblem(c, archiveProblem(err))
+		return
+	}
+
+	fn := &slessv1alpha1.Function{}
+	err = s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fn)
+	if apierrors.IsNotFound(err) {
+		if p := s.putOnce(ctx, archive.Key, zipBytes, "application/zip"); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		s.metrics.uploads.WithLabelValues("changed").Inc()
+		s.metrics.upBytes.Add(float64(len(zipBytes)))
+		c.JSON(http.StatusOK, UploadResult{Archive: archive, Changed: true})
+		return
+	}
+	if err != nil {
+		writeProblem(c, storeProblem(err))
+		return
+	}
+	if ifMatch, ok := c.Request.Header["If-Match"]; ok && !etagMatches(ifMatch, fn.ResourceVersion) {
+		writeProblem(c, preconditionFailed("If-Match does not match the Function's current version %s", etag(fn)))
+		return
+	}
+
+	var stored *StoredContext
+	storeContext := func(fn *slessv1alpha1.Function) *Problem {
+		bc, p := buildContext(fn, files)
+		if p != nil {
+			return p
+		}
+		key := blobkey.Context(ns, name, bc.Digest)
+		if stored != nil && stored.Key == key {
+			return nil
+		}
+		if p := s.putOnce(ctx, key, bc.TarGz, "application/gzip"); p != nil {
+			return p
+		}
+		stored = &StoredContext{Key: key, Digest: bc.Digest}
+		return nil
+	}
+	if p := storeContext(fn); p != nil {
+		s.metrics.uploads.WithLabelValues("refused").Inc()
+		writeProblem(c, p)
+		return
+	}
+	if p := s.putOnce(ctx, archive.Key, zipBytes, "application/zip"); p != nil {
+		writeProblem(c, p)
+		return
+	}
+	if p := s.ensureTenant(c); p != nil {
+		writeProblem(c, p)
+		return
+	}
+
+	// Point the Function at the archive, re-reading on a lost race: two
+	// uploads at once each store their own bytes, and the Function ends up
+	// naming exactly one of them.
+	for attempt := 0; ; attempt++ {
+		if fn.DeletionTimestamp != nil {
+			writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
+			return
+		}
+		if fn.Spec.Source.Archive != nil && equality.Semantic.DeepEqual(*fn.Spec.Source.Archive, archive) {
+			s.metrics.uploads.WithLabelValues("unchanged").Inc()
+			c.Header("ETag", etag(fn))
+			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: false, Function: s.shown(fn)})
+			return
+		}
+		// Runtime or entrypoint may have changed since the context was made.
+		if p := storeContext(fn); p != nil {
+			writeProblem(c, p)
+			return
+		}
+		next := fn.DeepCopy()
+		next.Spec.Source = slessv1alpha1.FunctionSource{Archive: archive.DeepCopy()}
+		if errs := slessv1alpha1.ValidateFunction(next); len(errs) > 0 {
+			writeProblem(c, invalid("Function", errs))
+			return
+		}
+		err := s.objects.Update(ctx, next)
+		if err == nil {
+			s.metrics.uploads.WithLabelValues("changed").Inc()
+			s.metrics.upBytes.Add(float64(len(zipBytes)))
+			c.Header("ETag", etag(next))
+			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: true, Function: s.shown(next)})
+			return
+		}
+		if !apierrors.IsConflict(err) || attempt >= maxUpdateRetries {
+			writeProblem(c, storeProblem(err))
+			return
+		}
+		fn = &slessv1alpha1.Function{}
+		if err := s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fn); err != nil {
+			writeProblem(c, storeProblem(err))
+			return
+		}
+	}
+}
+
+// shown is a Function as the API renders it.
+func (s *Server) shown(fn *slessv1alpha1.Function) *slessv1alpha1.Function {
+	out := fn.DeepCopy()
+	out.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind("Function"))
+	out.ManagedFields = nil
+	return out
+}
+
+// getSource returns the Function's uploaded zip.
+func (s *Server) getSource(c *gin.Context) {
+	ctx := c.Request.Context()
+	fn := &slessv1alpha1.Function{}
+	if err := s.objects.Get(ctx, client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}, fn); err != nil {
+		writeProblem(c, storeProblem(err))
+		return
+	}
+	a := fn.Spec.Source.Archive
+	if a == nil {
+		writeProblem(c, notFound("Function %q has no uploaded archive", fn.Name))
+		return
+	}
+	rc, size, err := s.opts.Blobs.Get(ctx, a.Key)
+	if errors.Is(err, s3.ErrNotFound) {
+		writeProblem(c, notFound("the archive %s of Function %q is missing from storage", a.SHA256, fn.Name))
+		return
+	}
+	if err != nil {
+		writeProblem(c, blobProblem(err))
+		return
+	}
+	defer rc.Close()
+	c.DataFromReader(http.StatusOK, size, "application/zip", rc, map[string]string{
+		"ETag":                `"` + a.SHA256 + `"`,
+		"Content-Disposition": fmt.Sprintf(`attachment; filename="%s.zip"`, fn.Name),
+	})
+}
+
+// readArchive reads the zip of an upload: the raw body (application/zip or
+// application/octet-stream) or the first file of a multipart/form-data body.
+func (s *Server) readArchive(c *gin.Context) ([]byte, *Problem) {
+	limit := s.maxArchive()
+	var r io.Reader
+	switch mt := mediaType(c.GetHeader("Content-Type")); mt {
+	case "", "application/zip", "application/octet-stream", "application/x-zip-compressed":
+		if c.Request.ContentLength > limit {
+			return nil, tooLarge("the archive is %d bytes, the limit is %d", c.Request.ContentLength, limit)
+		}
+		r = c.Request.Body
+	case "multipart/form-data":
+		mr, err := c.Request.MultipartReader()
+		if err != nil {
+			return nil, badRequest("malformed multipart body: %v", err)
+		}
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				return nil, badRequest("the multipart body has no file part")
+			}
+			if err != nil {
+				return nil, badRequest("malformed multipart body: %v", err)
+			}
+			if part.FileName() != "" || part.FormName() == "file" {
+				r = part
+				break
+			}
+		}
+	default:
+		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
+			"upload a zip as application/zip or as a file in multipart/form-data, not %q", mt)
+	}
+	var buf bytes.Buffer
+	if n := c.Request.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n))
+	}
+	n, err := io.Copy(&buf, io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, badRequest("reading the archive: %v", err)
+	}
+	if n > limit {
+		return nil, tooLarge("the archive is larger than the limit of %d bytes", limit)
+	}
+	if n == 0 {
+		return nil, badRequest("the archive is empty")
+	}
+	return buf.Bytes(), nil
+}
+
+func archiveProblem(err error) *Problem {
+	var se *source.Error
+	if errors.As(err, &se) {
+		return sourceProblem("body", se)
+	}
+	return internal(err)
+}
+
+// buildContext makes the Function's build context from files, answering a
+// missing or malformed entrypoint as a fault of spec.entrypoint.
+func buildContext(fn *slessv1alpha1.Function, files source.Files) (*source.Context, *Problem) {
+	if fn.Spec.Entrypoint == "" {
+		p := badRequest("Function %q has no spec.entrypoint; set one before uploading source", fn.Name)
+		p.Errors = []FieldError{{Field: "spec.entrypoint", Detail: "required to build from source", Type: "FieldValueRequired"}}
+		return nil, p
+	}
+	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files})
+	if err != nil {
+		var se *source.Error
+		if !errors.As(err, &se) {
+			return nil, internal(err)
+		}
+		f := "body"
+		switch se.Reason {
+		case source.ReasonEntrypointMissing, source.ReasonBadEntrypoint:
+			f = "spec.entrypoint"
+		case source.ReasonUnknownRuntime:
+			f = "spec.runtime"
+		}
+		return nil, sourceProblem(f, se)
+	}
+	return bc, nil
+}
+
+// putOnce stores data under a content-addressed key unless it is there.
+func (s *Server) putOnce(ctx context.Context, key string, data []byte, contentType string) *Problem {
+	ok, err := s.opts.Blobs.Exists(ctx, key)
+	if err != nil {
+		return blobProblem(err)
+	}
+	if ok {
+		return nil
+	}
+	if err := s.opts.Blobs.Put(ctx, key, bytes.NewReader(data), int64(len(data)), contentType); err != nil {
+		return blobProblem(err)
+	}
+	return nil
+}
+
+// checkFunctionSource checks what the shared validation cannot: that an
+// inline source holds its entrypoint, and that an archive named in the spec
+// is one uploaded for this Function, whose entrypoint is there, with its
+// build context stored. Unchanged sources are not fetched again.
+func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *slessv1alpha1.Function) *Problem {
+	src := &fn.Spec.Source
+	switch {
+	case src.Inline != nil:
+		if err := source.CheckEntrypoint(fn.Spec.Runtime, fn.Spec.Entrypoint, source.Inline(src.Inline.Files)); err != nil {
+			var se *source.Error
+			if errors.As(err, &se) {
+				return sourceProblem("spec.entrypoint", se)
+			}
+			return internal(err)
+		}
+	case src.Archive != nil:
+		a := src.Archive
+		if old != nil && old.Spec.Source.Archive != nil && *old.Spec.Source.Archive == *a &&
+			old.Spec.Runtime == fn.Spec.Runtime && old.Spec.Entrypoint == fn.Spec.Entrypoint {
+			return nil
+		}
+		want := blobkey.Source(ns, fn.Name, a.SHA256)
+		if a.Bucket != s.opts.Bucket || a.Key != want {
+			p := badRequest("spec.source.archive is set by uploading a zip to .../functions/%s/source", fn.Name)
+			p.Errors = []FieldError{{Field: "spec.source.archive", Type: "FieldValueInvalid",
+				Detail: fmt.Sprintf("must name an archive uploaded for this function: bucket %q, key %q", s.opts.Bucket, want)}}
+			return p
+		}
+		rc, _, err := s.opts.Blobs.Get(ctx, a.Key)
+		if errors.Is(err, s3.ErrNotFound) {
+			p := badRequest("no archive with sha256 %s was uploaded for Function %q", a.SHA256, fn.Name)
+			p.Errors = []FieldError{{Field: "spec.source.archive.sha256", Type: "FieldValueNotFound", Detail: "upload the zip to .../source first"}}
+			return p
+		}
+		if err != nil {
+			return blobProblem(err)
+		}
+		defer rc.Close()
+		data, err := io.ReadAll(io.LimitReader(rc, s.maxArchive()+1))
+		if err != nil {
+			return blobProblem(fmt.Errorf("read %s: %w: %w", a.Key, s3.ErrUnavailable, err))
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != a.SHA256 {
+			return internal(fmt.Errorf("stored archive %s does not have its sha256", a.Key))
+		}
+		files, err := source.ReadZip(bytes.NewReader(data), int64(len(data)), s.opts.Limits)
+		if err != nil {
+			return archiveProblem(err)
+		}
+		bc, p := buildContext(fn, files)
+		if p != nil {
+			return p
+		}
+		return s.putOnce(ctx, blobkey.Context(ns, fn.Name, bc.Digest), bc.TarGz, "application/gzip")
+	}
+	return nil
+}
