@@ -171,7 +171,7 @@ func (c *Client) retryable(method string, err error) (time.Duration, bool) {
 			// A create that meets an object still being deleted is told to
 			// come back (Retry-After); a create that meets a live object is
 			// not, and retrying it would only delay the error.
-			if apiErr.RetryAfter > 0 || method != http.MethodPost {
+			if apiErr.HasRetryAfter || method != http.MethodPost {
 				return min(apiErr.RetryAfter, c.retry.Max*4), true
 			}
 		}
@@ -229,8 +229,10 @@ type Error struct {
 	// Fields lists the invalid fields of a 400, by their JSON path in the
 	// resource ("spec.memoryMB").
 	Fields []FieldError `json:"errors"`
-	// RetryAfter is the server's Retry-After, 0 when absent.
-	RetryAfter time.Duration
+	// RetryAfter is the server's Retry-After; HasRetryAfter says whether
+	// it sent one (Retry-After: 0 means "again, now").
+	RetryAfter    time.Duration
+	HasRetryAfter bool
 }
 
 // FieldError is one invalid field.
@@ -272,6 +274,7 @@ func parseError(method, u string, res *http.Response, body []byte) *Error {
 		e.Detail = s
 	}
 	if ra := res.Header.Get("Retry-After"); ra != "" {
+		e.HasRetryAfter = true
 		if secs, err := strconv.Atoi(ra); err == nil && secs >= 0 {
 			e.RetryAfter = time.Duration(secs) * time.Second
 		} else if t, err := http.ParseTime(ra); err == nil {

@@ -1,0 +1,130 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// These tests hold the client's own HTTP behaviour (retries, error
+// decoding) to a scripted server; the provider's acceptance tests drive it
+// against the real API.
+
+type step struct {
+	status     int
+	retryAfter string
+	body       string
+}
+
+func scripted(t *testing.T, steps ...step) (*Client, *atomic.Int32, *[]string) {
+	t.Helper()
+	var n atomic.Int32
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(n.Add(1)) - 1
+		auth = append(auth, r.Header.Get("Authorization"))
+		s := steps[min(i, len(steps)-1)]
+		if s.retryAfter != "" {
+			w.Header().Set("Retry-After", s.retryAfter)
+		}
+		if s.status >= 400 {
+			w.Header().Set("Content-Type", "application/problem+json")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(s.status)
+		_, _ = w.Write([]byte(s.body))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL+"/", "tok", WithRetry(Retry{Budget: 2 * time.Second, Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &n, &auth
+}
+
+const fnBody = `{"metadata":{"name":"hello","namespace":"ns"},"spec":{"runtime":"python3.12","source":{"image":"x"}}}`
+
+func TestRetriesUnavailableThenSucceeds(t *testing.T) {
+	c, n, auth := scripted(t, step{status: 503, retryAfter: "0"}, step{status: 503}, step{status: 200, body: fnBody})
+	fn, err := c.GetFunction(context.Background(), "ns", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.Name != "hello" || n.Load() != 3 {
+		t.Fatalf("name %q after %d attempts", fn.Name, n.Load())
+	}
+	if (*auth)[0] != "Bearer tok" {
+		t.Fatalf("Authorization = %q", (*auth)[0])
+	}
+}
+
+func TestCreateConflictRetriedOnlyWhenToldToComeBack(t *testing.T) {
+	// A create meeting an object still being deleted is told Retry-After.
+	c, n, _ := scripted(t, step{status: 409, retryAfter: "0", body: `{"title":"Conflict","detail":"being deleted"}`}, step{status: 201, body: fnBody})
+	if _, err := c.CreateFunction(context.Background(), fnObj()); err != nil || n.Load() != 2 {
+		t.Fatalf("err %v after %d attempts", err, n.Load())
+	}
+	// A create meeting a live object is answered at once.
+	c, n, _ = scripted(t, step{status: 409, body: `{"title":"Conflict","detail":"already exists"}`})
+	_, err := c.CreateFunction(context.Background(), fnObj())
+	if !IsConflict(err) || n.Load() != 1 {
+		t.Fatalf("err %v after %d attempts", err, n.Load())
+	}
+}
+
+func TestGivesUpWithinBudget(t *testing.T) {
+	c, n, _ := scripted(t, step{status: 503, body: `{"title":"Service Unavailable","detail":"storage down"}`})
+	start := time.Now()
+	_, err := c.GetFunction(context.Background(), "ns", "hello")
+	if err == nil || !strings.Contains(err.Error(), "gave up") || !strings.Contains(err.Error(), "storage down") || StatusOf(err) != 503 {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 6*time.Second || n.Load() < 3 {
+		t.Fatalf("%d attempts in %s", n.Load(), time.Since(start))
+	}
+}
+
+func TestProblemFieldsDecoded(t *testing.T) {
+	c, n, _ := scripted(t, step{status: 400, body: `{"type":"about:blank","title":"Invalid","status":400,"detail":"spec is invalid",
+		"errors":[{"field":"spec.memoryMB","detail":"must be between 64 and 4096","type":"FieldValueInvalid"}]}`})
+	_, err := c.PatchFunction(context.Background(), "ns", "hello", map[string]any{"spec": map[string]any{"memoryMB": -1}})
+	var e *Error
+	if !asError(err, &e) || n.Load() != 1 {
+		t.Fatalf("err = %v after %d attempts", err, n.Load())
+	}
+	if len(e.Fields) != 1 || e.Fields[0].Field != "spec.memoryMB" || !strings.Contains(err.Error(), "spec.memoryMB: must be between 64 and 4096") {
+		t.Fatalf("fields = %+v, message %q", e.Fields, err)
+	}
+}
+
+func TestNotFoundIsNotRetried(t *testing.T) {
+	c, n, _ := scripted(t, step{status: 404, body: `{"title":"Not Found"}`})
+	err := c.DeleteFunction(context.Background(), "ns", "hello")
+	if !IsNotFound(err) || n.Load() != 1 {
+		t.Fatalf("err %v after %d attempts", err, n.Load())
+	}
+}
+
+func TestNewRejectsBadEndpoints(t *testing.T) {
+	for _, e := range []string{"", "ftp://x", "http://", "localhost:8080", "http://x/?a=b", "http://x/#f"} {
+		if _, err := New(e, ""); err == nil {
+			t.Errorf("endpoint %q accepted", e)
+		}
+	}
+}
+
+func asError(err error, target **Error) bool { return errors.As(err, target) }
+
+func fnObj() *slessv1alpha1.Function {
+	fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "x"}}}
+	fn.Namespace, fn.Name = "ns", "hello"
+	return fn
+}
