@@ -1,0 +1,162 @@
+package trigger
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// MinScaleSetter raises and restores the minimum instance count of a
+// function's service on behalf of a holder (a cron trigger pre-warming it).
+// Several holders may hold one function at once; its own minimum comes back
+// only when the last one restores. Both calls are idempotent.
+type MinScaleSetter interface {
+	// RaiseMinScale keeps at least one instance of the function running
+	// while holder holds it. A function with no service yet is left alone.
+	RaiseMinScale(ctx context.Context, namespace, function, holder string) error
+	// RestoreMinScale drops holder's hold; without holds the service's
+	// minimum is what it was before the first hold.
+	RestoreMinScale(ctx context.Context, namespace, function, holder string) error
+}
+
+// Annotations the Knative implementation keeps on the Service. The Function
+// reconciler, which writes the Service's template, must keep the template's
+// min-scale at least 1 while any HoldAnnotationPrefix annotation is present
+// (and may otherwise write it from spec.scale.min as always).
+const (
+	MinScaleAnnotation    = "autoscaling.knative.dev/min-scale"
+	HoldAnnotationPrefix  = "prewarm.sless.dev/"
+	SavedMinScaleAnnotation = "sless.dev/prewarm-saved-min-scale"
+	savedNone             = "none"
+)
+
+var knativeService = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
+
+// KnativeMinScale implements MinScaleSetter on the function's Knative Service
+// by patching autoscaling.knative.dev/min-scale on its revision template,
+// which is where Knative reads it. The patch carries the resourceVersion, so
+// a concurrent writer (the Function reconciler) makes it fail and retry
+// rather than be overwritten. It works on unstructured objects: the trigger
+// reconciler imports no Knative client.
+type KnativeMinScale struct {
+	Client client.Client
+	// ServiceName maps a function to its Knative Service's name; the
+	// function's own name when nil.
+	ServiceName func(function string) string
+}
+
+func (k *KnativeMinScale) get(ctx context.Context, namespace, function string) (*unstructured.Unstructured, error) {
+	name := function
+	if k.ServiceName != nil {
+		name = k.ServiceName(function)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(knativeService)
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return u, nil
+}
+
+func holds(u *unstructured.Unstructured) int {
+	n := 0
+	for k := range u.GetAnnotations() {
+		if strings.HasPrefix(k, HoldAnnotationPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func templateAnnotations(u *unstructured.Unstructured) map[string]string {
+	m, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "annotations")
+	if m == nil {
+		m = map[string]string{}
+	}
+	return m
+}
+
+// RaiseMinScale implements MinScaleSetter.
+func (k *KnativeMinScale) RaiseMinScale(ctx context.Context, namespace, function, holder string) error {
+	u, err := k.get(ctx, namespace, function)
+	if err != nil || u == nil {
+		return err
+	}
+	ann := u.GetAnnotations()
+	if _, held := ann[HoldAnnotationPrefix+holder]; held && minScaleOf(templateAnnotations(u)) >= 1 {
+		return nil
+	}
+	orig := u.DeepCopy()
+	tmpl := templateAnnotations(u)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	if holds(u) == 0 {
+		if v, ok := tmpl[MinScaleAnnotation]; ok {
+			ann[SavedMinScaleAnnotation] = v
+		} else {
+			ann[SavedMinScaleAnnotation] = savedNone
+		}
+	}
+	ann[HoldAnnotationPrefix+holder] = "true"
+	u.SetAnnotations(ann)
+	if minScaleOf(tmpl) < 1 {
+		tmpl[MinScaleAnnotation] = "1"
+		if err := unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations"); err != nil {
+			return err
+		}
+	}
+	return k.Client.Patch(ctx, u, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+// RestoreMinScale implements MinScaleSetter.
+func (k *KnativeMinScale) RestoreMinScale(ctx context.Context, namespace, function, holder string) error {
+	u, err := k.get(ctx, namespace, function)
+	if err != nil || u == nil {
+		return err
+	}
+	ann := u.GetAnnotations()
+	if _, held := ann[HoldAnnotationPrefix+holder]; !held {
+		return nil
+	}
+	orig := u.DeepCopy()
+	delete(ann, HoldAnnotationPrefix+holder)
+	u.SetAnnotations(ann)
+	if holds(u) == 0 {
+		tmpl := templateAnnotations(u)
+		switch saved, ok := ann[SavedMinScaleAnnotation]; {
+		case !ok:
+			// Nothing saved (the annotation was removed by hand): leave the
+			// template as the Function reconciler last wrote it.
+		case saved == savedNone:
+			delete(tmpl, MinScaleAnnotation)
+		default:
+			tmpl[MinScaleAnnotation] = saved
+		}
+		delete(ann, SavedMinScaleAnnotation)
+		u.SetAnnotations(ann)
+		if len(tmpl) == 0 {
+			unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "annotations")
+		} else if err := unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations"); err != nil {
+			return err
+		}
+	}
+	return k.Client.Patch(ctx, u, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+func minScaleOf(tmpl map[string]string) int {
+	n, err := strconv.Atoi(tmpl[MinScaleAnnotation])
+	if err != nil {
+		return 0
+	}
+	return n
+}

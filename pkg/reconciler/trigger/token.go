@@ -1,0 +1,128 @@
+package trigger
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"k8s.io/utils/clock"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// Claims of a trigger credential beyond the registered ones. The namespace
+// claim is pkg/auth's default namespace claim, so the API's verifier maps the
+// token to the trigger's namespace and nowhere else.
+const (
+	ClaimNamespace   = "sless.dev/namespace"
+	ClaimTrigger     = "sless.dev/trigger"
+	ClaimTriggerType = "sless.dev/trigger-type"
+	ClaimTriggerUID  = "sless.dev/trigger-uid"
+	ClaimFunction    = "sless.dev/function"
+)
+
+// DefaultTokenLifetime of a trigger credential. The reconciler renews it when
+// a quarter of its life is left, and the Pods read it from the Secret on start.
+const DefaultTokenLifetime = 90 * 24 * time.Hour
+
+// TokenIssuer mints the credential a trigger's caller (`sless invoke`,
+// `sless consume`) presents to the invoke proxy.
+type TokenIssuer interface {
+	IssueTriggerToken(t *slessv1alpha1.Trigger) (token string, expires time.Time, err error)
+}
+
+// HS256Tokens issues and verifies trigger credentials as JWTs signed with the
+// platform's HS256 secret, the one pkg/auth verifies API tokens with. The
+// subject is "system:trigger:<namespace>:<name>"; the namespace claim pins the
+// tenant; the trigger claims say which trigger, of which type and UID, for
+// which function, so a credential is good for one function and one trigger
+// type, and a trigger deleted and made again under the same name does not
+// inherit the old one's credential.
+type HS256Tokens struct {
+	Secret []byte
+	// Issuer and Audience, when set, become iss and aud (set them as the
+	// API's verifier expects).
+	Issuer   string
+	Audience string
+	// Lifetime of a token; DefaultTokenLifetime if zero.
+	Lifetime time.Duration
+	Clock    clock.PassiveClock
+}
+
+// Subject of a trigger's credential.
+func Subject(namespace, name string) string { return "system:trigger:" + namespace + ":" + name }
+
+func (h *HS256Tokens) now() time.Time {
+	if h.Clock == nil {
+		return time.Now()
+	}
+	return h.Clock.Now()
+}
+
+// IssueTriggerToken implements TokenIssuer.
+func (h *HS256Tokens) IssueTriggerToken(t *slessv1alpha1.Trigger) (string, time.Time, error) {
+	if len(h.Secret) < 32 {
+		return "", time.Time{}, errors.New("the HS256 secret must be at least 32 bytes")
+	}
+	life := h.Lifetime
+	if life <= 0 {
+		life = DefaultTokenLifetime
+	}
+	now := h.now().Truncate(time.Second)
+	exp := now.Add(life)
+	claims := jwt.MapClaims{
+		"sub":            Subject(t.Namespace, t.Name),
+		"iat":            now.Unix(),
+		"nbf":            now.Add(-time.Minute).Unix(),
+		"exp":            exp.Unix(),
+		ClaimNamespace:   t.Namespace,
+		ClaimTrigger:     t.Name,
+		ClaimTriggerType: string(t.Spec.Type),
+		ClaimTriggerUID:  string(t.UID),
+		ClaimFunction:    t.Spec.Function,
+	}
+	if h.Issuer != "" {
+		claims["iss"] = h.Issuer
+	}
+	if h.Audience != "" {
+		claims["aud"] = h.Audience
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(h.Secret)
+	return s, exp, err
+}
+
+// TriggerClaims is what a verified trigger credential says.
+type TriggerClaims struct {
+	Namespace, Trigger, Function, UID string
+	Type                              slessv1alpha1.TriggerType
+}
+
+// VerifyTriggerToken checks a trigger credential: signature (HS256 only),
+// exp and nbf, iss and aud when configured, and the trigger claims.
+func (h *HS256Tokens) VerifyTriggerToken(token string) (TriggerClaims, error) {
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(h.now),
+	}
+	if h.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(h.Issuer))
+	}
+	if h.Audience != "" {
+		opts = append(opts, jwt.WithAudience(h.Audience))
+	}
+	claims := jwt.MapClaims{}
+	if _, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.Secret, nil }); err != nil {
+		return TriggerClaims{}, fmt.Errorf("trigger credential: %w", err)
+	}
+	str := func(k string) string { s, _ := claims[k].(string); return s }
+	tc := TriggerClaims{
+		Namespace: str(ClaimNamespace), Trigger: str(ClaimTrigger), Function: str(ClaimFunction),
+		UID: str(ClaimTriggerUID), Type: slessv1alpha1.TriggerType(str(ClaimTriggerType)),
+	}
+	if tc.Namespace == "" || tc.Trigger == "" || tc.Function == "" || tc.Type == "" || str("sub") != Subject(tc.Namespace, tc.Trigger) {
+		return TriggerClaims{}, errors.New("trigger credential: not a trigger credential (trigger claims missing or inconsistent)")
+	}
+	return tc, nil
+}

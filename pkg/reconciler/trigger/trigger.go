@@ -1,0 +1,446 @@
+// Package trigger reconciles Triggers. An http trigger makes its function
+// public through the invoke proxy (the proxy reads the Trigger; this
+// reconciler reports its URL and readiness). A cron trigger becomes a batch
+// CronJob whose container calls the function through the invoke proxy with a
+// per-trigger credential; with preWarmSeconds the reconciler raises the
+// function's min-scale ahead of each run and restores it after. A queue
+// trigger becomes a Deployment running `sless consume`.
+package trigger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
+)
+
+// Condition reasons of a Trigger's Ready condition.
+const (
+	ReasonPublic                   = "Public"
+	ReasonScheduled                = "Scheduled"
+	ReasonConsuming                = "Consuming"
+	ReasonDisabled                 = "Disabled"
+	ReasonFunctionNotFound         = "FunctionNotFound"
+	ReasonConnectionSecretNotFound = "ConnectionSecretNotFound"
+	ReasonConsumerNotAvailable     = "ConsumerNotAvailable"
+	ReasonInvalidSchedule          = "InvalidSchedule"
+	ReasonCredentialFailed         = "CredentialFailed"
+	ReasonPreWarmFailed            = "PreWarmFailed"
+	ReasonConflict                 = "Conflict"
+)
+
+// connectionRecheck is how often a queue trigger whose connection Secret is
+// missing looks for it again.
+const connectionRecheck = 30 * time.Second
+
+// PreWarmFinalizer lets a pre-warming trigger restore its function's
+// min-scale before it goes away.
+const PreWarmFinalizer = "sless.dev/prewarm"
+
+// Reconciler reconciles Triggers.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads what the manager does not cache (the connection
+	// Secrets of queue triggers); Client when nil.
+	APIReader client.Reader
+	Config resources.Config
+	// PublicURL is the invoke proxy's public base URL, for status.url of
+	// http triggers (https://fn.example.com).
+	PublicURL string
+	Tokens    TokenIssuer
+	MinScale  MinScaleSetter
+	Clock     clock.PassiveClock
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	t := &slessv1alpha1.Trigger{}
+	if err := r.Client.Get(ctx, req.NamespacedName, t); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if t.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.finalize(ctx, t)
+	}
+	t.SetDefaults()
+	before := t.Status.DeepCopy()
+	after, err := r.reconcile(ctx, t)
+	t.Status.ObservedGeneration = t.Generation
+	if !equality.Semantic.DeepEqual(before, &t.Status) {
+		if uerr := r.Client.Status().Update(ctx, t); uerr != nil && err == nil {
+			return reconcile.Result{}, uerr
+		}
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if after > 0 {
+		return reconcile.Result{RequeueAfter: after}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+// reconcile makes the children of t's type, removes those of other types (a
+// trigger's type may change), and returns when to look again.
+func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (time.Duration, error) {
+	if err := r.removeOthers(ctx, t); err != nil {
+		return 0, err
+	}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {
+		t.Status.LastScheduleTime, t.Status.NextScheduleTime = nil, nil
+	}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP {
+		t.Status.URL = ""
+	}
+	fn := &slessv1alpha1.Function{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Function}, fn); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		// Children already made stay (a Function re-created under the same
+		// name picks them up), but nothing says the trigger works.
+		t.Status.URL = ""
+		r.setReady(t, metav1.ConditionFalse, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist")
+		return 0, r.releasePreWarm(ctx, t)
+	}
+	switch t.Spec.Type {
+	case slessv1alpha1.TriggerTypeHTTP:
+		return 0, r.reconcileHTTP(t)
+	case slessv1alpha1.TriggerTypeCron:
+		return r.reconcileCron(ctx, t, fn)
+	case slessv1alpha1.TriggerTypeQueue:
+		return r.reconcileQueue(ctx, t, fn)
+	}
+	return 0, fmt.Errorf("unknown trigger type %q", t.Spec.Type)
+}
+
+// reconcileHTTP: the invoke proxy reads http Triggers itself (an enabled one
+// makes its function public); the status tells the user where.
+func (r *Reconciler) reconcileHTTP(t *slessv1alpha1.Trigger) error {
+	if !t.IsEnabled() {
+		t.Status.URL = ""
+		r.setReady(t, metav1.ConditionFalse, ReasonDisabled, "the trigger is disabled: the function is private")
+		return nil
+	}
+	t.Status.URL = resources.FunctionURL(r.PublicURL, t.Namespace, t.Spec.Function)
+	r.setReady(t, metav1.ConditionTrue, ReasonPublic, "anyone may call the function at its URL")
+	return nil
+}
+
+func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (time.Duration, error) {
+	sched, err := Schedule(t.Spec.Schedule, t.Spec.TimeZone)
+	if err != nil {
+		// The API refuses these; a stored one can only come from an older
+		// sless or a changed time zone database.
+		r.setReady(t, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error())
+		return 0, nil
+	}
+	renew, err := r.ensureToken(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	want := resources.MakeCronJob(t, fn, r.Config)
+	cj := &batchv1.CronJob{}
+	if err := r.ensure(ctx, t, want, cj, want.Spec, func() { cj.Spec = want.Spec }); err != nil {
+		return 0, err
+	}
+	t.Status.LastScheduleTime = cj.Status.LastScheduleTime.DeepCopy()
+	now := r.now()
+	next := sched.Next(now)
+	if t.IsEnabled() {
+		t.Status.NextScheduleTime = &metav1.Time{Time: next}
+		r.setReady(t, metav1.ConditionTrue, ReasonScheduled, "runs on schedule "+t.Spec.Schedule+" ("+timeZone(t)+")")
+	} else {
+		t.Status.NextScheduleTime = nil
+		r.setReady(t, metav1.ConditionFalse, ReasonDisabled, "the trigger is disabled: its CronJob is suspended")
+	}
+	after, err := r.preWarm(ctx, t, fn, cj, sched, now)
+	if err != nil {
+		r.setReady(t, metav1.ConditionFalse, ReasonPreWarmFailed, err.Error())
+		return 0, err
+	}
+	return minPositive(after, renew, next.Sub(now)+time.Second), nil
+}
+
+func (r *Reconciler) reconcileQueue(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (time.Duration, error) {
+	renew, err := r.ensureToken(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	want := resources.MakeConsumerDeployment(t, fn, r.Config)
+	d := &appsv1.Deployment{}
+	if err := r.ensure(ctx, t, want, d, want.Spec, func() { d.Spec = want.Spec }); err != nil {
+		return 0, err
+	}
+	switch {
+	case !t.IsEnabled():
+		r.setReady(t, metav1.ConditionFalse, ReasonDisabled, "the trigger is disabled: its consumer is scaled to zero, messages wait in the queue")
+		return renew, nil
+	}
+	conn := &corev1.Secret{}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Queue.ConnectionSecret}, conn); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		r.setReady(t, metav1.ConditionFalse, ReasonConnectionSecretNotFound, "Secret "+t.Spec.Queue.ConnectionSecret+" (key "+resources.ConnectionURLKey+") does not exist")
+		// User Secrets are not watched (the cache holds only sless's own).
+		return minPositive(renew, connectionRecheck), nil
+	}
+	if _, ok := conn.Data[resources.ConnectionURLKey]; !ok {
+		r.setReady(t, metav1.ConditionFalse, ReasonConnectionSecretNotFound, "Secret "+t.Spec.Queue.ConnectionSecret+" has no key "+resources.ConnectionURLKey)
+		return minPositive(renew, connectionRecheck), nil
+	}
+	if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < 1 {
+		r.setReady(t, metav1.ConditionFalse, ReasonConsumerNotAvailable, "the consumer Deployment "+d.Name+" has no available replica yet")
+		return renew, nil
+	}
+	r.setReady(t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+t.Spec.Queue.Queue)
+	return renew, nil
+}
+
+// SpecHashAnnotation on a child holds the hash of the spec and labels the
+// reconciler built it from. Comparing hashes rather than objects ignores
+// what the apiserver defaults, so an unchanged trigger causes no writes, and
+// any change of the built spec (a removed env var too) causes one.
+const SpecHashAnnotation = "sless.dev/spec-hash"
+
+func specHash(spec any, labels map[string]string) string {
+	b, err := json.Marshal(struct {
+		Spec   any               `json:"spec"`
+		Labels map[string]string `json:"labels"`
+	}{spec, labels})
+	if err != nil {
+		panic(err) // built from API types, which always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// ensure creates want, or updates the existing object (read into got) when
+// the hash of what the builder made changed: setSpec copies want's spec into
+// got. An object of the name that t does not control is left alone and
+// reported.
+func (r *Reconciler) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want, got client.Object, spec any, setSpec func()) error {
+	hash := specHash(spec, want.GetLabels())
+	ann := want.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[SpecHashAnnotation] = hash
+	want.SetAnnotations(ann)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
+	if apierrors.IsNotFound(err) {
+		if err := r.Client.Create(ctx, want); err != nil {
+			return err
+		}
+		// The caller reads status from got: a fresh object has none.
+		return r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
+	}
+	if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(got, t) {
+		msg := fmt.Sprintf("%s %s exists and is not owned by this trigger", kindOf(got), got.GetName())
+		r.setReady(t, metav1.ConditionFalse, ReasonConflict, msg)
+		return reconcile.TerminalError(errors.New(msg))
+	}
+	if got.GetAnnotations()[SpecHashAnnotation] == hash {
+		return nil
+	}
+	setSpec()
+	got.SetLabels(want.GetLabels())
+	a := got.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[SpecHashAnnotation] = hash
+	got.SetAnnotations(a)
+	return r.Client.Update(ctx, got)
+}
+
+func kindOf(o client.Object) string {
+	switch o.(type) {
+	case *batchv1.CronJob:
+		return "CronJob"
+	case *appsv1.Deployment:
+		return "Deployment"
+	case *corev1.Secret:
+		return "Secret"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+// ensureToken makes the trigger's credential Secret, and renews the token
+// when a quarter of its life is left. It returns when to renew.
+func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.Duration, error) {
+	s := &corev1.Secret{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: names.TokenSecret(t)}, s)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
+	}
+	now := r.now()
+	if err == nil {
+		if !metav1.IsControlledBy(s, t) {
+			msg := "Secret " + s.Name + " exists and is not owned by this trigger"
+			r.setReady(t, metav1.ConditionFalse, ReasonConflict, msg)
+			return 0, reconcile.TerminalError(errors.New(msg))
+		}
+		exp, perr := time.Parse(time.RFC3339, s.Annotations[resources.ExpiresAnnotation])
+		renewAt := exp.Add(-DefaultTokenLifetime / 4)
+		if perr == nil && now.Before(renewAt) && len(s.Data[resources.TokenKey]) > 0 && s.Labels[resources.LabelFunction] == t.Spec.Function {
+			return renewAt.Sub(now), nil
+		}
+	}
+	if r.Tokens == nil {
+		r.setReady(t, metav1.ConditionFalse, ReasonCredentialFailed, "the controller has no signing key for trigger credentials")
+		return 0, reconcile.TerminalError(errors.New("no TokenIssuer configured"))
+	}
+	token, exp, ierr := r.Tokens.IssueTriggerToken(t)
+	if ierr != nil {
+		r.setReady(t, metav1.ConditionFalse, ReasonCredentialFailed, ierr.Error())
+		return 0, ierr
+	}
+	want := resources.MakeTokenSecret(t, token, metav1.NewTime(exp))
+	if apierrors.IsNotFound(err) {
+		err = r.Client.Create(ctx, want)
+	} else {
+		s.Data, s.Labels, s.Annotations = want.Data, want.Labels, want.Annotations
+		err = r.Client.Update(ctx, s)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return exp.Add(-DefaultTokenLifetime / 4).Sub(now), nil
+}
+
+// removeOthers deletes the children a trigger of another type would have.
+func (r *Reconciler) removeOthers(ctx context.Context, t *slessv1alpha1.Trigger) error {
+	var stale []client.Object
+	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {
+		stale = append(stale, &batchv1.CronJob{})
+	}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeQueue {
+		stale = append(stale, &appsv1.Deployment{})
+	}
+	if t.Spec.Type == slessv1alpha1.TriggerTypeHTTP {
+		stale = append(stale, &corev1.Secret{})
+	}
+	for _, o := range stale {
+		var name string
+		switch o.(type) {
+		case *batchv1.CronJob:
+			name = names.CronJob(t)
+		case *appsv1.Deployment:
+			name = names.ConsumerDeployment(t)
+		case *corev1.Secret:
+			name = names.TokenSecret(t)
+		}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: name}, o); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if !metav1.IsControlledBy(o, t) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {
+		return r.releasePreWarm(ctx, t)
+	}
+	return nil
+}
+
+func (r *Reconciler) setReady(t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
+		Type: slessv1alpha1.TriggerConditionReady, Status: s, Reason: reason, Message: msg, ObservedGeneration: t.Generation,
+	})
+}
+
+// finalize restores the min-scale a deleted trigger was holding.
+func (r *Reconciler) finalize(ctx context.Context, t *slessv1alpha1.Trigger) error {
+	if !controllerutil.ContainsFinalizer(t, PreWarmFinalizer) {
+		return nil
+	}
+	if r.MinScale != nil {
+		if err := r.MinScale.RestoreMinScale(ctx, t.Namespace, t.Spec.Function, t.Name); err != nil {
+			return err
+		}
+	}
+	controllerutil.RemoveFinalizer(t, PreWarmFinalizer)
+	return r.Client.Update(ctx, t)
+}
+
+// Schedule parses a trigger's schedule in its time zone (UTC if unset).
+func Schedule(spec, tz string) (cron.Schedule, error) {
+	if err := slessv1alpha1.ParseSchedule(spec); err != nil {
+		return nil, err
+	}
+	loc := time.UTC
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, fmt.Errorf("time zone %q: %w", tz, err)
+		}
+		loc = l
+	}
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, err
+	}
+	if ss, ok := s.(*cron.SpecSchedule); ok {
+		ss.Location = loc
+	}
+	return s, nil
+}
+
+func timeZone(t *slessv1alpha1.Trigger) string {
+	if t.Spec.TimeZone == "" {
+		return "UTC"
+	}
+	return t.Spec.TimeZone
+}
+
+func minPositive(ds ...time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		if d > 0 && (m == 0 || d < m) {
+			m = d
+		}
+	}
+	return m
+}

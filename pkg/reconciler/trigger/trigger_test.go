@@ -1,0 +1,385 @@
+package trigger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+var secret = []byte("0123456789abcdef0123456789abcdef-trigger-tests")
+
+type env struct {
+	t     *testing.T
+	c     client.Client
+	ns    string
+	clock *clocktesting.FakeClock
+	r     *trigger.Reconciler
+	toks  *trigger.HS256Tokens
+}
+
+// setup gives a fresh namespace and a Reconciler on an injectable clock;
+// tests call Reconcile themselves, as the controller's queue would, so every
+// step happens at a time the test chose.
+func setup(t *testing.T, now time.Time) *env {
+	t.Helper()
+	kube := testbed.SharedKube(t)
+	clk := clocktesting.NewFakeClock(now)
+	toks := &trigger.HS256Tokens{Secret: secret, Clock: clk}
+	e := &env{t: t, c: kube.Client, ns: kube.Namespace(t), clock: clk, toks: toks}
+	e.r = &trigger.Reconciler{
+		Client:    kube.Client,
+		Config:    resources.Config{Image: "ghcr.io/sless-dev/sless@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", InvokeURL: "http://sless-api.sless-system.svc"},
+		PublicURL: "https://fn.example.com",
+		Tokens:    toks,
+		MinScale:  &trigger.KnativeMinScale{Client: kube.Client},
+		Clock:     clk,
+	}
+	return e
+}
+
+func (e *env) function(name string) *slessv1alpha1.Function {
+	e.t.Helper()
+	fn := &slessv1alpha1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: slessv1alpha1.FunctionSpec{
+			Runtime: "python3.12", Entrypoint: "main.handler", TimeoutSeconds: ptr.To[int32](45),
+			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
+		},
+	}
+	if err := e.c.Create(context.Background(), fn); err != nil {
+		e.t.Fatal(err)
+	}
+	return fn
+}
+
+// service plays the Function reconciler's Knative Service of the function.
+func (e *env) service(name string, minScale string) {
+	e.t.Helper()
+	ksvc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}
+	ksvc.Spec.Template.Annotations = map[string]string{"autoscaling.knative.dev/max-scale": "5"}
+	if minScale != "" {
+		ksvc.Spec.Template.Annotations["autoscaling.knative.dev/min-scale"] = minScale
+	}
+	ksvc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "registry.example.com/f@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}
+	if err := e.c.Create(context.Background(), ksvc); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) minScale(name string) (value string, set bool, ann map[string]string) {
+	e.t.Helper()
+	ksvc := &servingv1.Service{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, ksvc); err != nil {
+		e.t.Fatal(err)
+	}
+	v, ok := ksvc.Spec.Template.Annotations["autoscaling.knative.dev/min-scale"]
+	if ksvc.Spec.Template.Annotations["autoscaling.knative.dev/max-scale"] != "5" {
+		e.t.Errorf("the pre-warm lost the template's other annotations: %v", ksvc.Spec.Template.Annotations)
+	}
+	return v, ok, ksvc.Annotations
+}
+
+func (e *env) create(tr *slessv1alpha1.Trigger) {
+	e.t.Helper()
+	tr.Namespace = e.ns
+	if err := e.c.Create(context.Background(), tr); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) reconcile(name string) reconcile.Result {
+	e.t.Helper()
+	res, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: name}})
+	if err != nil {
+		e.t.Fatalf("reconcile %s: %v", name, err)
+	}
+	return res
+}
+
+func (e *env) get(name string) *slessv1alpha1.Trigger {
+	e.t.Helper()
+	tr := &slessv1alpha1.Trigger{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, tr); err != nil {
+		e.t.Fatal(err)
+	}
+	return tr
+}
+
+func (e *env) update(name string, mut func(*slessv1alpha1.Trigger)) {
+	e.t.Helper()
+	tr := e.get(name)
+	mut(tr)
+	if err := e.c.Update(context.Background(), tr); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func ready(tr *slessv1alpha1.Trigger) metav1.Condition {
+	if c := meta.FindStatusCondition(tr.Status.Conditions, "Ready"); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func TestCronTriggerCronJob(t *testing.T) {
+	e := setup(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	e.function("report")
+	e.create(&slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+		Spec: slessv1alpha1.TriggerSpec{
+			Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "30 2 * * *", TimeZone: "Europe/Berlin",
+			Payload: &apiextensionsv1.JSON{Raw: []byte(`{"kind": "daily"}`)},
+		},
+	})
+	e.reconcile("nightly")
+	tr := e.get("nightly")
+
+	cj := &batchv1.CronJob{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "nightly"}, cj); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(cj, tr) {
+		t.Errorf("CronJob owner references %+v do not name the Trigger as controller", cj.OwnerReferences)
+	}
+	s := cj.Spec
+	if s.Schedule != "30 2 * * *" || ptr.Deref(s.TimeZone, "") != "Europe/Berlin" || s.ConcurrencyPolicy != batchv1.ForbidConcurrent ||
+		ptr.Deref(s.StartingDeadlineSeconds, 0) != resources.DefaultStartingDeadlineSeconds || ptr.Deref(s.Suspend, true) ||
+		ptr.Deref(s.SuccessfulJobsHistoryLimit, 0) != 3 || ptr.Deref(s.FailedJobsHistoryLimit, 0) != 3 {
+		t.Errorf("CronJob spec: schedule %q tz %v policy %s deadline %v suspend %v history %v/%v",
+			s.Schedule, s.TimeZone, s.ConcurrencyPolicy, s.StartingDeadlineSeconds, s.Suspend, s.SuccessfulJobsHistoryLimit, s.FailedJobsHistoryLimit)
+	}
+	c := s.JobTemplate.Spec.Template.Spec.Containers[0]
+	wantArgs := []string{"invoke", "--url=http://sless-api.sless-system.svc/fn/" + e.ns + "/report", "--trigger=cron", "--timeout=105s"}
+	if strings.Join(c.Args, " ") != strings.Join(wantArgs, " ") {
+		t.Errorf("args %q, want %q", c.Args, wantArgs)
+	}
+	if c.Image != e.r.Config.Image {
+		t.Errorf("image %q", c.Image)
+	}
+	var tokenRef *corev1.SecretKeySelector
+	payload := ""
+	for _, ev := range c.Env {
+		switch ev.Name {
+		case resources.EnvToken:
+			tokenRef = ev.ValueFrom.SecretKeyRef
+		case resources.EnvPayload:
+			payload = ev.Value
+		}
+	}
+	if payload != `{"kind":"daily"}` {
+		t.Errorf("payload env %q", payload)
+	}
+	if tokenRef == nil || tokenRef.Name != "nightly-trigger-token" || tokenRef.Key != "token" {
+		t.Fatalf("token env from %+v", tokenRef)
+	}
+
+	// The credential: owned, and a token the proxy accepts for this trigger.
+	sec := &corev1.Secret{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: tokenRef.Name}, sec); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(sec, tr) {
+		t.Errorf("Secret not owned by the Trigger")
+	}
+	claims, err := e.toks.VerifyTriggerToken(string(sec.Data["token"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims.Namespace != e.ns || claims.Trigger != "nightly" || claims.Type != "cron" || claims.Function != "report" || claims.UID != string(tr.UID) {
+		t.Errorf("token claims %+v", claims)
+	}
+
+	// Status: Ready, next run at 02:30 Berlin (01:30 UTC) tomorrow.
+	if c := ready(tr); c.Status != metav1.ConditionTrue || c.Reason != trigger.ReasonScheduled {
+		t.Errorf("Ready %+v", c)
+	}
+	if want := time.Date(2026, 12, 3, 1, 30, 0, 0, time.UTC); tr.Status.NextScheduleTime == nil || !tr.Status.NextScheduleTime.Time.Equal(want) {
+		t.Errorf("nextScheduleTime %v, want %v", tr.Status.NextScheduleTime, want)
+	}
+
+	// Reconciling again changes nothing: no update of the CronJob or the token.
+	rv, srv := cj.ResourceVersion, sec.ResourceVersion
+	e.reconcile("nightly")
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(cj), cj)
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(sec), sec)
+	if cj.ResourceVersion != rv || sec.ResourceVersion != srv {
+		t.Errorf("an unchanged trigger rewrote its children (CronJob %s→%s, Secret %s→%s)", rv, cj.ResourceVersion, srv, sec.ResourceVersion)
+	}
+
+	// Disabled: the CronJob is suspended, not deleted.
+	e.update("nightly", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
+	e.reconcile("nightly")
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(cj), cj); err != nil {
+		t.Fatal(err)
+	}
+	if !ptr.Deref(cj.Spec.Suspend, false) {
+		t.Errorf("disabled trigger: CronJob not suspended")
+	}
+	tr = e.get("nightly")
+	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonDisabled || tr.Status.NextScheduleTime != nil {
+		t.Errorf("disabled: Ready %+v next %v", c, tr.Status.NextScheduleTime)
+	}
+	// Enabled again: resumed.
+	e.update("nightly", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(true) })
+	e.reconcile("nightly")
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(cj), cj)
+	if ptr.Deref(cj.Spec.Suspend, true) {
+		t.Errorf("re-enabled trigger: CronJob still suspended")
+	}
+
+	// A changed schedule and payload reach the CronJob; a removed payload too.
+	e.update("nightly", func(tr *slessv1alpha1.Trigger) {
+		tr.Spec.Schedule = "*/15 * * * *"
+		tr.Spec.Payload = nil
+		tr.Spec.ConcurrencyPolicy = slessv1alpha1.ConcurrencyReplace
+	})
+	e.reconcile("nightly")
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(cj), cj)
+	if cj.Spec.Schedule != "*/15 * * * *" || cj.Spec.ConcurrencyPolicy != batchv1.ReplaceConcurrent {
+		t.Errorf("CronJob not updated: %q %s", cj.Spec.Schedule, cj.Spec.ConcurrencyPolicy)
+	}
+	for _, ev := range cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env {
+		if ev.Name == resources.EnvPayload {
+			t.Errorf("removed payload still in the CronJob: %q", ev.Value)
+		}
+	}
+
+	// The type changes to http: CronJob and credential go.
+	e.update("nightly", func(tr *slessv1alpha1.Trigger) {
+		tr.Spec.Type = slessv1alpha1.TriggerTypeHTTP
+		tr.Spec.Schedule, tr.Spec.TimeZone, tr.Spec.ConcurrencyPolicy = "", "", ""
+	})
+	e.reconcile("nightly")
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(cj), &batchv1.CronJob{}); !apierrors.IsNotFound(err) {
+		t.Errorf("CronJob of a trigger that is now http: %v", err)
+	}
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(sec), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("credential of a trigger that is now http: %v", err)
+	}
+}
+
+func TestHTTPTrigger(t *testing.T) {
+	e := setup(t, time.Now())
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: slessv1alpha1.TriggerSpec{Function: "site", Type: slessv1alpha1.TriggerTypeHTTP}})
+	e.reconcile("web")
+	tr := e.get("web")
+	if c := ready(tr); c.Reason != trigger.ReasonFunctionNotFound || tr.Status.URL != "" {
+		t.Errorf("missing function: Ready %+v url %q", c, tr.Status.URL)
+	}
+	e.function("site")
+	e.reconcile("web")
+	tr = e.get("web")
+	if c := ready(tr); c.Status != metav1.ConditionTrue || tr.Status.URL != "https://fn.example.com/fn/"+e.ns+"/site" {
+		t.Errorf("public: Ready %+v url %q", c, tr.Status.URL)
+	}
+	e.update("web", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
+	e.reconcile("web")
+	tr = e.get("web")
+	if c := ready(tr); c.Reason != trigger.ReasonDisabled || tr.Status.URL != "" {
+		t.Errorf("disabled: Ready %+v url %q", c, tr.Status.URL)
+	}
+	if tr.Status.ObservedGeneration != tr.Generation {
+		t.Errorf("observedGeneration %d, generation %d", tr.Status.ObservedGeneration, tr.Generation)
+	}
+}
+
+func TestQueueTriggerDeployment(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	e.function("worker")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", MaxRetries: ptr.To[int32](5)},
+	}})
+	res := e.reconcile("orders")
+	tr := e.get("orders")
+	if c := ready(tr); c.Reason != trigger.ReasonConnectionSecretNotFound || res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
+		t.Errorf("missing connection Secret: Ready %+v, requeue after %v", c, res.RequeueAfter)
+	}
+	d := &appsv1.Deployment{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "orders-consumer"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(d, tr) || ptr.Deref(d.Spec.Replicas, 0) != 1 {
+		t.Errorf("Deployment owner %v replicas %v", d.OwnerReferences, d.Spec.Replicas)
+	}
+	args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"consume", "--queue=orders", "--dead-letter-queue=orders.dlq", "--max-retries=5", "--prefetch=10", "--concurrency=1", "--backoff=1s"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("consumer args %q lack %q", args, want)
+		}
+	}
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rabbit", Namespace: e.ns}, StringData: map[string]string{"url": "amqp://guest:guest@rabbit:5672/"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile("orders")
+	if c := ready(e.get("orders")); c.Reason != trigger.ReasonConsumerNotAvailable {
+		t.Errorf("no available consumer: Ready %+v", c)
+	}
+	// Play the Deployment controller: one replica available.
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(d), d)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
+	if err := e.c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile("orders")
+	if c := ready(e.get("orders")); c.Status != metav1.ConditionTrue || c.Reason != trigger.ReasonConsuming {
+		t.Errorf("consuming: Ready %+v", c)
+	}
+	// Disabled: scaled to zero, kept.
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
+	e.reconcile("orders")
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(d), d)
+	if ptr.Deref(d.Spec.Replicas, -1) != 0 {
+		t.Errorf("disabled queue trigger: replicas %v", d.Spec.Replicas)
+	}
+	if c := ready(e.get("orders")); c.Reason != trigger.ReasonDisabled {
+		t.Errorf("disabled: Ready %+v", c)
+	}
+}
+
+func TestTriggerRefusesForeignChildren(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	e.function("report")
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x-trigger-token", Namespace: e.ns}, StringData: map[string]string{"token": "mine"}}
+	if err := e.c.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@hourly"}})
+	_, err := e.r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: "x"}})
+	if err == nil {
+		t.Fatal("reconcile took over a Secret it does not own")
+	}
+	if c := ready(e.get("x")); c.Reason != trigger.ReasonConflict {
+		t.Errorf("Ready %+v, want Conflict", c)
+	}
+	_ = e.c.Get(ctx, client.ObjectKeyFromObject(foreign), foreign)
+	if string(foreign.Data["token"]) != "mine" {
+		t.Errorf("foreign Secret overwritten")
+	}
+}
