@@ -30,10 +30,10 @@ type MinScaleSetter interface {
 // min-scale at least 1 while any HoldAnnotationPrefix annotation is present
 // (and may otherwise write it from spec.scale.min as always).
 const (
-	MinScaleAnnotation    = "autoscaling.knative.dev/min-scale"
-	HoldAnnotationPrefix  = "prewarm.sless.dev/"
+	MinScaleAnnotation      = "autoscaling.knative.dev/min-scale"
+	HoldAnnotationPrefix    = "prewarm.sless.dev/"
 	SavedMinScaleAnnotation = "sless.dev/prewarm-saved-min-scale"
-	savedNone             = "none"
+	savedNone               = "none"
 )
 
 var knativeService = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}

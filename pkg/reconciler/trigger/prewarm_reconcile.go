@@ -93,7 +93,12 @@ func (r *Reconciler) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *
 		return 0, lookupErr
 	}
 	if !warm {
-		return recheck, r.releasePreWarm(ctx, t)
+		// Restored, but the finalizer stays: the next window comes.
+		if err := r.MinScale.RestoreMinScale(ctx, t.Namespace, fn.Name, t.Name); err != nil {
+			return 0, fmt.Errorf("restore min-scale of %s: %w", fn.Name, err)
+		}
+		t.Status.PreWarmedFor = nil
+		return recheck, nil
 	}
 	if err := r.MinScale.RaiseMinScale(ctx, t.Namespace, fn.Name, t.Name); err != nil {
 		return 0, fmt.Errorf("raise min-scale of %s: %w", fn.Name, err)
@@ -102,7 +107,9 @@ func (r *Reconciler) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *
 	return recheck, nil
 }
 
-// releasePreWarm restores the min-scale t may hold and drops its finalizer.
+// releasePreWarm restores the min-scale t may hold and drops its finalizer,
+// for a trigger that no longer pre-warms (disabled, preWarmSeconds removed,
+// another type, its function gone).
 func (r *Reconciler) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if r.MinScale != nil && (t.Status.PreWarmedFor != nil || controllerutil.ContainsFinalizer(t, PreWarmFinalizer)) {
 		if err := r.MinScale.RestoreMinScale(ctx, t.Namespace, t.Spec.Function, t.Name); err != nil {

@@ -64,7 +64,7 @@ type Reconciler struct {
 	// APIReader reads what the manager does not cache (the connection
 	// Secrets of queue triggers); Client when nil.
 	APIReader client.Reader
-	Config resources.Config
+	Config    resources.Config
 	// PublicURL is the invoke proxy's public base URL, for status.url of
 	// http triggers (https://fn.example.com).
 	PublicURL string
