@@ -298,3 +298,5 @@ func (e *env) blobExists(key string) bool {
 	}
 	return ok
 }
+
+func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

@@ -1,0 +1,273 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sless-dev/sless/pkg/api"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// fnWith is pythonFunction("x") with spec fields set (nil deletes one).
+func fnWith(name string, spec map[string]any) map[string]any {
+	b := pythonFunction(name)
+	s := b["spec"].(map[string]any)
+	for k, v := range spec {
+		if v == nil {
+			delete(s, k)
+		} else {
+			s[k] = v
+		}
+	}
+	return b
+}
+
+func trgWith(name string, spec map[string]any) map[string]any {
+	return map[string]any{"metadata": map[string]any{"name": name}, "spec": spec}
+}
+
+func jobWith(name string, spec map[string]any) map[string]any {
+	return map[string]any{"metadata": map[string]any{"name": name}, "spec": spec}
+}
+
+func inline(files map[string]any) map[string]any {
+	return map[string]any{"inline": map[string]any{"files": files}}
+}
+
+// TestBadRequests sends requests that are each wrong in one way and expects
+// each to be answered with its 4xx and a problem+json body naming the fault,
+// never a 5xx, and the cluster and S3 left exactly as they were.
+func TestBadRequests(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	alice := e.token("alice")
+	want(t, e.do("POST", e.path("functions"), alice, pythonFunction("base")), http.StatusCreated)
+	want(t, e.do("POST", e.path("triggers"), alice, trgWith("trg", map[string]any{"function": "base", "type": "http"})), http.StatusCreated)
+	want(t, e.do("POST", e.path("jobs"), alice, jobWith("job", map[string]any{"function": "base"})), http.StatusCreated)
+	want(t, e.do("PUT", e.path("functions", "base", "source"), alice, pythonZip(t, `"v1"`), "Content-Type", "application/zip"), http.StatusOK)
+
+	// Another tenant's namespace with a Function in it.
+	other := e.kube.Namespace(t)
+	victim := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "secret"},
+		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "registry.example.com/x@sha256:" + sha64}}}
+	if err := e.kube.Client.Create(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	otherFns := "/v1/namespaces/" + other + "/functions"
+
+	noneToken := b64url(`{"alg":"none","typ":"JWT"}`) + "." + b64url(fmt.Sprintf(`{"sub":"alice","iss":"https://issuer.test","aud":"sless","exp":%d,"sless.dev/admin":true}`, time.Now().Add(time.Hour).Unix())) + "."
+	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "iss": "https://issuer.test", "aud": "sless",
+		"exp": time.Now().Add(time.Hour).Unix(), "sless.dev/admin": true}).SignedString([]byte("an-attackers-secret-0123456789abcdef"))
+	expired := e.token("alice", "exp", time.Now().Add(-time.Minute).Unix())
+	wrongAud := e.token("alice", "aud", "someone-else")
+	wrongIss := e.token("alice", "iss", "https://evil.test")
+	future := e.token("alice", "nbf", time.Now().Add(time.Hour).Unix())
+
+	big := make([]byte, testLimits.MaxCompressed+10)
+	_, _ = rand.Read(big)
+	var manyEntries []zipEntry
+	for i := range 51 {
+		manyEntries = append(manyEntries, zipEntry{name: fmt.Sprintf("f%d.py", i), body: []byte("x = 1\n")})
+	}
+	mainPy := zipEntry{name: "main.py", body: []byte("def handler(e, c):\n    return 1\n")}
+	hugeJSON := `{"metadata":{"name":"huge"},"spec":{"runtime":"python3.12","entrypoint":"main.handler","source":{"inline":{"files":{"main.py":"` +
+		strings.Repeat("x", api.DefaultMaxObjectBytes) + `"}}}}}`
+	mp := api.MergePatchContentType
+
+	type row struct {
+		name    string
+		method  string
+		path    string
+		token   string // "" is alice; "-" sends none
+		body    any
+		headers []string
+		code    int
+		field   string // an errors[].field the problem must name, if set
+	}
+	fns, item, src := e.path("functions"), e.path("functions", "base"), e.path("functions", "base", "source")
+	rows := []row{
+		// Malformed bodies.
+		{name: "malformed JSON", method: "POST", path: fns, body: `{"metadata":`, code: 400},
+		{name: "JSON array", method: "POST", path: fns, body: `[1,2]`, code: 400},
+		{name: "empty body", method: "POST", path: fns, body: ``, code: 400},
+		{name: "wrong JSON type", method: "POST", path: fns, body: fnWith("typed", map[string]any{"memoryMB": "big"}), code: 400},
+		{name: "unknown top-level field", method: "POST", path: fns, body: `{"metadata":{"name":"u"},"spec":{},"bogus":1}`, code: 400, field: "bogus"},
+		{name: "unknown spec field", method: "POST", path: fns, body: fnWith("u", map[string]any{"memory": 128}), code: 400, field: "spec.memory"},
+		{name: "wrongly cased field", method: "POST", path: fns, body: `{"metadata":{"name":"u"},"Spec":{}}`, code: 400, field: "Spec"},
+		{name: "duplicate field", method: "POST", path: fns, body: `{"metadata":{"name":"u"},"metadata":{"name":"v"},"spec":{}}`, code: 400, field: "metadata"},
+		{name: "wrong kind", method: "POST", path: fns, body: map[string]any{"kind": "Trigger", "metadata": map[string]any{"name": "k"}, "spec": map[string]any{}}, code: 400, field: "kind"},
+		{name: "wrong apiVersion", method: "POST", path: fns, body: map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "k"}, "spec": map[string]any{}}, code: 400, field: "apiVersion"},
+		{name: "namespace mismatch", method: "POST", path: fns, body: map[string]any{"metadata": map[string]any{"name": "k", "namespace": "elsewhere"}, "spec": map[string]any{}}, code: 400, field: "metadata.namespace"},
+		{name: "text/plain body", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "text/plain"}, code: 415},
+		{name: "oversized body", method: "POST", path: fns, body: hugeJSON, code: 413},
+
+		// Names.
+		{name: "missing name", method: "POST", path: fns, body: map[string]any{"metadata": map[string]any{}, "spec": map[string]any{}}, code: 400, field: "metadata.name"},
+		{name: "upper-case name", method: "POST", path: fns, body: pythonFunction("Hello"), code: 400, field: "metadata.name"},
+		{name: "function name starts with a digit", method: "POST", path: fns, body: pythonFunction("1abc"), code: 400, field: "metadata.name"},
+		{name: "name too long", method: "POST", path: fns, body: pythonFunction(strings.Repeat("a", 53)), code: 400, field: "metadata.name"},
+		{name: "bad name in path", method: "GET", path: e.path("functions", "Bad_Name"), code: 400, field: "name"},
+		{name: "bad label", method: "POST", path: fns, body: map[string]any{"metadata": map[string]any{"name": "l", "labels": map[string]any{"a b": "c"}}, "spec": pythonFunction("l")["spec"]}, code: 400, field: "metadata.labels"},
+
+		// Each validation bound of a Function.
+		{name: "unknown runtime", method: "POST", path: fns, body: fnWith("v", map[string]any{"runtime": "python2"}), code: 400, field: "spec.runtime"},
+		{name: "missing runtime", method: "POST", path: fns, body: fnWith("v", map[string]any{"runtime": nil}), code: 400, field: "spec.runtime"},
+		{name: "memoryMB below 64", method: "POST", path: fns, body: fnWith("v", map[string]any{"memoryMB": 10}), code: 400, field: "spec.memoryMB"},
+		{name: "memoryMB negative", method: "POST", path: fns, body: fnWith("v", map[string]any{"memoryMB": -10}), code: 400, field: "spec.memoryMB"},
+		{name: "memoryMB above 4096", method: "POST", path: fns, body: fnWith("v", map[string]any{"memoryMB": 5000}), code: 400, field: "spec.memoryMB"},
+		{name: "timeoutSeconds 0", method: "POST", path: fns, body: fnWith("v", map[string]any{"timeoutSeconds": 0}), code: 400, field: "spec.timeoutSeconds"},
+		{name: "timeoutSeconds 901", method: "POST", path: fns, body: fnWith("v", map[string]any{"timeoutSeconds": 901}), code: 400, field: "spec.timeoutSeconds"},
+		{name: "buildTimeoutSeconds 30", method: "POST", path: fns, body: fnWith("v", map[string]any{"buildTimeoutSeconds": 30}), code: 400, field: "spec.buildTimeoutSeconds"},
+		{name: "cpu zero", method: "POST", path: fns, body: fnWith("v", map[string]any{"cpu": "0"}), code: 400, field: "spec.cpu"},
+		{name: "empty entrypoint", method: "POST", path: fns, body: fnWith("v", map[string]any{"entrypoint": ""}), code: 400, field: "spec.entrypoint"},
+		{name: "entrypoint without function", method: "POST", path: fns, body: fnWith("v", map[string]any{"entrypoint": "main"}), code: 400, field: "spec.entrypoint"},
+		{name: "entrypoint file missing", method: "POST", path: fns, body: fnWith("v", map[string]any{"entrypoint": "other.handler"}), code: 400, field: "spec.entrypoint"},
+		{name: "two sources", method: "POST", path: fns, body: fnWith("v", map[string]any{"source": map[string]any{"image": "r.example.com/x:1", "inline": map[string]any{"files": map[string]any{"main.py": "x"}}}}), code: 400, field: "spec.source"},
+		{name: "no source", method: "POST", path: fns, body: fnWith("v", map[string]any{"source": map[string]any{}}), code: 400, field: "spec.source"},
+		{name: "inline path traversal", method: "POST", path: fns, body: fnWith("v", map[string]any{"source": inline(map[string]any{"../main.py": "x", "main.py": "def handler(e,c): pass"})}), code: 400},
+		{name: "scale max below min", method: "POST", path: fns, body: fnWith("v", map[string]any{"scale": map[string]any{"min": 3, "max": 2}}), code: 400, field: "spec.scale.max"},
+		{name: "reserved env name", method: "POST", path: fns, body: fnWith("v", map[string]any{"env": []any{map[string]any{"name": "PORT", "value": "1"}}}), code: 400, field: "spec.env[0].name"},
+		{name: "archive of another function", method: "POST", path: fns, body: fnWith("v", map[string]any{"source": map[string]any{"archive": map[string]any{"bucket": e.bucket, "key": other + "/secret/source/" + sha64 + ".zip", "sha256": sha64}}}), code: 400, field: "spec.source.archive"},
+		{name: "archive never uploaded", method: "POST", path: fns, body: fnWith("v", map[string]any{"source": map[string]any{"archive": map[string]any{"bucket": e.bucket, "key": e.ns + "/v/source/" + sha64 + ".zip", "sha256": sha64}}}), code: 400, field: "spec.source.archive.sha256"},
+
+		// Triggers and jobs.
+		{name: "cron without schedule", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "cron"}), code: 400, field: "spec.schedule"},
+		{name: "cron minute 61", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "cron", "schedule": "61 * * * *"}), code: 400, field: "spec.schedule"},
+		{name: "unknown time zone", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "cron", "schedule": "@daily", "timeZone": "Mars/Olympus"}), code: 400, field: "spec.timeZone"},
+		{name: "unknown trigger type", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "smtp"}), code: 400, field: "spec.type"},
+		{name: "schedule on http trigger", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "http", "schedule": "@daily"}), code: 400, field: "spec.schedule"},
+		{name: "trigger without function", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"type": "http"}), code: 400, field: "spec.function"},
+		{name: "job runID negative", method: "POST", path: e.path("jobs"), body: jobWith("j", map[string]any{"function": "base", "runID": -1}), code: 400, field: "spec.runID"},
+		{name: "job timeout 0", method: "POST", path: e.path("jobs"), body: jobWith("j", map[string]any{"function": "base", "timeoutSeconds": 0}), code: 400, field: "spec.timeoutSeconds"},
+		{name: "job name of 41", method: "POST", path: e.path("jobs"), body: jobWith(strings.Repeat("j", 41), map[string]any{"function": "base"}), code: 400, field: "metadata.name"},
+
+		// Changes to existing objects.
+		{name: "PUT name mismatch", method: "PUT", path: item, body: pythonFunction("other"), code: 400, field: "metadata.name"},
+		{name: "PUT invalid memory", method: "PUT", path: item, body: fnWith("base", map[string]any{"memoryMB": 1}), code: 400, field: "spec.memoryMB"},
+		{name: "PUT missing object", method: "PUT", path: e.path("functions", "ghost"), body: pythonFunction("ghost"), code: 404},
+		{name: "PATCH as application/json", method: "PATCH", path: item, body: `{"spec":{}}`, code: 415},
+		{name: "PATCH renames", method: "PATCH", path: item, body: `{"metadata":{"name":"renamed"}}`, headers: []string{"Content-Type", mp}, code: 400, field: "metadata.name"},
+		{name: "PATCH invalid memory", method: "PATCH", path: item, body: `{"spec":{"memoryMB":99999}}`, headers: []string{"Content-Type", mp}, code: 400, field: "spec.memoryMB"},
+		{name: "PATCH unknown field", method: "PATCH", path: item, body: `{"spec":{"replicas":3}}`, headers: []string{"Content-Type", mp}, code: 400, field: "spec.replicas"},
+		{name: "PATCH not an object", method: "PATCH", path: item, body: `[1]`, headers: []string{"Content-Type", mp}, code: 400},
+		{name: "PATCH stale If-Match", method: "PATCH", path: item, body: `{"spec":{"memoryMB":256}}`, headers: []string{"Content-Type", mp, "If-Match", `"1"`}, code: 412},
+		{name: "DELETE missing", method: "DELETE", path: e.path("triggers", "ghost"), code: 404},
+		{name: "DELETE stale If-Match", method: "DELETE", path: e.path("jobs", "job"), headers: []string{"If-Match", `"1"`}, code: 412},
+		{name: "GET missing", method: "GET", path: e.path("jobs", "ghost"), code: 404},
+		{name: "list limit 0", method: "GET", path: fns + "?limit=0", code: 400, field: "limit"},
+		{name: "list limit text", method: "GET", path: fns + "?limit=many", code: 400, field: "limit"},
+		{name: "list bad cursor", method: "GET", path: fns + "?limit=1&cursor=bm90LWEtY3Vyc29y", code: 400, field: "cursor"},
+		{name: "method not allowed", method: "POST", path: item, body: `{}`, code: 405},
+		{name: "unknown route", method: "GET", path: "/v1/namespaces/" + e.ns + "/widgets", code: 404},
+
+		// Uploads.
+		{name: "zip bomb", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "zeros.bin", body: make([]byte, 3<<20)}), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
+		{name: "zip traversal", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "../../etc/cron.d/x", body: []byte("x")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+		{name: "zip absolute path", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "/etc/passwd", body: []byte("x")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+		{name: "zip symlink", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "link", body: []byte("/etc/shadow"), mode: fs.ModeSymlink | 0o777}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+		{name: "zip duplicate names", method: "PUT", path: src, body: makeZip(t, mainPy, mainPy), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+		{name: "zip without entrypoint", method: "PUT", path: src, body: makeZip(t, zipEntry{name: "other.py", body: []byte("x=1")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "spec.entrypoint"},
+		{name: "zip too many entries", method: "PUT", path: src, body: makeZip(t, append(manyEntries, mainPy)...), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
+		{name: "zip too large", method: "PUT", path: src, body: big, headers: []string{"Content-Type", "application/zip"}, code: 413},
+		{name: "not a zip", method: "PUT", path: src, body: []byte("PK but not really a zip file"), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+		{name: "empty upload", method: "PUT", path: src, body: []byte{}, headers: []string{"Content-Type", "application/zip"}, code: 400},
+		{name: "upload as text", method: "PUT", path: src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "text/plain"}, code: 415},
+
+		// Authentication.
+		{name: "no token", method: "GET", path: fns, token: "-", code: 401},
+		{name: "basic auth", method: "GET", path: fns, token: "-", headers: []string{"Authorization", "Basic YWxpY2U6cHc="}, code: 401},
+		{name: "garbage token", method: "GET", path: fns, token: "not-a-jwt", code: 401},
+		{name: "expired token", method: "GET", path: fns, token: expired, code: 401},
+		{name: "not yet valid token", method: "GET", path: fns, token: future, code: 401},
+		{name: "wrong audience", method: "GET", path: fns, token: wrongAud, code: 401},
+		{name: "wrong issuer", method: "GET", path: fns, token: wrongIss, code: 401},
+		{name: "forged signature", method: "POST", path: fns, token: forged, body: pythonFunction("forged"), code: 401},
+		{name: "alg none", method: "DELETE", path: item, token: noneToken, code: 401},
+
+		// Other tenants.
+		{name: "cross-tenant read", method: "GET", path: otherFns + "/secret", code: 403},
+		{name: "cross-tenant read of a missing name", method: "GET", path: otherFns + "/nothing", code: 403},
+		{name: "cross-tenant list", method: "GET", path: otherFns, code: 403},
+		{name: "cross-tenant create", method: "POST", path: otherFns, body: pythonFunction("planted"), code: 403},
+		{name: "cross-tenant replace", method: "PUT", path: otherFns + "/secret", body: pythonFunction("secret"), code: 403},
+		{name: "cross-tenant delete", method: "DELETE", path: otherFns + "/secret", code: 403},
+		{name: "cross-tenant upload", method: "PUT", path: otherFns + "/secret/source", body: pythonZip(t, "1"), headers: []string{"Content-Type", "application/zip"}, code: 403},
+		{name: "cross-tenant download", method: "GET", path: otherFns + "/secret/source", code: 403},
+	}
+	if len(rows) < 40 {
+		t.Fatalf("only %d rows", len(rows))
+	}
+
+	before := e.snapshot()
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := tc.token
+			switch tok {
+			case "":
+				tok = alice
+			case "-":
+				tok = ""
+			}
+			headers := tc.headers
+			if tc.body != nil && !slices.Contains(headers, "Content-Type") {
+				headers = append([]string{"Content-Type", "application/json"}, headers...)
+			}
+			r := e.do(tc.method, tc.path, tok, tc.body, headers...)
+			if r.Code != tc.code {
+				t.Fatalf("status %d, want %d: %s", r.Code, tc.code, r.Body)
+			}
+			p := r.problem(t)
+			if tc.field != "" && !slices.ContainsFunc(p.Errors, func(f api.FieldError) bool { return f.Field == tc.field }) {
+				t.Fatalf("problem does not name field %q: %s", tc.field, r.Body)
+			}
+			if p.Detail == "" {
+				t.Fatalf("problem without detail: %s", r.Body)
+			}
+			if tc.code == http.StatusUnauthorized && r.Header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+		})
+	}
+	if after := e.snapshot(); !slices.Equal(before, after) {
+		t.Fatalf("bad requests changed the world:\nbefore %v\nafter  %v", before, after)
+	}
+	// The cluster-side view of the other tenant's function is untouched too.
+	if err := e.kube.Client.Get(ctx, clientKey(other, "secret"), victim); err != nil || victim.Generation != 1 {
+		t.Fatalf("other tenant's function: %v generation %d", err, victim.Generation)
+	}
+}
+
+func b64url(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// TestProblemBodiesAreJSON checks that the problem type is stable JSON for
+// clients: the fields of RFC 9457 plus errors.
+func TestProblemBodiesAreJSON(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("POST", e.path("functions"), e.token("alice"), fnWith("p", map[string]any{"memoryMB": 1, "timeoutSeconds": 0}))
+	want(t, r, http.StatusBadRequest)
+	var raw map[string]any
+	if err := json.NewDecoder(bytes.NewReader(r.Body)).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"type", "title", "status", "detail", "instance", "errors"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("problem lacks %q: %s", k, r.Body)
+		}
+	}
+	if n := len(raw["errors"].([]any)); n != 2 {
+		t.Errorf("want both field errors, got %d: %s", n, r.Body)
+	}
+}
