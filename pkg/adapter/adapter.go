@@ -50,7 +50,11 @@ type Builder interface {
 type ServeState struct {
 	// Ready is true when the revision serving the function's current
 	// generation is ready to take traffic.
-	Ready   bool
+	Ready bool
+	// Failed is true when the revision of the current generation cannot
+	// become ready (Knative's Ready=False, e.g. an image it cannot pull);
+	// false while it is still on its way.
+	Failed  bool
 	Reason  string
 	Message string
 	// LatestCreatedRevision and LatestReadyRevision name revisions.

@@ -1,0 +1,178 @@
+// Package knative implements adapter.Server with Knative Serving: one
+// cluster-local Knative Service per function, pinned to an image digest.
+package knative
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+)
+
+// Reasons this server reports besides Knative's own.
+const (
+	ReasonDeploying = "Deploying"
+	ReasonNotOwned  = "NotOwned"
+)
+
+// Server is adapter.Server on a cluster with Knative Serving.
+type Server struct {
+	// Client reads (from the manager's cache) and writes Services.
+	Client client.Client
+	// APIReader reads past the cache after an AlreadyExists.
+	APIReader client.Reader
+	Config    resources.Config
+}
+
+var _ adapter.Server = (*Server)(nil)
+
+// EnsureService gets or creates fn's Service and updates it only when it
+// differs from what MakeService builds in a field sless sets, so neither
+// Knative's defaulting nor a controller restart makes a new revision.
+func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
+	want := resources.MakeService(fn, image, s.Config)
+	key := client.ObjectKeyFromObject(want)
+	svc := &servingv1.Service{}
+	err := s.Client.Get(ctx, key, svc)
+	if apierrors.IsNotFound(err) {
+		err = s.Client.Create(ctx, want)
+		switch {
+		case err == nil:
+			return State(want), nil
+		case apierrors.IsAlreadyExists(err):
+			err = s.APIReader.Get(ctx, key, svc)
+		}
+	}
+	if err != nil {
+		return adapter.ServeState{}, fmt.Errorf("Knative Service %s: %w", key, err)
+	}
+	if !metav1.IsControlledBy(svc, fn) {
+		return adapter.ServeState{Failed: true, Reason: ReasonNotOwned,
+			Message: fmt.Sprintf("there is an existing Knative Service %q that this Function does not own", svc.Name)}, nil
+	}
+	if !svc.DeletionTimestamp.IsZero() {
+		return adapter.ServeState{Reason: ReasonDeploying,
+			Message: fmt.Sprintf("waiting for Knative Service %s, which is being deleted", svc.Name)}, nil
+	}
+	if Differs(want, svc) {
+		upd := svc.DeepCopy()
+		upd.Labels = merge(upd.Labels, want.Labels)
+		upd.OwnerReferences = want.OwnerReferences
+		upd.Spec.Template = want.Spec.Template
+		if err := s.Client.Update(ctx, upd); err != nil {
+			return adapter.ServeState{}, fmt.Errorf("update Knative Service %s: %w", key, err)
+		}
+		svc = upd
+	}
+	return State(svc), nil
+}
+
+// Differs says whether the existing Service must be updated to want. It
+// compares only what sless sets: fields Knative's webhook defaults (probe
+// periods, the port's protocol, traffic) are unset in want and ignored,
+// and the revision name is ignored so that a Function change that leaves
+// the template alone (say, its build timeout) rolls out no new revision.
+// Env, annotations, resources and labels are compared exactly, because an
+// entry removed from the Function must disappear from the Service.
+func Differs(want, have *servingv1.Service) bool {
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return true
+		}
+	}
+	if !equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) {
+		return true
+	}
+	w, h := want.Spec.Template.DeepCopy(), have.Spec.Template.DeepCopy()
+	w.Name, h.Name = "", ""
+	// Semantic.DeepEqual takes nil and empty maps and slices as equal.
+	if !equality.Semantic.DeepEqual(w.Labels, h.Labels) || !equality.Semantic.DeepEqual(w.Annotations, h.Annotations) {
+		return true
+	}
+	if len(w.Spec.Containers) != len(h.Spec.Containers) {
+		return true
+	}
+	for i := range w.Spec.Containers {
+		wc, hc := &w.Spec.Containers[i], &h.Spec.Containers[i]
+		if !equality.Semantic.DeepEqual(wc.Env, hc.Env) || !equality.Semantic.DeepEqual(wc.Resources, hc.Resources) {
+			return true
+		}
+		// Knative fills in the probe's thresholds and port; only the
+		// handler sless chose counts.
+		if probePath(wc.ReadinessProbe) != probePath(hc.ReadinessProbe) {
+			return true
+		}
+		wc.ReadinessProbe, hc.ReadinessProbe = nil, nil
+	}
+	if !equality.Semantic.DeepEqual(w.Spec.ContainerConcurrency, h.Spec.ContainerConcurrency) && w.Spec.ContainerConcurrency != nil {
+		return true
+	}
+	if w.Spec.ContainerConcurrency == nil && h.Spec.ContainerConcurrency != nil && *h.Spec.ContainerConcurrency != 0 {
+		// Knative defaults it to 0 (no limit); anything else was ours.
+		return true
+	}
+	return !equality.Semantic.DeepDerivative(w.Spec, h.Spec)
+}
+
+func probePath(p *corev1.Probe) string {
+	if p == nil || p.HTTPGet == nil {
+		return ""
+	}
+	return p.HTTPGet.Path
+}
+
+func merge(into, from map[string]string) map[string]string {
+	if into == nil {
+		into = map[string]string{}
+	}
+	for k, v := range from {
+		into[k] = v
+	}
+	return into
+}
+
+// State reads a Service's status the way sless needs it: Ready only when
+// Knative has observed the Service's current generation and the revision
+// its template names is the one ready.
+func State(svc *servingv1.Service) adapter.ServeState {
+	st := adapter.ServeState{
+		LatestCreatedRevision: svc.Status.LatestCreatedRevisionName,
+		LatestReadyRevision:   svc.Status.LatestReadyRevisionName,
+	}
+	if a := svc.Status.Address; a != nil && a.URL != nil {
+		st.Address = a.URL.String()
+	} else if svc.Status.URL != nil {
+		st.Address = svc.Status.URL.String()
+	}
+	want := svc.Spec.Template.Name
+	if svc.Status.ObservedGeneration != svc.Generation || svc.Generation == 0 {
+		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("Knative has not yet observed generation %d of Service %s", svc.Generation, svc.Name)
+		return st
+	}
+	c := svc.Status.GetCondition(servingv1.ServiceConditionReady)
+	switch {
+	case c == nil:
+		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("Knative Service %s has no Ready condition yet", svc.Name)
+	case c.IsFalse():
+		st.Failed, st.Reason, st.Message = true, c.Reason, c.Message
+	case c.IsTrue() && (want == "" || st.LatestReadyRevision == want):
+		st.Ready, st.Reason = true, "Ready"
+	case c.IsTrue():
+		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("revision %s is not ready yet; %s serves", want, st.LatestReadyRevision)
+	default:
+		st.Reason, st.Message = c.Reason, c.Message
+		if st.Reason == "" {
+			st.Reason = ReasonDeploying
+		}
+	}
+	return st
+}

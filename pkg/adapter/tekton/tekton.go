@@ -1,0 +1,150 @@
+// Package tekton implements adapter.Builder with Tekton Pipelines: one
+// PipelineRun per function and source digest, whose kaniko step pushes the
+// image and reports its digest as a result.
+package tekton
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/pkg/apis"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+)
+
+// Reasons this builder reports besides Tekton's own.
+const (
+	ReasonPending        = "BuildPending"
+	ReasonRunning        = "Building"
+	ReasonBadResult      = "BadBuildResult"
+	ReasonOldRunDeleting = "PreviousBuildDeleting"
+)
+
+var digestPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+
+// Builder is adapter.Builder on a cluster with Tekton Pipelines.
+type Builder struct {
+	// Client reads (from the manager's cache) and creates PipelineRuns.
+	Client client.Client
+	// APIReader reads past the cache; it settles an AlreadyExists, when the
+	// cache has not seen the run another reconcile just created.
+	APIReader client.Reader
+	Config    resources.Config
+}
+
+var _ adapter.Builder = (*Builder)(nil)
+
+// EnsureBuild creates the PipelineRun of fn and in.Digest unless it exists,
+// and reports on it. The name derives from both, so concurrent or repeated
+// calls converge on one run: the apiserver refuses the second create.
+func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, in adapter.BuildInput) (adapter.BuildState, error) {
+	want := resources.MakePipelineRun(fn, in, b.Config)
+	key := client.ObjectKeyFromObject(want)
+	pr := &tektonv1.PipelineRun{}
+	err := b.Client.Get(ctx, key, pr)
+	if apierrors.IsNotFound(err) {
+		err = b.Client.Create(ctx, want)
+		switch {
+		case err == nil:
+			pr = want
+		case apierrors.IsAlreadyExists(err):
+			err = b.APIReader.Get(ctx, key, pr)
+		}
+	}
+	if err != nil {
+		return adapter.BuildState{}, fmt.Errorf("PipelineRun %s: %w", key, err)
+	}
+	if !pr.DeletionTimestamp.IsZero() {
+		// A run of the same name from a Function deleted and created again;
+		// a new one can start once garbage collection has removed it.
+		return adapter.BuildState{Name: pr.Name, Reason: ReasonOldRunDeleting,
+			Message: fmt.Sprintf("waiting for PipelineRun %s, which is being deleted", pr.Name)}, nil
+	}
+	return b.state(ctx, pr), nil
+}
+
+func (b *Builder) state(ctx context.Context, pr *tektonv1.PipelineRun) adapter.BuildState {
+	st := adapter.BuildState{Name: pr.Name, Started: true}
+	if t := pr.Status.StartTime; t != nil {
+		st.StartTime = &t.Time
+	}
+	if t := pr.Status.CompletionTime; t != nil {
+		st.CompletionTime = &t.Time
+	}
+	c := pr.Status.GetCondition(apis.ConditionSucceeded)
+	if c == nil {
+		st.Reason, st.Message = ReasonPending, fmt.Sprintf("PipelineRun %s is waiting for Tekton", pr.Name)
+		return st
+	}
+	if !pr.IsDone() {
+		st.Reason, st.Message = ReasonRunning, fmt.Sprintf("PipelineRun %s: %s", pr.Name, c.Message)
+		return st
+	}
+	st.Done = true
+	if !pr.IsSuccessful() {
+		st.Reason, st.Message = c.Reason, b.failureMessage(ctx, pr, c)
+		return st
+	}
+	var digest, url string
+	for _, r := range pr.Status.Results {
+		switch r.Name {
+		case resources.ResultImageDigest:
+			digest = strings.TrimSpace(r.Value.StringVal)
+		case resources.ResultImageURL:
+			url = strings.TrimSpace(r.Value.StringVal)
+		}
+	}
+	if !digestPattern.MatchString(digest) || url == "" || strings.Contains(url, "@") {
+		st.Reason = ReasonBadResult
+		st.Message = fmt.Sprintf("PipelineRun %s succeeded without usable results: %s=%q, %s=%q",
+			pr.Name, resources.ResultImageDigest, digest, resources.ResultImageURL, url)
+		return st
+	}
+	st.Succeeded = true
+	st.Image = url + "@" + digest
+	st.Reason = string(tektonv1.PipelineRunReasonSuccessful)
+	return st
+}
+
+// failureMessage is what the failing step said: Tekton's PipelineRun
+// message only counts tasks, the TaskRun's condition and its terminated
+// step carry the cause.
+func (b *Builder) failureMessage(ctx context.Context, pr *tektonv1.PipelineRun, c *apis.Condition) string {
+	for _, ref := range pr.Status.ChildReferences {
+		if ref.Kind != "TaskRun" {
+			continue
+		}
+		tr := &tektonv1.TaskRun{}
+		if err := b.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: ref.Name}, tr); err != nil {
+			continue
+		}
+		tc := tr.Status.GetCondition(apis.ConditionSucceeded)
+		if tc == nil || tc.Status != corev1.ConditionFalse {
+			continue
+		}
+		msg := tc.Message
+		for _, s := range tr.Status.Steps {
+			if t := s.Terminated; t != nil && t.ExitCode != 0 {
+				if m := strings.TrimSpace(t.Message); m != "" && !strings.Contains(msg, m) {
+					msg = strings.TrimSpace(msg + ": " + m)
+				}
+				return fmt.Sprintf("step %q of PipelineRun %s failed: %s", s.Name, pr.Name, msg)
+			}
+		}
+		return fmt.Sprintf("task %q of PipelineRun %s failed: %s", ref.PipelineTaskName, pr.Name, msg)
+	}
+	return fmt.Sprintf("PipelineRun %s: %s", pr.Name, c.Message)
+}
+
+// Name is the PipelineRun that builds fn's digest.
+func Name(fn *slessv1alpha1.Function, digest string) string { return names.PipelineRun(fn, digest) }

@@ -1,0 +1,86 @@
+package function
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/knative"
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/adapter/tekton"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+)
+
+// +kubebuilder:rbac:groups=sless.dev,resources=functions,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sless.dev,resources=functions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sless.dev,resources=functions/finalizers,verbs=update
+// +kubebuilder:rbac:groups=tekton.dev,resources=pipelineruns,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=tekton.dev,resources=taskruns,verbs=get;list;watch
+// +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// BuildDuration is how long builds took, from the builder's start to its
+// completion, by result. Registered once in controller-runtime's registry,
+// which `sless controller` serves on /metrics.
+var BuildDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "sless_function_build_duration_seconds",
+	Help:    "Duration of function image builds, from start to completion.",
+	Buckets: []float64{5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600},
+}, []string{"result"})
+
+func init() {
+	metrics.Registry.MustRegister(BuildDuration)
+}
+
+// ObserveBuild records a finished build in BuildDuration.
+func ObserveBuild(bs adapter.BuildState) {
+	if bs.StartTime == nil || bs.CompletionTime == nil {
+		return
+	}
+	result := "succeeded"
+	if !bs.Succeeded {
+		result = "failed"
+	}
+	BuildDuration.WithLabelValues(result).Observe(bs.CompletionTime.Sub(*bs.StartTime).Seconds())
+}
+
+// Options configure the Function controller on a cluster.
+type Options struct {
+	Config    Config
+	Resources resources.Config
+	Store     s3.Store
+	// MaxConcurrentReconciles; 1 if zero.
+	MaxConcurrentReconciles int
+}
+
+// SetupWithManager registers the Function controller with mgr, building
+// with Tekton and serving with Knative. It owns the PipelineRuns and
+// Knative Services it creates: their changes (a build finishing, a
+// revision becoming ready, a hand-deleted Service) reconcile the Function.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	r := &Reconciler{
+		Client:        mgr.GetClient(),
+		Builder:       &tekton.Builder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
+		Server:        &knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
+		Store:         opts.Store,
+		Config:        opts.Config,
+		BuildFinished: ObserveBuild,
+	}
+	workers := opts.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 1
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("function").
+		For(&slessv1alpha1.Function{}).
+		Owns(&tektonv1.PipelineRun{}).
+		Owns(&servingv1.Service{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}

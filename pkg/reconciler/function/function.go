@@ -1,0 +1,395 @@
+// Package function reconciles Functions: source → build context in object
+// storage → image built by an adapter.Builder → service run by an
+// adapter.Server → status. The decisions are written once, against the
+// adapter interfaces, so the cluster (Tekton, Knative, S3) and local mode
+// (`sless dev`) share them; controller.go wires the cluster adapters.
+package function
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/pkg/source"
+)
+
+// Reasons of the Function's conditions that sless itself decides; the
+// builder's and server's own reasons (Tekton's, Knative's, local mode's)
+// are passed through.
+const (
+	ReasonContextStored      = "ContextStored"
+	ReasonPrebuiltImage      = "PrebuiltImage"
+	ReasonStorageUnavailable = "StorageUnavailable"
+	ReasonArchiveMissing     = "ArchiveMissing"
+	ReasonArchiveMismatch    = "ArchiveDigestMismatch"
+	ReasonArchiveBucket      = "ArchiveBucketMismatch"
+	ReasonWaitingForSource   = "WaitingForSource"
+	ReasonWaitingForBuild    = "WaitingForBuild"
+	ReasonBuilding           = "Building"
+	ReasonBuildError         = "BuildError"
+	ReasonBuildSucceeded     = "Succeeded"
+	ReasonDeploying          = "Deploying"
+	ReasonServiceError       = "ServiceError"
+	ReasonReady              = "Ready"
+)
+
+// Config is what the reconciler needs beyond its adapters.
+type Config struct {
+	// PublicBaseURL is where the invoke proxy is reached from outside, e.g.
+	// https://fn.example.com; status.url is <PublicBaseURL>/fn/<ns>/<name>.
+	PublicBaseURL string
+	// ZipLimits bound uploaded archives (source.DefaultLimits when zero).
+	ZipLimits source.Limits
+}
+
+// InvokeURL is the public URL of a function.
+func (c Config) InvokeURL(namespace, name string) string {
+	return strings.TrimSuffix(c.PublicBaseURL, "/") + "/fn/" + namespace + "/" + name
+}
+
+// Reconciler makes a Function's world match its spec.
+type Reconciler struct {
+	Client  client.Client
+	Builder adapter.Builder
+	Server  adapter.Server
+	// Store holds uploaded archives and build contexts.
+	Store  s3.Store
+	Config Config
+	// BuildFinished, when set, is told of every build the reconciler sees
+	// end (once per build and Function); the controller feeds a histogram.
+	BuildFinished func(adapter.BuildState)
+
+	mu sync.Mutex
+	// contexts remembers, per Function UID, the build context stored for
+	// one generation, so that a reconcile of an unchanged spec neither
+	// rebuilds the tar.gz nor asks object storage again.
+	contexts map[types.UID]storedContext
+}
+
+type storedContext struct {
+	generation int64
+	input      adapter.BuildInput
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	fn := &slessv1alpha1.Function{}
+	if err := r.Client.Get(ctx, req.NamespacedName, fn); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fn.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.finalize(ctx, fn)
+	}
+	if !controllerutil.ContainsFinalizer(fn, names.Finalizer) {
+		// The finalizer goes on before anything is stored, so no object
+		// in storage can outlive the Function.
+		controllerutil.AddFinalizer(fn, names.Finalizer)
+		if err := r.Client.Update(ctx, fn); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	before := fn.Status.DeepCopy()
+	err := r.reconcile(ctx, fn)
+	summarize(fn)
+	if !equality.Semantic.DeepEqual(before, &fn.Status) {
+		if uerr := r.Client.Status().Update(ctx, fn); uerr != nil {
+			if apierrors.IsConflict(uerr) {
+				// Someone wrote the Function since we read it; the watch
+				// brings the new version.
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, errors.Join(err, uerr)
+		}
+	}
+	return reconcile.Result{}, err
+}
+
+// reconcile moves the Function along source → build → serve and records
+// each step as a condition. An error is returned only for what a retry may
+// fix (storage or API unavailable); a refusal (bad source, failed build) is
+// a condition and waits for the spec to change.
+func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function) error {
+	// Build and serve from the defaulted spec, as the apiserver stores it,
+	// whatever store the Function came from; the status found is copied back.
+	work := fn.DeepCopy()
+	work.SetDefaults()
+	orig := fn
+	defer func() { orig.Status = work.Status }()
+	fn = work
+	st := &fn.Status
+	st.ObservedGeneration = fn.Generation
+
+	image, err := r.image(ctx, fn)
+	if err != nil || image == "" {
+		if meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionServiceReady) == nil {
+			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonWaitingForBuild,
+				"the service is deployed once the image is built")
+		}
+		return err
+	}
+
+	// The build succeeded (or none was needed): point the service at the
+	// image. Until its new revision is ready Knative keeps the old one
+	// serving, so status.image may name an image not yet serving; Ready
+	// tells the two apart.
+	ss, err := r.Server.EnsureService(ctx, fn, image)
+	if err != nil {
+		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
+		return err
+	}
+	st.Image = image
+	st.LatestCreatedRevision = ss.LatestCreatedRevision
+	st.LatestReadyRevision = ss.LatestReadyRevision
+	if ss.Address != "" {
+		st.Address = ss.Address
+	}
+	if st.LatestReadyRevision != "" {
+		st.URL = r.Config.InvokeURL(fn.Namespace, fn.Name)
+	}
+	switch {
+	case ss.Ready:
+		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, ReasonReady, "")
+	case ss.Failed:
+		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionFalse, orDefault(ss.Reason, ReasonServiceError), ss.Message)
+	default:
+		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, orDefault(ss.Reason, ReasonDeploying), ss.Message)
+	}
+	return nil
+}
+
+// image is the image to serve: the prebuilt one, or the one the builder
+// made of the source's build context. "" means not (yet) available, and
+// the conditions say why. fn is the defaulted copy; its status is written.
+func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function) (string, error) {
+	st := &fn.Status
+	if img := fn.Spec.Source.Image; img != "" {
+		st.SourceDigest, st.BuildRef = "", ""
+		setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, ReasonPrebuiltImage, "")
+		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonPrebuiltImage, "no build: the source is an image")
+		return img, nil
+	}
+
+	in, err := r.buildContext(ctx, fn)
+	if err != nil {
+		var serr *source.Error
+		if errors.As(err, &serr) {
+			setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionFalse, serr.Reason, err.Error())
+			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonWaitingForSource, "")
+			return "", nil
+		}
+		setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionUnknown, ReasonStorageUnavailable, err.Error())
+		return "", err
+	}
+	st.SourceDigest = in.Digest
+	setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, ReasonContextStored, "")
+
+	wasFinal := st.BuildRef == names.PipelineRun(fn, in.Digest) && isFinal(fn, slessv1alpha1.FunctionConditionBuildSucceeded)
+	bs, err := r.Builder.EnsureBuild(ctx, fn, in)
+	if err != nil {
+		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonBuildError, err.Error())
+		return "", err
+	}
+	if bs.Name != "" {
+		st.BuildRef = bs.Name
+	}
+	if bs.Done && !wasFinal && r.BuildFinished != nil {
+		r.BuildFinished(bs)
+	}
+	switch {
+	case !bs.Done:
+		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, orDefault(bs.Reason, ReasonBuilding), bs.Message)
+		return "", nil
+	case !bs.Succeeded:
+		// The service keeps its last good image; the new source is refused.
+		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionFalse, orDefault(bs.Reason, "BuildFailed"), bs.Message)
+		return "", nil
+	}
+	setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonBuildSucceeded, "")
+	return bs.Image, nil
+}
+
+// buildContext makes the function's deterministic build context and stores
+// it under {ns}/{fn}/context/<hex>.tar.gz unless an equal one is there.
+// Refusals of the source are *source.Error; anything else is storage.
+func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Function) (adapter.BuildInput, error) {
+	r.mu.Lock()
+	if c, ok := r.contexts[fn.UID]; ok && c.generation == fn.Generation {
+		r.mu.Unlock()
+		return c.input, nil
+	}
+	r.mu.Unlock()
+
+	files, err := r.sourceFiles(ctx, fn)
+	if err != nil {
+		return adapter.BuildInput{}, err
+	}
+	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files})
+	if err != nil {
+		return adapter.BuildInput{}, err
+	}
+	key := names.ContextKey(fn.Namespace, fn.Name, bc.Digest)
+	ok, err := r.Store.Exists(ctx, key)
+	if err != nil {
+		return adapter.BuildInput{}, fmt.Errorf("check build context %s: %w", key, err)
+	}
+	if !ok {
+		if err := r.Store.Put(ctx, key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
+			return adapter.BuildInput{}, fmt.Errorf("store build context %s: %w", key, err)
+		}
+	}
+	in := adapter.BuildInput{Digest: bc.Digest, Location: r.Store.Location(key)}
+	r.mu.Lock()
+	if r.contexts == nil {
+		r.contexts = map[types.UID]storedContext{}
+	}
+	r.contexts[fn.UID] = storedContext{generation: fn.Generation, input: in}
+	r.mu.Unlock()
+	return in, nil
+}
+
+// sourceFiles are the function's files: inline ones, or the uploaded zip,
+// checked against the digest the upload recorded.
+func (r *Reconciler) sourceFiles(ctx context.Context, fn *slessv1alpha1.Function) (source.Files, error) {
+	src := fn.Spec.Source
+	switch {
+	case src.Inline != nil:
+		return source.Inline(src.Inline.Files), nil
+	case src.Archive != nil:
+		a := src.Archive
+		if b, ok := r.Store.(interface{ Bucket() string }); ok && b.Bucket() != a.Bucket {
+			return nil, &source.Error{Reason: ReasonArchiveBucket, Message: fmt.Sprintf("archive is in bucket %q, sless reads bucket %q", a.Bucket, b.Bucket())}
+		}
+		rc, _, err := r.Store.Get(ctx, a.Key)
+		if errors.Is(err, s3.ErrNotFound) {
+			return nil, &source.Error{Reason: ReasonArchiveMissing, Path: a.Key, Message: "no uploaded archive under this key"}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read archive %s: %w", a.Key, err)
+		}
+		defer rc.Close()
+		lim := r.Config.ZipLimits
+		max := source.DefaultLimits.MaxCompressed
+		if lim.MaxCompressed > 0 {
+			max = lim.MaxCompressed
+		}
+		zipped, err := io.ReadAll(io.LimitReader(rc, max+1))
+		if err != nil {
+			return nil, fmt.Errorf("read archive %s: %w", a.Key, err)
+		}
+		sum := sha256.Sum256(zipped)
+		if got := hex.EncodeToString(sum[:]); got != a.SHA256 {
+			return nil, &source.Error{Reason: ReasonArchiveMismatch, Path: a.Key,
+				Message: fmt.Sprintf("archive has sha256 %s, the Function names %s", got, a.SHA256)}
+		}
+		return source.ReadZip(bytes.NewReader(zipped), int64(len(zipped)), lim)
+	}
+	return nil, &source.Error{Reason: source.ReasonEmpty, Message: "the Function has no inline files, archive or image"}
+}
+
+// finalize deletes the function's objects in storage, then lets the
+// Function go. Its PipelineRuns and Knative Service carry owner references,
+// so garbage collection removes them, a running build included.
+func (r *Reconciler) finalize(ctx context.Context, fn *slessv1alpha1.Function) error {
+	if !controllerutil.ContainsFinalizer(fn, names.Finalizer) {
+		return nil
+	}
+	if err := r.Store.DeletePrefix(ctx, names.ObjectPrefix(fn.Namespace, fn.Name)); err != nil {
+		return fmt.Errorf("delete objects of %s/%s: %w", fn.Namespace, fn.Name, err)
+	}
+	r.mu.Lock()
+	delete(r.contexts, fn.UID)
+	r.mu.Unlock()
+	controllerutil.RemoveFinalizer(fn, names.Finalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, fn))
+}
+
+func setCondition(fn *slessv1alpha1.Function, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: fn.Generation,
+	})
+}
+
+func isFinal(fn *slessv1alpha1.Function, typ string) bool {
+	c := meta.FindStatusCondition(fn.Status.Conditions, typ)
+	return c != nil && c.Status != metav1.ConditionUnknown
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// summarize derives Ready and the phase from the three step conditions:
+// Ready is True only when all are True for the current generation; a False
+// one makes the Function Failed with its reason; otherwise the first
+// unfinished step names the phase.
+func summarize(fn *slessv1alpha1.Function) {
+	steps := []string{
+		slessv1alpha1.FunctionConditionSourceReady,
+		slessv1alpha1.FunctionConditionBuildSucceeded,
+		slessv1alpha1.FunctionConditionServiceReady,
+	}
+	var failed, pending *metav1.Condition
+	pendingStep := -1
+	for i, t := range steps {
+		c := meta.FindStatusCondition(fn.Status.Conditions, t)
+		switch {
+		case c == nil:
+			if pending == nil {
+				pending, pendingStep = &metav1.Condition{Type: t, Reason: "Pending"}, i
+			}
+		case c.Status == metav1.ConditionFalse:
+			if failed == nil {
+				failed = c
+			}
+		case c.Status == metav1.ConditionUnknown || c.ObservedGeneration != fn.Generation:
+			if pending == nil {
+				pending, pendingStep = c, i
+			}
+		}
+	}
+	switch {
+	case failed != nil:
+		fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
+		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionFalse, failed.Reason, failed.Message)
+	case pending != nil:
+		switch {
+		case pendingStep == 0:
+			fn.Status.Phase = slessv1alpha1.FunctionPhasePending
+		case pendingStep == 1 && fn.Status.BuildRef == "":
+			fn.Status.Phase = slessv1alpha1.FunctionPhasePending
+		case pendingStep == 1 || pending.Reason == ReasonWaitingForBuild:
+			fn.Status.Phase = slessv1alpha1.FunctionPhaseBuilding
+		default:
+			fn.Status.Phase = slessv1alpha1.FunctionPhaseDeploying
+		}
+		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, pending.Reason, pending.Message)
+	default:
+		fn.Status.Phase = slessv1alpha1.FunctionPhaseReady
+		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, ReasonReady, "")
+	}
+}

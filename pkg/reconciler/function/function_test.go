@@ -1,0 +1,351 @@
+package function_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+func TestCreateBuildServeReady(t *testing.T) {
+	w := newWorld(t)
+	backend := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("hello")) }))
+	defer backend.Close()
+	w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+	w.knative.SetPolicy(w.ns, testbed.ServePolicy{Mode: testbed.ServeHold, URL: func(*servingv1.Service) string { return backend.URL }})
+	w.startController()
+	ctx := context.Background()
+
+	fn := pythonFunction(w.ns, "hello", `"hi"`)
+	fn.Spec.Env = []slessv1alpha1.EnvVar{
+		{Name: "GREETING", Value: "hi"},
+		{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "token"}}},
+	}
+	fn.Spec.MemoryMB = ptr.To[int32](256)
+	cpu := resource.MustParse("250m")
+	fn.Spec.CPU = &cpu
+	fn.Spec.TimeoutSeconds = ptr.To[int32](120)
+	fn.Spec.BuildTimeoutSeconds = ptr.To[int32](600)
+	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](0), Max: ptr.To[int32](5), Target: ptr.To[int32](10), ContainerConcurrency: ptr.To[int64](20)}
+	w.create(fn)
+
+	// 1. The source becomes a build context in S3 and one PipelineRun.
+	got := w.waitPhase("hello", slessv1alpha1.FunctionPhaseBuilding)
+	digest := got.Status.SourceDigest
+	if len(digest) != len("sha256:")+64 {
+		t.Fatalf("sourceDigest %q", digest)
+	}
+	key := names.ContextKey(w.ns, "hello", digest)
+	rc, _, err := w.store.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("build context %s: %v", key, err)
+	}
+	tgz, _ := io.ReadAll(rc)
+	rc.Close()
+	if sum := sha256.Sum256(tgz); "sha256:"+hex.EncodeToString(sum[:]) != digest {
+		t.Errorf("stored context's sha256 differs from status.sourceDigest %s", digest)
+	}
+	if c := condition(got, slessv1alpha1.FunctionConditionSourceReady); c.Status != metav1.ConditionTrue || c.Reason != function.ReasonContextStored {
+		t.Errorf("SourceReady %+v", c)
+	}
+	if c := condition(got, slessv1alpha1.FunctionConditionReady); c.Status != metav1.ConditionUnknown {
+		t.Errorf("Ready %+v while building", c)
+	}
+	prs := w.pipelineRuns("hello")
+	if len(prs) != 1 {
+		t.Fatalf("%d PipelineRuns, want 1", len(prs))
+	}
+	pr := &prs[0]
+	wantParams := map[string]string{
+		resources.ParamContext:       "s3://" + w.bucket + "/" + key,
+		resources.ParamContextDigest: digest,
+		resources.ParamImage:         testRegistry + "/" + w.ns + "/hello",
+		resources.ParamTag:           names.ImageTag(digest),
+	}
+	for k, v := range wantParams {
+		if got := param(pr, k); got != v {
+			t.Errorf("param %s = %q, want %q", k, got, v)
+		}
+	}
+	if pr.Name != names.PipelineRun(fn, digest) || got.Status.BuildRef != pr.Name {
+		t.Errorf("PipelineRun %s, buildRef %s", pr.Name, got.Status.BuildRef)
+	}
+	if pr.Spec.Timeouts == nil || pr.Spec.Timeouts.Pipeline.Duration.Seconds() != 600 {
+		t.Errorf("timeouts %+v", pr.Spec.Timeouts)
+	}
+	if !metav1.IsControlledBy(pr, got) {
+		t.Error("PipelineRun is not controlled by the Function")
+	}
+
+	// 2. The build succeeds: a Knative Service pinned to the digest.
+	if err := w.tekton.Succeed(ctx, w.ns, pr.Name); err != nil {
+		t.Fatal(err)
+	}
+	var svc *servingv1.Service
+	w.eventually("Knative Service", func() (bool, string) {
+		svc, err = w.service("hello")
+		return err == nil, "no service"
+	})
+	pr = w.pipelineRuns("hello")[0].DeepCopy()
+	wantImage := result(pr, resources.ResultImageURL) + "@" + result(pr, resources.ResultImageDigest)
+	if wantImage != testRegistry+"/"+w.ns+"/hello@"+testbed.SimDigest(pr) {
+		t.Fatalf("image from results %q", wantImage)
+	}
+	c := svc.Spec.Template.Spec.Containers[0]
+	if c.Image != wantImage {
+		t.Errorf("service image %q, want %q", c.Image, wantImage)
+	}
+	if svc.Spec.Template.Name != "hello-00001" {
+		t.Errorf("revision name %q", svc.Spec.Template.Name)
+	}
+	if svc.Labels[resources.LabelVisibility] != resources.VisibilityClusterLocal || svc.Labels[resources.LabelFunction] != "hello" || svc.Labels[resources.LabelTenant] != w.ns {
+		t.Errorf("labels %v", svc.Labels)
+	}
+	if a := svc.Spec.Template.Annotations; a[resources.AnnotationMinScale] != "0" || a[resources.AnnotationMaxScale] != "5" || a[resources.AnnotationTarget] != "10" {
+		t.Errorf("annotations %v", a)
+	}
+	if *svc.Spec.Template.Spec.TimeoutSeconds != 120 || *svc.Spec.Template.Spec.ContainerConcurrency != 20 {
+		t.Errorf("timeout %d concurrency %d", *svc.Spec.Template.Spec.TimeoutSeconds, *svc.Spec.Template.Spec.ContainerConcurrency)
+	}
+	if m := c.Resources.Limits[corev1.ResourceMemory]; m.Value() != 256<<20 {
+		t.Errorf("memory limit %v", m.String())
+	}
+	if q := c.Resources.Requests[corev1.ResourceCPU]; q.String() != "250m" {
+		t.Errorf("cpu request %v", q.String())
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/_sless/health" {
+		t.Errorf("readiness probe %+v", c.ReadinessProbe)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if env["SLESS_ENTRYPOINT"].Value != "main.handler" || env["SLESS_FUNCTION_NAME"].Value != "hello" || env["SLESS_NAMESPACE"].Value != w.ns ||
+		env["SLESS_TIMEOUT_SECONDS"].Value != "120" || env["GREETING"].Value != "hi" || env["TOKEN"].ValueFrom == nil || env["TOKEN"].ValueFrom.SecretKeyRef.Key != "token" {
+		t.Errorf("env %+v", c.Env)
+	}
+	got = w.waitPhase("hello", slessv1alpha1.FunctionPhaseDeploying)
+	if got.IsReady() {
+		t.Fatal("Ready before Knative said so")
+	}
+
+	// 3. Knative says Ready: the Function is Ready with its URL.
+	if err := w.knative.Ready(ctx, w.ns, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	got = w.waitReady("hello")
+	if got.Status.Phase != slessv1alpha1.FunctionPhaseReady || got.Status.Image != wantImage || got.Status.BuildRef != pr.Name ||
+		got.Status.LatestCreatedRevision != "hello-00001" || got.Status.LatestReadyRevision != "hello-00001" ||
+		got.Status.URL != testPublic+"/fn/"+w.ns+"/hello" || got.Status.Address != backend.URL || got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("status %+v", got.Status)
+	}
+	for _, typ := range []string{slessv1alpha1.FunctionConditionSourceReady, slessv1alpha1.FunctionConditionBuildSucceeded, slessv1alpha1.FunctionConditionServiceReady, slessv1alpha1.FunctionConditionReady} {
+		if c := condition(got, typ); c.Status != metav1.ConditionTrue || c.ObservedGeneration != got.Generation {
+			t.Errorf("condition %s: %+v", typ, c)
+		}
+	}
+	resp, err := http.Get(got.Status.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello" {
+		t.Errorf("address answered %q", body)
+	}
+}
+
+func TestChanges(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	ctx := context.Background()
+	w.create(pythonFunction(w.ns, "chg", `"v1"`))
+	v1 := w.waitReady("chg")
+	img1 := v1.Status.Image
+
+	t.Run("env-only change makes a revision without a build", func(t *testing.T) {
+		w.update("chg", func(fn *slessv1alpha1.Function) { fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "A", Value: "1"}} })
+		got := w.waitReady("chg")
+		if n := len(w.pipelineRuns("chg")); n != 1 {
+			t.Errorf("%d PipelineRuns, want 1", n)
+		}
+		if got.Status.Image != img1 || got.Status.LatestReadyRevision != "chg-00002" {
+			t.Errorf("image %s revision %s", got.Status.Image, got.Status.LatestReadyRevision)
+		}
+	})
+
+	t.Run("build timeout change rolls out nothing", func(t *testing.T) {
+		svc, _ := w.service("chg")
+		w.update("chg", func(fn *slessv1alpha1.Function) { fn.Spec.BuildTimeoutSeconds = ptr.To[int32](300) })
+		got := w.waitReady("chg")
+		after, _ := w.service("chg")
+		if after.Generation != svc.Generation || got.Status.LatestReadyRevision != "chg-00002" {
+			t.Errorf("service generation %d → %d, revision %s", svc.Generation, after.Generation, got.Status.LatestReadyRevision)
+		}
+	})
+
+	t.Run("source change builds once more, old revision serves meanwhile", func(t *testing.T) {
+		w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+		w.update("chg", func(fn *slessv1alpha1.Function) {
+			fn.Spec.Source.Inline.Files["main.py"] = "def handler(event, context):\n    return 'v2'\n"
+		})
+		building := w.waitPhase("chg", slessv1alpha1.FunctionPhaseBuilding)
+		if building.Status.LatestReadyRevision != "chg-00002" || building.Status.Image != img1 || building.Status.URL == "" {
+			t.Errorf("while building: %+v", building.Status)
+		}
+		prs := w.pipelineRuns("chg")
+		if len(prs) != 2 {
+			t.Fatalf("%d PipelineRuns, want 2", len(prs))
+		}
+		if err := w.tekton.Succeed(ctx, w.ns, building.Status.BuildRef); err != nil {
+			t.Fatal(err)
+		}
+		got := w.waitReady("chg")
+		if got.Status.Image == img1 || got.Status.LatestReadyRevision != "chg-00004" || got.Status.SourceDigest == v1.Status.SourceDigest {
+			t.Errorf("after rebuild: %+v", got.Status)
+		}
+	})
+
+	t.Run("failed build, then a fixed source recovers", func(t *testing.T) {
+		w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildFail, Message: "error building image: pip: No matching distribution found for nosuchpkg"})
+		w.update("chg", func(fn *slessv1alpha1.Function) { fn.Spec.Source.Inline.Files["requirements.txt"] = "nosuchpkg\n" })
+		failed := w.waitPhase("chg", slessv1alpha1.FunctionPhaseFailed)
+		b := condition(failed, slessv1alpha1.FunctionConditionBuildSucceeded)
+		r := condition(failed, slessv1alpha1.FunctionConditionReady)
+		wantMsg := `step "build-and-push" of PipelineRun ` + failed.Status.BuildRef + ` failed: error building image: pip: No matching distribution found for nosuchpkg`
+		if b.Status != metav1.ConditionFalse || b.Reason != "Failed" || b.Message != wantMsg {
+			t.Errorf("BuildSucceeded %+v\nwant message %s", b, wantMsg)
+		}
+		if r.Status != metav1.ConditionFalse || r.Reason != "Failed" || r.Message != wantMsg {
+			t.Errorf("Ready %+v", r)
+		}
+		if failed.Status.LatestReadyRevision != "chg-00004" {
+			t.Errorf("old revision no longer recorded: %s", failed.Status.LatestReadyRevision)
+		}
+		w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{})
+		w.update("chg", func(fn *slessv1alpha1.Function) { delete(fn.Spec.Source.Inline.Files, "requirements.txt") })
+		got := w.waitReady("chg")
+		// The fixed source equals the one built before: no new build.
+		if n := len(w.pipelineRuns("chg")); n != 3 {
+			t.Errorf("%d PipelineRuns, want 3", n)
+		}
+		// ... and the same image and settings as the serving revision: no
+		// new revision either.
+		if got.Status.LatestReadyRevision != "chg-00004" {
+			t.Errorf("revision %s", got.Status.LatestReadyRevision)
+		}
+	})
+
+	t.Run("Knative Ready=False surfaces", func(t *testing.T) {
+		w.knative.SetPolicy(w.ns, testbed.ServePolicy{Mode: testbed.ServeFail, Reason: "RevisionFailed",
+			Message: `Revision "chg-00007" failed with message: Unable to fetch image: 401 Unauthorized.`})
+		w.update("chg", func(fn *slessv1alpha1.Function) { fn.Spec.MemoryMB = ptr.To[int32](512) })
+		got := w.waitPhase("chg", slessv1alpha1.FunctionPhaseFailed)
+		s := condition(got, slessv1alpha1.FunctionConditionServiceReady)
+		if s.Status != metav1.ConditionFalse || s.Reason != "RevisionFailed" || s.Message != `Revision "chg-00007" failed with message: Unable to fetch image: 401 Unauthorized.` {
+			t.Errorf("ServiceReady %+v", s)
+		}
+		if got.Status.LatestCreatedRevision != "chg-00007" || got.Status.LatestReadyRevision != "chg-00004" {
+			t.Errorf("revisions %s/%s", got.Status.LatestCreatedRevision, got.Status.LatestReadyRevision)
+		}
+		if r := condition(got, slessv1alpha1.FunctionConditionReady); r.Status != metav1.ConditionFalse || r.Reason != "RevisionFailed" {
+			t.Errorf("Ready %+v", r)
+		}
+	})
+}
+
+func TestHandDeletedServiceComesBack(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	w.create(pythonFunction(w.ns, "phoenix", `1`))
+	w.waitReady("phoenix")
+	svc, err := w.service("phoenix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.kube.Client.Delete(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("a new Service", func() (bool, string) {
+		s, err := w.service("phoenix")
+		return err == nil && s.UID != svc.UID, "not recreated"
+	})
+	w.waitReady("phoenix")
+	if n := len(w.pipelineRuns("phoenix")); n != 1 {
+		t.Errorf("%d PipelineRuns, want 1 (no rebuild)", n)
+	}
+}
+
+func TestPrebuiltImage(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	img := "registry.test.local/prebuilt/app@sha256:" + hex.EncodeToString(make([]byte, 32))
+	w.create(&slessv1alpha1.Function{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "pre"},
+		Spec:       slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: img}},
+	})
+	got := w.waitReady("pre")
+	svc, _ := w.service("pre")
+	if svc.Spec.Template.Spec.Containers[0].Image != img || got.Status.Image != img || got.Status.BuildRef != "" || got.Status.SourceDigest != "" {
+		t.Errorf("status %+v, service image %s", got.Status, svc.Spec.Template.Spec.Containers[0].Image)
+	}
+	if n := len(w.pipelineRuns("pre")); n != 0 {
+		t.Errorf("%d PipelineRuns for a prebuilt image", n)
+	}
+	if c := condition(got, slessv1alpha1.FunctionConditionBuildSucceeded); c.Reason != function.ReasonPrebuiltImage {
+		t.Errorf("BuildSucceeded %+v", c)
+	}
+}
+
+func TestDeleteMidBuildLeavesNothing(t *testing.T) {
+	w := newWorld(t)
+	w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+	w.startController()
+	ctx := context.Background()
+	w.create(pythonFunction(w.ns, "gone", `0`))
+	got := w.waitPhase("gone", slessv1alpha1.FunctionPhaseBuilding)
+	if got.Finalizers[0] != names.Finalizer {
+		t.Fatalf("finalizers %v", got.Finalizers)
+	}
+	key := names.ContextKey(w.ns, "gone", got.Status.SourceDigest)
+	if ok, err := w.store.Exists(ctx, key); !ok || err != nil {
+		t.Fatalf("context not stored: %v %v", ok, err)
+	}
+	if err := w.kube.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("Function gone", func() (bool, string) {
+		err := w.kube.Client.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "gone"}, &slessv1alpha1.Function{})
+		return apierrors.IsNotFound(err), "still there"
+	})
+	if ok, err := w.store.Exists(ctx, key); ok || err != nil {
+		t.Errorf("context still stored after delete: %v %v", ok, err)
+	}
+	// envtest runs no garbage collector; on a cluster it deletes the run
+	// (and its pod) because the Function controlled it.
+	for _, pr := range w.pipelineRuns("gone") {
+		if ref := metav1.GetControllerOf(&pr); ref == nil || ref.UID != got.UID || ref.Kind != "Function" {
+			t.Errorf("PipelineRun %s not controlled by the Function: %+v", pr.Name, ref)
+		}
+	}
+	if _, err := w.service("gone"); !apierrors.IsNotFound(err) {
+		t.Errorf("a Service was made for a Function deleted mid-build: %v", err)
+	}
+}

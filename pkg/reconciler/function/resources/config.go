@@ -1,0 +1,116 @@
+// Package resources builds the objects the Function reconciler asks Tekton
+// and Knative for: a PipelineRun that builds a function's image and a
+// Knative Service that serves it. Builders are pure: no client, no clock;
+// the same inputs give the same object.
+package resources
+
+import (
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Labels and annotations sless puts on what it makes.
+const (
+	LabelFunction  = "sless.dev/function"
+	LabelTenant    = "sless.dev/tenant"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "sless"
+	// AnnotationSourceDigest on a PipelineRun is the build context's digest.
+	AnnotationSourceDigest = "sless.dev/source-digest"
+
+	// LabelVisibility with VisibilityClusterLocal keeps a Knative Service
+	// off the public ingress: sless's invoke proxy is the public door.
+	LabelVisibility        = "networking.knative.dev/visibility"
+	VisibilityClusterLocal = "cluster-local"
+
+	AnnotationMinScale = "autoscaling.knative.dev/min-scale"
+	AnnotationMaxScale = "autoscaling.knative.dev/max-scale"
+	AnnotationTarget   = "autoscaling.knative.dev/target"
+)
+
+// Names inside the PipelineRun; the build's contract with its task.
+const (
+	ParamContext       = "CONTEXT"
+	ParamContextDigest = "CONTEXT_DIGEST"
+	ParamImage         = "IMAGE"
+	ParamTag           = "TAG"
+	ResultImageDigest  = "IMAGE_DIGEST"
+	ResultImageURL     = "IMAGE_URL"
+	BuildTask          = "build"
+	StepImageURL       = "image-url"
+	StepBuild          = "build-and-push"
+	// DockerConfigDir is where the registry credentials are mounted; kaniko
+	// reads config.json there.
+	DockerConfigDir = "/kaniko/.docker"
+	// ContainerName is the function's container in its Knative revision.
+	ContainerName = "function"
+)
+
+// Defaults of Config.
+const (
+	// DefaultBuilderImage is kaniko's last upstream release. Upstream was
+	// archived in 2025: operators should pin a maintained fork (or another
+	// builder that takes kaniko's flags) with --builder-image.
+	DefaultBuilderImage = "gcr.io/kaniko-project/executor:v1.23.2"
+	// DefaultHelperImage runs the one-line step that reports IMAGE_URL.
+	DefaultHelperImage = "busybox:1.37.0"
+	DefaultS3Region    = "us-east-1"
+)
+
+// Config is the cluster-wide configuration the builders need beyond a
+// Function. The controller fills it from flags (see cmd/sless/controller.go).
+type Config struct {
+	// Registry is the repository prefix images are pushed to, e.g.
+	// registry.example.com/sless; each function gets <Registry>/<ns>/<name>.
+	Registry string
+	// BuilderImage runs the build; it takes kaniko's flags.
+	BuilderImage string
+	// BuilderArgs are extra flags for the builder (e.g. --insecure for a
+	// plain-HTTP registry, --cache=true).
+	BuilderArgs []string
+	// HelperImage has a POSIX shell; it writes the IMAGE_URL result.
+	HelperImage string
+	// RegistrySecret names a kubernetes.io/dockerconfigjson Secret in the
+	// function's namespace with push rights; none when empty.
+	RegistrySecret string
+	// BuildServiceAccount runs the build's pod; the namespace's default when empty.
+	BuildServiceAccount string
+	// S3Endpoint is the S3 server as the build pod reaches it, with scheme
+	// (http://minio.sless-system:9000); AWS S3 when empty.
+	S3Endpoint string
+	S3Region   string
+	// S3Secret names a Secret in the function's namespace with keys
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY that may read build contexts.
+	S3Secret string
+	// ServiceAccount runs the function's pods; the namespace's default when empty.
+	ServiceAccount string
+}
+
+// WithDefaults fills what is unset.
+func (c Config) WithDefaults() Config {
+	if c.BuilderImage == "" {
+		c.BuilderImage = DefaultBuilderImage
+	}
+	if c.HelperImage == "" {
+		c.HelperImage = DefaultHelperImage
+	}
+	if c.S3Region == "" {
+		c.S3Region = DefaultS3Region
+	}
+	return c
+}
+
+// Labels sless puts on every object it makes for fn.
+func Labels(fn *slessv1alpha1.Function) map[string]string {
+	return map[string]string{
+		LabelFunction:  fn.Name,
+		LabelTenant:    fn.Namespace,
+		LabelManagedBy: ManagedBy,
+	}
+}
+
+// OwnerReference makes fn the controller of a child, so garbage collection
+// removes the child with it and Owns() watches map the child back to it.
+func OwnerReference(fn *slessv1alpha1.Function) metav1.OwnerReference {
+	return *metav1.NewControllerRef(fn, slessv1alpha1.SchemeGroupVersion.WithKind("Function"))
+}

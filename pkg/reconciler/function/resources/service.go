@@ -1,0 +1,111 @@
+package resources
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// MakeService builds the Knative Service that serves fn from image (always
+// repo@sha256:..., so a rebuild can never be served by a stale pull). The
+// revision template is named from the function's generation; Knative
+// readiness, autoscaling and scale to zero do the rest. The Service is
+// cluster-local: callers reach it through sless's invoke proxy.
+func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv1.Service {
+	labels := Labels(fn)
+	svcLabels := Labels(fn)
+	svcLabels[LabelVisibility] = VisibilityClusterLocal
+
+	svc := &servingv1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            names.Service(fn),
+			Namespace:       fn.Namespace,
+			Labels:          svcLabels,
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(fn)},
+		},
+	}
+	tmpl := &svc.Spec.Template
+	tmpl.Name = names.Revision(fn)
+	tmpl.Labels = labels
+	tmpl.Annotations = scaleAnnotations(fn.Spec.Scale)
+	tmpl.Spec.TimeoutSeconds = ptr.To(int64(fn.Timeout()))
+	if s := fn.Spec.Scale; s != nil && s.ContainerConcurrency != nil {
+		tmpl.Spec.ContainerConcurrency = ptr.To(*s.ContainerConcurrency)
+	}
+	tmpl.Spec.ServiceAccountName = cfg.ServiceAccount
+	tmpl.Spec.Containers = []corev1.Container{{
+		Name:      ContainerName,
+		Image:     image,
+		Ports:     []corev1.ContainerPort{{Name: "http1", ContainerPort: runtimes.DefaultPort}},
+		Env:       env(fn),
+		Resources: computeResources(fn),
+		// The wrapper listens only once the handler is loaded and answers
+		// this path itself, so Knative routes no request to an instance
+		// that cannot serve it.
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: runtimes.HealthPath,
+		}}},
+	}}
+	return svc
+}
+
+// env is the runtime contract's variables (docs/runtimes.md) followed by the
+// user's; the API refuses user names that would shadow the contract's.
+func env(fn *slessv1alpha1.Function) []corev1.EnvVar {
+	out := []corev1.EnvVar{
+		{Name: "SLESS_FUNCTION_NAME", Value: fn.Name},
+		{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
+		{Name: "SLESS_TIMEOUT_SECONDS", Value: strconv.Itoa(int(fn.Timeout()))},
+	}
+	if fn.Spec.Entrypoint != "" {
+		out = append(out, corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: fn.Spec.Entrypoint})
+	}
+	return append(out, fn.Spec.CoreEnv()...)
+}
+
+// computeResources gives each instance its memory as request and limit (a
+// function that outgrows it is killed, not the node) and its CPU as request.
+func computeResources(fn *slessv1alpha1.Function) corev1.ResourceRequirements {
+	mb := int64(slessv1alpha1.DefaultMemoryMB)
+	if fn.Spec.MemoryMB != nil {
+		mb = int64(*fn.Spec.MemoryMB)
+	}
+	mem := *resource.NewQuantity(mb*1024*1024, resource.BinarySI)
+	r := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: mem},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem.DeepCopy()},
+	}
+	if fn.Spec.CPU != nil {
+		r.Requests[corev1.ResourceCPU] = fn.Spec.CPU.DeepCopy()
+	}
+	return r
+}
+
+func scaleAnnotations(s *slessv1alpha1.ScaleSpec) map[string]string {
+	if s == nil {
+		return nil
+	}
+	a := map[string]string{}
+	if s.Min != nil {
+		a[AnnotationMinScale] = strconv.Itoa(int(*s.Min))
+	}
+	if s.Max != nil {
+		a[AnnotationMaxScale] = strconv.Itoa(int(*s.Max))
+	}
+	if s.Target != nil {
+		a[AnnotationTarget] = strconv.Itoa(int(*s.Target))
+	}
+	if len(a) == 0 {
+		return nil
+	}
+	return a
+}
+
