@@ -20,6 +20,10 @@ import (
 // PathPrefix is where the proxy serves: /fn/{namespace}/{name}[/*path].
 const PathPrefix = "/fn/"
 
+// connectionSlack is how far the connection's deadlines lie past a call's
+// deadline: time to write the proxy's own answer after the call timed out.
+const connectionSlack = 5 * time.Second
+
 // Headers the proxy sets on the call it forwards.
 const (
 	// RequestIDHeader carries the call's id to the function and back.
@@ -401,9 +405,13 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 	c.deadline = ctx
+	// The connection deadlines lie beyond the call's own: when a read
+	// deadline passes while a handler runs, net/http cancels the
+	// connection's context for good, and the caller would get nothing
+	// rather than the proxy's 504.
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(deadline)
-	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
+	_ = rc.SetReadDeadline(deadline.Add(connectionSlack))
+	_ = rc.SetWriteDeadline(deadline.Add(connectionSlack))
 	// The connection may carry further requests; leave it without the
 	// deadlines of this one (the server sets its own per request, if any).
 	defer func() {

@@ -1,0 +1,198 @@
+package invoke_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/invoke"
+)
+
+func TestCursorRoundTripAndRejects(t *testing.T) {
+	c := invoke.Cursor{StartedAt: time.Date(2026, 5, 1, 1, 2, 3, 456789000, time.UTC), ID: 42}
+	got, err := invoke.ParseCursor(c.String())
+	if err != nil || !got.StartedAt.Equal(c.StartedAt) || got.ID != 42 {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "x", "AAAA", c.String() + "A", "!!!!!!!!!!!!!!!!!!!!!!!"} {
+		if _, err := invoke.ParseCursor(bad); err == nil {
+			t.Errorf("ParseCursor(%q) accepted", bad)
+		}
+	}
+}
+
+func listServer(t *testing.T, h invoke.History) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("/v1/namespaces/{namespace}/functions/{name}/invocations", invoke.ListHandler{History: h})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestListHandlerRefusesBadInput(t *testing.T) {
+	base := listServer(t, store(t))
+	cases := []struct {
+		query  string
+		status int
+		fields []string
+	}{
+		{"status=2xy", 400, []string{"status"}},
+		{"status=200", 400, []string{"status"}},
+		{"status=6xx", 400, []string{"status"}},
+		{"trigger=webhook", 400, []string{"trigger"}},
+		{"since=yesterday", 400, []string{"since"}},
+		{"until=2026-13-01T00:00:00Z", 400, []string{"until"}},
+		{"since=2026-02-01T00:00:00Z&until=2026-01-01T00:00:00Z", 400, []string{"until"}},
+		{"limit=0", 400, []string{"limit"}},
+		{"limit=1001", 400, []string{"limit"}},
+		{"limit=ten", 400, []string{"limit"}},
+		{"cursor=not-a-cursor", 400, []string{"cursor"}},
+		{"limit=1&limit=2", 400, []string{"limit"}},
+		{"status=9xx&trigger=x&limit=-1", 400, []string{"status", "trigger", "limit"}},
+		{"status=5XX&trigger=cron&since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00.5%2B01:00&limit=1000", 200, nil},
+		{"unknown=ignored", 200, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			resp, err := http.Get(base + "/v1/namespaces/ns/functions/fn/invocations?" + tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			if tc.status != 400 {
+				return
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
+			var p invoke.Problem
+			if err := json.Unmarshal(b, &p); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range p.Errors {
+				got = append(got, e.Field)
+				if e.Detail == "" {
+					t.Errorf("field %s without detail", e.Field)
+				}
+			}
+			if len(got) != len(tc.fields) {
+				t.Fatalf("fields %v, want %v", got, tc.fields)
+			}
+			for i := range got {
+				if got[i] != tc.fields[i] {
+					t.Fatalf("fields %v, want %v", got, tc.fields)
+				}
+			}
+		})
+	}
+	for _, path := range []string{"/v1/namespaces/NS/functions/fn/invocations", "/v1/namespaces/ns/functions/9fn/invocations"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	resp, err := http.Post(base+"/v1/namespaces/ns/functions/fn/invocations", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") == "" {
+		t.Errorf("POST: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
+func TestListHandlerPagesThroughHistory(t *testing.T) {
+	s := store(t)
+	base := listServer(t, s)
+	start := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	var records []invoke.Record
+	for i := range 25 {
+		status := 200
+		if i%5 == 0 {
+			status = 502
+		}
+		records = append(records, invoke.Record{Namespace: "ns", Function: "fn", Trigger: invoke.TriggerHTTP,
+			RequestID: strconv.Itoa(i), StartedAt: start.Add(time.Duration(i) * time.Second), Duration: 1500 * time.Microsecond, Status: status})
+	}
+	if err := s.Write(context.Background(), invoke.Batch{ID: "b", Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(q url.Values) invoke.InvocationList {
+		t.Helper()
+		resp, err := http.Get(base + "/v1/namespaces/ns/functions/fn/invocations?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		var l invoke.InvocationList
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	var ids []string
+	q := url.Values{"limit": {"10"}}
+	for pages := 0; ; pages++ {
+		l := get(q)
+		for _, it := range l.Items {
+			ids = append(ids, it.RequestID)
+		}
+		if l.Next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("no end")
+		}
+		q.Set("cursor", l.Next)
+	}
+	if len(ids) != 25 || ids[0] != "24" || ids[24] != "0" {
+		t.Fatalf("listed %v", ids)
+	}
+	l := get(url.Values{"status": {"5xx"}})
+	if len(l.Items) != 5 || l.Next != "" || l.Items[0].Status != 502 || l.Items[0].DurationMs != 1.5 || l.Items[0].StartedAt != start.Add(20*time.Second) {
+		t.Fatalf("5xx list %+v", l)
+	}
+	// An empty listing is an empty array, not null.
+	resp, err := http.Get(base + "/v1/namespaces/ns/functions/other/invocations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != `{"items":[]}` {
+		t.Fatalf("empty list %s", b)
+	}
+}
+
+func TestListHandlerStoreDown(t *testing.T) {
+	s := store(t)
+	base := listServer(t, s)
+	s.Close()
+	resp, err := http.Get(base + "/v1/namespaces/ns/functions/fn/invocations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
