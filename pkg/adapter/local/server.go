@@ -137,7 +137,7 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		// The function cannot be served as it stands; an earlier revision, if
 		// any, keeps serving.
 		st := s.state(key)
-		st.Ready = false
+		st.Ready, st.Failed = false, true
 		st.Reason, st.Message = reason, err.Error()
 		return st, nil
 	}
@@ -190,6 +190,7 @@ func (s *Server) state(key types.NamespacedName) adapter.ServeState {
 		case svc.active == r:
 			st.Ready = true
 		case failure != "":
+			st.Failed = true
 			st.Reason, st.Message = ReasonRevisionFailed, fmt.Sprintf("revision %s did not start: %s", r.name, failure)
 		default:
 			st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("starting revision %s", r.name)

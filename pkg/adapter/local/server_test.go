@@ -263,7 +263,7 @@ func TestServerRolloutWithoutFailedCalls(t *testing.T) {
 	fn.Generation = 3
 	broken := bed.image(fn, "import no_such_module_here\ndef handler(e, c):\n    return 1\n")
 	st = bed.awaitState(fn, broken, func(st adapter.ServeState) bool { return st.Reason == ReasonRevisionFailed })
-	if st.Ready || !strings.Contains(st.Message, "no_such_module_here") || st.LatestReadyRevision != "roll-00002" || st.LatestCreatedRevision != "roll-00003" {
+	if st.Ready || !st.Failed || !strings.Contains(st.Message, "no_such_module_here") || st.LatestReadyRevision != "roll-00002" || st.LatestCreatedRevision != "roll-00003" {
 		t.Fatalf("broken revision: %+v", st)
 	}
 	if body, _, err := bed.call("ns", "roll"); err != nil || !strings.Contains(body, `"reply": "new"`) {
@@ -311,7 +311,7 @@ func TestServerMinScaleAndRefusals(t *testing.T) {
 			f := fnNamed("ns", "refused-"+strings.ReplaceAll(c.name, " ", "-"))
 			c.mutate(f)
 			st, err := bed.server.EnsureService(context.Background(), f, c.image)
-			if err != nil || st.Ready || st.Reason != c.reason || st.Message == "" {
+			if err != nil || st.Ready || !st.Failed || st.Reason != c.reason || st.Message == "" {
 				t.Fatalf("state = %+v, %v; want reason %s", st, err, c.reason)
 			}
 		})

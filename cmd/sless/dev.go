@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sless-dev/sless/pkg/adapter/local"
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/api"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+func init() {
+	register("dev", "local mode: the REST API, invoke path, builder and functions on this machine, no Kubernetes", runDev)
+}
+
+// devBucket is what spec.source.archive.bucket says in local mode, where
+// blobs live in a directory.
+const devBucket = "local"
+
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sless dev", flag.ContinueOnError)
+	addr := fs.String("addr", envOr("SLESS_ADDR", "127.0.0.1:8080"), "address of the REST API and the invoke path (host:port; port 0 picks a free one)")
+	dataDir := fs.String("data-dir", envOr("SLESS_DATA_DIR", ".data"), "directory for the object store, blobs, builds and logs")
+	idle := fs.Duration("idle-timeout", 60*time.Second, "stop a function's process after this long without a call (scale to zero)")
+	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (default: kept in the data directory)")
+	token := fs.String("dev-token", os.Getenv("SLESS_DEV_TOKEN"), "static bearer token (at least 16 characters); default: a random one, written to <data-dir>/dev-token")
+	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
+	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
+	node := fs.String("node", "", "node to run Node.js functions with (default: from PATH)")
+	goTool := fs.String("go", "", "go to build Go functions with (default: from PATH)")
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *idle <= 0 {
+		return errors.New("--idle-timeout must be positive")
+	}
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	data, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	if *token == "" {
+		if *token, err = devToken(filepath.Join(data, "dev-token")); err != nil {
+			return err
+		}
+	}
+	if len(*token) < 16 {
+		return errors.New("--dev-token must be at least 16 characters")
+	}
+
+	// Listen first: with port 0 the URL is known only now, and status.url
+	// of every function carries it.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	defer ln.Close()
+	baseURL := "http://" + ln.Addr().String()
+
+	scheme := runtime.NewScheme()
+	if err := slessv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	store, err := local.OpenStore(filepath.Join(data, "sless.db"), scheme)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	blobs, err := local.NewBlobs(filepath.Join(data, "blobs"))
+	if err != nil {
+		return err
+	}
+
+	// The reconcile loop is made first so the builder and the server can
+	// ask it to look at a function again when a build ends or a revision
+	// becomes ready (the watches on PipelineRuns and Knative Services on a
+	// cluster).
+	var loop *local.Loop
+	enqueue := func(ns, name string) {
+		if loop != nil {
+			loop.Enqueue(ns, name)
+		}
+	}
+	tools := runtimes.LocalOptions{Python: *python, Node: *node, Go: *goTool}
+	builder, err := local.NewBuilder(filepath.Join(data, "builds"), tools, enqueue)
+	if err != nil {
+		return err
+	}
+	defer builder.Close()
+	var console io.Writer
+	if !*quiet {
+		console = os.Stderr
+	}
+	server := local.NewServer(local.ServerOptions{
+		Dir:         builder.Dir,
+		IdleTimeout: *idle,
+		Tools:       tools,
+		LogDir:      filepath.Join(data, "logs"),
+		Console:     console,
+		ResolveEnv:  envFromStore(store),
+		Address:     func(ns, name string) string { return "local://" + ns + "/" + name },
+		OnChange:    enqueue,
+	})
+	defer server.Close()
+
+	resolver, err := local.NewResolver(ctx, store, server)
+	if err != nil {
+		return err
+	}
+	defer resolver.Close()
+
+	reconciler := &function.Reconciler{
+		Client:  store,
+		Builder: builder,
+		Server:  server,
+		Store:   blobs,
+		Config:  function.Config{PublicBaseURL: baseURL},
+	}
+	loop = local.NewLoop("function", store, slessv1alpha1.SchemeGroupVersion.WithKind("Function").GroupKind(), reconciler, log)
+	loop.OnDeleted = func(k types.NamespacedName) { server.Remove(k.Namespace, k.Name) }
+
+	// Invocation records: PostgreSQL when given, else the data directory.
+	var sink invoke.Sink
+	var history invoke.History
+	if *databaseURL != "" {
+		pg, err := postgres.Open(*databaseURL)
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		go func() {
+			_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
+		}()
+		sink, history = pg, pg
+	} else {
+		recs, err := store.Records()
+		if err != nil {
+			return err
+		}
+		sink, history = recs, recs
+	}
+	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log})
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = recorder.Close(cctx)
+	}()
+
+	verifier, err := auth.New(ctx, auth.Config{
+		DevToken:    *token,
+		DevIdentity: auth.Identity{Subject: "dev", Namespace: "default", Admin: true},
+	})
+	if err != nil {
+		return err
+	}
+	proxy, err := invoke.NewProxy(invoke.Options{
+		Resolver: resolver,
+		Authenticator: invoke.AuthenticatorFunc(func(r *http.Request) (invoke.Identity, error) {
+			id, err := verifier.Authenticate(r)
+			if err != nil {
+				return invoke.Identity{}, err
+			}
+			return invoke.Identity(*id), nil
+		}),
+		Recorder: recorder,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	list := invoke.ListHandler{History: history}
+	apiServer, err := api.New(api.Options{
+		Objects: store,
+		Auth:    verifier,
+		Blobs:   blobs,
+		Bucket:  devBucket,
+		Invoke:  proxy,
+		Invocations: func(c *gin.Context) {
+			list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	existing, err := functionKeys(ctx, store)
+	if err != nil {
+		return err
+	}
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		loop.Run(loopCtx, existing, 2)
+	}()
+
+	srv := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	fmt.Fprintf(os.Stderr, "sless dev: serving on %s\n", baseURL)
+	fmt.Fprintf(os.Stderr, "sless dev: data in %s; token in %s\n", data, filepath.Join(data, "dev-token"))
+	fmt.Fprintf(os.Stderr, "sless dev: functions stop after %s idle\n", *idle)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		stopLoop()
+		<-loopDone
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "sless dev: stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	stopLoop()
+	<-loopDone
+	return nil
+}
+
+// devToken reads the token kept in path, or makes one and keeps it there,
+// so scripts and a restarted sless dev agree on it.
+func devToken(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); len(t) >= 16 {
+			return t, nil
+		}
+	}
+	var rnd [24]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	t := "sless-dev-" + hex.EncodeToString(rnd[:])
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write dev token: %w", err)
+	}
+	return t, nil
+}
+
+// functionKeys lists the stored functions, so a restart reconciles them all.
+func functionKeys(ctx context.Context, store *local.Store) ([]types.NamespacedName, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind("FunctionList"))
+	if err := store.List(ctx, list); err != nil {
+		return nil, err
+	}
+	keys := make([]types.NamespacedName, 0, len(list.Items))
+	for i := range list.Items {
+		keys = append(keys, types.NamespacedName{Namespace: list.Items[i].GetNamespace(), Name: list.Items[i].GetName()})
+	}
+	return keys, nil
+}
+
+// envFromStore resolves secretKeyRef and configMapKeyRef entries from
+// Secrets and ConfigMaps kept in the local store.
+func envFromStore(store *local.Store) func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
+	return func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
+		switch {
+		case src.SecretKeyRef != nil:
+			s := &corev1.Secret{}
+			if err := store.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.SecretKeyRef.Name}, s); err != nil {
+				return "", fmt.Errorf("secret %s: %w", src.SecretKeyRef.Name, err)
+			}
+			if v, ok := s.Data[src.SecretKeyRef.Key]; ok {
+				return string(v), nil
+			}
+			if v, ok := s.StringData[src.SecretKeyRef.Key]; ok {
+				return v, nil
+			}
+			return "", fmt.Errorf("secret %s has no key %s", src.SecretKeyRef.Name, src.SecretKeyRef.Key)
+		case src.ConfigMapKeyRef != nil:
+			cm := &corev1.ConfigMap{}
+			if err := store.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.ConfigMapKeyRef.Name}, cm); err != nil {
+				return "", fmt.Errorf("configmap %s: %w", src.ConfigMapKeyRef.Name, err)
+			}
+			if v, ok := cm.Data[src.ConfigMapKeyRef.Key]; ok {
+				return v, nil
+			}
+			return "", fmt.Errorf("configmap %s has no key %s", src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key)
+		}
+		return "", errors.New("only secretKeyRef and configMapKeyRef are available in local mode")
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,181 @@
+// Command devdeploy deploys a Function manifest (YAML or JSON) to a running
+// `sless dev` through its REST API, waits until it is Ready, calls it once
+// and prints the answer and the URL. hack/run.sh (make run) uses it; it needs
+// nothing but Go, so `make run` works where curl or PyYAML are missing.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+type function struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		Namespace       string `json:"namespace,omitempty"`
+		ResourceVersion string `json:"resourceVersion,omitempty"`
+		Generation      int64  `json:"generation,omitempty"`
+	} `json:"metadata"`
+	Status struct {
+		ObservedGeneration int64  `json:"observedGeneration"`
+		Phase              string `json:"phase"`
+		URL                string `json:"url"`
+		Conditions         []struct {
+			Type, Status, Reason, Message string
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
+func main() {
+	base := flag.String("url", "http://127.0.0.1:8080", "base URL of sless dev")
+	tokenFile := flag.String("token-file", ".data/dev-token", "file holding the dev token")
+	file := flag.String("f", "", "Function manifest (YAML or JSON)")
+	ns := flag.String("namespace", "default", "namespace to deploy into")
+	query := flag.String("query", "", "query string of the test call, e.g. name=Ada")
+	wait := flag.Duration("wait", 5*time.Minute, "how long to wait for Ready")
+	flag.Parse()
+	if err := run(*base, *tokenFile, *file, *ns, *query, *wait); err != nil {
+		fmt.Fprintln(os.Stderr, "devdeploy:", err)
+		os.Exit(1)
+	}
+}
+
+func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
+	if file == "" {
+		return errors.New("-f is required")
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return err
+	}
+	token := strings.TrimSpace(string(tok))
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	body, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return err
+	}
+	meta, _ := doc["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	if name == "" {
+		return fmt.Errorf("%s has no metadata.name", file)
+	}
+	meta["namespace"] = ns
+	col := strings.TrimSuffix(base, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/functions"
+	item := col + "/" + url.PathEscape(name)
+
+	call := func(method, u string, in any) (int, []byte, error) {
+		var rd io.Reader
+		if in != nil {
+			b, _ := json.Marshal(in)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequest(method, u, rd)
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+
+	// Create, or replace the spec of the one already there.
+	code, cur, err := call(http.MethodGet, item, nil)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case http.StatusNotFound:
+		code, cur, err = call(http.MethodPost, col, doc)
+	case http.StatusOK:
+		var existing function
+		_ = json.Unmarshal(cur, &existing)
+		meta["resourceVersion"] = existing.Metadata.ResourceVersion
+		code, cur, err = call(http.MethodPut, item, doc)
+	}
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK && code != http.StatusCreated {
+		return fmt.Errorf("deploying %s: %d %s", name, code, cur)
+	}
+	fmt.Printf("deployed function %s/%s; waiting for it to be Ready\n", ns, name)
+
+	deadline := time.Now().Add(wait)
+	last := ""
+	var fn function
+	for {
+		code, b, err := call(http.MethodGet, item, nil)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("reading %s: %d %s", name, code, b)
+		}
+		fn = function{}
+		if err := json.Unmarshal(b, &fn); err != nil {
+			return err
+		}
+		current := fn.Status.ObservedGeneration == fn.Metadata.Generation
+		if current && fn.Status.Phase != last && fn.Status.Phase != "" {
+			fmt.Printf("  %s\n", fn.Status.Phase)
+			last = fn.Status.Phase
+		}
+		if current && fn.Status.Phase == "Ready" {
+			break
+		}
+		if current && fn.Status.Phase == "Failed" {
+			for _, c := range fn.Status.Conditions {
+				if c.Status == "False" {
+					fmt.Fprintf(os.Stderr, "  %s: %s: %s\n", c.Type, c.Reason, c.Message)
+				}
+			}
+			return fmt.Errorf("function %s failed", name)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("function %s not Ready after %s (phase %q)", name, wait, fn.Status.Phase)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	u := fn.Status.URL
+	if query != "" {
+		u += "?" + query
+	}
+	code, answer, err := call(http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("calling %s: %d %s", u, code, answer)
+	}
+	fmt.Printf("\nGET %s\n%s\n", u, strings.TrimSpace(string(answer)))
+	fmt.Printf("\nfunction URL: %s\n", fn.Status.URL)
+	fmt.Printf("call it:      curl -H \"Authorization: Bearer $(cat %s)\" '%s'\n", tokenFile, u)
+	return nil
+}
