@@ -1,0 +1,105 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/gin-gonic/gin"
+
+	"github.com/sless-dev/sless/pkg/api"
+)
+
+var ginParam = regexp.MustCompile(`[:*]([a-z]+)`)
+
+// TestOpenAPIMatchesRoutes loads /openapi.json with kin-openapi, validates
+// it, and holds its paths against the router's: every registered route is
+// documented and every documented operation is registered.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	e := newEnv(t, func(o *api.Options) {
+		// The hooks other packages fill; any handler shows the routes exist.
+		o.Invoke = http.NotFoundHandler()
+		o.Invocations = func(c *gin.Context) { c.Status(http.StatusNoContent) }
+	})
+	r := e.do("GET", "/openapi.json", "", nil)
+	want(t, r, http.StatusOK)
+	doc, err := openapi3.NewLoader().LoadFromData(r.Body)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the document is not valid OpenAPI 3: %v", err)
+	}
+
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	registered := map[string]bool{}
+	for _, rt := range e.srv.Engine().Routes() {
+		if rt.Method == "ANY" {
+			continue
+		}
+		registered[rt.Method+" "+ginParam.ReplaceAllString(rt.Path, "{$1}")] = true
+	}
+	// gin's Any registers the invoke paths under each of its methods; the
+	// document lists the ones HTTP clients use.
+	var missing, extra []string
+	for k := range registered {
+		if !documented[k] && !(strings.HasPrefix(k, "CONNECT ") || strings.HasPrefix(k, "TRACE ")) {
+			missing = append(missing, k)
+		}
+	}
+	for k := range documented {
+		if !registered[k] {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	if len(missing) > 0 || len(extra) > 0 {
+		t.Fatalf("routes not documented: %v\ndocumented but not routed: %v", missing, extra)
+	}
+	if len(registered) < 30 {
+		t.Fatalf("only %d routes registered", len(registered))
+	}
+}
+
+// TestMetrics checks that requests show up by route pattern, not raw path.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t)
+	want(t, e.do("GET", e.path("functions", "nothere"), e.token("alice"), nil), http.StatusNotFound)
+	want(t, e.do("GET", "/healthz", "", nil), http.StatusOK)
+	want(t, e.do("GET", "/readyz", "", nil), http.StatusOK)
+	r := e.do("GET", "/metrics", "", nil)
+	want(t, r, http.StatusOK)
+	body := string(r.Body)
+	for _, s := range []string{
+		`sless_api_requests_total{code="404",method="GET",route="/v1/namespaces/:ns/functions/:name"} 1`,
+		`sless_api_requests_total{code="200",method="GET",route="/healthz"} 1`,
+		`sless_api_request_duration_seconds_bucket{method="GET",route="/v1/namespaces/:ns/functions/:name"`,
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("metrics lack %s", s)
+		}
+	}
+	if strings.Contains(body, "nothere") {
+		t.Error("a raw path leaked into a label")
+	}
+}
+
+// TestReadyz reports the readiness hook's failure as a 503 problem.
+func TestReadyz(t *testing.T) {
+	e := newEnv(t, func(o *api.Options) {
+		o.Ready = func(context.Context) error { return context.DeadlineExceeded }
+	})
+	r := e.do("GET", "/readyz", "", nil)
+	want(t, r, http.StatusServiceUnavailable)
+	r.problem(t)
+}
