@@ -5,6 +5,8 @@ package knative
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -63,6 +65,7 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		return adapter.ServeState{Reason: ReasonDeploying,
 			Message: fmt.Sprintf("waiting for Knative Service %s, which is being deleted", svc.Name)}, nil
 	}
+	keepPrewarm(want, svc)
 	if Differs(want, svc) {
 		upd := svc.DeepCopy()
 		upd.Labels = merge(upd.Labels, want.Labels)
@@ -121,6 +124,30 @@ func Differs(want, have *servingv1.Service) bool {
 		return true
 	}
 	return !equality.Semantic.DeepDerivative(w.Spec, h.Spec)
+}
+
+// keepPrewarm honours cron triggers' pre-warm holds: while the Service
+// carries a PrewarmHoldPrefix annotation, the trigger reconciler has raised
+// its template's min-scale to at least 1, and an update made for another
+// reason must not drop it.
+func keepPrewarm(want, have *servingv1.Service) {
+	held := false
+	for k := range have.Annotations {
+		if strings.HasPrefix(k, resources.PrewarmHoldPrefix) {
+			held = true
+			break
+		}
+	}
+	if !held {
+		return
+	}
+	if n, err := strconv.Atoi(want.Spec.Template.Annotations[resources.AnnotationMinScale]); err == nil && n >= 1 {
+		return
+	}
+	if want.Spec.Template.Annotations == nil {
+		want.Spec.Template.Annotations = map[string]string{}
+	}
+	want.Spec.Template.Annotations[resources.AnnotationMinScale] = "1"
 }
 
 func probePath(p *corev1.Probe) string {

@@ -349,3 +349,25 @@ func TestDeleteMidBuildLeavesNothing(t *testing.T) {
 		t.Errorf("a Service was made for a Function deleted mid-build: %v", err)
 	}
 }
+
+// A cron trigger's pre-warm hold (pkg/reconciler/trigger) survives a
+// Function change that updates the Service.
+func TestPrewarmHoldKeptAcrossUpdates(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	w.create(pythonFunction(w.ns, "warm", `1`))
+	w.waitReady("warm")
+	svc, _ := w.service("warm")
+	svc.Annotations = map[string]string{resources.PrewarmHoldPrefix + "nightly": "true"}
+	svc.Spec.Template.Annotations = map[string]string{resources.AnnotationMinScale: "1"}
+	if err := w.kube.Client.Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	w.update("warm", func(fn *slessv1alpha1.Function) { fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "B", Value: "2"}} })
+	got := w.waitReady("warm")
+	svc, _ = w.service("warm")
+	if got.Status.LatestReadyRevision != "warm-00002" || svc.Spec.Template.Annotations[resources.AnnotationMinScale] != "1" ||
+		svc.Annotations[resources.PrewarmHoldPrefix+"nightly"] != "true" {
+		t.Errorf("revision %s, template annotations %v, service annotations %v", got.Status.LatestReadyRevision, svc.Spec.Template.Annotations, svc.Annotations)
+	}
+}

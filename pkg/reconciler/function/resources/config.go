@@ -26,6 +26,11 @@ const (
 	AnnotationMinScale = "autoscaling.knative.dev/min-scale"
 	AnnotationMaxScale = "autoscaling.knative.dev/max-scale"
 	AnnotationTarget   = "autoscaling.knative.dev/target"
+
+	// PrewarmHoldPrefix starts the Service annotations by which cron
+	// triggers hold a function warm (pkg/reconciler/trigger): while one is
+	// present the template's min-scale stays at least 1.
+	PrewarmHoldPrefix = "prewarm.sless.dev/"
 )
 
 // Names inside the PipelineRun; the build's contract with its task.

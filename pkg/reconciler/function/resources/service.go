@@ -108,4 +108,3 @@ func scaleAnnotations(s *slessv1alpha1.ScaleSpec) map[string]string {
 	}
 	return a
 }
-
