@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/adapter/kube"
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/api"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/invoke"
+	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
+	"github.com/sless-dev/sless/pkg/source"
+)
+
+func init() { register("api", "the REST API and the invoke proxy, on a cluster", runAPI) }
+
+// runAPI serves the REST API over the cluster's apiserver and S3, and the
+// invoke proxy at /fn/. Secrets come from files or the environment, never
+// from flags, so they are not visible in the process list.
+func runAPI(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	listen := fs.String("listen", ":8080", "address to serve on")
+	s3Endpoint := fs.String("s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
+	s3Bucket := fs.String("s3-bucket", apiEnv("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
+	s3Region := fs.String("s3-region", apiEnv("SLESS_S3_REGION", "us-east-1"), "S3 region")
+	s3PathStyle := fs.Bool("s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw)")
+	secretFile := fs.String("jwt-secret-file", "", "file holding the HS256 secret (at least 32 bytes)")
+	jwksFile := fs.String("jwks-file", "", "JWK Set file with RS256/ES256 public keys (re-read when it changes)")
+	jwksURL := fs.String("jwks-url", "", "JWK Set URL with RS256/ES256 public keys (refreshed)")
+	issuer := fs.String("jwt-issuer", "", "required iss claim")
+	audience := fs.String("jwt-audience", "", "accepted aud values, comma-separated")
+	nsClaim := fs.String("namespace-claim", auth.DefaultNamespaceClaim, "claim naming the tenant namespace")
+	adminClaim := fs.String("admin-claim", auth.DefaultAdminClaim, "boolean claim that makes the caller an admin")
+	nsPrefix := fs.String("namespace-prefix", auth.DefaultNamespacePrefix, "prefix of namespaces derived from subjects")
+	devTokenFile := fs.String("dev-token-file", "", "file holding a static admin token for local use (off unless set)")
+	maxArchive := fs.Int64("max-archive-bytes", source.DefaultLimits.MaxCompressed, "largest accepted zip")
+	maxUncompressed := fs.Int64("max-uncompressed-bytes", source.DefaultLimits.MaxUncompressed, "largest total of a zip's inflated files")
+	maxEntries := fs.Int("max-archive-entries", source.DefaultLimits.MaxEntries, "most entries in a zip")
+	deleteWait := fs.Duration("delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
+	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
+	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+
+	// Auth.
+	acfg := auth.Config{Issuer: *issuer, JWKSFile: *jwksFile, JWKSURL: *jwksURL,
+		NamespaceClaim: *nsClaim, AdminClaim: *adminClaim, NamespacePrefix: *nsPrefix, Leeway: 30 * time.Second}
+	if *audience != "" {
+		acfg.Audiences = strings.Split(*audience, ",")
+	}
+	if *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return fmt.Errorf("jwt secret: %w", err)
+		}
+		acfg.HS256Secret = []byte(strings.TrimSpace(string(b)))
+	}
+	if *devTokenFile != "" {
+		b, err := os.ReadFile(*devTokenFile)
+		if err != nil {
+			return fmt.Errorf("dev token: %w", err)
+		}
+		acfg.DevToken = strings.TrimSpace(string(b))
+		acfg.DevIdentity = auth.Identity{Subject: "dev", Namespace: "default", Admin: true}
+		log.Warn("the dev token is enabled: it acts as an admin in every namespace")
+	}
+	verifier, err := auth.New(ctx, acfg)
+	if err != nil {
+		return err
+	}
+
+	// Storage.
+	if *s3Endpoint == "" {
+		return errors.New("-s3-endpoint (or SLESS_S3_ENDPOINT) is required")
+	}
+	blobs, err := s3.New(s3.Config{Endpoint: *s3Endpoint, Region: *s3Region, Bucket: *s3Bucket,
+		AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: *s3PathStyle})
+	if err != nil {
+		return err
+	}
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = blobs.EnsureBucket(bctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", *s3Bucket, err)
+	}
+
+	// Cluster: reads are uncached. A cache would save the apiserver little
+	// here and would break read-your-writes (a GET right after a POST must
+	// find the object; Terraform does exactly that).
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	scheme, err := apiScheme()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// Invoke proxy and invocation records.
+	resolver, err := invokekube.Start(ctx, cfg, scheme, invokekube.Options{WatchRevisions: true})
+	if err != nil {
+		return err
+	}
+	var recorder *invoke.Recorder
+	var list gin.HandlerFunc
+	if *databaseURL != "" {
+		pg, err := postgres.Open(*databaseURL)
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		go func() {
+			_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
+		}()
+		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log})
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = recorder.Close(cctx)
+		}()
+		h := invoke.ListHandler{History: pg}
+		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+	}
+	imetrics, err := invoke.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	proxy, err := invoke.NewProxy(invoke.Options{
+		Resolver: resolver,
+		Authenticator: invoke.AuthenticatorFunc(func(r *http.Request) (invoke.Identity, error) {
+			id, err := verifier.Authenticate(r)
+			if err != nil {
+				return invoke.Identity{}, err
+			}
+			return invoke.Identity(*id), nil
+		}),
+		Recorder: recorder,
+		Metrics:  imetrics,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+
+	opts := api.Options{
+		Objects: cl, Live: cl, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
+		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
+		DeleteWait: *deleteWait,
+		Invoke:     proxy, Invocations: list,
+		Registerer: reg, Gatherer: reg, Logger: log,
+		Ready: func(ctx context.Context) error {
+			if !resolver.Synced() {
+				return errors.New("function cache not synced")
+			}
+			_, err := blobs.Exists(ctx, ".readyz")
+			return err
+		},
+	}
+	if *provision {
+		opts.Tenants = &kube.Tenants{Client: cl}
+	}
+	srv, err := api.New(opts)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", *s3Bucket)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// apiEnv is the environment variable name, or def when it is unset.
+func apiEnv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// apiScheme knows what sless api reads and writes: Namespaces, sless's
+// resources, and Knative Revisions (the invoke proxy's cold-start signal).
+func apiScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
