@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+)
+
+func init() {
+	register("controller", "run the reconcilers against a Kubernetes cluster (Tekton builds, Knative serves)", runController)
+}
+
+// ControllerPlugin lets another reconciler join `sless controller` from a
+// file of its own (cmd/sless/controller_<name>.go) without editing this one:
+// it registers its flags on fs and returns what the manager needs.
+type ControllerPlugin func(fs *flag.FlagSet) ControllerSetup
+
+// ControllerSetup is one reconciler's part of the manager.
+type ControllerSetup struct {
+	// CacheByObject narrows the manager's cache for the kinds it watches
+	// (e.g. only labelled Pods or Secrets).
+	CacheByObject map[client.Object]cache.ByObject
+	// Setup registers the reconciler once the manager exists.
+	Setup func(ctx context.Context, mgr ctrl.Manager) error
+}
+
+var controllerPlugins []ControllerPlugin
+
+// envOr is the environment variable name, or def when it is unset.
+func ctlEnv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if v, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// controllerFlags is the controller's configuration; every flag has an
+// SLESS_* environment variable as its default (see docs/install.md).
+type controllerFlags struct {
+	metricsAddr, probeAddr         string
+	leaderElect                    bool
+	leaderNamespace                string
+	concurrency                    int
+	publicBaseURL                  string
+	s3Endpoint, s3Bucket, s3Region string
+	s3PathStyle                    bool
+	buildS3Endpoint                string
+	res                            resources.Config
+	builderArgs                    string
+}
+
+func (c *controllerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ctlEnv("SLESS_METRICS_ADDR", ":9090"), "address of the Prometheus /metrics endpoint (0 to disable)")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ctlEnv("SLESS_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
+	fs.BoolVar(&c.leaderElect, "leader-elect", envBool("SLESS_LEADER_ELECT", true), "run one active controller among replicas (Lease sless-controller)")
+	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", ctlEnv("SLESS_LEADER_NAMESPACE", os.Getenv("POD_NAMESPACE")), "namespace of the leader Lease (the pod's own in a cluster)")
+	fs.IntVar(&c.concurrency, "concurrency", envInt("SLESS_CONCURRENCY", 4), "Functions reconciled at once")
+	fs.StringVar(&c.publicBaseURL, "public-base-url", ctlEnv("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>")
+
+	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://) as the controller reaches it; required")
+	fs.StringVar(&c.s3Bucket, "s3-bucket", ctlEnv("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts (credentials from SLESS_S3_ACCESS_KEY and SLESS_S3_SECRET_KEY)")
+	fs.StringVar(&c.s3Region, "s3-region", ctlEnv("SLESS_S3_REGION", resources.DefaultS3Region), "S3 region")
+	fs.BoolVar(&c.s3PathStyle, "s3-path-style", envBool("SLESS_S3_PATH_STYLE", true), "address buckets by path (MinIO, Ceph, versitygw)")
+	fs.StringVar(&c.buildS3Endpoint, "build-s3-endpoint", os.Getenv("SLESS_BUILD_S3_ENDPOINT"), "S3 endpoint URL as build pods reach it (default: --s3-endpoint)")
+	fs.StringVar(&c.res.S3Secret, "build-s3-secret", ctlEnv("SLESS_BUILD_S3_SECRET", "sless-s3"), "Secret in each function namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for builds (empty: none)")
+
+	fs.StringVar(&c.res.Registry, "registry", os.Getenv("SLESS_REGISTRY"), "repository prefix images are pushed to, e.g. registry.example.com/sless; required")
+	fs.StringVar(&c.res.RegistrySecret, "registry-secret", ctlEnv("SLESS_REGISTRY_SECRET", "sless-registry"), "kubernetes.io/dockerconfigjson Secret in each function namespace with push rights (empty: none)")
+	fs.StringVar(&c.res.BuilderImage, "builder-image", ctlEnv("SLESS_BUILDER_IMAGE", resources.DefaultBuilderImage), "image that builds and pushes; takes kaniko's flags")
+	fs.StringVar(&c.builderArgs, "builder-args", os.Getenv("SLESS_BUILDER_ARGS"), "extra builder flags, comma-separated (e.g. --insecure,--cache=true)")
+	fs.StringVar(&c.res.HelperImage, "helper-image", ctlEnv("SLESS_HELPER_IMAGE", resources.DefaultHelperImage), "image with a POSIX shell for the build's result step")
+	fs.StringVar(&c.res.BuildServiceAccount, "build-service-account", os.Getenv("SLESS_BUILD_SERVICE_ACCOUNT"), "service account of build pods (default: the namespace's default)")
+	fs.StringVar(&c.res.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
+}
+
+func (c *controllerFlags) validate() error {
+	var errs []error
+	if c.s3Endpoint == "" {
+		errs = append(errs, errors.New("--s3-endpoint (SLESS_S3_ENDPOINT) is required"))
+	}
+	if c.res.Registry == "" {
+		errs = append(errs, errors.New("--registry (SLESS_REGISTRY) is required"))
+	}
+	if c.concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", c.concurrency))
+	}
+	if !strings.HasPrefix(c.publicBaseURL, "http://") && !strings.HasPrefix(c.publicBaseURL, "https://") {
+		errs = append(errs, fmt.Errorf("--public-base-url %q must be an http:// or https:// URL", c.publicBaseURL))
+	}
+	return errors.Join(errs...)
+}
+
+func runController(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	var c controllerFlags
+	c.register(fs)
+	var plugins []ControllerSetup
+	for _, p := range controllerPlugins {
+		plugins = append(plugins, p(fs))
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if c.buildS3Endpoint == "" {
+		c.buildS3Endpoint = c.s3Endpoint
+	}
+	c.res.S3Endpoint, c.res.S3Region = c.buildS3Endpoint, c.s3Region
+	for _, a := range strings.Split(c.builderArgs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.res.BuilderArgs = append(c.res.BuilderArgs, a)
+		}
+	}
+	ctrl.SetLogger(zap.New())
+
+	store, err := s3.New(s3.Config{Endpoint: c.s3Endpoint, Region: c.s3Region, Bucket: c.s3Bucket,
+		AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: c.s3PathStyle})
+	if err != nil {
+		return err
+	}
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = store.EnsureBucket(bctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("S3 bucket %s at %s: %w", c.s3Bucket, c.s3Endpoint, err)
+	}
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme, tektonv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	byObject := map[client.Object]cache.ByObject{}
+	for _, p := range plugins {
+		for o, b := range p.CacheByObject {
+			byObject[o] = b
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
+		HealthProbeBindAddress:  c.probeAddr,
+		LeaderElection:          c.leaderElect,
+		LeaderElectionID:        "sless-controller",
+		LeaderElectionNamespace: c.leaderNamespace,
+		// A new leader takes over at once when the old one stops cleanly.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{ByObject: byObject},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	err = function.SetupWithManager(mgr, function.Options{
+		Config:                  function.Config{PublicBaseURL: c.publicBaseURL},
+		Resources:               c.res,
+		Store:                   store,
+		MaxConcurrentReconciles: c.concurrency,
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range plugins {
+		if p.Setup != nil {
+			if err := p.Setup(ctx, mgr); err != nil {
+				return err
+			}
+		}
+	}
+	return mgr.Start(ctx)
+}
