@@ -19,7 +19,7 @@ import (
 func cronTrigger(name, fn, schedule, tz string, preWarm int32) *slessv1alpha1.Trigger {
 	return &slessv1alpha1.Trigger{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: slessv1alpha1.TriggerSpec{Function: fn, Type: slessv1alpha1.TriggerTypeCron, Schedule: schedule, TimeZone: tz, PreWarmSeconds: ptr.To(preWarm)},
+		Spec:       slessv1alpha1.TriggerSpec{Function: fn, Type: slessv1alpha1.TriggerTypeCron, Schedule: schedule, TimeZone: tz, PreWarmSeconds: ptr.To(preWarm)},
 	}
 }
 

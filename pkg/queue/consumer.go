@@ -1,0 +1,435 @@
+// Package queue is the consumer behind queue triggers: it takes messages
+// from a RabbitMQ (AMQP 0-9-1) queue and calls the trigger's function
+// through the invoke proxy with each one.
+//
+// Delivery is at least once. A message is acknowledged only after the
+// function answered 2xx, or after a copy of it was safely (publisher
+// confirm) in the retry or dead-letter queue. A consumer that dies holding
+// messages leaves them unacknowledged, and RabbitMQ delivers them again.
+//
+// Retries wait in delay queues: one per distinct backoff, each with a
+// message TTL and dead-lettering back to the main queue. Every message in
+// one delay queue waits the same time, so the queue's head always expires
+// first (per-message TTLs in one queue would make a short wait stand behind
+// a long one). The retry count travels in the x-sless-retries header.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Headers the consumer sets on messages it republishes.
+const (
+	RetriesHeader    = "x-sless-retries"
+	LastStatusHeader = "x-sless-last-status"
+	LastErrorHeader  = "x-sless-last-error"
+	DeadAtHeader     = "x-sless-dead-lettered-at"
+)
+
+// DefaultMaxBackoff caps the doubling backoff.
+const DefaultMaxBackoff = time.Hour
+
+// Config is one consumer's configuration.
+type Config struct {
+	// URL of the broker, amqp:// or amqps://.
+	URL   string
+	Queue string
+	// DeadLetterQueue receives messages whose retries ran out; Queue+".dlq" if empty.
+	DeadLetterQueue string
+	// Prefetch is how many unacknowledged messages the consumer holds.
+	Prefetch int
+	// Concurrency is how many calls run at once.
+	Concurrency int
+	// MaxRetries is how often a failed message is tried again before it is
+	// dead-lettered; 0 dead-letters on the first failure.
+	MaxRetries int
+	// Backoff is the first retry's delay; it doubles each retry, up to MaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// Invoker calls the function.
+	Invoker *Invoker
+	// ReconnectDelay is the first wait before reconnecting to a lost
+	// broker; it doubles up to 30 s. Default 500 ms.
+	ReconnectDelay time.Duration
+	Logger         *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.URL == "" {
+		return errors.New("queue: the broker URL is required")
+	}
+	if c.Queue == "" {
+		return errors.New("queue: the queue name is required")
+	}
+	if c.Invoker == nil || c.Invoker.URL == "" {
+		return errors.New("queue: the function's invoke URL is required")
+	}
+	if c.DeadLetterQueue == "" {
+		c.DeadLetterQueue = c.Queue + ".dlq"
+	}
+	if c.DeadLetterQueue == c.Queue {
+		return errors.New("queue: the dead-letter queue must differ from the queue")
+	}
+	if c.Prefetch <= 0 {
+		c.Prefetch = 10
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 1
+	}
+	if c.MaxRetries < 0 {
+		return errors.New("queue: max retries must not be negative")
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.ReconnectDelay <= 0 {
+		c.ReconnectDelay = 500 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	for _, q := range c.queues() {
+		if len(q.name) > 255 {
+			return fmt.Errorf("queue: queue name %q is longer than 255 bytes", q.name)
+		}
+	}
+	return nil
+}
+
+// RetryDelay is the wait before retry n (1-based).
+func (c *Config) RetryDelay(n int) time.Duration {
+	d := c.Backoff
+	for i := 1; i < n && d < c.MaxBackoff; i++ {
+		d *= 2
+	}
+	if d > c.MaxBackoff {
+		d = c.MaxBackoff
+	}
+	return d
+}
+
+// RetryQueue is the delay queue of retry n.
+func (c *Config) RetryQueue(n int) string {
+	return c.Queue + ".retry." + strconv.FormatInt(c.RetryDelay(n).Milliseconds(), 10) + "ms"
+}
+
+type queueDecl struct {
+	name string
+	args amqp.Table
+}
+
+// queues is the topology besides the main queue: the distinct delay queues
+// and the dead-letter queue.
+func (c *Config) queues() []queueDecl {
+	var out []queueDecl
+	seen := map[string]bool{}
+	for n := 1; n <= c.MaxRetries; n++ {
+		name := c.RetryQueue(n)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, queueDecl{name: name, args: amqp.Table{
+			"x-message-ttl":             c.RetryDelay(n).Milliseconds(),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": c.Queue,
+		}})
+	}
+	return append(out, queueDecl{name: c.DeadLetterQueue})
+}
+
+// Consumer consumes one queue for one function.
+type Consumer struct {
+	cfg Config
+}
+
+// New checks cfg and makes a Consumer.
+func New(cfg Config) (*Consumer, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg}, nil
+}
+
+// Run consumes until ctx ends, reconnecting when the broker goes away. On
+// ctx's end it stops taking messages, lets the calls in flight finish and
+// settles them, and returns nil.
+func (c *Consumer) Run(ctx context.Context) error {
+	delay := c.cfg.ReconnectDelay
+	for {
+		start := time.Now()
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) {
+			return perm.err
+		}
+		if time.Since(start) > time.Minute {
+			delay = c.cfg.ReconnectDelay
+		}
+		c.cfg.Logger.Warn("queue: connection lost, reconnecting", "queue", c.cfg.Queue, "error", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		if delay *= 2; delay > 30*time.Second {
+			delay = 30 * time.Second
+		}
+	}
+}
+
+// permanentError ends Run: retrying cannot help (the queue's declaration
+// conflicts with ours, access refused).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+
+// session is one connection's life: declare, consume, until the connection
+// drops or ctx ends.
+func (c *Consumer) session(ctx context.Context) error {
+	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "sless consume " + c.cfg.Queue}})
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
+			return &permanentError{fmt.Errorf("queue: %w", err)}
+		}
+		return err
+	}
+	defer conn.Close()
+	if err := c.declare(conn); err != nil {
+		return err
+	}
+	pub, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := pub.Confirm(false); err != nil {
+		return err
+	}
+	sub, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := sub.Qos(c.cfg.Prefetch, 0, false); err != nil {
+		return err
+	}
+	const tag = "sless-consume"
+	deliveries, err := sub.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return err
+	}
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	c.cfg.Logger.Info("queue: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
+
+	// Workers take deliveries one at a time; calls in flight are not
+	// cancelled by ctx (a shutdown lets them finish, within the
+	// termination grace the Deployment allows).
+	work := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < c.cfg.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range deliveries {
+				c.handle(work, pub, d)
+			}
+		}()
+	}
+	var result error
+	select {
+	case <-ctx.Done():
+		// Stop the flow; deliveries already prefetched still arrive on the
+		// channel and are handled, then Cancel closes it.
+		_ = sub.Cancel(tag, false)
+	case e := <-connClosed:
+		if e != nil {
+			result = e
+		} else {
+			result = errors.New("connection closed")
+		}
+	}
+	wg.Wait()
+	return result
+}
+
+// declare makes the topology. The main queue may exist already with
+// arguments of the user's (quorum, TTL, …): it is checked passively first and
+// declared durable only if missing.
+func (c *Consumer) declare(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if _, err := ch.QueueDeclarePassive(c.cfg.Queue, true, false, false, false, nil); err != nil {
+		var ae *amqp.Error
+		if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+			return err
+		}
+		// A failed passive declare closes the channel.
+		if ch, err = conn.Channel(); err != nil {
+			return err
+		}
+		if _, err := ch.QueueDeclare(c.cfg.Queue, true, false, false, false, nil); err != nil {
+			return err
+		}
+	}
+	for _, q := range c.cfg.queues() {
+		if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
+				return &permanentError{fmt.Errorf("queue: %s exists with other arguments than sless declares (%v); delete it or choose another queue name", q.name, err)}
+			}
+			return err
+		}
+	}
+	return ch.Close()
+}
+
+// handle delivers one message and settles it.
+func (c *Consumer) handle(ctx context.Context, pub *amqp.Channel, d amqp.Delivery) {
+	retries := retriesOf(d.Headers)
+	reqID := d.MessageId
+	if reqID == "" {
+		reqID = d.CorrelationId
+	}
+	h := http.Header{}
+	if d.MessageId != "" {
+		h.Set(MessageIDHeader, d.MessageId)
+	}
+	h.Set(AttemptHeader, strconv.Itoa(retries+1))
+	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: d.ContentType, RequestID: reqID, Header: h})
+	if out.OK() {
+		c.settle(d.Ack(false), d)
+		return
+	}
+	log := c.cfg.Logger.With("queue", c.cfg.Queue, "messageId", d.MessageId, "attempt", retries+1, "outcome", out.String())
+	target, next := c.cfg.DeadLetterQueue, retries
+	if retries < c.cfg.MaxRetries {
+		next = retries + 1
+		target = c.cfg.RetryQueue(next)
+	}
+	msg := republished(d, next, out)
+	if target == c.cfg.DeadLetterQueue {
+		msg.Headers[DeadAtHeader] = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if err := c.publish(ctx, pub, target, msg); err != nil {
+		// Not safely elsewhere: back to the queue, to be tried again.
+		log.Error("queue: could not move the message; returning it to the queue", "to", target, "error", err)
+		c.settle(d.Nack(false, true), d)
+		return
+	}
+	if target == c.cfg.DeadLetterQueue {
+		log.Warn("queue: retries exhausted, message dead-lettered", "to", target)
+	} else {
+		log.Info("queue: call failed, message will be retried", "to", target, "delay", c.cfg.RetryDelay(next))
+	}
+	c.settle(d.Ack(false), d)
+}
+
+func (c *Consumer) settle(err error, d amqp.Delivery) {
+	if err != nil {
+		// The channel is gone: the broker redelivers the message.
+		c.cfg.Logger.Warn("queue: could not settle a message; the broker will deliver it again", "messageId", d.MessageId, "error", err)
+	}
+}
+
+// publish sends msg to queue and waits for the broker's confirm.
+func (c *Consumer) publish(ctx context.Context, pub *amqp.Channel, queue string, msg amqp.Publishing) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, msg)
+	if err != nil {
+		return err
+	}
+	ok, err := dc.WaitContext(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("the broker refused the message (nack)")
+	}
+	return nil
+}
+
+// republished copies d for the retry or dead-letter queue, persistent, with
+// the retry count and why the last call failed.
+func republished(d amqp.Delivery, retries int, out Outcome) amqp.Publishing {
+	h := amqp.Table{}
+	for k, v := range d.Headers {
+		// RabbitMQ's own dead-lettering history grows with every pass
+		// through a delay queue; the retry count says what matters.
+		if k == "x-death" || k == "x-first-death-exchange" || k == "x-first-death-queue" || k == "x-first-death-reason" ||
+			k == "x-last-death-exchange" || k == "x-last-death-queue" || k == "x-last-death-reason" {
+			continue
+		}
+		h[k] = v
+	}
+	h[RetriesHeader] = int32(retries)
+	h[LastStatusHeader] = int32(out.Status)
+	if out.Err != nil {
+		h[LastErrorHeader] = truncate(out.Err.Error(), 512)
+	} else if out.PlatformError != "" {
+		h[LastErrorHeader] = out.PlatformError
+	} else {
+		h[LastErrorHeader] = truncate(string(out.Body), 512)
+	}
+	return amqp.Publishing{
+		Headers:         h,
+		ContentType:     d.ContentType,
+		ContentEncoding: d.ContentEncoding,
+		DeliveryMode:    amqp.Persistent,
+		Priority:        d.Priority,
+		CorrelationId:   d.CorrelationId,
+		ReplyTo:         d.ReplyTo,
+		MessageId:       d.MessageId,
+		Timestamp:       d.Timestamp,
+		Type:            d.Type,
+		UserId:          d.UserId,
+		AppId:           d.AppId,
+		Body:            d.Body,
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// retriesOf reads the retry count a message carries (0 when none).
+func retriesOf(h amqp.Table) int {
+	switch v := h[RetriesHeader].(type) {
+	case int32:
+		return int(v)
+	case int64:
+		return int(v)
+	case int:
+		return v
+	case int16:
+		return int(v)
+	case int8:
+		return int(v)
+	case uint8:
+		return int(v)
+	case string:
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return 0
+}
