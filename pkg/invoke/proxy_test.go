@@ -69,7 +69,7 @@ func TestProxyForwardsAndRecords(t *testing.T) {
 		"X-Forwarded-For":    "127.0.0.1", // the caller's forged value is not trusted by default
 		"X-Forwarded-Proto":  "http",
 		"X-Forwarded-Prefix": "/fn/team-a/hello",
-		"X-Sless-Subject":    "",                 // callers cannot set X-Sless-*
+		"X-Sless-Subject":    "",                  // callers cannot set X-Sless-*
 		"Authorization":      "Bearer own-scheme", // public functions get the caller's own credentials
 	}
 	for k, v := range want {
