@@ -351,7 +351,7 @@ func TestFunctionStateKeepsNullsAndSpelling(t *testing.T) {
 	}
 	checks := map[string][2]string{
 		"id":             {st.ID.ValueString(), "ns/hello"},
-		"cpu":            {st.CPU.ValueString(), "250m"},          // 0.25 == 250m: the user's spelling stays
+		"cpu":            {st.CPU.ValueString(), "250m"},           // 0.25 == 250m: the user's spelling stays
 		"runtime":        {st.Runtime.ValueString(), "python3.11"}, // an alias of what the server says
 		"source_sha256":  {st.SourceSHA256.ValueString(), strings.Repeat("c", 64)},
 		"source_dir":     {st.SourceDir.ValueString(), "./src"},
@@ -463,5 +463,12 @@ func TestImportID(t *testing.T) {
 	ns, name, err := importID(context.Background(), nil, "team-a/hello")
 	if err != nil || ns != "team-a" || name != "hello" {
 		t.Errorf("got %q %q %v", ns, name, err)
+	}
+}
+
+func writeFile(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

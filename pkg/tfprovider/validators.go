@@ -167,9 +167,10 @@ func (m fieldMapper) attr(apiField string) (path.Path, bool) {
 // attributes they concern.
 func (m fieldMapper) addFieldErrors(diags *diag.Diagnostics, errs field.ErrorList) {
 	for _, e := range errs {
-		detail := e.ErrorBody()
 		if p, ok := m.attr(e.Field); ok {
-			diags.AddAttributeError(p, "Invalid configuration", detail)
+			// The path leads the detail: for a nested attribute the CLI can
+			// only point at the enclosing block.
+			diags.AddAttributeError(p, "Invalid configuration", p.String()+": "+e.ErrorBody())
 		} else {
 			diags.AddError("Invalid configuration", e.Error())
 		}
