@@ -108,16 +108,20 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// RetryDelay is the wait before retry n (1-based).
+// RetryDelay is the wait before retry n (1-based). Unset Backoff and
+// MaxBackoff count as their defaults.
 func (c *Config) RetryDelay(n int) time.Duration {
-	d := c.Backoff
-	for i := 1; i < n && d < c.MaxBackoff; i++ {
+	d, limit := c.Backoff, c.MaxBackoff
+	if d <= 0 {
+		d = time.Second
+	}
+	if limit <= 0 {
+		limit = DefaultMaxBackoff
+	}
+	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
-	if d > c.MaxBackoff {
-		d = c.MaxBackoff
-	}
-	return d
+	return min(d, limit)
 }
 
 // RetryQueue is the delay queue of retry n.
