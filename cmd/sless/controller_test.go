@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+// TestControllerCommand runs `sless controller` as wired for a cluster
+// against the test apiserver, S3 server and simulators: it takes the leader
+// Lease, becomes ready, brings a Function to Ready and exports reconcile and
+// build metrics, and stops cleanly on cancel.
+func TestControllerCommand(t *testing.T) {
+	k := testbed.SharedKube(t)
+	s3srv := testbed.SharedS3(t)
+	testbed.SharedTekton(t)
+	testbed.SharedKnative(t)
+	bucket := s3srv.Bucket(t)
+	t.Setenv("KUBECONFIG", k.Kubeconfig)
+	t.Setenv("SLESS_S3_ACCESS_KEY", s3srv.AccessKey)
+	t.Setenv("SLESS_S3_SECRET_KEY", s3srv.SecretKey)
+	leaseNS := k.Namespace(t)
+	ports := make([]int, 2)
+	for i := range ports {
+		p, err := testbed.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	metrics := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	probes := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- runController(ctx, []string{
+			"-metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
+			"-health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
+			"-leader-election-namespace", leaseNS,
+			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
+			"-registry", "registry.test.local/sless", "-public-base-url", "https://fn.test.local",
+		})
+	}()
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	await := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			ok, last := cond()
+			if ok {
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("sless controller exited while waiting for %s: %v", what, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; last: %s", what, last)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	await("readyz", func() (bool, string) { code, body := get(probes + "/readyz"); return code == 200, body })
+	if code, _ := get(probes + "/healthz"); code != 200 {
+		t.Errorf("healthz %d", code)
+	}
+	await("the leader Lease", func() (bool, string) {
+		l := &coordinationv1.Lease{}
+		err := k.Client.Get(ctx, types.NamespacedName{Namespace: leaseNS, Name: "sless-controller"}, l)
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", "no lease"
+	})
+
+	ns := k.Namespace(t)
+	fn := &slessv1alpha1.Function{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cmd"},
+		Spec: slessv1alpha1.FunctionSpec{Runtime: "nodejs22", Entrypoint: "index.handler",
+			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+				"index.js": "exports.handler = async () => 'hi';\n"}}}},
+	}
+	if err := k.Client.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	await("Function Ready", func() (bool, string) {
+		got := &slessv1alpha1.Function{}
+		if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "cmd"}, got); err != nil {
+			return false, err.Error()
+		}
+		return got.IsReady() && got.Status.URL == "https://fn.test.local/fn/"+ns+"/cmd", string(got.Status.Phase)
+	})
+	await("metrics", func() (bool, string) {
+		code, body := get(metrics + "/metrics")
+		return code == 200 &&
+			strings.Contains(body, `controller_runtime_reconcile_total{controller="function",result="success"}`) &&
+			strings.Contains(body, `controller_runtime_reconcile_errors_total{controller="function"}`) &&
+			strings.Contains(body, `sless_function_build_duration_seconds_count{result="succeeded"}`), body
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("sless controller: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sless controller did not stop")
+	}
+}
+
+func TestControllerFlagsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no S3 endpoint", []string{"-registry", "r"}, "--s3-endpoint (SLESS_S3_ENDPOINT) is required"},
+		{"no registry", []string{"-s3-endpoint", "http://s3"}, "--registry (SLESS_REGISTRY) is required"},
+		{"zero concurrency", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-concurrency", "0"}, "--concurrency must be at least 1"},
+		{"public URL without scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-public-base-url", "fn.example.com"}, "must be an http:// or https:// URL"},
+		{"bad S3 endpoint", []string{"-s3-endpoint", "s3.example.com", "-registry", "r"}, "must be an http:// or https:// URL"},
+		{"unknown flag", []string{"-no-such-flag"}, "flag provided but not defined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SLESS_S3_ENDPOINT", "")
+			t.Setenv("SLESS_REGISTRY", "")
+			err := runController(context.Background(), tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
