@@ -93,20 +93,25 @@ func (s *Server) putSource(c *gin.Context) {
 		return
 	}
 
+	// The build context depends on the files, the runtime and the
+	// entrypoint; it is made again only if a concurrent writer changed the
+	// latter two between our reads.
 	var stored *StoredContext
+	var builtFor [2]string
 	storeContext := func(fn *slessv1alpha1.Function) *Problem {
+		if stored != nil && builtFor == [2]string{fn.Spec.Runtime, fn.Spec.Entrypoint} {
+			return nil
+		}
 		bc, p := buildContext(fn, files)
 		if p != nil {
 			return p
 		}
 		key := blobkey.Context(ns, name, bc.Digest)
-		if stored != nil && stored.Key == key {
-			return nil
-		}
 		if p := s.putOnce(ctx, key, bc.TarGz, "application/gzip"); p != nil {
 			return p
 		}
 		stored = &StoredContext{Key: key, Digest: bc.Digest}
+		builtFor = [2]string{fn.Spec.Runtime, fn.Spec.Entrypoint}
 		return nil
 	}
 	if p := storeContext(fn); p != nil {

@@ -80,7 +80,7 @@ type Config struct {
 	// is re-read when its modification time or size changes.
 	JWKSFile string
 	// JWKSURL is a JWK Set served over HTTP(S), fetched at start, refreshed
-	// every JWKSRefresh and, at most once a minute, when a token names an
+	// every JWKSRefresh and, at most once every 5 minutes, when a token names an
 	// unknown key id.
 	JWKSURL     string
 	JWKSRefresh time.Duration
