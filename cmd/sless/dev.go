@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -180,6 +181,12 @@ func runDev(ctx context.Context, args []string) error {
 		_ = recorder.Close(cctx)
 	}()
 
+	// Cron triggers and FunctionJobs run in process, recorded like invokes.
+	runs := local.NewRuns(store, server, recorder)
+	defer runs.Close()
+	triggerLoop := local.NewLoop("trigger", store, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger").GroupKind(), runs.TriggerReconciler(), log)
+	jobLoop := local.NewLoop("functionjob", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), log)
+
 	verifier, err := auth.New(ctx, auth.Config{
 		DevToken:    *token,
 		DevIdentity: auth.Identity{Subject: "dev", Namespace: "default", Admin: true},
@@ -218,16 +225,22 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 
-	existing, err := functionKeys(ctx, store)
-	if err != nil {
-		return err
-	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})
-	go func() {
-		defer close(loopDone)
-		loop.Run(loopCtx, existing, 2)
-	}()
+	var loopsRunning sync.WaitGroup
+	for kind, l := range map[string]*local.Loop{"Function": loop, "Trigger": triggerLoop, "FunctionJob": jobLoop} {
+		existing, err := keysOf(ctx, store, kind)
+		if err != nil {
+			stopLoop()
+			return err
+		}
+		loopsRunning.Add(1)
+		go func() {
+			defer loopsRunning.Done()
+			l.Run(loopCtx, existing, 2)
+		}()
+	}
+	go func() { loopsRunning.Wait(); close(loopDone) }()
 
 	srv := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
@@ -272,10 +285,10 @@ func devToken(path string) (string, error) {
 	return t, nil
 }
 
-// functionKeys lists the stored functions, so a restart reconciles them all.
-func functionKeys(ctx context.Context, store *local.Store) ([]types.NamespacedName, error) {
+// keysOf lists the stored objects of a kind, so a restart reconciles them all.
+func keysOf(ctx context.Context, store *local.Store, kind string) ([]types.NamespacedName, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind("FunctionList"))
+	list.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind(kind + "List"))
 	if err := store.List(ctx, list); err != nil {
 		return nil, err
 	}

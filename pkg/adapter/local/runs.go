@@ -1,0 +1,449 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// Runs carries out cron Triggers and FunctionJobs in process, where a cluster
+// uses CronJobs and Jobs. A cron run calls the function's serving revision
+// (starting it if it is scaled to zero) with the trigger's payload; a job runs
+// the function's build in the runtime's job mode (runtimes.LocalJobCommand).
+// Both are recorded through the same Recorder as every invoke, with trigger
+// "cron" or "job".
+type Runs struct {
+	store    *Store
+	server   *Server
+	recorder *invoke.Recorder
+	now      func() time.Time
+
+	mu    sync.Mutex
+	crons map[types.NamespacedName]*cronEntry
+	jobs  map[types.NamespacedName]int64 // run id in progress
+	wg    sync.WaitGroup
+	done  chan struct{}
+}
+
+type cronEntry struct {
+	hash    string
+	stop    chan struct{}
+	running atomic.Bool // a run is in progress (for Forbid)
+}
+
+// NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
+// Loops over the store.
+func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
+	return &Runs{store: store, server: server, recorder: recorder, now: time.Now,
+		crons: map[types.NamespacedName]*cronEntry{}, jobs: map[types.NamespacedName]int64{}, done: make(chan struct{})}
+}
+
+// Close stops the schedules and waits for runs in progress.
+func (r *Runs) Close() {
+	r.mu.Lock()
+	select {
+	case <-r.done:
+	default:
+		close(r.done)
+	}
+	for k, e := range r.crons {
+		close(e.stop)
+		delete(r.crons, k)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// TriggerReconciler keeps one schedule per enabled cron Trigger.
+func (r *Runs) TriggerReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileTrigger) }
+
+// JobReconciler starts a FunctionJob's run when its runID changes.
+func (r *Runs) JobReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileJob) }
+
+func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	t := &slessv1alpha1.Trigger{}
+	err := r.store.Get(ctx, req.NamespacedName, t)
+	if apierrors.IsNotFound(err) || (err == nil && (t.DeletionTimestamp != nil || t.Spec.Type != slessv1alpha1.TriggerTypeCron || !t.IsEnabled())) {
+		r.unschedule(req.NamespacedName)
+		if err == nil && t.DeletionTimestamp == nil {
+			return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionTrue, "Ready", "", nil)
+		}
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	sched, err := trigger.Schedule(t.Spec.Schedule, t.Spec.TimeZone)
+	if err != nil {
+		r.unschedule(req.NamespacedName)
+		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, "InvalidSchedule", err.Error(), nil)
+	}
+	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy()})
+	hash := string(raw)
+	r.mu.Lock()
+	e := r.crons[req.NamespacedName]
+	if e == nil || e.hash != hash {
+		if e != nil {
+			close(e.stop)
+		}
+		e = &cronEntry{hash: hash, stop: make(chan struct{})}
+		r.crons[req.NamespacedName] = e
+		r.wg.Add(1)
+		go r.schedule(req.NamespacedName, t.DeepCopy(), sched, e)
+	}
+	r.mu.Unlock()
+	next := metav1.NewTime(sched.Next(r.now()).UTC())
+	return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionTrue, "Scheduled", "", &next)
+}
+
+func (r *Runs) unschedule(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.crons[key]; e != nil {
+		close(e.stop)
+		delete(r.crons, key)
+	}
+}
+
+// triggerStatus writes the Ready condition and next run time, only when
+// they change.
+func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time) error {
+	before := t.Status.DeepCopy()
+	t.Status.ObservedGeneration = t.Generation
+	t.Status.NextScheduleTime = next
+	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: slessv1alpha1.TriggerConditionReady, Status: s,
+		Reason: reason, Message: msg, ObservedGeneration: t.Generation})
+	if equalJSON(before, &t.Status) {
+		return nil
+	}
+	err := r.store.Status().Update(ctx, t)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // a newer version is queued already
+	}
+	return err
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// schedule fires the trigger at each scheduled time until stopped. Forbid
+// (the default) skips a time while the previous run still goes; Allow and
+// Replace run alongside (a local run cannot be replaced mid-call).
+func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sched cron.Schedule, e *cronEntry) {
+	defer r.wg.Done()
+	for {
+		next := sched.Next(r.now())
+		timer := time.NewTimer(next.Sub(r.now()))
+		select {
+		case <-e.stop:
+			timer.Stop()
+			return
+		case <-r.done:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		forbid := t.EffectiveConcurrencyPolicy() == slessv1alpha1.ConcurrencyForbid
+		if forbid && !e.running.CompareAndSwap(false, true) {
+			continue // the previous run still goes
+		}
+		r.wg.Add(1)
+		go func(at time.Time) {
+			defer r.wg.Done()
+			if forbid {
+				defer e.running.Store(false)
+			}
+			r.cronRun(key, t, at)
+		}(next)
+	}
+}
+
+// cronRun calls the function once for a scheduled time and records it.
+func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at time.Time) {
+	ctx := context.Background()
+	var payload []byte
+	if t.Spec.Payload != nil {
+		payload = t.Spec.Payload.Raw
+	}
+	fn := &slessv1alpha1.Function{}
+	timeout := time.Duration(slessv1alpha1.DefaultTimeoutSeconds) * time.Second
+	if err := r.store.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: t.Spec.Function}, fn); err == nil {
+		timeout = time.Duration(fn.Timeout()) * time.Second
+	}
+	rec := r.invoke(ctx, key.Namespace, t.Spec.Function, payload, timeout)
+	rec.Trigger = invoke.TriggerCron
+	r.recorder.Record(rec)
+	// Record the run on the trigger (best effort: the next run writes again).
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &slessv1alpha1.Trigger{}
+		if err := r.store.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		last := metav1.NewTime(at.UTC())
+		cur.Status.LastScheduleTime = &last
+		return r.store.Status().Update(ctx, cur)
+	})
+}
+
+// invoke calls a function's serving revision as the proxy would and returns
+// the record of the call (trigger left to the caller).
+func (r *Runs) invoke(ctx context.Context, ns, name string, payload []byte, timeout time.Duration) invoke.Record {
+	rec := invoke.Record{Namespace: ns, Function: name, RequestID: requestID(), StartedAt: r.now(), BytesIn: int64(len(payload))}
+	finish := func(status int, msg string) invoke.Record {
+		rec.Duration = time.Since(rec.StartedAt)
+		rec.Status, rec.Error = status, msg
+		return rec
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout+60*time.Second)
+	defer cancel()
+	u, rev, cold, err := r.server.Activate(actx, ns, name)
+	rec.Revision, rec.ColdStart = rev, cold
+	if err != nil {
+		return finish(http.StatusServiceUnavailable, "activate: "+err.Error())
+	}
+	cctx, ccancel := context.WithTimeout(ctx, timeout+5*time.Second)
+	defer ccancel()
+	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, u.String()+"/", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(invoke.RequestIDHeader, rec.RequestID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if cctx.Err() != nil {
+			return finish(http.StatusGatewayTimeout, "the function did not answer in time")
+		}
+		return finish(http.StatusBadGateway, err.Error())
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	rec.BytesOut = n
+	return finish(resp.StatusCode, "")
+}
+
+func requestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// Reasons of a local FunctionJob.
+const (
+	ReasonWaitingForFunction = "WaitingForFunction"
+	ReasonRunning            = "Running"
+	ReasonSucceeded          = "Succeeded"
+	ReasonFailed             = "Failed"
+	ReasonNoRun              = "NoRun"
+)
+
+func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	fj := &slessv1alpha1.FunctionJob{}
+	if err := r.store.Get(ctx, req.NamespacedName, fj); err != nil {
+		return reconcile.Result{}, client0(err)
+	}
+	if fj.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	st := &fj.Status
+	if fj.Spec.RunID == 0 {
+		if st.Phase == "" {
+			st.Phase = slessv1alpha1.JobPhaseIdle
+			setJobConditions(fj, metav1.ConditionFalse, ReasonNoRun, "runID is 0: nothing runs")
+			return reconcile.Result{}, r.jobStatus(ctx, fj)
+		}
+		return reconcile.Result{}, nil
+	}
+	r.mu.Lock()
+	inProgress, running := r.jobs[req.NamespacedName]
+	r.mu.Unlock()
+	if st.RunID == fj.Spec.RunID && (st.Phase == slessv1alpha1.JobPhaseSucceeded || st.Phase == slessv1alpha1.JobPhaseFailed) {
+		return reconcile.Result{}, nil
+	}
+	if running && inProgress == fj.Spec.RunID {
+		return reconcile.Result{}, nil
+	}
+	fn := &slessv1alpha1.Function{}
+	err := r.store.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	if err != nil || fn.Status.Image == "" || fn.Status.LatestReadyRevision == "" {
+		st.RunID, st.Phase = fj.Spec.RunID, slessv1alpha1.JobPhasePending
+		setJobConditions(fj, metav1.ConditionUnknown, ReasonWaitingForFunction, fmt.Sprintf("function %q has no ready build yet", fj.Spec.Function))
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, r.jobStatus(ctx, fj)
+	}
+	spec, reason, err := r.server.revisionSpec(ctx, fn, fn.Status.Image)
+	if err != nil {
+		st.RunID, st.Phase, st.Message = fj.Spec.RunID, slessv1alpha1.JobPhaseFailed, err.Error()
+		setJobConditions(fj, metav1.ConditionFalse, reason, err.Error())
+		return reconcile.Result{}, r.jobStatus(ctx, fj)
+	}
+	if running {
+		// An earlier run still goes; this one starts when it ends.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	now := metav1.NewTime(r.now().UTC())
+	*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhaseRunning,
+		JobName: fmt.Sprintf("%s-%d", fj.Name, fj.Spec.RunID), StartTime: &now}
+	setJobConditions(fj, metav1.ConditionUnknown, ReasonRunning, "")
+	// Written before the run starts (a conflict retries the reconcile), so
+	// the run's outcome has a status to land in.
+	if err := r.store.Status().Update(ctx, fj); err != nil {
+		return reconcile.Result{}, err
+	}
+	timeout := time.Duration(spec.timeout) * time.Second
+	if fj.Spec.TimeoutSeconds != nil {
+		timeout = time.Duration(*fj.Spec.TimeoutSeconds) * time.Second
+	}
+	r.mu.Lock()
+	r.jobs[req.NamespacedName] = fj.Spec.RunID
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go r.runJob(req.NamespacedName, fj.DeepCopy(), fn.Status.LatestReadyRevision, spec, timeout)
+	return reconcile.Result{}, nil
+}
+
+func client0(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// runJob runs the function once in job mode and writes the outcome.
+func (r *Runs) runJob(key types.NamespacedName, fj *slessv1alpha1.FunctionJob, revision string, spec revisionSpec, timeout time.Duration) {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		delete(r.jobs, key)
+		r.mu.Unlock()
+	}()
+	payload := []byte("null")
+	if fj.Spec.Payload != nil && len(fj.Spec.Payload.Raw) > 0 {
+		payload = fj.Spec.Payload.Raw
+	}
+	rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Revision: revision, Trigger: invoke.TriggerJob,
+		RequestID: fmt.Sprintf("%s-%d", fj.Name, fj.Spec.RunID), StartedAt: r.now(), BytesIn: int64(len(payload))}
+	out, exit, msg := r.execJob(types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, spec, revision, payload, timeout)
+	rec.Duration = time.Since(rec.StartedAt)
+	rec.BytesOut = int64(len(out))
+	rec.Status = http.StatusOK
+	if exit != 0 {
+		rec.Status, rec.Error = http.StatusInternalServerError, msg
+	}
+	r.recorder.Record(rec)
+
+	ctx := context.Background()
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &slessv1alpha1.FunctionJob{}
+		if err := r.store.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		if cur.Status.RunID != fj.Spec.RunID {
+			return nil // a newer run took over
+		}
+		done := metav1.NewTime(r.now().UTC())
+		code := int32(exit)
+		cur.Status.CompletionTime, cur.Status.ExitCode, cur.Status.Output, cur.Status.Message = &done, &code, out, msg
+		if exit == 0 {
+			cur.Status.Phase = slessv1alpha1.JobPhaseSucceeded
+			setJobConditions(cur, metav1.ConditionTrue, ReasonSucceeded, "")
+		} else {
+			cur.Status.Phase = slessv1alpha1.JobPhaseFailed
+			setJobConditions(cur, metav1.ConditionFalse, ReasonFailed, msg)
+		}
+		return r.store.Status().Update(ctx, cur)
+	})
+}
+
+// execJob runs the job-mode wrapper of function fn and returns its
+// termination message, its exit code and, on failure, why.
+func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision string, payload []byte, timeout time.Duration) (string, int, string) {
+	tmp, err := os.MkdirTemp("", "sless-job-")
+	if err != nil {
+		return "", 1, err.Error()
+	}
+	defer os.RemoveAll(tmp)
+	term := filepath.Join(tmp, "termination-log")
+	opts := r.server.opts.Tools
+	opts.FunctionName, opts.Namespace, opts.Revision = key.Name, key.Namespace, revision
+	opts.TimeoutSeconds = timeout.Seconds()
+	opts.Env = spec.env
+	cmd, err := runtimes.LocalJobCommand(spec.dir, opts, payload, term)
+	if err != nil {
+		return "", 1, err.Error()
+	}
+	logs := &tailBuffer{max: 4096}
+	out, closeOut := r.server.output(key)
+	defer closeOut()
+	cmd.Stdout = io.MultiWriter(out, logs)
+	cmd.Stderr = cmd.Stdout
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	runErr := runGroup(ctx, cmd)
+	result, _ := os.ReadFile(term)
+	switch {
+	case runErr == nil:
+		return strings.TrimSpace(string(result)), 0, ""
+	case errors.Is(runErr, context.DeadlineExceeded):
+		return strings.TrimSpace(string(result)), 124, fmt.Sprintf("the run did not finish within %s", timeout)
+	default:
+		code := 1
+		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {
+			code = cmd.ProcessState.ExitCode()
+		}
+		msg := strings.TrimSpace(string(result))
+		if msg == "" {
+			msg = lastLines(logs.String(), 5)
+		}
+		return msg, code, msg
+	}
+}
+
+func setJobConditions(fj *slessv1alpha1.FunctionJob, s metav1.ConditionStatus, reason, msg string) {
+	for _, typ := range []string{slessv1alpha1.JobConditionComplete, slessv1alpha1.JobConditionReady} {
+		meta.SetStatusCondition(&fj.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: fj.Generation})
+	}
+	fj.Status.ObservedGeneration = fj.Generation
+}
+
+func (r *Runs) jobStatus(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {
+	err := r.store.Status().Update(ctx, fj)
+	if apierrors.IsConflict(err) {
+		return nil // the newer version is queued
+	}
+	return err
+}

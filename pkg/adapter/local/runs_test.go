@@ -1,0 +1,178 @@
+package local
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+func TestRunsJobsAndCron(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	store, _ := openTestStore(t)
+	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	builder, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close()
+	server := NewServer(ServerOptions{Dir: builder.Dir, IdleTimeout: time.Minute})
+	defer server.Close()
+	recs, err := store.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
+	defer recorder.Close(context.Background())
+	runs := NewRuns(store, server, recorder)
+	defer runs.Close()
+	// The clock is set, before the cron trigger is made, to one second
+	// before a minute boundary, so its "* * * * *" fires in about a second.
+	var offset atomic.Int64
+	runs.now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+
+	// A function, built and served as the Function reconciler would.
+	fn := newFunction("ns", "calc")
+	if err := store.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	code := "def handler(event, context):\n    b = event['body'] or {}\n    if b.get('fail'):\n        raise ValueError('asked to fail')\n    return {'doubled': b.get('n', 0) * 2, 'function': context.function_name}\n"
+	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
+	bs := awaitBuild(t, builder, fn, in, time.Minute)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ss, err := server.EnsureService(ctx, fn, bs.Image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ss.Ready {
+			fn.Status.Image, fn.Status.LatestReadyRevision = bs.Image, ss.LatestReadyRevision
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("function not ready: %+v", ss)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := store.Status().Update(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+
+	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
+	trigLoop := NewLoop("trigger", store, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger").GroupKind(), runs.TriggerReconciler(), nil)
+	go jobLoop.Run(ctx, nil, 1)
+	go trigLoop.Run(ctx, nil, 1)
+
+	awaitJob := func(name string, want slessv1alpha1.JobPhase, runID int64) *slessv1alpha1.FunctionJob {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			j := &slessv1alpha1.FunctionJob{}
+			if err := store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: name}, j); err != nil {
+				t.Fatal(err)
+			}
+			if j.Status.Phase == want && j.Status.RunID == runID {
+				return j
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s: phase %q run %d, want %q run %d (%s)", name, j.Status.Phase, j.Status.RunID, want, runID, j.Status.Message)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	job := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "double"},
+		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 1, Payload: &apiextensionsv1.JSON{Raw: []byte(`{"n": 21}`)}}}
+	if err := store.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	j := awaitJob("double", slessv1alpha1.JobPhaseSucceeded, 1)
+	if !strings.Contains(j.Status.Output, `"doubled": 42`) || !strings.Contains(j.Status.Output, `"function": "calc"`) ||
+		j.Status.ExitCode == nil || *j.Status.ExitCode != 0 || j.Status.StartTime == nil || j.Status.CompletionTime == nil {
+		t.Fatalf("succeeded job status: %+v", j.Status)
+	}
+	// A new runID runs again; this payload makes the handler raise.
+	j.Spec.RunID = 2
+	j.Spec.Payload = &apiextensionsv1.JSON{Raw: []byte(`{"fail": true}`)}
+	if err := store.Update(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	j = awaitJob("double", slessv1alpha1.JobPhaseFailed, 2)
+	if j.Status.ExitCode == nil || *j.Status.ExitCode == 0 || !strings.Contains(j.Status.Message, "asked to fail") {
+		t.Fatalf("failed job status: exit %v message %q", j.Status.ExitCode, j.Status.Message)
+	}
+	idle := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "idle"}, Spec: slessv1alpha1.FunctionJobSpec{Function: "calc"}}
+	if err := store.Create(ctx, idle); err != nil {
+		t.Fatal(err)
+	}
+	awaitJob("idle", slessv1alpha1.JobPhaseIdle, 0)
+
+	// A cron trigger calls the function at its time, recorded as cron.
+	now := time.Now()
+	offset.Store(int64(now.Truncate(time.Minute).Add(time.Minute - time.Second).Sub(now)))
+	trig := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "every-minute"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "calc", Type: slessv1alpha1.TriggerTypeCron, Schedule: "* * * * *",
+			Payload: &apiextensionsv1.JSON{Raw: []byte(`{"n": 5}`)}}}
+	if err := store.Create(ctx, trig); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		got := &slessv1alpha1.Trigger{}
+		_ = store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "every-minute"}, got)
+		if got.Status.LastScheduleTime != nil && got.Status.NextScheduleTime != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cron trigger never ran: %+v", got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	count := func(trigger string, status int) int {
+		p, err := recs.List(ctx, invoke.Query{Namespace: "ns", Function: "calc", Trigger: trigger, StatusClass: status / 100, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Items)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for count(invoke.TriggerCron, 200) != 1 || count(invoke.TriggerJob, 200) != 1 || count(invoke.TriggerJob, 500) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("records: cron 2xx %d, job 2xx %d, job 5xx %d; want 1 each",
+				count(invoke.TriggerCron, 200), count(invoke.TriggerJob, 200), count(invoke.TriggerJob, 500))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Disabling the trigger stops its schedule.
+	got := &slessv1alpha1.Trigger{}
+	_ = store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "every-minute"}, got)
+	f := false
+	got.Spec.Enabled = &f
+	if err := store.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		runs.mu.Lock()
+		n := len(runs.crons)
+		runs.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a disabled trigger keeps its schedule")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
