@@ -175,15 +175,17 @@ func BenchmarkProxy(b *testing.B) {
 func benchRecords(n int, fns int, start time.Time, step time.Duration) []invoke.Record {
 	out := make([]invoke.Record, n)
 	for i := range out {
+		// Every function gets the same mix: 1 % 5xx, 5 % 4xx, 10 % cron.
+		j := i / fns
 		status := 200
 		switch {
-		case i%100 == 0:
+		case j%100 == 0:
 			status = 502
-		case i%20 == 1:
+		case j%20 == 1:
 			status = 404
 		}
 		trigger := invoke.TriggerHTTP
-		if i%10 == 0 {
+		if j%10 == 0 {
 			trigger = invoke.TriggerCron
 		}
 		out[i] = invoke.Record{

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS invocations_function_trigger_time;
