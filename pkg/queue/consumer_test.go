@@ -27,7 +27,7 @@ import (
 const childEnv = "SLESS_QUEUE_TEST_CHILD"
 
 type childConfig struct {
-	URL, Queue, Function string
+	URL, Queue, Function  string
 	Prefetch, Concurrency int
 }
 

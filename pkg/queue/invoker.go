@@ -20,8 +20,9 @@ const (
 	RequestIDHeader = "X-Request-Id"
 	// MessageIDHeader and AttemptHeader tell a queue-triggered function which
 	// message it got and how many times it has been tried (1 the first time).
-	MessageIDHeader = "X-Sless-Message-Id"
-	AttemptHeader   = "X-Sless-Attempt"
+	// They are not X-Sless-* headers, which the proxy keeps from functions.
+	MessageIDHeader = "X-Queue-Message-Id"
+	AttemptHeader   = "X-Queue-Attempt"
 )
 
 // Call is one call of a function through the invoke proxy.

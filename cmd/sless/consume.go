@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+)
+
+func init() {
+	register("consume", "deliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer)", runConsume)
+}
+
+// parseConsume reads the flags and environment of `sless consume`. The
+// broker URL (with its password) and the credential come from the
+// environment: SLESS_AMQP_URL and SLESS_TOKEN.
+func parseConsume(args []string, getenv func(string) string) (queue.Config, error) {
+	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
+	q := fs.String("queue", "", "queue to consume")
+	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (default <queue>.dlq)")
+	prefetch := fs.Int("prefetch", 10, "unacknowledged messages held at once (1-1000)")
+	concurrency := fs.Int("concurrency", 1, "calls at once (1-100)")
+	retries := fs.Int("max-retries", 3, "retries before a message is dead-lettered (0-100)")
+	backoff := fs.Duration("backoff", time.Second, "first retry delay; doubles each retry")
+	maxBackoff := fs.Duration("max-backoff", queue.DefaultMaxBackoff, "longest retry delay")
+	timeout := fs.Duration("timeout", 0, "how long one call may take (the function's timeout plus a cold start)")
+	if err := fs.Parse(args); err != nil {
+		return queue.Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return queue.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var errs []error
+	if err := checkFunctionURL(*fnURL); err != nil {
+		errs = append(errs, err)
+	}
+	amqpURL := getenv(resources.EnvAMQPURL)
+	if amqpURL == "" {
+		errs = append(errs, errors.New("$"+resources.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
+	}
+	token := getenv(resources.EnvToken)
+	if token == "" {
+		errs = append(errs, errors.New("$"+resources.EnvToken+" (the trigger's credential) is required"))
+	}
+	if *q == "" {
+		errs = append(errs, errors.New("--queue is required"))
+	}
+	if *prefetch < 1 || *prefetch > 1000 {
+		errs = append(errs, fmt.Errorf("--prefetch must be between 1 and 1000, got %d", *prefetch))
+	}
+	if *concurrency < 1 || *concurrency > 100 {
+		errs = append(errs, fmt.Errorf("--concurrency must be between 1 and 100, got %d", *concurrency))
+	}
+	if *retries < 0 || *retries > 100 {
+		errs = append(errs, fmt.Errorf("--max-retries must be between 0 and 100, got %d", *retries))
+	}
+	if *backoff <= 0 || *maxBackoff < *backoff {
+		errs = append(errs, fmt.Errorf("--backoff must be positive and at most --max-backoff, got %v and %v", *backoff, *maxBackoff))
+	}
+	if *timeout <= 0 {
+		errs = append(errs, errors.New("--timeout is required and must be positive, e.g. --timeout=90s"))
+	}
+	if len(errs) > 0 {
+		return queue.Config{}, errors.Join(errs...)
+	}
+	return queue.Config{
+		URL: amqpURL, Queue: *q, DeadLetterQueue: *dlq, Prefetch: *prefetch, Concurrency: *concurrency,
+		MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff,
+		Invoker: &queue.Invoker{URL: *fnURL, Token: token, Timeout: *timeout},
+	}, nil
+}
+
+// runConsume consumes until SIGTERM, then finishes the calls in flight.
+func runConsume(ctx context.Context, args []string) error {
+	cfg, err := parseConsume(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	c, err := queue.New(cfg)
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}

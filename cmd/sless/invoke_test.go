@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+// TestInvokeRecordsACronRow runs `sless invoke` as a cron run's container
+// does, against a running invoke proxy (behind the trigger credential check)
+// recording into a real PostgreSQL, and finds the run recorded as cron.
+func TestInvokeRecordsACronRow(t *testing.T) {
+	ctx := context.Background()
+	kube := testbed.SharedKube(t)
+	ns := kube.Namespace(t)
+
+	// The function: a local HTTP server that echoes what it got.
+	var mu sync.Mutex
+	var got []map[string]any
+	fnSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, map[string]any{"body": string(b), "path": r.URL.Path, "auth": r.Header.Get("Authorization"), "ct": r.Header.Get("Content-Type")})
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"rows": 42}`))
+	}))
+	defer fnSrv.Close()
+	fnAddr, _ := url.Parse(fnSrv.URL)
+
+	// The invoke path: proxy, recorder, PostgreSQL.
+	pg, err := postgres.Open(testbed.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if err := pg.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := invoke.NewRecorder(pg, invoke.RecorderOptions{})
+	proxy, err := invoke.NewProxy(invoke.Options{
+		Resolver: invoke.ResolverFunc(func(_ context.Context, namespace, name string) (invoke.Target, error) {
+			if namespace != ns || name != "report" {
+				return invoke.Target{}, invoke.ErrNotFound
+			}
+			// Private: no http trigger. Only the trigger credential gets in.
+			return invoke.Target{Address: fnAddr, Ready: true, Revision: "report-00001", Timeout: 30 * time.Second}, nil
+		}),
+		Recorder: rec,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := &trigger.HS256Tokens{Secret: []byte("0123456789abcdef0123456789abcdef-invoke-test")}
+	srv := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: kube.Client})
+	defer srv.Close()
+
+	// The trigger and its credential, as the reconciler issues it.
+	tr := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		Spec:       slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily"},
+	}
+	if err := kube.Client.Create(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := toks.IssueTriggerToken(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLESS_TOKEN", token)
+	t.Setenv("SLESS_PAYLOAD", `{"kind": "daily"}`)
+	fnURL := srv.URL + "/fn/" + ns + "/report"
+	if err := runInvoke(ctx, []string{"--url=" + fnURL, "--trigger=cron", "--timeout=20s"}); err != nil {
+		t.Fatalf("sless invoke: %v", err)
+	}
+	mu.Lock()
+	if len(got) != 1 || got[0]["body"] != `{"kind": "daily"}` || got[0]["path"] != "/" || got[0]["auth"] != "" || got[0]["ct"] != "application/json" {
+		t.Errorf("the function got %v (want the payload at /, without the credential)", got)
+	}
+	mu.Unlock()
+
+	// Refused: a queue call with the cron credential, another function, a
+	// forged token. None reaches the function or leaves a row.
+	for _, tc := range []struct {
+		name string
+		args []string
+		tok  string
+	}{
+		{"wrong trigger type", []string{"--url=" + fnURL, "--trigger=queue", "--timeout=5s"}, token},
+		{"other function", []string{"--url=" + srv.URL + "/fn/" + ns + "/other", "--trigger=cron", "--timeout=5s"}, token},
+		{"forged", []string{"--url=" + fnURL, "--trigger=cron", "--timeout=5s"}, token[:len(token)-4] + "AAAA"},
+	} {
+		t.Setenv("SLESS_TOKEN", tc.tok)
+		if err := runInvoke(ctx, tc.args); err == nil || !strings.Contains(err.Error(), "answered HTTP 40") {
+			t.Errorf("%s: sless invoke error %v, want a 401/403 answer", tc.name, err)
+		}
+	}
+	// Disabled: the credential stops working (after the lookup cache's TTL).
+	tr.Spec.Enabled = ptr.To(false)
+	if err := kube.Client.Update(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLESS_TOKEN", token)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := runInvoke(ctx, []string{"--url=" + fnURL, "--trigger=cron", "--timeout=5s"})
+		if err != nil && strings.Contains(err.Error(), "HTTP 403") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a disabled trigger's credential still works: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	mu.Lock()
+	calls := len(got)
+	mu.Unlock()
+
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pg.Pool().Query(ctx, `SELECT namespace, function, revision, trigger, status, bytes_in FROM invocations ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var namespace, function, revision, trig string
+		var status int
+		var in int64
+		if err := rows.Scan(&namespace, &function, &revision, &trig, &status, &in); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal([]any{namespace, function, revision, trig, status, in})
+		found = append(found, string(b))
+	}
+	want := `["` + ns + `","report","report-00001","cron",200,17]`
+	if len(found) != calls || len(found) == 0 || found[0] != want {
+		t.Fatalf("invocations %v, want %d row(s) starting with %s", found, calls, want)
+	}
+}
+
+func TestInvokeFlags(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	ok := map[string]string{"SLESS_TOKEN": "t"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no url", []string{"--timeout=1s"}, ok, "--url is required"},
+		{"not http", []string{"--url=ftp://x/fn/a/b", "--timeout=1s"}, ok, "http:// or https://"},
+		{"not a function path", []string{"--url=http://x/api/a/b", "--timeout=1s"}, ok, "/fn/{namespace}/{name}"},
+		{"bad trigger", []string{"--url=http://x/fn/a/b", "--trigger=http", "--timeout=1s"}, ok, "cron or queue"},
+		{"no timeout", []string{"--url=http://x/fn/a/b"}, ok, "--timeout is required"},
+		{"no token", []string{"--url=http://x/fn/a/b", "--timeout=1s"}, map[string]string{}, "no credential"},
+		{"bad payload", []string{"--url=http://x/fn/a/b", "--timeout=1s", "--payload={"}, ok, "not valid JSON"},
+		{"bad payload env", []string{"--url=http://x/fn/a/b", "--timeout=1s"}, map[string]string{"SLESS_TOKEN": "t", "SLESS_PAYLOAD": "nope"}, "not valid JSON"},
+		{"stray argument", []string{"--url=http://x/fn/a/b", "--timeout=1s", "extra"}, ok, "unexpected arguments"},
+		{"unknown flag", []string{"--bogus"}, ok, "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseInvoke(tc.args, env(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	o, err := parseInvoke([]string{"--url=https://proxy/fn/a/b", "--timeout=90s"}, env(map[string]string{"SLESS_TOKEN": "t", "SLESS_PAYLOAD": `{"a":1}`}))
+	if err != nil || o.trigger != "cron" || string(o.payload) != `{"a":1}` || o.invoker.Timeout != 90*time.Second || o.invoker.Token != "t" {
+		t.Fatalf("good flags: %+v %v", o, err)
+	}
+}
+
+func TestConsumeFlags(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	ok := map[string]string{"SLESS_TOKEN": "t", "SLESS_AMQP_URL": "amqp://u:p@rabbit:5672/"}
+	base := []string{"--url=http://proxy/fn/a/b", "--queue=orders", "--timeout=90s"}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		env   map[string]string
+		want  string
+	}{
+		{"no broker", nil, map[string]string{"SLESS_TOKEN": "t"}, "SLESS_AMQP_URL"},
+		{"no token", nil, map[string]string{"SLESS_AMQP_URL": "amqp://x"}, "SLESS_TOKEN"},
+		{"prefetch 0", []string{"--prefetch=0"}, ok, "--prefetch must be between 1 and 1000"},
+		{"concurrency 101", []string{"--concurrency=101"}, ok, "--concurrency must be between 1 and 100"},
+		{"negative retries", []string{"--max-retries=-1"}, ok, "--max-retries must be between 0 and 100"},
+		{"zero backoff", []string{"--backoff=0s"}, ok, "--backoff must be positive"},
+		{"backoff above max", []string{"--backoff=2h", "--max-backoff=1h"}, ok, "at most --max-backoff"},
+		{"bad url", []string{"--url=proxy"}, ok, "http:// or https://"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConsume(append(append([]string{}, base...), tc.extra...), env(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := parseConsume([]string{"--timeout=1s"}, env(ok)); err == nil || !strings.Contains(err.Error(), "--queue is required") {
+		t.Errorf("no queue: %v", err)
+	}
+	cfg, err := parseConsume(append(base, "--max-retries=5", "--backoff=2s"), env(ok))
+	if err != nil || cfg.URL != ok["SLESS_AMQP_URL"] || cfg.Queue != "orders" || cfg.MaxRetries != 5 || cfg.Backoff != 2*time.Second || cfg.Invoker.Token != "t" {
+		t.Fatalf("good flags: %+v %v", cfg, err)
+	}
+}
