@@ -206,7 +206,7 @@ func startSlessDev() (endpoint, token, skip string, err error) {
 	}
 	token = "acc-dev-token-0123456789abcdef"
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "dev", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev-token", token, "--idle-timeout", "30s")
+	cmd := exec.Command(bin, "dev", "--addr", addr, "--data-dir", filepath.Join(dir, "data"), "--dev-token", token, "--idle-timeout", "30s", "--quiet")
 	logf, err := os.Create(filepath.Join(dir, "sless-dev.log"))
 	if err != nil {
 		return "", "", "", err

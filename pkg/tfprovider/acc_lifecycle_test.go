@@ -1,0 +1,391 @@
+package tfprovider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/config"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+func pyHello(greeting string) map[string]string {
+	return map[string]string{"main.py": fmt.Sprintf(`import os
+
+
+def handler(event, context):
+    return {"greeting": %q, "env": os.environ.get("GREETING", "")}
+`, greeting)}
+}
+
+// setTree replaces dir's contents with files.
+func setTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range files {
+		writeFile(t, filepath.Join(dir, name), []byte(content))
+	}
+}
+
+// invoke calls a function at its URL and decodes the JSON it answers.
+func invoke(url, token string) (map[string]any, error) {
+	var last error
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+		if err != nil {
+			return nil, err
+		}
+		// Functions without an http trigger are private: the API's token calls them.
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			last = fmt.Errorf("POST %s: %d %s", url, res.StatusCode, b)
+			continue
+		}
+		var out map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			return nil, fmt.Errorf("POST %s: %s: %w", url, b, err)
+		}
+		return out, nil
+	}
+	return nil, last
+}
+
+// answers checks that the function's URL answers with the greeting and env.
+func answers(api *accAPI, addr, greeting, env string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		rs := s.RootModule().Resources[addr]
+		if rs == nil {
+			return fmt.Errorf("%s not in state", addr)
+		}
+		out, err := invoke(rs.Primary.Attributes["url"], api.Token)
+		if err != nil {
+			return err
+		}
+		if out["greeting"] != greeting || out["env"] != env {
+			return fmt.Errorf("function answered %v, want greeting %q and env %q", out, greeting, env)
+		}
+		return nil
+	}
+}
+
+func functionGone(api *accAPI, ns, name string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		_, err := api.Client.GetFunction(context.Background(), ns, name)
+		if !client.IsNotFound(err) {
+			return fmt.Errorf("function %s/%s after destroy: %v", ns, name, err)
+		}
+		return nil
+	}
+}
+
+// The sless_function life: create from a directory, no change planned after
+// apply, in-place memory and env updates, a code change rolling a new
+// revision, import, re-creation after an out-of-band delete, and destroy.
+func TestAccFunctionLifecycle(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	name := "tf-fn-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	addr := "sless_function.hello"
+	cfg := func(memory int, greetingEnv string) string {
+		return hcl("", fmt.Sprintf(`resource "sless_function" "hello" {
+  name         = %q
+  runtime      = "python3.12"
+  entrypoint   = "main.handler"
+  source_dir   = %q
+  memory_mb    = %d
+  env          = { GREETING = %q }
+  wait_timeout = "3m"
+}
+`, name, dir, memory, greetingEnv))
+	}
+	revision := statecheck.CompareValue(compare.ValuesDiffer())
+	image := statecheck.CompareValue(compare.ValuesDiffer())
+	sameURL := statecheck.CompareValue(compare.ValuesSame())
+
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy:             functionGone(api, api.Namespace, name),
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { setTree(t, dir, pyHello("one")) },
+				Config:    cfg(128, "a"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(api.Namespace+"/"+name)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("resolved_image"), knownvalue.StringRegexp(regexp.MustCompile(`@sha256:[a-f0-9]{64}$`))),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cpu"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("image"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("scale"), knownvalue.Null()),
+					revision.AddStateValue(addr, tfjsonpath.New("revision")),
+					image.AddStateValue(addr, tfjsonpath.New("resolved_image")),
+					sameURL.AddStateValue(addr, tfjsonpath.New("url")),
+				},
+				Check: answers(api, addr, "one", "a"),
+				// terraform-plugin-testing plans again after every apply and
+				// fails on any change: plan-is-empty-after-apply.
+			},
+			{
+				// Memory and env change in place: a new revision of the same image.
+				Config: cfg(256, "b"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("url"), knownvalue.NotNull()),
+					plancheck.ExpectUnknownValue(addr, tfjsonpath.New("revision")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(256)),
+					revision.AddStateValue(addr, tfjsonpath.New("revision")),
+					sameURL.AddStateValue(addr, tfjsonpath.New("url")),
+				},
+				Check: answers(api, addr, "one", "b"),
+			},
+			{
+				// New code: a new digest, a new build, a new revision.
+				PreConfig: func() { setTree(t, dir, pyHello("two")) },
+				Config:    cfg(256, "b"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectUnknownValue(addr, tfjsonpath.New("resolved_image")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					revision.AddStateValue(addr, tfjsonpath.New("revision")),
+					image.AddStateValue(addr, tfjsonpath.New("resolved_image")),
+				},
+				Check: answers(api, addr, "two", "b"),
+			},
+			{
+				// Import by namespace/name gives the same state (the directory
+				// and wait budget live only in configuration).
+				ResourceName:            addr,
+				ImportState:             true,
+				ImportStateId:           api.Namespace + "/" + name,
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"source_dir", "wait_timeout"},
+			},
+			{
+				// Deleted outside Terraform: the refresh notices, the plan
+				// creates it again.
+				PreConfig: func() {
+					if err := api.Client.DeleteFunction(context.Background(), api.Namespace, name); err != nil {
+						t.Fatalf("out-of-band delete: %v", err)
+					}
+					waitNotFound(t, func() error { _, err := api.Client.GetFunction(context.Background(), api.Namespace, name); return err })
+				},
+				Config: cfg(256, "b"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate),
+				}},
+				Check: answers(api, addr, "two", "b"),
+			},
+		},
+	})
+}
+
+func waitNotFound(t *testing.T, get func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := get()
+		if client.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still there a minute after delete: %v", err)
+		}
+	}
+}
+
+// Triggers and jobs: create, update in place, import, re-run a job with a
+// new run_id, destroy.
+func TestAccTriggersAndJob(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	setTree(t, dir, pyHello("job"))
+	suffix := fmt.Sprint(time.Now().UnixNano() % 100000)
+	fn := "tf-tj-" + suffix
+	cfg := func(enabled bool, schedule string, runID int) string {
+		return hcl("", fmt.Sprintf(`resource "sless_function" "f" {
+  name       = %q
+  runtime    = "python3.12"
+  entrypoint = "main.handler"
+  source_dir = %q
+}
+
+resource "sless_trigger" "http" {
+  name     = "%s-http"
+  function = sless_function.f.name
+  type     = "http"
+  enabled  = %t
+}
+
+resource "sless_trigger" "cron" {
+  name      = "%s-cron"
+  function  = sless_function.f.name
+  type      = "cron"
+  schedule  = %q
+  time_zone = "Europe/Berlin"
+  payload   = jsonencode({ b = 1, a = [1, 2] })
+}
+
+resource "sless_job" "once" {
+  name     = "%s-job"
+  function = sless_function.f.name
+  run_id   = %d
+  payload  = jsonencode({ name = "job" })
+}
+`, fn, dir, fn, enabled, fn, schedule, fn, runID))
+	}
+	output := statecheck.CompareValue(compare.ValuesSame())
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy: func(s *terraform.State) error {
+			ctx := context.Background()
+			if _, err := api.Client.GetTrigger(ctx, api.Namespace, fn+"-http"); !client.IsNotFound(err) {
+				return fmt.Errorf("http trigger after destroy: %v", err)
+			}
+			if _, err := api.Client.GetJob(ctx, api.Namespace, fn+"-job"); !client.IsNotFound(err) {
+				return fmt.Errorf("job after destroy: %v", err)
+			}
+			return functionGone(api, api.Namespace, fn)(s)
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: cfg(true, "*/5 * * * *", 1),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("schedule"), knownvalue.StringExact("*/5 * * * *")),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("queue"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("pre_warm_seconds"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("sless_job.once", tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
+					statecheck.ExpectKnownValue("sless_job.once", tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`"greeting"`))),
+					output.AddStateValue("sless_job.once", tfjsonpath.New("phase")),
+				},
+			},
+			{
+				// Disable the route and move the schedule in place; the same
+				// run_id runs nothing again.
+				Config: cfg(false, "@hourly", 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("sless_trigger.http", plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction("sless_trigger.cron", plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction("sless_job.once", plancheck.ResourceActionNoop),
+					plancheck.ExpectResourceAction("sless_function.f", plancheck.ResourceActionNoop),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("schedule"), knownvalue.StringExact("@hourly")),
+				},
+			},
+			{
+				// A new run_id runs the job again.
+				Config: cfg(false, "@hourly", 2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("sless_job.once", plancheck.ResourceActionUpdate),
+					plancheck.ExpectUnknownValue("sless_job.once", tfjsonpath.New("output")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_job.once", tfjsonpath.New("run_id"), knownvalue.Int64Exact(2)),
+					output.AddStateValue("sless_job.once", tfjsonpath.New("phase")),
+				},
+			},
+			{ResourceName: "sless_trigger.http", ImportState: true, ImportStateId: api.Namespace + "/" + fn + "-http", ImportStateVerify: true},
+			{ResourceName: "sless_trigger.cron", ImportState: true, ImportStateId: api.Namespace + "/" + fn + "-cron", ImportStateVerify: true},
+			{ResourceName: "sless_job.once", ImportState: true, ImportStateId: api.Namespace + "/" + fn + "-job", ImportStateVerify: true,
+				ImportStateVerifyIgnore: []string{"wait_timeout"}},
+		},
+	})
+}
+
+// The data sources read what the resources made.
+func TestAccDataSources(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	setTree(t, dir, pyHello("data"))
+	name := "tf-ds-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	res := fmt.Sprintf(`resource "sless_function" "f" {
+  name       = %q
+  runtime    = "python3.12"
+  entrypoint = "main.handler"
+  source_dir = %q
+  env        = { A = "1" }
+}
+`, name, dir)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		Steps: []resource.TestStep{
+			{Config: hcl("", res)},
+			{
+				Config: hcl("", res+`
+data "sless_function" "f" {
+  name = sless_function.f.name
+}
+
+data "sless_functions" "all" {
+  depends_on = [sless_function.f]
+}
+`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.CompareValuePairs("data.sless_function.f", tfjsonpath.New("url"), "sless_function.f", tfjsonpath.New("url"), compare.ValuesSame()),
+					statecheck.CompareValuePairs("data.sless_function.f", tfjsonpath.New("source_sha256"), "sless_function.f", tfjsonpath.New("source_sha256"), compare.ValuesSame()),
+					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("ready"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("env").AtMapKey("A"), knownvalue.StringExact("1")),
+					statecheck.ExpectKnownValue("data.sless_functions.all", tfjsonpath.New("namespace"), knownvalue.StringExact(api.Namespace)),
+					statecheck.ExpectKnownValue("data.sless_functions.all", tfjsonpath.New("functions"),
+						knownvalue.ListPartial(map[int]knownvalue.Check{})),
+				},
+				Check: resource.TestCheckTypeSetElemNestedAttrs("data.sless_functions.all", "functions.*", map[string]string{"name": name, "phase": "Ready"}),
+			},
+		},
+	})
+}
+
+// The example configuration applies and destroys cleanly.
+func TestAccExampleConfiguration(t *testing.T) {
+	api := startAPI(t)
+	// The example's functions would collide with another run's: the
+	// greeting variable is the only thing tests set.
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy:             functionGone(api, api.Namespace, "hello-tf"),
+		Steps: []resource.TestStep{{
+			ConfigDirectory: config.StaticDirectory(filepath.Join(repoRoot(), "examples", "terraform")),
+			ConfigVariables: config.Variables{"greeting": config.StringVariable("Hi")},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("sless_function.hello", tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+				statecheck.ExpectKnownValue("sless_job.once", tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
+				statecheck.ExpectKnownOutputValue("job_output", knownvalue.StringRegexp(regexp.MustCompile(`Hi, job!`))),
+			},
+		}},
+	})
+}
