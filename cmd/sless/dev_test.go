@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sless-dev/sless/pkg/adapter/local"
+)
+
+// Every bad flag of sless dev is refused at once with a message naming it.
+func TestDevRefusesBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	// A data directory another sless dev holds.
+	held := filepath.Join(dir, "held")
+	os.MkdirAll(held, 0o755)
+	st, err := local.OpenStore(filepath.Join(held, "sless.db"), runtime.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	token := []string{"--dev-token", "0123456789abcdef0123"}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--bogus"}, "flag provided but not defined"},
+		{"extra argument", []string{"now"}, "unexpected arguments: now"},
+		{"zero idle timeout", []string{"--idle-timeout", "0s"}, "--idle-timeout must be positive"},
+		{"negative idle timeout", []string{"--idle-timeout", "-5s"}, "--idle-timeout must be positive"},
+		{"unparsable idle timeout", []string{"--idle-timeout", "soon"}, "invalid value \"soon\""},
+		{"short token", []string{"--dev-token", "short"}, "--dev-token must be at least 16 characters"},
+		{"bad address", append([]string{"--addr", "not-an-address"}, token...), "listen on not-an-address"},
+		{"address in use", append([]string{"--addr", busy.Addr().String()}, token...), "address already in use"},
+		{"data dir is a file", append([]string{"--data-dir", file}, token...), "data directory"},
+		{"data dir in use", append([]string{"--data-dir", held, "--addr", "127.0.0.1:0"}, token...), "another sless dev is using this data directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if !strings.Contains(strings.Join(args, " "), "--data-dir") {
+				args = append(args, "--data-dir", filepath.Join(dir, "data-"+strings.ReplaceAll(c.name, " ", "-")))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := runDev(ctx, args)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("runDev(%q) = %v, want an error with %q", args, err, c.want)
+			}
+		})
+	}
+}
