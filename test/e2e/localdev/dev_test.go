@@ -22,13 +22,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 var slessBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sless-e2e-bin-")
-	if err != nil {
+	// One place per user, rebuilt on every run: the binary outlives the run
+	// (testbed.Main exits the process) but does not pile up.
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sless-e2e-localdev-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		panic(err)
 	}
 	slessBin = filepath.Join(dir, "sless")
@@ -38,27 +42,42 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building sless:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// testbed stops the PostgreSQL it may start for the restart test.
+	testbed.Main(m)
 }
 
 // dev is one running `sless dev`.
 type dev struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	base  string
-	token string
-	data  string
+	t      *testing.T
+	cmd    *exec.Cmd
+	base   string
+	token  string
+	data   string
+	exited chan struct{}
+}
+
+// stop sends SIGTERM and waits for sless dev to exit.
+func (d *dev) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		d.t.Error("sless dev did not stop within 30 s of SIGTERM")
+	}
 }
 
 // startDev runs sless dev on a free port with its own data directory.
 func startDev(t *testing.T, idle time.Duration) *dev {
+	return startDevIn(t, t.TempDir(), idle)
+}
+
+// startDevIn runs sless dev on a free port with data in data.
+func startDevIn(t *testing.T, data string, idle time.Duration, extra ...string) *dev {
 	t.Helper()
-	data := t.TempDir()
 	token := "e2e-token-0123456789abcdef"
-	cmd := exec.Command(slessBin, "dev", "--addr", "127.0.0.1:0", "--data-dir", data,
-		"--idle-timeout", idle.String(), "--dev-token", token)
+	cmd := exec.Command(slessBin, append([]string{"dev", "--addr", "127.0.0.1:0", "--data-dir", data,
+		"--idle-timeout", idle.String(), "--dev-token", token}, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -66,22 +85,13 @@ func startDev(t *testing.T, idle time.Duration) *dev {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &dev{t: t, cmd: cmd, token: token, data: data}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("sless dev did not stop within 30 s of SIGTERM")
-		}
-	})
+	d := &dev{t: t, cmd: cmd, token: token, data: data, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(d.exited) }()
+	t.Cleanup(d.stop)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		logf, _ := os.Create(filepath.Join(data, "e2e-dev.log"))
+		logf, _ := os.OpenFile(filepath.Join(data, "e2e-dev.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		defer logf.Close()
 		for sc.Scan() {
 			line := sc.Text()
