@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -497,7 +498,7 @@ func (c *call) modifyResponse(resp *http.Response) error {
 
 func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case c.body != nil && c.body.tooLarge:
+	case c.body != nil && c.body.tooLarge.Load():
 		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
 			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
 	case c.parent.Err() != nil:
@@ -549,7 +550,7 @@ func (c *call) finish(r *http.Request, v any) {
 	}
 	var in int64
 	if c.body != nil {
-		in = c.body.n
+		in = c.body.n.Load()
 	}
 	revision := c.target.Revision
 	c.p.opts.Recorder.Record(Record{
@@ -568,12 +569,13 @@ func (c *call) finish(r *http.Request, v any) {
 	})
 }
 
-// limitedBody counts a request body and fails the read past the cap.
+// limitedBody counts a request body and fails the read past the cap. The
+// transport reads it on a goroutine of its own, hence the atomics.
 type limitedBody struct {
 	rc       io.ReadCloser
 	left     int64
-	n        int64
-	tooLarge bool
+	n        atomic.Int64
+	tooLarge atomic.Bool
 }
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -584,7 +586,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			b.tooLarge = true
+			b.tooLarge.Store(true)
 			return 0, errBodyTooLarge
 		}
 		return 0, err
@@ -593,7 +595,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		p = p[:b.left]
 	}
 	n, err := b.rc.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	b.left -= int64(n)
 	return n, err
 }
