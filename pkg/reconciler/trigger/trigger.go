@@ -48,6 +48,7 @@ const (
 	ReasonCredentialFailed         = "CredentialFailed"
 	ReasonPreWarmFailed            = "PreWarmFailed"
 	ReasonConflict                 = "Conflict"
+	ReasonNoCallerImage            = "NoCallerImage"
 )
 
 // connectionRecheck is how often a queue trigger whose connection Secret is
@@ -129,6 +130,10 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		t.Status.URL = ""
 		r.setReady(t, metav1.ConditionFalse, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist")
 		return 0, r.releasePreWarm(ctx, t)
+	}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP && r.Config.Image == "" {
+		r.setReady(t, metav1.ConditionFalse, ReasonNoCallerImage, "the controller has no sless image configured (--sless-image) to run "+string(t.Spec.Type)+" triggers with")
+		return 0, nil
 	}
 	switch t.Spec.Type {
 	case slessv1alpha1.TriggerTypeHTTP:
