@@ -94,7 +94,9 @@ func TestMakeCronJob(t *testing.T) {
 		}
 		return cj
 	}
-	container := func(cj *batchv1.CronJob) *corev1.Container { return &cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0] }
+	container := func(cj *batchv1.CronJob) *corev1.Container {
+		return &cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	}
 	for _, tc := range []struct {
 		name string
 		in   *slessv1alpha1.Trigger
