@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+// TestMain stops the test apiserver and S3 server the tests of this package
+// start. (One TestMain per package: tests of other subcommands share it.)
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+// TestAPICommand runs `sless api` as wired for a cluster against the test
+// apiserver and S3 server: it becomes ready, serves an authenticated create
+// and read, answers the invoke path, and stops cleanly on cancel.
+func TestAPICommand(t *testing.T) {
+	k := testbed.SharedKube(t)
+	s3srv := testbed.SharedS3(t)
+	bucket := s3srv.Bucket(t)
+	dir := t.TempDir()
+	secret := "sless-cmd-test-secret-0123456789abcdef"
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", k.Kubeconfig)
+	t.Setenv("SLESS_S3_ACCESS_KEY", s3srv.AccessKey)
+	t.Setenv("SLESS_S3_SECRET_KEY", s3srv.SecretKey)
+	port, err := testbed.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port),
+			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
+			"-jwt-secret-file", secretFile, "-jwt-audience", "sless"})
+	}()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("sless api exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sless api not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	ns := k.Namespace(t)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "cmd-test", "aud": "sless",
+		"exp": time.Now().Add(time.Hour).Unix(), "sless.dev/namespace": ns}).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path, body string) *http.Response {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	fn := `{"metadata":{"name":"hello"},"spec":{"runtime":"python3.12","entrypoint":"main.handler",` +
+		`"source":{"inline":{"files":{"main.py":"def handler(e, c):\n    return 1\n"}}}}}`
+	if resp := do("POST", "/v1/namespaces/"+ns+"/functions", fn); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+	resp := do("GET", "/v1/namespaces/"+ns+"/functions/hello", "")
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(buf.String(), `"name":"hello"`) {
+		t.Fatalf("read: %d %s", resp.StatusCode, buf.String())
+	}
+	// The invoke proxy is mounted: a function that is not ready yet is not a 404 of the router.
+	resp = do("GET", "/fn/"+ns+"/nothing", "")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") == "" {
+		t.Fatalf("invoke of a missing function: %d", resp.StatusCode)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sless api stopped with %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("sless api did not stop")
+	}
+}
