@@ -48,6 +48,7 @@ func runDev(ctx context.Context, args []string) error {
 	idle := fs.Duration("idle-timeout", 60*time.Second, "stop a function's process after this long without a call (scale to zero)")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (default: kept in the data directory)")
 	token := fs.String("dev-token", os.Getenv("SLESS_DEV_TOKEN"), "static bearer token (at least 16 characters); default: a random one, written to <data-dir>/dev-token")
+	maxAge := fs.Duration("records-max-age", 7*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
 	node := fs.String("node", "", "node to run Node.js functions with (default: from PATH)")
@@ -61,6 +62,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *idle <= 0 {
 		return errors.New("--idle-timeout must be positive")
+	}
+	if *maxAge < 0 {
+		return errors.New("--records-max-age must not be negative")
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
@@ -167,12 +171,22 @@ func runDev(ctx context.Context, args []string) error {
 			_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
 		}()
 		sink, history = pg, pg
+		if *maxAge > 0 {
+			go pg.RunRetention(ctx, *maxAge, time.Hour, 10000, func(_ int64, err error) {
+				if err != nil {
+					log.Warn("invocation retention", "error", err)
+				}
+			})
+		}
 	} else {
 		recs, err := store.Records()
 		if err != nil {
 			return err
 		}
 		sink, history = recs, recs
+		if *maxAge > 0 {
+			go retainRecords(ctx, recs, *maxAge, log)
+		}
 	}
 	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log})
 	defer func() {
@@ -264,6 +278,22 @@ func runDev(ctx context.Context, args []string) error {
 	stopLoop()
 	<-loopDone
 	return nil
+}
+
+// retainRecords deletes records older than maxAge, now and every hour.
+func retainRecords(ctx context.Context, recs *local.Records, maxAge time.Duration, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if _, err := recs.DeleteBefore(ctx, time.Now().Add(-maxAge), 10000); err != nil && ctx.Err() == nil {
+			log.Warn("invocation retention", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // devToken reads the token kept in path, or makes one and keeps it there,

@@ -46,6 +46,7 @@ func TestDevRefusesBadFlags(t *testing.T) {
 		{"zero idle timeout", []string{"--idle-timeout", "0s"}, "--idle-timeout must be positive"},
 		{"negative idle timeout", []string{"--idle-timeout", "-5s"}, "--idle-timeout must be positive"},
 		{"unparsable idle timeout", []string{"--idle-timeout", "soon"}, "invalid value \"soon\""},
+		{"negative records age", []string{"--records-max-age", "-1h"}, "--records-max-age must not be negative"},
 		{"short token", []string{"--dev-token", "short"}, "--dev-token must be at least 16 characters"},
 		{"bad address", append([]string{"--addr", "not-an-address"}, token...), "listen on not-an-address"},
 		{"address in use", append([]string{"--addr", busy.Addr().String()}, token...), "address already in use"},

@@ -173,3 +173,39 @@ func (r *Records) List(ctx context.Context, q invoke.Query) (invoke.Page, error)
 	})
 	return page, err
 }
+
+// DeleteBefore removes the records that started before cutoff, at most
+// batch per transaction so writers are not held up, and tells how many went.
+func (r *Records) DeleteBefore(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 10000
+	}
+	limit := recordKey(cutoff.UTC().Truncate(time.Microsecond), 0)
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		n := 0
+		err := r.db.Update(func(tx *bolt.Tx) error {
+			inv := tx.Bucket(bucketInvocations)
+			if inv == nil {
+				return nil
+			}
+			return inv.ForEachBucket(func(name []byte) error {
+				c := inv.Bucket(name).Cursor()
+				for k, _ := c.First(); k != nil && n < batch && bytes.Compare(k, limit) < 0; k, _ = c.First() {
+					if err := c.Delete(); err != nil {
+						return err
+					}
+					n++
+				}
+				return nil
+			})
+		})
+		total += int64(n)
+		if err != nil || n < batch {
+			return total, err
+		}
+	}
+}

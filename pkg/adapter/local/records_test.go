@@ -96,3 +96,30 @@ func TestRecordsWriteAndList(t *testing.T) {
 		t.Fatalf("unknown function: %+v", p)
 	}
 }
+
+func TestRecordsRetention(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openTestStore(t)
+	recs, _ := st.Records()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var batch []invoke.Record
+	for i := 0; i < 50; i++ {
+		for _, fn := range []string{"a", "b"} {
+			batch = append(batch, invoke.Record{Namespace: "ns", Function: fn, Status: 200, Trigger: invoke.TriggerHTTP, StartedAt: base.Add(time.Duration(i) * time.Hour)})
+		}
+	}
+	if err := recs.Write(ctx, invoke.Batch{ID: "r", Records: batch}); err != nil {
+		t.Fatal(err)
+	}
+	// Small batches: the loop must go round several times.
+	n, err := recs.DeleteBefore(ctx, base.Add(30*time.Hour), 7)
+	if err != nil || n != 60 {
+		t.Fatalf("DeleteBefore = %d, %v; want 60", n, err)
+	}
+	for _, fn := range []string{"a", "b"} {
+		p, _ := recs.List(ctx, invoke.Query{Namespace: "ns", Function: fn, Limit: 1000})
+		if len(p.Items) != 20 || p.Items[len(p.Items)-1].StartedAt.Before(base.Add(30*time.Hour)) {
+			t.Fatalf("%s after retention: %d records", fn, len(p.Items))
+		}
+	}
+}
