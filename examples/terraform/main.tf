@@ -24,11 +24,17 @@ variable "greeting" {
   default = "Hello"
 }
 
+variable "source_dir" {
+  description = "Directory of the function's code; ./hello beside this file when unset."
+  type        = string
+  default     = null
+}
+
 resource "sless_function" "hello" {
   name        = "hello-tf"
   runtime     = "python3.12"
   entrypoint  = "main.handler"
-  source_dir  = "${path.module}/hello"
+  source_dir  = coalesce(var.source_dir, "${path.module}/hello")
   memory_mb   = 128
   timeout_sec = 10
 

@@ -373,14 +373,19 @@ data "sless_functions" "all" {
 // The example configuration applies and destroys cleanly.
 func TestAccExampleConfiguration(t *testing.T) {
 	api := startAPI(t)
-	// The example's functions would collide with another run's: the
-	// greeting variable is the only thing tests set.
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: providerFactories(),
-		CheckDestroy:             functionGone(api, api.Namespace, "hello-tf"),
+		// The example has its own provider block, so the provider is given
+		// to the step rather than the case.
+		CheckDestroy: functionGone(api, api.Namespace, "hello-tf"),
 		Steps: []resource.TestStep{{
+			ProtoV6ProviderFactories: providerFactories(),
 			ConfigDirectory: config.StaticDirectory(filepath.Join(repoRoot(), "examples", "terraform")),
-			ConfigVariables: config.Variables{"greeting": config.StringVariable("Hi")},
+			ConfigVariables: config.Variables{
+				"greeting": config.StringVariable("Hi"),
+				// The test framework copies the directory's files, not its
+				// subdirectories: point at the example's code where it is.
+				"source_dir": config.StringVariable(filepath.Join(repoRoot(), "examples", "terraform", "hello")),
+			},
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("sless_function.hello", tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
 				statecheck.ExpectKnownValue("sless_job.once", tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
