@@ -379,7 +379,7 @@ func TestAccExampleConfiguration(t *testing.T) {
 		CheckDestroy: functionGone(api, api.Namespace, "hello-tf"),
 		Steps: []resource.TestStep{{
 			ProtoV6ProviderFactories: providerFactories(),
-			ConfigDirectory: config.StaticDirectory(filepath.Join(repoRoot(), "examples", "terraform")),
+			ConfigDirectory:          config.StaticDirectory(filepath.Join(repoRoot(), "examples", "terraform")),
 			ConfigVariables: config.Variables{
 				"greeting": config.StringVariable("Hi"),
 				// The test framework copies the directory's files, not its
