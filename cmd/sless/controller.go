@@ -78,6 +78,8 @@ type controllerFlags struct {
 	leaderElect                    bool
 	leaderNamespace                string
 	concurrency                    int
+	qps                            float64
+	burst                          int
 	publicBaseURL                  string
 	s3Endpoint, s3Bucket, s3Region string
 	s3PathStyle                    bool
@@ -92,6 +94,8 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.leaderElect, "leader-elect", envBool("SLESS_LEADER_ELECT", true), "run one active controller among replicas (Lease sless-controller)")
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", ctlEnv("SLESS_LEADER_NAMESPACE", os.Getenv("POD_NAMESPACE")), "namespace of the leader Lease (the pod's own in a cluster)")
 	fs.IntVar(&c.concurrency, "concurrency", envInt("SLESS_CONCURRENCY", 4), "Functions reconciled at once")
+	fs.Float64Var(&c.qps, "kube-api-qps", float64(envInt("SLESS_KUBE_API_QPS", 50)), "requests per second to the apiserver (client-side limit)")
+	fs.IntVar(&c.burst, "kube-api-burst", envInt("SLESS_KUBE_API_BURST", 100), "burst above --kube-api-qps")
 	fs.StringVar(&c.publicBaseURL, "public-base-url", ctlEnv("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>")
 
 	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://) as the controller reaches it; required")
@@ -117,6 +121,9 @@ func (c *controllerFlags) validate() error {
 	}
 	if c.res.Registry == "" {
 		errs = append(errs, errors.New("--registry (SLESS_REGISTRY) is required"))
+	}
+	if c.qps <= 0 || c.burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", c.qps, c.burst))
 	}
 	if c.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", c.concurrency))
@@ -180,6 +187,7 @@ func runController(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},

@@ -139,6 +139,7 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"zero concurrency", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-concurrency", "0"}, "--concurrency must be at least 1"},
 		{"public URL without scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-public-base-url", "fn.example.com"}, "must be an http:// or https:// URL"},
 		{"bad S3 endpoint", []string{"-s3-endpoint", "s3.example.com", "-registry", "r"}, "must be an http:// or https:// URL"},
+		{"zero QPS", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive"},
 		{"unknown flag", []string{"-no-such-flag"}, "flag provided but not defined"},
 	}
 	for _, tc := range tests {

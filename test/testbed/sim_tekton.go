@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -369,6 +370,7 @@ func simManager(k *Kube) (ctrl.Manager, error) {
 		Scheme:                 k.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Logger:                 logr.Discard(),
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4},
 	})
 }

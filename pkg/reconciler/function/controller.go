@@ -5,8 +5,10 @@ import (
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/knative"
@@ -78,7 +80,10 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("function").
-		For(&slessv1alpha1.Function{}).
+		// Only spec changes and deletion (which bumps the generation of an
+		// object with finalizers) need a reconcile: the controller's own
+		// finalizer and status writes would otherwise each cause another.
+		For(&slessv1alpha1.Function{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&tektonv1.PipelineRun{}).
 		Owns(&servingv1.Service{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
