@@ -59,8 +59,12 @@ func runAPI(ctx context.Context, args []string) error {
 	deleteWait := fs.Duration("delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
+	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *maxAge < 0 {
+		return fmt.Errorf("-records-max-age must not be negative")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
@@ -142,6 +146,15 @@ func runAPI(ctx context.Context, args []string) error {
 		go func() {
 			_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
 		}()
+		if *maxAge > 0 {
+			// Every replica runs it; deletes are bounded batches of old rows,
+			// so concurrent runs only share the work.
+			go pg.RunRetention(ctx, *maxAge, time.Hour, 10000, func(_ int64, err error) {
+				if err != nil && ctx.Err() == nil {
+					log.Warn("invocation retention", "error", err)
+				}
+			})
+		}
 		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log})
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
