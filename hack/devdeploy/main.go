@@ -167,9 +167,18 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 	if query != "" {
 		u += "?" + query
 	}
-	code, answer, err := call(http.MethodGet, u, nil)
-	if err != nil {
-		return err
+	// A restarted sless dev reports the function Ready from its store while
+	// it brings the process back: 503 with Retry-After until then.
+	var answer []byte
+	for {
+		code, answer, err = call(http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if code != http.StatusOK {
 		return fmt.Errorf("calling %s: %d %s", u, code, answer)
