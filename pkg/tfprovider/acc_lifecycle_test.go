@@ -394,3 +394,37 @@ func TestAccExampleConfiguration(t *testing.T) {
 		}},
 	})
 }
+
+// A build that fails fails the apply with the build's own message, and the
+// function is in state (tainted) so the next apply replaces it.
+func TestAccFailedBuildIsAnError(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	setTree(t, dir, map[string]string{
+		"go.mod": "module example.com/broken\n\ngo 1.24\n",
+		"broken.go": `package broken
+
+import "context"
+
+func Handle(ctx context.Context, ev map[string]any) (string, error) {
+	return undefinedName, nil
+}
+`,
+	})
+	name := "tf-broken-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy:             functionGone(api, api.Namespace, name),
+		Steps: []resource.TestStep{{
+			Config: hcl("", fmt.Sprintf(`resource "sless_function" "broken" {
+  name         = %q
+  runtime      = "go1.24"
+  entrypoint   = "broken.Handle"
+  source_dir   = %q
+  wait_timeout = "4m"
+}
+`, name, dir)),
+			ExpectError: regexp.MustCompile(`(?s)Function not ready.*the build of function .*` + name + `.* failed.*undefinedName`),
+		}},
+	})
+}
