@@ -306,8 +306,9 @@ func kindOf(o client.Object) string {
 	return fmt.Sprintf("%T", o)
 }
 
-// ensureToken makes the trigger's credential Secret, and renews the token
-// when a quarter of its life is left. It returns when to renew.
+// ensureToken makes the trigger's credential Secret, and issues a new token
+// when a quarter of its life is left or the trigger's function or type
+// changed (a token is good for one of each). It returns when to renew.
 func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.Duration, error) {
 	s := &corev1.Secret{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: names.TokenSecret(t)}, s)
@@ -323,7 +324,8 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 		}
 		exp, perr := time.Parse(time.RFC3339, s.Annotations[resources.ExpiresAnnotation])
 		renewAt := exp.Add(-DefaultTokenLifetime / 4)
-		if perr == nil && now.Before(renewAt) && len(s.Data[resources.TokenKey]) > 0 && s.Labels[resources.LabelFunction] == t.Spec.Function {
+		if perr == nil && now.Before(renewAt) && len(s.Data[resources.TokenKey]) > 0 &&
+			s.Labels[resources.LabelFunction] == t.Spec.Function && s.Annotations[resources.TypeAnnotation] == string(t.Spec.Type) {
 			return renewAt.Sub(now), nil
 		}
 	}

@@ -383,3 +383,50 @@ func TestTriggerRefusesForeignChildren(t *testing.T) {
 		t.Errorf("foreign Secret overwritten")
 	}
 }
+
+func TestCredentialFollowsTypeAndFunction(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	e.function("a")
+	e.function("b")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "t"}, Spec: slessv1alpha1.TriggerSpec{Function: "a", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@hourly"}})
+	claims := func() trigger.TriggerClaims {
+		t.Helper()
+		e.reconcile("t")
+		s := &corev1.Secret{}
+		if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "t-trigger-token"}, s); err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.toks.VerifyTriggerToken(string(s.Data["token"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := claims(); c.Type != "cron" || c.Function != "a" {
+		t.Fatalf("claims %+v", c)
+	}
+	e.update("t", func(tr *slessv1alpha1.Trigger) {
+		tr.Spec.Type, tr.Spec.Schedule = slessv1alpha1.TriggerTypeQueue, ""
+		tr.Spec.Queue = &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "q"}
+	})
+	if c := claims(); c.Type != "queue" || c.Function != "a" {
+		t.Errorf("after the type changed: claims %+v", c)
+	}
+	e.update("t", func(tr *slessv1alpha1.Trigger) { tr.Spec.Function = "b" })
+	if c := claims(); c.Type != "queue" || c.Function != "b" {
+		t.Errorf("after the function changed: claims %+v", c)
+	}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "t"}, &batchv1.CronJob{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the cron trigger's CronJob outlived its type: %v", err)
+	}
+	// Renewal: a token with a quarter of its life left is replaced.
+	e.clock.Step(trigger.DefaultTokenLifetime*3/4 + time.Minute)
+	claims()
+	s := &corev1.Secret{}
+	_ = e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "t-trigger-token"}, s)
+	exp, err := time.Parse(time.RFC3339, s.Annotations[resources.ExpiresAnnotation])
+	if err != nil || exp.Sub(e.clock.Now()) < trigger.DefaultTokenLifetime-time.Minute {
+		t.Errorf("token not renewed: expires %v (%v), now %v", exp, err, e.clock.Now())
+	}
+}

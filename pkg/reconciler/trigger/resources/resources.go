@@ -255,7 +255,7 @@ func MakeTokenSecret(t *slessv1alpha1.Trigger, token string, expires metav1.Time
 			Name:            names.TokenSecret(t),
 			Namespace:       t.Namespace,
 			Labels:          Labels(t, "trigger-token"),
-			Annotations:     map[string]string{ExpiresAnnotation: expires.UTC().Format(timeFormat)},
+			Annotations:     map[string]string{ExpiresAnnotation: expires.UTC().Format(timeFormat), TypeAnnotation: string(t.Spec.Type)},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
 		},
 		Type: corev1.SecretTypeOpaque,
@@ -263,8 +263,12 @@ func MakeTokenSecret(t *slessv1alpha1.Trigger, token string, expires metav1.Time
 	}
 }
 
-// ExpiresAnnotation on a token Secret is its token's expiry, RFC 3339.
-const ExpiresAnnotation = "sless.dev/token-expires"
+// ExpiresAnnotation on a token Secret is its token's expiry, RFC 3339;
+// TypeAnnotation the trigger type it was issued for (a token is good for one).
+const (
+	ExpiresAnnotation = "sless.dev/token-expires"
+	TypeAnnotation    = "sless.dev/token-trigger-type"
+)
 
 const timeFormat = "2006-01-02T15:04:05Z07:00"
 

@@ -187,7 +187,7 @@ func TestMakeTokenSecret(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "nightly-trigger-token", Namespace: "tenant-a", OwnerReferences: owner(),
 			Labels:      map[string]string{"sless.dev/trigger": "nightly", "sless.dev/function": "report", "app.kubernetes.io/component": "trigger-token", "app.kubernetes.io/managed-by": "sless"},
-			Annotations: map[string]string{"sless.dev/token-expires": "2027-03-01T11:00:00Z"},
+			Annotations: map[string]string{"sless.dev/token-expires": "2027-03-01T11:00:00Z", "sless.dev/token-trigger-type": "cron"},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"token": []byte("tok")},
