@@ -17,6 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
@@ -369,5 +371,82 @@ func TestPrewarmHoldKeptAcrossUpdates(t *testing.T) {
 	if got.Status.LatestReadyRevision != "warm-00002" || svc.Spec.Template.Annotations[resources.AnnotationMinScale] != "1" ||
 		svc.Annotations[resources.PrewarmHoldPrefix+"nightly"] != "true" {
 		t.Errorf("revision %s, template annotations %v, service annotations %v", got.Status.LatestReadyRevision, svc.Spec.Template.Annotations, svc.Annotations)
+	}
+}
+
+// A hand edit of the Knative Service in a field sless sets is put right.
+func TestServiceDriftRepaired(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	w.create(pythonFunction(w.ns, "drift", `1`))
+	ready := w.waitReady("drift")
+	svc, _ := w.service("drift")
+	delete(svc.Labels, resources.LabelVisibility)
+	svc.Spec.Template.Spec.Containers[0].Image = "attacker.example/img:latest"
+	if err := w.kube.Client.Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the Service repaired", func() (bool, string) {
+		s, err := w.service("drift")
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.Labels[resources.LabelVisibility] == resources.VisibilityClusterLocal &&
+			s.Spec.Template.Spec.Containers[0].Image == ready.Status.Image, s.Spec.Template.Spec.Containers[0].Image
+	})
+	w.waitReady("drift")
+	if got := w.fn("drift"); got.Status.Image != ready.Status.Image || got.Status.LatestReadyRevision != ready.Status.LatestReadyRevision {
+		t.Errorf("status changed: %+v", got.Status)
+	}
+}
+
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "function" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// A reconcile that finds nothing to change writes neither the Service nor
+// the Function's status: a label someone else put on the Service is left,
+// and no resourceVersion moves.
+func TestNoChangeNoWrite(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	w.create(pythonFunction(w.ns, "calm", `1`))
+	w.waitReady("calm")
+	before := w.fn("calm")
+	svc, _ := w.service("calm")
+	n := reconcileCount(t)
+	svc.Labels["team"] = "blue"
+	if err := w.kube.Client.Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	svcRV := ""
+	if s, err := w.service("calm"); err == nil {
+		svcRV = s.ResourceVersion
+	}
+	w.eventually("a reconcile caused by the Service change", func() (bool, string) {
+		return reconcileCount(t) > n, "no reconcile yet"
+	})
+	after := w.fn("calm")
+	s, _ := w.service("calm")
+	if after.ResourceVersion != before.ResourceVersion || s.ResourceVersion != svcRV || s.Labels["team"] != "blue" {
+		t.Errorf("Function rv %s → %s, Service rv %s → %s, labels %v", before.ResourceVersion, after.ResourceVersion, svcRV, s.ResourceVersion, s.Labels)
 	}
 }
