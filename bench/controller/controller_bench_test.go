@@ -25,16 +25,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-func TestMain(m *testing.M) { testbed.Main(m) }
+func TestMain(m *testing.M) {
+	// controller-runtime warns on stderr when no logger is set.
+	ctrllog.SetLogger(logr.Discard())
+	testbed.Main(m)
+}
 
 func count() int {
 	if n, err := strconv.Atoi(os.Getenv("SLESS_BENCH_FUNCTIONS")); err == nil && n > 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
@@ -26,7 +28,11 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-func TestMain(m *testing.M) { testbed.Main(m) }
+func TestMain(m *testing.M) {
+	// controller-runtime warns on stderr when no logger is set.
+	ctrllog.SetLogger(logr.Discard())
+	testbed.Main(m)
+}
 
 const (
 	testRegistry = "registry.test.local/sless"
