@@ -1,0 +1,77 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+)
+
+// The reconciler writes the command lines and environment of `sless invoke`
+// and `sless consume`; these tests hold the builders and the commands to one
+// another, so a renamed flag fails here and not in a cluster.
+func containerEnv(c corev1.Container, secrets map[string]string) func(string) string {
+	return func(name string) string {
+		for _, e := range c.Env {
+			if e.Name != name {
+				continue
+			}
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				return secrets[e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key]
+			}
+			return e.Value
+		}
+		return ""
+	}
+}
+
+func TestCronJobRunsSlessInvoke(t *testing.T) {
+	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: "ns"}, Spec: slessv1alpha1.FunctionSpec{TimeoutSeconds: ptr.To[int32](30)}}
+	tr := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily",
+			Payload: &apiextensionsv1.JSON{Raw: []byte(`{"a": 1}`)}},
+	}
+	cj := resources.MakeCronJob(tr, fn, resources.Config{Image: "sless", InvokeURL: "http://sless-api.sless-system.svc"})
+	c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	if c.Args[0] != "invoke" || commands["invoke"].run == nil {
+		t.Fatalf("the CronJob runs %q, not a registered sless invoke", c.Args[0])
+	}
+	o, err := parseInvoke(c.Args[1:], containerEnv(c, map[string]string{"nightly-trigger-token/token": "tok"}))
+	if err != nil {
+		t.Fatalf("sless invoke refuses the CronJob's command line: %v", err)
+	}
+	if o.invoker.URL != "http://sless-api.sless-system.svc/fn/ns/report" || o.trigger != "cron" || o.invoker.Token != "tok" ||
+		string(o.payload) != `{"a":1}` || o.invoker.Timeout != 90*time.Second {
+		t.Errorf("sless invoke would run with %+v", o)
+	}
+}
+
+func TestDeploymentRunsSlessConsume(t *testing.T) {
+	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "ns"}}
+	tr := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
+			Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", MaxRetries: ptr.To[int32](7), BackoffSeconds: ptr.To[int32](3), Concurrency: ptr.To[int32](4)}},
+	}
+	d := resources.MakeConsumerDeployment(tr, fn, resources.Config{Image: "sless", InvokeURL: "http://proxy"})
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Args[0] != "consume" || commands["consume"].run == nil {
+		t.Fatalf("the Deployment runs %q, not a registered sless consume", c.Args[0])
+	}
+	cfg, err := parseConsume(c.Args[1:], containerEnv(c, map[string]string{"rabbit/url": "amqp://u:p@rabbit/", "orders-trigger-token/token": "tok"}))
+	if err != nil {
+		t.Fatalf("sless consume refuses the Deployment's command line: %v", err)
+	}
+	if cfg.URL != "amqp://u:p@rabbit/" || cfg.Queue != "orders" || cfg.DeadLetterQueue != "orders.dlq" || cfg.MaxRetries != 7 ||
+		cfg.Backoff != 3*time.Second || cfg.Concurrency != 4 || cfg.Prefetch != 10 || cfg.Invoker.URL != "http://proxy/fn/ns/worker" ||
+		cfg.Invoker.Token != "tok" || cfg.Invoker.Timeout != 90*time.Second {
+		t.Errorf("sless consume would run with %+v (invoker %+v)", cfg, cfg.Invoker)
+	}
+}
