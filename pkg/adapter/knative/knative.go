@@ -18,6 +18,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 )
 
 // Reasons this server reports besides Knative's own.
@@ -148,6 +149,11 @@ func keepPrewarm(want, have *servingv1.Service) {
 		want.Spec.Template.Annotations = map[string]string{}
 	}
 	want.Spec.Template.Annotations[resources.AnnotationMinScale] = "1"
+	// Knative refuses a template change that keeps the revision name, and
+	// a hold comes and goes without a new generation: the held template
+	// gets a name of its own, and dropping the hold returns to the
+	// generation's plain revision, which Knative reuses.
+	want.Spec.Template.Name = names.WarmRevision(want.Spec.Template.Name)
 }
 
 func probePath(p *corev1.Probe) string {

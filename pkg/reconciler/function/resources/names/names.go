@@ -40,6 +40,13 @@ func Revision(fn *slessv1alpha1.Function) string {
 	return fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
 }
 
+// WarmRevision is the name of a generation's revision while a cron
+// trigger's pre-warm hold raises its min-scale. Function names are at most
+// 52 characters, so it fits in 63.
+func WarmRevision(revision string) string {
+	return revision + "-warm"
+}
+
 // ObjectPrefix is where all of a function's S3 objects live; the finalizer
 // deletes it.
 func ObjectPrefix(namespace, name string) string {
