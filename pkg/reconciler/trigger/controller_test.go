@@ -1,0 +1,118 @@
+package trigger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+// TestControllerWatches runs the controller in a manager, as `sless
+// controller` does, and checks that events, not the test, drive it: a
+// Function appearing readies its trigger, and the run's Job finishing ends
+// the pre-warm.
+func TestControllerWatches(t *testing.T) {
+	kube := testbed.SharedKube(t)
+	ns := kube.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 8, 59, 30, 0, time.UTC))
+	e := &env{t: t, c: kube.Client, ns: ns, clock: clk}
+	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
+		Scheme:     kube.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: trigger.CacheByObject()},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trigger.SetupWithManager(mgr, trigger.Options{
+		Config: resources.Config{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
+		Tokens: &trigger.HS256Tokens{Secret: secret, Clock: clk},
+		Clock:  clk,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	wait := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		last := ""
+		for time.Now().Before(deadline) {
+			ok, s := cond()
+			if ok {
+				return
+			}
+			last = s
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s; last: %s", what, last)
+	}
+	e.create(cronTrigger("nine", "report", "0 9 * * *", "", 60))
+	wait("FunctionNotFound", func() (bool, string) {
+		c := meta.FindStatusCondition(e.get("nine").Status.Conditions, "Ready")
+		return c != nil && c.Reason == trigger.ReasonFunctionNotFound, conditionString(c)
+	})
+	e.service("report", "")
+	e.function("report")
+	wait("Ready through the Function watch", func() (bool, string) {
+		c := meta.FindStatusCondition(e.get("nine").Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionTrue, conditionString(c)
+	})
+	wait("pre-warmed", func() (bool, string) {
+		v, _, _ := e.minScale("report")
+		return v == "1", "min-scale " + v
+	})
+
+	// The run happens (the clock moves on) and its Job completes: the Job's
+	// event alone brings the controller back to restore the min-scale.
+	run := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	clk.SetTime(run.Add(20 * time.Second))
+	finished := time.Now()
+	e.finishRun("nine", run)
+	wait("restored after the run", func() (bool, string) {
+		v, set, ann := e.minScale("report")
+		return !set && len(ann) == 0, "min-scale " + v
+	})
+	// The controller's own wake-up for this trigger is 31 s away (just
+	// after 09:00 on the clock as it was): a restore well before that came
+	// from the Job's event.
+	if took := time.Since(finished); took > 15*time.Second {
+		t.Errorf("restored %v after the Job finished: not through the Job watch", took)
+	}
+	tr := e.get("nine")
+	if tr.Status.PreWarmedFor != nil {
+		t.Errorf("preWarmedFor %v after the run", tr.Status.PreWarmedFor)
+	}
+	if err := kube.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "nine-trigger-token"}, &corev1.Secret{}); err != nil {
+		t.Errorf("credential: %v", err)
+	}
+}
+
+func conditionString(c *metav1.Condition) string {
+	if c == nil {
+		return "no Ready condition"
+	}
+	return string(c.Status) + " " + c.Reason + ": " + c.Message
+}
