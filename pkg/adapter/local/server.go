@@ -57,8 +57,13 @@ type ServerOptions struct {
 	// path uses Activate, not this. Default "local://<namespace>/<name>".
 	Address func(namespace, name string) string
 	// OnChange is called (in its own goroutine) when a function's serving
-	// state changed on its own: a new revision became ready or failed.
+	// state changed on its own: a new revision became ready or failed, or a
+	// failed one is due for another start.
 	OnChange func(namespace, name string)
+	// RetryBackoff is the wait before a revision whose start failed is
+	// started again (it doubles per failure up to five minutes), as a
+	// crash-looping pod is restarted. Default 10 s.
+	RetryBackoff time.Duration
 }
 
 // Server is adapter.Server for one machine: every revision of a function is a
@@ -115,6 +120,9 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.DrainGrace <= 0 {
 		opts.DrainGrace = time.Second
 	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 10 * time.Second
+	}
 	if opts.Address == nil {
 		opts.Address = func(ns, name string) string { return "local://" + ns + "/" + name }
 	}
@@ -161,9 +169,19 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		s.wg.Add(1)
 		go s.rollout(svc, r)
 	} else {
-		svc.latest.mu.Lock()
-		svc.latest.minScale = spec.minScale
-		svc.latest.mu.Unlock()
+		r := svc.latest
+		r.mu.Lock()
+		r.minScale = spec.minScale
+		retry := r.failure != "" && r.starting == nil && !r.retired && time.Now().After(r.retryAt)
+		if retry {
+			// Its backoff passed: start it again, as a crash-looping pod is.
+			r.failure = ""
+		}
+		r.mu.Unlock()
+		if retry {
+			s.wg.Add(1)
+			go s.rollout(svc, r)
+		}
 	}
 	s.mu.Unlock()
 	return s.state(key), nil
@@ -264,6 +282,16 @@ func (s *Server) rollout(svc *service, r *revision) {
 	if err == nil {
 		old = svc.active
 		svc.active = r
+		r.mu.Lock()
+		r.failures = 0
+		r.mu.Unlock()
+	} else {
+		r.mu.Lock()
+		wait := min(s.opts.RetryBackoff<<min(r.failures, 10), 5*time.Minute)
+		r.failures++
+		r.retryAt = time.Now().Add(wait)
+		r.mu.Unlock()
+		time.AfterFunc(wait, func() { s.opts.OnChange(svc.key.Namespace, svc.key.Name) })
 	}
 	s.mu.Unlock()
 	s.opts.OnChange(svc.key.Namespace, svc.key.Name)
@@ -465,8 +493,12 @@ type revision struct {
 	startErr     error
 	lastActivity time.Time
 	retired      bool
-	// failure is why the revision's first start failed ("" if it did not).
-	failure string
+	// failure is why the revision's first start failed ("" if it did not);
+	// failures counts the failed starts in a row, retryAt is when the next
+	// may begin.
+	failure  string
+	failures int
+	retryAt  time.Time
 }
 
 func newRevision(s *Server, key types.NamespacedName, name string, spec revisionSpec) *revision {

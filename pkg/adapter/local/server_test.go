@@ -317,3 +317,28 @@ func TestServerMinScaleAndRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A revision whose start failed is started again after its backoff, and
+// becomes ready when the cause went away.
+func TestServerRetriesAFailedStart(t *testing.T) {
+	bed := newServerBed(t, time.Minute)
+	bed.server.opts.RetryBackoff = 200 * time.Millisecond
+	fn := fnNamed("ns", "flaky")
+	fn.Generation = 1
+	// The first start fails; it leaves a marker so the next one loads.
+	code := "import os\nmarker = os.path.join(os.environ['SLESS_FUNCTION_DIR'], '.started-once')\n" +
+		"if not os.path.exists(marker):\n    open(marker, 'w').close()\n    raise RuntimeError('first start fails')\n" +
+		"def handler(event, context):\n    return 'second start'\n"
+	img := bed.image(fn, code)
+	st := bed.awaitState(fn, img, func(st adapter.ServeState) bool { return st.Failed })
+	if !strings.Contains(st.Message, "first start fails") {
+		t.Fatalf("failed state: %+v", st)
+	}
+	st = bed.awaitState(fn, img, ready)
+	if st.LatestReadyRevision != "flaky-00001" {
+		t.Fatalf("after the retry: %+v", st)
+	}
+	if body, _, err := bed.call("ns", "flaky"); err != nil || !strings.Contains(body, "second start") {
+		t.Fatalf("call after the retry: %s %v", body, err)
+	}
+}
