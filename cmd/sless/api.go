@@ -199,6 +199,7 @@ func runAPI(ctx context.Context, args []string) error {
 			return err
 		},
 	}
+	opts.Invoke = triggerCalls(proxy, acfg.HS256Secret, *issuer, *audience, cl) // cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md)
 	if *provision {
 		opts.Tenants = &kube.Tenants{Client: cl}
 	}

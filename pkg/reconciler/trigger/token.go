@@ -101,6 +101,10 @@ type TriggerClaims struct {
 // VerifyTriggerToken checks a trigger credential: signature (HS256 only),
 // exp and nbf, iss and aud when configured, and the trigger claims.
 func (h *HS256Tokens) VerifyTriggerToken(token string) (TriggerClaims, error) {
+	if len(h.Secret) < 32 {
+		// Never verify against an empty or short key: anyone could sign.
+		return TriggerClaims{}, errors.New("trigger credential: no signing secret is configured")
+	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
