@@ -26,14 +26,18 @@ type MinScaleSetter interface {
 }
 
 // Annotations the Knative implementation keeps on the Service. The Function
-// reconciler, which writes the Service's template, must keep the template's
-// min-scale at least 1 while any HoldAnnotationPrefix annotation is present
-// (and may otherwise write it from spec.scale.min as always).
+// reconciler, which writes the Service's template, keeps the template's
+// min-scale at least 1, under the revision name <name>-warm, while any
+// HoldAnnotationPrefix annotation is present (pkg/adapter/knative's
+// keepPrewarm), and otherwise writes it from spec.scale.min as always.
 const (
 	MinScaleAnnotation      = "autoscaling.knative.dev/min-scale"
 	HoldAnnotationPrefix    = "prewarm.sless.dev/"
 	SavedMinScaleAnnotation = "sless.dev/prewarm-saved-min-scale"
 	savedNone               = "none"
+	// WarmSuffix ends the revision name of a held template (the Function
+	// reconciler's names.WarmRevision).
+	WarmSuffix = "-warm"
 )
 
 var knativeService = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
@@ -114,6 +118,14 @@ func (k *KnativeMinScale) RaiseMinScale(ctx context.Context, namespace, function
 		if err := unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations"); err != nil {
 			return err
 		}
+		// Knative refuses a changed template that keeps its revision name;
+		// the held template is revision <name>-warm, as the Function
+		// reconciler names it too, so neither undoes the other.
+		if name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "name"); name != "" && !strings.HasSuffix(name, WarmSuffix) {
+			if err := unstructured.SetNestedField(u.Object, name+WarmSuffix, "spec", "template", "metadata", "name"); err != nil {
+				return err
+			}
+		}
 	}
 	return k.Client.Patch(ctx, u, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
@@ -144,6 +156,12 @@ func (k *KnativeMinScale) RestoreMinScale(ctx context.Context, namespace, functi
 		}
 		delete(ann, SavedMinScaleAnnotation)
 		u.SetAnnotations(ann)
+		// Back to the generation's plain revision, which Knative reuses.
+		if name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "name"); strings.HasSuffix(name, WarmSuffix) {
+			if err := unstructured.SetNestedField(u.Object, strings.TrimSuffix(name, WarmSuffix), "spec", "template", "metadata", "name"); err != nil {
+				return err
+			}
+		}
 		if len(tmpl) == 0 {
 			unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "annotations")
 		} else if err := unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations"); err != nil {

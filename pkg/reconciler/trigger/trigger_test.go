@@ -79,6 +79,7 @@ func (e *env) function(name string) *slessv1alpha1.Function {
 func (e *env) service(name string, minScale string) {
 	e.t.Helper()
 	ksvc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}
+	ksvc.Spec.Template.Name = name + "-00001"
 	ksvc.Spec.Template.Annotations = map[string]string{"autoscaling.knative.dev/max-scale": "5"}
 	if minScale != "" {
 		ksvc.Spec.Template.Annotations["autoscaling.knative.dev/min-scale"] = minScale
@@ -96,6 +97,15 @@ func (e *env) minScale(name string) (value string, set bool, ann map[string]stri
 		e.t.Fatal(err)
 	}
 	v, ok := ksvc.Spec.Template.Annotations["autoscaling.knative.dev/min-scale"]
+	// A changed template needs a new revision name (Knative's rule): held
+	// while min-scale was raised from below 1, plain otherwise.
+	wantRev := name + "-00001"
+	if _, held := ksvc.Annotations["sless.dev/prewarm-saved-min-scale"]; held && ksvc.Annotations["sless.dev/prewarm-saved-min-scale"] != "3" {
+		wantRev += "-warm"
+	}
+	if ksvc.Spec.Template.Name != wantRev {
+		e.t.Errorf("template revision name %q, want %q", ksvc.Spec.Template.Name, wantRev)
+	}
 	if ksvc.Spec.Template.Annotations["autoscaling.knative.dev/max-scale"] != "5" {
 		e.t.Errorf("the pre-warm lost the template's other annotations: %v", ksvc.Spec.Template.Annotations)
 	}
