@@ -170,13 +170,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver: resolver,
-		Authenticator: invoke.AuthenticatorFunc(func(r *http.Request) (invoke.Identity, error) {
-			id, err := verifier.Authenticate(r)
-			if err != nil {
-				return invoke.Identity{}, err
-			}
-			return invoke.Identity(*id), nil
-		}),
+		Authenticator: proxyAuthenticator(verifier),
 		Recorder: recorder,
 		Metrics:  imetrics,
 		Logger:   log,

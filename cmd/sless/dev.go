@@ -210,13 +210,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver: resolver,
-		Authenticator: invoke.AuthenticatorFunc(func(r *http.Request) (invoke.Identity, error) {
-			id, err := verifier.Authenticate(r)
-			if err != nil {
-				return invoke.Identity{}, err
-			}
-			return invoke.Identity(*id), nil
-		}),
+		Authenticator: proxyAuthenticator(verifier),
 		Recorder: recorder,
 		Logger:   log,
 	})
