@@ -169,11 +169,11 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
-		Resolver: resolver,
+		Resolver:      resolver,
 		Authenticator: proxyAuthenticator(verifier),
-		Recorder: recorder,
-		Metrics:  imetrics,
-		Logger:   log,
+		Recorder:      recorder,
+		Metrics:       imetrics,
+		Logger:        log,
 	})
 	if err != nil {
 		return err

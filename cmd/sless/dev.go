@@ -209,10 +209,10 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
-		Resolver: resolver,
+		Resolver:      resolver,
 		Authenticator: proxyAuthenticator(verifier),
-		Recorder: recorder,
-		Logger:   log,
+		Recorder:      recorder,
+		Logger:        log,
 	})
 	if err != nil {
 		return err
