@@ -419,14 +419,9 @@ func (s *Store) update(obj client.Object, status, dry bool) error {
 	}
 	var out *unstructured.Unstructured
 	err = s.write(dry, func(tx *bolt.Tx, rv uint64) ([]Event, error) {
-		b := tx.Bucket(bucketObjects).Bucket(k.bucket())
-		key := k.key(in.GetNamespace(), in.GetName())
-		var raw []byte
-		if b != nil {
-			raw = b.Get(key)
-		}
-		if raw == nil {
-			return nil, apierrors.NewNotFound(k.resource, in.GetName())
+		b, key, raw, err := stored(tx, k, in.GetNamespace(), in.GetName())
+		if err != nil {
+			return nil, err
 		}
 		old := &unstructured.Unstructured{}
 		if err := old.UnmarshalJSON(raw); err != nil {
@@ -498,6 +493,21 @@ func (s *Store) merge(k kindInfo, old, in *unstructured.Unstructured, status boo
 // commitUpdate stores next in place of old: nothing when they are equal (a
 // no-op update keeps its resourceVersion, as on the apiserver), the removal of
 // the object when deletion started and no finalizer is left.
+// stored finds an existing object inside a write transaction: its kind's
+// bucket, its key and its JSON, or NotFound as the apiserver says it.
+func stored(tx *bolt.Tx, k kindInfo, ns, name string) (*bolt.Bucket, []byte, []byte, error) {
+	b := tx.Bucket(bucketObjects).Bucket(k.bucket())
+	key := k.key(ns, name)
+	var raw []byte
+	if b != nil {
+		raw = b.Get(key)
+	}
+	if raw == nil {
+		return nil, nil, nil, apierrors.NewNotFound(k.resource, name)
+	}
+	return b, key, raw, nil
+}
+
 func (s *Store) commitUpdate(tx *bolt.Tx, b *bolt.Bucket, k kindInfo, key []byte, old, next *unstructured.Unstructured, rv uint64) ([]Event, error) {
 	next.SetResourceVersion(old.GetResourceVersion())
 	if reflect.DeepEqual(old.Object, next.Object) {
@@ -537,14 +547,9 @@ func (s *Store) patch(obj client.Object, patch client.Patch, status, dry bool) e
 	ns, name := obj.GetNamespace(), obj.GetName()
 	var out *unstructured.Unstructured
 	err = s.write(dry, func(tx *bolt.Tx, rv uint64) ([]Event, error) {
-		b := tx.Bucket(bucketObjects).Bucket(k.bucket())
-		key := k.key(ns, name)
-		var raw []byte
-		if b != nil {
-			raw = b.Get(key)
-		}
-		if raw == nil {
-			return nil, apierrors.NewNotFound(k.resource, name)
+		b, key, raw, err := stored(tx, k, ns, name)
+		if err != nil {
+			return nil, err
 		}
 		var patched []byte
 		switch patch.Type() {
@@ -595,14 +600,9 @@ func (s *Store) Delete(_ context.Context, obj client.Object, opts ...client.Dele
 	}
 	var out *unstructured.Unstructured
 	err = s.write(len(o.DryRun) > 0, func(tx *bolt.Tx, rv uint64) ([]Event, error) {
-		b := tx.Bucket(bucketObjects).Bucket(k.bucket())
-		key := k.key(obj.GetNamespace(), obj.GetName())
-		var raw []byte
-		if b != nil {
-			raw = b.Get(key)
-		}
-		if raw == nil {
-			return nil, apierrors.NewNotFound(k.resource, obj.GetName())
+		b, key, raw, err := stored(tx, k, obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			return nil, err
 		}
 		cur := &unstructured.Unstructured{}
 		if err := cur.UnmarshalJSON(raw); err != nil {
