@@ -33,12 +33,7 @@ var (
 		newObj:  func() client.Object { return &slessv1alpha1.Function{} },
 		newList: func() client.ObjectList { return &slessv1alpha1.FunctionList{} },
 		items: func(l client.ObjectList) []client.Object {
-			items := l.(*slessv1alpha1.FunctionList).Items
-			out := make([]client.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
+			return objects(l.(*slessv1alpha1.FunctionList).Items)
 		},
 		validate: func(o client.Object) field.ErrorList {
 			return slessv1alpha1.ValidateFunction(o.(*slessv1alpha1.Function))
@@ -54,12 +49,7 @@ var (
 		newObj:  func() client.Object { return &slessv1alpha1.Trigger{} },
 		newList: func() client.ObjectList { return &slessv1alpha1.TriggerList{} },
 		items: func(l client.ObjectList) []client.Object {
-			items := l.(*slessv1alpha1.TriggerList).Items
-			out := make([]client.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
+			return objects(l.(*slessv1alpha1.TriggerList).Items)
 		},
 		validate: func(o client.Object) field.ErrorList {
 			return slessv1alpha1.ValidateTrigger(o.(*slessv1alpha1.Trigger))
@@ -75,12 +65,7 @@ var (
 		newObj:  func() client.Object { return &slessv1alpha1.FunctionJob{} },
 		newList: func() client.ObjectList { return &slessv1alpha1.FunctionJobList{} },
 		items: func(l client.ObjectList) []client.Object {
-			items := l.(*slessv1alpha1.FunctionJobList).Items
-			out := make([]client.Object, len(items))
-			for i := range items {
-				out[i] = &items[i]
-			}
-			return out
+			return objects(l.(*slessv1alpha1.FunctionJobList).Items)
 		},
 		validate: func(o client.Object) field.ErrorList {
 			return slessv1alpha1.ValidateFunctionJob(o.(*slessv1alpha1.FunctionJob))
@@ -93,3 +78,15 @@ var (
 	}
 	allKinds = []*kind{functions, triggers, jobs}
 )
+
+// objects points at each item of a typed list as a client.Object.
+func objects[T any, P interface {
+	*T
+	client.Object
+}](items []T) []client.Object {
+	out := make([]client.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
+	}
+	return out
+}
