@@ -3,7 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/url"
 	"os"
@@ -12,57 +11,16 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/adapter/s3/storetest"
 )
 
 func TestBlobsPutGetExistsDelete(t *testing.T) {
-	ctx := context.Background()
 	b, err := NewBlobs(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte("hello build context")
-	if err := b.Put(ctx, "ns/fn/context/a.tar.gz", bytes.NewReader(body), int64(len(body)), "application/gzip"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Put(ctx, "ns/fn2/context/b.tar.gz", bytes.NewReader(body), -1, ""); err != nil {
-		t.Fatal(err)
-	}
-	rc, size, err := b.Get(ctx, "ns/fn/context/a.tar.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(rc)
-	rc.Close()
-	if !bytes.Equal(got, body) || size != int64(len(body)) {
-		t.Fatalf("Get = %q (%d bytes), want %q", got, size, body)
-	}
-	if ok, err := b.Exists(ctx, "ns/fn/context/a.tar.gz"); !ok || err != nil {
-		t.Fatalf("Exists = %v, %v; want true", ok, err)
-	}
-	for _, key := range []string{"ns/fn/missing", "ns/fn", "ns/fn/context/a.tar.gz/below"} {
-		if ok, err := b.Exists(ctx, key); ok || err != nil {
-			t.Errorf("Exists(%q) = %v, %v; want false, nil", key, ok, err)
-		}
-		if _, _, err := b.Get(ctx, key); !errors.Is(err, s3.ErrNotFound) {
-			t.Errorf("Get(%q): %v, want ErrNotFound", key, err)
-		}
-	}
-	if err := b.DeletePrefix(ctx, "ns/fn"); err == nil {
-		t.Fatal("DeletePrefix without a trailing slash must refuse: it would also match ns/fn2/")
-	}
-	if err := b.DeletePrefix(ctx, "ns/fn/"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _ := b.Exists(ctx, "ns/fn/context/a.tar.gz"); ok {
-		t.Fatal("object survived DeletePrefix")
-	}
-	if ok, _ := b.Exists(ctx, "ns/fn2/context/b.tar.gz"); !ok {
-		t.Fatal("DeletePrefix ns/fn/ removed ns/fn2/")
-	}
-	if err := b.DeletePrefix(ctx, "ns/nothing/"); err != nil {
-		t.Fatalf("DeletePrefix of nothing: %v", err)
-	}
+	storetest.Contract(t, b)
+	body := storetest.Body
 	u, err := url.Parse(b.Location("ns/fn2/context/b.tar.gz"))
 	if err != nil || u.Scheme != "file" {
 		t.Fatalf("Location = %q, want a file:// URL", b.Location("ns/fn2/context/b.tar.gz"))

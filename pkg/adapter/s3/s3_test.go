@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strconv"
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/adapter/s3/storetest"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -30,42 +30,8 @@ func newStore(t *testing.T) *s3.Client {
 }
 
 func TestPutGetExistsDelete(t *testing.T) {
-	ctx := context.Background()
 	c := newStore(t)
-	body := []byte("hello build context")
-	if err := c.Put(ctx, "ns/fn/context/a.tar.gz", bytes.NewReader(body), int64(len(body)), "application/gzip"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Put(ctx, "ns/other/context/b.tar.gz", bytes.NewReader(body), -1, ""); err != nil {
-		t.Fatal(err)
-	}
-	rc, size, err := c.Get(ctx, "ns/fn/context/a.tar.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(rc)
-	rc.Close()
-	if !bytes.Equal(got, body) || size != int64(len(body)) {
-		t.Fatalf("Get = %q (%d bytes), want %q", got, size, body)
-	}
-	if ok, err := c.Exists(ctx, "ns/fn/context/a.tar.gz"); !ok || err != nil {
-		t.Fatalf("Exists = %v, %v; want true", ok, err)
-	}
-	if _, _, err := c.Get(ctx, "ns/fn/missing"); !errors.Is(err, s3.ErrNotFound) {
-		t.Fatalf("Get missing: %v, want ErrNotFound", err)
-	}
-	if err := c.DeletePrefix(ctx, "ns/fn"); err == nil {
-		t.Fatal("DeletePrefix without a trailing slash must refuse: it would also match ns/fn2/")
-	}
-	if err := c.DeletePrefix(ctx, "ns/fn/"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := c.Exists(ctx, "ns/fn/context/a.tar.gz"); ok || err != nil {
-		t.Fatalf("after delete Exists = %v, %v; want false", ok, err)
-	}
-	if ok, _ := c.Exists(ctx, "ns/other/context/b.tar.gz"); !ok {
-		t.Fatal("DeletePrefix removed an object outside its prefix")
-	}
+	storetest.Contract(t, c)
 	if loc := c.Location("ns/x"); loc != "s3://"+c.Bucket()+"/ns/x" {
 		t.Fatalf("Location = %s", loc)
 	}
