@@ -19,6 +19,13 @@ type RecorderOptions struct {
 	QueueSize int
 	// BatchSize caps the records of one Sink.Write. Default 5000.
 	BatchSize int
+	// FlushInterval is how long a batch short of BatchSize may wait for
+	// more records before it is written. Every write is a transaction with
+	// a commit the store must flush, so under steady load a short wait
+	// turns hundreds of small writes a second into a few large ones; a
+	// full batch never waits, and neither does Close. Default 100 ms;
+	// negative writes at once.
+	FlushInterval time.Duration
 	// WriteTimeout bounds one Sink.Write. Default 30 s.
 	WriteTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait between retries of a failed
@@ -41,6 +48,9 @@ func (o *RecorderOptions) defaults() {
 	if o.BatchSize > o.QueueSize {
 		o.BatchSize = o.QueueSize
 	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
@@ -62,18 +72,21 @@ func (o *RecorderOptions) defaults() {
 // written in order once it recovers; past the queue's size they are dropped
 // and counted.
 //
-// One goroutine writes. While a batch is being written new records gather,
-// so the batches grow with the load (up to BatchSize) and shrink to single
-// records when it is light, without a timer delaying anything.
+// One goroutine writes. A batch is written when it holds BatchSize records
+// or when its first record has waited FlushInterval, whichever comes first;
+// while a batch is being written new records gather, so the batches grow
+// with the load and a record waits at most FlushInterval plus one write
+// before it is stored.
 type Recorder struct {
 	sink Sink
 	opts RecorderOptions
 
 	mu       sync.Mutex
-	chunks   [][]Record // waiting records, each chunk at most BatchSize long
-	free     [][]Record // written chunks, for reuse
-	waiting  int        // records in chunks
-	inflight int        // records in the batch being written
+	chunks   [][]Record  // waiting records, each chunk at most BatchSize long
+	since    []time.Time // when each chunk's first record came
+	free     [][]Record  // written chunks, for reuse
+	waiting  int         // records in chunks
+	inflight int         // records in the batch being written
 	closed   bool
 	wake     chan struct{}
 
@@ -133,14 +146,21 @@ func (r *Recorder) Record(rec Record) bool {
 			c = make([]Record, 0, min(r.opts.BatchSize, 64))
 		}
 		r.chunks = append(r.chunks, c)
+		r.since = append(r.since, time.Now())
 		n++
 	}
 	r.chunks[n-1] = append(r.chunks[n-1], rec)
 	r.waiting++
+	// The writer needs waking only when it may have something to do: the
+	// first record after a quiet spell starts its FlushInterval, and a full
+	// chunk goes at once. Waking it for every record would cost the callers.
+	wake := r.waiting == 1 || len(r.chunks[n-1]) == r.opts.BatchSize
 	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -198,19 +218,38 @@ func (r *Recorder) Close(ctx context.Context) error {
 	return nil
 }
 
-// next takes the oldest chunk as the next batch, waiting for one; ok is
+// next takes the oldest chunk as the next batch once it is full, has
+// waited FlushInterval or the Recorder is closing, waiting for that; ok is
 // false when the Recorder is closed and nothing waits.
 func (r *Recorder) next() (batch []Record, ok bool) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
+		var due <-chan time.Time
 		r.mu.Lock()
 		if len(r.chunks) > 0 {
-			batch = r.chunks[0]
-			r.chunks[0] = nil
-			r.chunks = r.chunks[1:]
-			r.waiting -= len(batch)
-			r.inflight = len(batch)
-			r.mu.Unlock()
-			return batch, true
+			ready := r.closed || len(r.chunks) > 1 || len(r.chunks[0]) == r.opts.BatchSize
+			wait := r.opts.FlushInterval - time.Since(r.since[0])
+			if ready || wait <= 0 {
+				batch = r.chunks[0]
+				r.chunks[0] = nil
+				r.chunks = r.chunks[1:]
+				r.since = r.since[1:]
+				r.waiting -= len(batch)
+				r.inflight = len(batch)
+				r.mu.Unlock()
+				return batch, true
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			due = timer.C
 		}
 		closed := r.closed
 		r.mu.Unlock()
@@ -219,6 +258,7 @@ func (r *Recorder) next() (batch []Record, ok bool) {
 		}
 		select {
 		case <-r.wake:
+		case <-due:
 		case <-r.stop.Done():
 		}
 	}
@@ -289,7 +329,7 @@ func (r *Recorder) run() {
 func (r *Recorder) dropRest(inHand int) {
 	r.mu.Lock()
 	n := inHand + r.waiting
-	r.chunks, r.waiting = nil, 0
+	r.chunks, r.since, r.waiting = nil, nil, 0
 	r.mu.Unlock()
 	r.dropped(DropShutdown, n)
 }

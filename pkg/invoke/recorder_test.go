@@ -123,6 +123,47 @@ func TestRecorderQueueCapDropsAndCounts(t *testing.T) {
 	}
 }
 
+// Records that trickle in are held for FlushInterval and written as one
+// batch; a full batch goes at once, and Close writes what waits without
+// waiting out the interval.
+func TestRecorderFlushInterval(t *testing.T) {
+	t.Run("a trickle becomes one batch", func(t *testing.T) {
+		sink := &gateSink{}
+		rec := invoke.NewRecorder(sink, invoke.RecorderOptions{BatchSize: 1000, FlushInterval: 300 * time.Millisecond})
+		defer rec.Close(context.Background())
+		start := time.Now()
+		for i := range 10 {
+			rec.Record(record(i))
+			time.Sleep(5 * time.Millisecond) // a trickle, not a burst
+		}
+		waitFor(t, "10 records stored", func() bool { return sink.storedCount() == 10 })
+		if waited := time.Since(start); waited < 300*time.Millisecond {
+			t.Errorf("stored after %s, before the flush interval", waited)
+		}
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if len(sink.batches) != 1 {
+			t.Fatalf("%d batches, want 1", len(sink.batches))
+		}
+	})
+	t.Run("a full batch does not wait", func(t *testing.T) {
+		sink := &gateSink{}
+		rec := invoke.NewRecorder(sink, invoke.RecorderOptions{BatchSize: 5, FlushInterval: time.Hour})
+		for i := range 8 {
+			rec.Record(record(i))
+		}
+		waitFor(t, "the full batch stored", func() bool { return sink.storedCount() == 5 })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rec.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := sink.storedCount(); n != 8 {
+			t.Fatalf("stored %d after Close, want 8", n)
+		}
+	})
+}
+
 // A failed batch is retried whole, with the same id, until it is stored.
 func TestRecorderRetriesSameBatch(t *testing.T) {
 	var attempts atomic.Int32
