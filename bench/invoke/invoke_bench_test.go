@@ -10,14 +10,10 @@ package invoke_bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +24,12 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-func TestMain(m *testing.M) { testbed.Main(m) }
+func TestMain(m *testing.M) {
+	if runRole() {
+		return
+	}
+	testbed.Main(m)
+}
 
 func openStore(b *testing.B) *postgres.Store {
 	b.Helper()
@@ -53,53 +54,6 @@ func (f fixed) Resolve(_ context.Context, ns, name string) (invoke.Target, error
 	return t, nil
 }
 
-// load sends requests to u from workers goroutines for d and returns the
-// completed requests per second and every latency.
-func load(b *testing.B, u string, workers int, d time.Duration) (float64, []time.Duration) {
-	b.Helper()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}}
-	defer client.CloseIdleConnections()
-	var done atomic.Int64
-	var failed atomic.Int64
-	lat := make([][]time.Duration, workers)
-	stop := time.Now().Add(d)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) {
-				t0 := time.Now()
-				resp, err := client.Get(u)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					failed.Add(1)
-					continue
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-				done.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d requests failed", f)
-	}
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	return float64(done.Load()) / elapsed.Seconds(), all
-}
-
 func pct(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -108,57 +62,72 @@ func pct(ds []time.Duration, p float64) time.Duration {
 }
 
 // BenchmarkProxy compares calls through the proxy (recording into
-// PostgreSQL) with calls straight to the function server: throughput at
-// 32 concurrent callers and latency one call at a time, for a function
-// that answers at once (the proxy's whole cost shows) and one that works
-// 2 ms per call (closer to a real function).
+// PostgreSQL) with calls straight to the function server, on loopback, with
+// the function server and the load generator in processes of their own:
+// throughput from 32 concurrent callers, and latency one call at a time.
+// It runs for a function that answers at once (the proxy's whole cost
+// shows) and one that waits 2 ms per call (closer to a real function).
+//
+// The relay figures are the floor: a relay that copies bytes and parses
+// nothing is the cheapest hop any proxy can be. On a machine whose cores the
+// caller, the hop and the function share, a hop's CPU is taken from the
+// function, so the floor ratio tells how much of the gap is the hop itself
+// and proxy_to_relay how much is the proxy's own work.
 func BenchmarkProxy(b *testing.B) {
 	s := openStore(b)
 	rec := invoke.NewRecorder(s, invoke.RecorderOptions{})
 	defer rec.Close(context.Background())
-	body := []byte(`{"message":"hello from the function"}`)
-	instant := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
-	}))
-	defer instant.Close()
-	working := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(2 * time.Millisecond)
-		_, _ = w.Write(body)
-	}))
-	defer working.Close()
-	iu, _ := url.Parse(instant.URL)
-	wu, _ := url.Parse(working.URL)
-	proxy, err := invoke.NewProxy(invoke.Options{Recorder: rec, Resolver: fixed{
-		"bench/instant": {Address: iu, Ready: true, Public: true, Revision: "instant-00001", Timeout: 30 * time.Second},
-		"bench/working": {Address: wu, Ready: true, Public: true, Revision: "working-00001", Timeout: 30 * time.Second},
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	front := httptest.NewServer(proxy)
-	defer front.Close()
-
+	loadgen := startChild(b, "load")
 	for i := 0; i < b.N; i++ {
 		for _, fn := range []struct {
-			name   string
-			direct string
-		}{{"instant", instant.URL}, {"working", working.URL}} {
-			via := front.URL + "/fn/bench/" + fn.name
-			// Warm both paths' connections first.
-			load(b, fn.direct, 32, 200*time.Millisecond)
-			load(b, via, 32, 200*time.Millisecond)
-			directRPS, _ := load(b, fn.direct, 32, 3*time.Second)
-			proxyRPS, _ := load(b, via, 32, 3*time.Second)
-			_, directLat := load(b, fn.direct, 1, 2*time.Second)
-			_, proxyLat := load(b, via, 1, 2*time.Second)
-			b.ReportMetric(directRPS, fn.name+"_direct_req/s")
-			b.ReportMetric(proxyRPS, fn.name+"_proxy_req/s")
-			b.ReportMetric(proxyRPS/directRPS, fn.name+"_throughput_ratio")
-			b.ReportMetric(float64(pct(directLat, .5).Microseconds())/1000, fn.name+"_direct_p50_ms")
-			b.ReportMetric(float64((pct(proxyLat, .5)-pct(directLat, .5)).Microseconds())/1000, fn.name+"_added_p50_ms")
-			b.ReportMetric(float64((pct(proxyLat, .99)-pct(directLat, .99)).Microseconds())/1000, fn.name+"_added_p99_ms")
+			name  string
+			delay time.Duration
+		}{{"instant", 0}, {"working", 2 * time.Millisecond}} {
+			server := startChild(b, "function", "SLESS_BENCH_DELAY="+fn.delay.String())
+			addr := server.line(b)
+			u, err := url.Parse("http://" + addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			proxy, err := invoke.NewProxy(invoke.Options{Recorder: rec, Resolver: fixed{
+				"bench/" + fn.name: {Address: u, Ready: true, Public: true, Revision: fn.name + "-00001", Timeout: 30 * time.Second},
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			front := httptest.NewServer(proxy)
+			paths := []struct{ name, url string }{
+				{"direct", u.String()},
+				{"relay", relay(b, addr)},
+				{"proxy", front.URL + "/fn/bench/" + fn.name},
+			}
+			rps := map[string]float64{}
+			p50 := map[string]time.Duration{}
+			p99 := map[string]time.Duration{}
+			for _, p := range paths {
+				// Latency first, on a quiet machine: no records of an
+				// earlier run still being written.
+				drain(b, rec)
+				one := loadgen.run(b, p.url, 1, 2*time.Second)
+				p50[p.name], p99[p.name] = one.P50, one.P99
+				loadgen.run(b, p.url, 32, 300*time.Millisecond) // open the connections
+				drain(b, rec)
+				cpu := cpuTime(b)
+				r := loadgen.run(b, p.url, 32, 3*time.Second)
+				rps[p.name] = r.perSecond()
+				if p.name != "direct" {
+					b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(r.Done), fn.name+"_"+p.name+"_cpu_us/call")
+				}
+				b.ReportMetric(rps[p.name], fn.name+"_"+p.name+"_req/s")
+			}
+			front.Close()
+			b.ReportMetric(rps["proxy"]/rps["direct"], fn.name+"_throughput_ratio")
+			b.ReportMetric(rps["relay"]/rps["direct"], fn.name+"_relay_floor_ratio")
+			b.ReportMetric(rps["proxy"]/rps["relay"], fn.name+"_proxy_to_relay")
+			b.ReportMetric(ms(p50["direct"]), fn.name+"_direct_p50_ms")
+			b.ReportMetric(ms(p50["proxy"]-p50["direct"]), fn.name+"_added_p50_ms")
+			b.ReportMetric(ms(p50["relay"]-p50["direct"]), fn.name+"_relay_added_p50_ms")
+			b.ReportMetric(ms(p99["proxy"]-p99["direct"]), fn.name+"_added_p99_ms")
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -171,6 +140,20 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	b.ReportMetric(float64(rec.Written()), "records_written")
 }
+
+// drain waits until the recorder has stored every record it holds.
+func drain(b *testing.B, rec *invoke.Recorder) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for rec.Depth() > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d records still queued after a minute", rec.Depth())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func benchRecords(n int, fns int, start time.Time, step time.Duration) []invoke.Record {
 	out := make([]invoke.Record, n)

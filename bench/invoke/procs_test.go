@@ -1,0 +1,235 @@
+package invoke_bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The proxy benchmark runs the function server and the load generator as
+// processes of their own, as they are in a cluster: each has its own Go
+// runtime, and the benchmark process holds only what it measures (the
+// proxy, or the relay baseline). The test binary plays those parts when
+// roleEnv names one.
+const roleEnv = "SLESS_BENCH_ROLE"
+
+// runRole serves the part roleEnv names and reports whether it did.
+func runRole() bool {
+	switch os.Getenv(roleEnv) {
+	case "function":
+		serveFunction()
+	case "load":
+		generateLoad()
+	default:
+		return false
+	}
+	return true
+}
+
+var functionBody = []byte(`{"message":"hello from the function"}`)
+
+// serveFunction answers every request with a small JSON body after
+// SLESS_BENCH_DELAY (a function that waits on something, as most do), and
+// prints its address on stdout.
+func serveFunction() {
+	delay, _ := time.ParseDuration(os.Getenv("SLESS_BENCH_DELAY"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr().String())
+	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(functionBody)
+	}))
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+// loadResult is what the load process reports for one run.
+type loadResult struct {
+	Done, Failed int64
+	Elapsed      time.Duration
+	P50, P99     time.Duration
+	FirstError   string
+}
+
+func (r loadResult) perSecond() float64 { return float64(r.Done) / r.Elapsed.Seconds() }
+
+// generateLoad reads runs from stdin, one per line ("url workers
+// duration"), sends GETs from that many keep-alive connections for that
+// long, and writes a loadResult per run as a JSON line.
+func generateLoad() {
+	in := bufio.NewScanner(os.Stdin)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		if len(f) != 3 {
+			fmt.Fprintln(os.Stderr, "want: url workers duration")
+			os.Exit(2)
+		}
+		workers, _ := strconv.Atoi(f[1])
+		d, _ := time.ParseDuration(f[2])
+		if err := out.Encode(load(f[0], workers, d)); err != nil {
+			os.Exit(1)
+		}
+	}
+}
+
+func load(u string, workers int, d time.Duration) loadResult {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}}
+	defer client.CloseIdleConnections()
+	var done, failed atomic.Int64
+	var firstErr sync.Once
+	var res loadResult
+	lat := make([][]time.Duration, workers)
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				resp, err := client.Get(u)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.Do(func() { res.FirstError = err.Error() })
+					continue
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.Done, res.Failed = done.Load(), failed.Load()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	res.P50, res.P99 = pct(all, .5), pct(all, .99)
+	return res
+}
+
+// child is a process of the test binary playing a role.
+type child struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startChild(b *testing.B, role string, env ...string) *child {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return &child{cmd: cmd, in: in, out: bufio.NewReader(out)}
+}
+
+func (c *child) line(b *testing.B) string {
+	b.Helper()
+	s, err := c.out.ReadString('\n')
+	if err != nil {
+		b.Fatalf("child %s: %v", c.cmd.Env[len(c.cmd.Env)-1], err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// run asks the load process for one run and waits for its result.
+func (c *child) run(b *testing.B, url string, workers int, d time.Duration) loadResult {
+	b.Helper()
+	if _, err := fmt.Fprintf(c.in, "%s %d %s\n", url, workers, d); err != nil {
+		b.Fatal(err)
+	}
+	var r loadResult
+	if err := json.Unmarshal([]byte(c.line(b)), &r); err != nil {
+		b.Fatal(err)
+	}
+	if r.Failed > 0 {
+		b.Fatalf("%s: %d of %d requests failed, first: %s", url, r.Failed, r.Failed+r.Done, r.FirstError)
+	}
+	return r
+}
+
+// relay is the cheapest hop a proxy can be, and so the floor under every
+// proxy's cost on this machine: it copies bytes between the caller's
+// connection and one it opens to the function, parsing nothing.
+func relay(b *testing.B, target string) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				f, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer f.Close()
+				go func() { _, _ = io.Copy(f, c); _ = f.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, f)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
