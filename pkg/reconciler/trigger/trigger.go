@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -125,10 +126,17 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		if !apierrors.IsNotFound(err) {
 			return 0, err
 		}
-		// Children already made stay (a Function re-created under the same
-		// name picks them up), but nothing says the trigger works.
+		// The children stay, so that a Function re-created under the same
+		// name picks them up, but they stop calling: a CronJob firing at a
+		// missing function only makes failed Jobs, and a consumer would
+		// spend each message's retries and dead-letter it, while a paused
+		// one leaves the messages waiting in the queue.
 		t.Status.URL = ""
-		r.setReady(t, metav1.ConditionFalse, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist")
+		t.Status.NextScheduleTime = nil
+		r.setReady(t, metav1.ConditionFalse, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist: the trigger is paused until it does")
+		if err := r.pauseChildren(ctx, t); err != nil {
+			return 0, err
+		}
 		return 0, r.releasePreWarm(ctx, t)
 	}
 	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP && r.Config.Image == "" {
@@ -349,6 +357,56 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 		return 0, err
 	}
 	return exp.Add(-DefaultTokenLifetime / 4).Sub(now), nil
+}
+
+// pauseChildren suspends the trigger's CronJob and scales its consumer to
+// zero. It also clears their spec hash, so that ensure rebuilds them in full
+// (enabled again, or still suspended if the trigger is disabled) once the
+// Function exists.
+func (r *Reconciler) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) error {
+	var child client.Object
+	var pause func() bool // sets the paused spec and reports whether it changed
+	switch t.Spec.Type {
+	case slessv1alpha1.TriggerTypeCron:
+		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: names.CronJob(t)}}
+		child = cj
+		pause = func() bool {
+			if ptr.Deref(cj.Spec.Suspend, false) {
+				return false
+			}
+			cj.Spec.Suspend = ptr.To(true)
+			return true
+		}
+	case slessv1alpha1.TriggerTypeQueue:
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: names.ConsumerDeployment(t)}}
+		child = d
+		pause = func() bool {
+			if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
+				return false
+			}
+			d.Spec.Replicas = ptr.To[int32](0)
+			return true
+		}
+	default:
+		return nil
+	}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(child), child); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(child, t) {
+		return nil
+	}
+	_, hashed := child.GetAnnotations()[SpecHashAnnotation]
+	if !pause() && !hashed {
+		return nil
+	}
+	ann := child.GetAnnotations()
+	delete(ann, SpecHashAnnotation)
+	child.SetAnnotations(ann)
+	if err := r.Client.Update(ctx, child); err != nil {
+		return fmt.Errorf("pausing %s %s: %w", kindOf(child), child.GetName(), err)
+	}
+	return nil
 }
 
 // removeOthers deletes the children a trigger of another type would have.

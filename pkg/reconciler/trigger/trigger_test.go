@@ -440,3 +440,94 @@ func TestCredentialFollowsTypeAndFunction(t *testing.T) {
 		t.Errorf("token not renewed: expires %v (%v), now %v", exp, err, e.clock.Now())
 	}
 }
+
+// A trigger whose Function is deleted keeps its children but stops calling
+// (CronJob suspended, consumer scaled to zero, no writes while it stays
+// missing), and works again when a Function of that name is created.
+func TestTriggerPausedWhileFunctionMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    slessv1alpha1.TriggerSpec
+		child   client.Object
+		calling func(client.Object) bool
+	}{
+		{
+			name:  "cron",
+			spec:  slessv1alpha1.TriggerSpec{Type: slessv1alpha1.TriggerTypeCron, Schedule: "*/5 * * * *"},
+			child: &batchv1.CronJob{},
+			calling: func(o client.Object) bool {
+				return !ptr.Deref(o.(*batchv1.CronJob).Spec.Suspend, false)
+			},
+		},
+		{
+			name:  "queue",
+			spec:  slessv1alpha1.TriggerSpec{Type: slessv1alpha1.TriggerTypeQueue, Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"}},
+			child: &appsv1.Deployment{},
+			calling: func(o client.Object) bool {
+				return ptr.Deref(o.(*appsv1.Deployment).Spec.Replicas, 0) > 0
+			},
+		},
+		{
+			name:  "disabled cron stays suspended when the function returns",
+			spec:  slessv1alpha1.TriggerSpec{Type: slessv1alpha1.TriggerTypeCron, Schedule: "*/5 * * * *", Enabled: ptr.To(false)},
+			child: &batchv1.CronJob{},
+			calling: func(o client.Object) bool {
+				return !ptr.Deref(o.(*batchv1.CronJob).Spec.Suspend, false)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+			ctx := context.Background()
+			enabled := ptr.Deref(tc.spec.Enabled, true)
+			fn := e.function("worker")
+			tc.spec.Function = "worker"
+			e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "tr"}, Spec: tc.spec})
+			e.reconcile("tr")
+			name := "tr"
+			if tc.spec.Type == slessv1alpha1.TriggerTypeQueue {
+				name = "tr-consumer"
+			}
+			child := func() client.Object {
+				t.Helper()
+				o := tc.child.DeepCopyObject().(client.Object)
+				if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: name}, o); err != nil {
+					t.Fatal(err)
+				}
+				return o
+			}
+			if got := tc.calling(child()); got != enabled {
+				t.Fatalf("with the function there: calling %v, want %v", got, enabled)
+			}
+
+			if err := e.c.Delete(ctx, fn); err != nil {
+				t.Fatal(err)
+			}
+			e.reconcile("tr")
+			tr := e.get("tr")
+			if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonFunctionNotFound {
+				t.Errorf("function gone: Ready %+v", c)
+			}
+			if tr.Status.NextScheduleTime != nil {
+				t.Errorf("function gone: next schedule time %v", tr.Status.NextScheduleTime)
+			}
+			paused := child()
+			if tc.calling(paused) {
+				t.Fatal("function gone: the child still calls it")
+			}
+			e.reconcile("tr")
+			if rv := child().GetResourceVersion(); rv != paused.GetResourceVersion() {
+				t.Errorf("a second reconcile with the function still gone wrote the child (resourceVersion %s -> %s)", paused.GetResourceVersion(), rv)
+			}
+
+			e.function("worker")
+			e.reconcile("tr")
+			if got := tc.calling(child()); got != enabled {
+				t.Errorf("function back: calling %v, want %v", got, enabled)
+			}
+			if c := ready(e.get("tr")); c.Reason == trigger.ReasonFunctionNotFound {
+				t.Errorf("function back: Ready %+v", c)
+			}
+		})
+	}
+}
