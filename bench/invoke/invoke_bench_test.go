@@ -66,7 +66,8 @@ func pct(ds []time.Duration, p float64) time.Duration {
 // the function server and the load generator in processes of their own:
 // throughput from 32 concurrent callers, and latency one call at a time.
 // It runs for a function that answers at once (the proxy's whole cost
-// shows) and one that waits 2 ms per call (closer to a real function).
+// shows), one that waits 2 ms per call, and one that waits 10 ms, as a
+// function that calls a database or another service does.
 //
 // The relay figures are the floor: a relay that copies bytes and parses
 // nothing is the cheapest hop any proxy can be. On a machine whose cores the
@@ -82,7 +83,7 @@ func BenchmarkProxy(b *testing.B) {
 		for _, fn := range []struct {
 			name  string
 			delay time.Duration
-		}{{"instant", 0}, {"working", 2 * time.Millisecond}} {
+		}{{"instant", 0}, {"working", 2 * time.Millisecond}, {"io10ms", 10 * time.Millisecond}} {
 			server := startChild(b, "function", "SLESS_BENCH_DELAY="+fn.delay.String())
 			addr := server.line(b)
 			u, err := url.Parse("http://" + addr)
