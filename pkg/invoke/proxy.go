@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sless-dev/sless/pkg/invoke/upstream"
 )
 
 // PathPrefix is where the proxy serves: /fn/{namespace}/{name}[/*path].
@@ -131,19 +133,29 @@ func NewProxy(opts Options) (*Proxy, error) {
 }
 
 // NewTransport is the default transport to functions: keep-alive pools
-// large enough for many functions, no compression of its own (bodies pass
-// through as the function encoded them), no proxy from the environment, and
-// no response timeout of its own (each call carries its deadline).
-func NewTransport() *http.Transport {
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   512,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ExpectContinueTimeout: time.Second,
-		ReadBufferSize:        32 << 10,
-		WriteBufferSize:       32 << 10,
+// large enough for many functions, each call written and read on the
+// handler's goroutine (see package upstream for why), no compression of its
+// own (bodies pass through as the function encoded them), no proxy from the
+// environment, and no response timeout of its own (each call carries its
+// deadline). https and protocol upgrades go through a standard
+// http.Transport with the same settings.
+func NewTransport() *upstream.Transport {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &upstream.Transport{
+		DialContext:    dialer.DialContext,
+		MaxIdlePerHost: 512,
+		IdleTimeout:    90 * time.Second,
+		BufferSize:     32 << 10,
+		Fallback: &http.Transport{
+			DialContext:           dialer.DialContext,
+			MaxIdleConns:          4096,
+			MaxIdleConnsPerHost:   512,
+			IdleConnTimeout:       90 * time.Second,
+			DisableCompression:    true,
+			ExpectContinueTimeout: time.Second,
+			ReadBufferSize:        32 << 10,
+			WriteBufferSize:       32 << 10,
+		},
 	}
 }
 
