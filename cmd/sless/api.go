@@ -57,6 +57,8 @@ func runAPI(ctx context.Context, args []string) error {
 	maxUncompressed := fs.Int64("max-uncompressed-bytes", source.DefaultLimits.MaxUncompressed, "largest total of a zip's inflated files")
 	maxEntries := fs.Int("max-archive-entries", source.DefaultLimits.MaxEntries, "most entries in a zip")
 	deleteWait := fs.Duration("delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
+	maxUploads := fs.Int("max-uploads", api.DefaultMaxUploads, "source uploads in progress at once (each holds its zip and unpacked files in memory)")
+	uploadQueueWait := fs.Duration("upload-queue-wait", api.DefaultUploadQueueWait, "how long an upload waits for a free slot before it is refused with 503")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
@@ -65,6 +67,12 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *maxAge < 0 {
 		return fmt.Errorf("-records-max-age must not be negative")
+	}
+	if *maxUploads < 1 {
+		return fmt.Errorf("-max-uploads must be at least 1")
+	}
+	if *uploadQueueWait <= 0 {
+		return fmt.Errorf("-upload-queue-wait must be positive")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
@@ -183,7 +191,8 @@ func runAPI(ctx context.Context, args []string) error {
 		Objects: cl, Live: cl, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
 		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
 		DeleteWait: *deleteWait,
-		Invoke:     proxy, Invocations: list,
+		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait,
+		Invoke: proxy, Invocations: list,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Ready: func(ctx context.Context) error {
 			if !resolver.Synced() {

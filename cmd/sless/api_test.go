@@ -48,7 +48,7 @@ func TestAPICommand(t *testing.T) {
 	go func() {
 		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port),
 			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
-			"-jwt-secret-file", secretFile, "-jwt-audience", "sless"})
+			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3"})
 	}()
 
 	deadline := time.Now().Add(60 * time.Second)
@@ -108,6 +108,15 @@ func TestAPICommand(t *testing.T) {
 		t.Fatalf("invoke of a missing function: %d", resp.StatusCode)
 	}
 
+	// -max-uploads reaches the server: it reports its upload slots.
+	resp = do("GET", "/metrics", "")
+	buf.Reset()
+	_, _ = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(buf.String(), "\nsless_api_source_upload_slots 3\n") {
+		t.Fatalf("metrics do not show 3 upload slots:\n%s", buf.String())
+	}
+
 	cancel()
 	select {
 	case err := <-done:
@@ -116,5 +125,26 @@ func TestAPICommand(t *testing.T) {
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatal("sless api did not stop")
+	}
+}
+
+func TestAPIFlagsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no uploads at once", []string{"-max-uploads", "0"}, "-max-uploads must be at least 1"},
+		{"negative uploads", []string{"-max-uploads", "-2"}, "-max-uploads must be at least 1"},
+		{"zero queue wait", []string{"-upload-queue-wait", "0s"}, "-upload-queue-wait must be positive"},
+		{"queue wait not a duration", []string{"-upload-queue-wait", "2"}, "invalid value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := runAPI(context.Background(), tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -170,6 +171,12 @@ func TestBadRequests(t *testing.T) {
 		{name: "list limit 0", method: "GET", path: fns + "?limit=0", code: 400, field: "limit"},
 		{name: "list limit text", method: "GET", path: fns + "?limit=many", code: 400, field: "limit"},
 		{name: "list bad cursor", method: "GET", path: fns + "?limit=1&cursor=bm90LWEtY3Vyc29y", code: 400, field: "cursor"},
+		{name: "label selector unclosed set", method: "GET", path: fns + "?labelSelector=" + url.QueryEscape("env in (a,b"), code: 400, field: "labelSelector"},
+		{name: "label selector trailing comma", method: "GET", path: e.path("triggers") + "?labelSelector=" + url.QueryEscape("app=web,"), code: 400, field: "labelSelector"},
+		{name: "label selector bad operator", method: "GET", path: e.path("jobs") + "?labelSelector=" + url.QueryEscape("app!!=web"), code: 400, field: "labelSelector"},
+		{name: "label selector invalid key", method: "GET", path: fns + "?labelSelector=" + url.QueryEscape("-app=web"), code: 400, field: "labelSelector"},
+		{name: "label selector space in value", method: "GET", path: fns + "?labelSelector=" + url.QueryEscape("app=web site"), code: 400, field: "labelSelector"},
+		{name: "label selector checked before the cursor", method: "GET", path: fns + "?limit=1&cursor=bm90LWEtY3Vyc29y&labelSelector=" + url.QueryEscape("!"), code: 400, field: "labelSelector"},
 		{name: "method not allowed", method: "POST", path: item, body: `{}`, code: 405},
 		{name: "unknown route", method: "GET", path: "/v1/namespaces/" + e.ns + "/widgets", code: 404},
 

@@ -18,6 +18,11 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	uploads  *prometheus.CounterVec
 	upBytes  prometheus.Counter
+	// upSlots is Options.MaxUploads; upActive and upWaiting are the uploads
+	// holding one of those slots and those queued for one.
+	upSlots   prometheus.Gauge
+	upActive  prometheus.Gauge
+	upWaiting prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,14 +38,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"method", "route"}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sless", Subsystem: "api", Name: "source_uploads_total",
-			Help: "Source uploads by result: changed, unchanged or refused.",
+			Help: "Source uploads by result: changed, unchanged, refused (invalid), or busy (no upload slot within the queue wait).",
 		}, []string{"result"}),
 		upBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sless", Subsystem: "api", Name: "source_upload_bytes_total",
 			Help: "Bytes of accepted source archives.",
 		}),
+		upSlots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sless", Subsystem: "api", Name: "source_upload_slots",
+			Help: "Source uploads this server runs at once (-max-uploads).",
+		}),
+		upActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sless", Subsystem: "api", Name: "source_uploads_in_progress",
+			Help: "Source uploads holding one of the -max-uploads slots.",
+		}),
+		upWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sless", Subsystem: "api", Name: "source_uploads_waiting",
+			Help: "Source uploads waiting for a free slot.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.uploads, m.upBytes} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.uploads, m.upBytes, m.upSlots, m.upActive, m.upWaiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

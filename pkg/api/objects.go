@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,14 +52,26 @@ func (s *Server) list(k *kind) gin.HandlerFunc {
 			limit = n
 		}
 		opts := []client.ListOption{client.InNamespace(ns), client.Limit(limit)}
-		if cur := c.Query("cursor"); cur != "" {
+		// The selector is parsed here rather than passed through raw so a
+		// malformed one is a 400 naming the parameter whichever store is
+		// behind the API, and the store gets a validated selector.
+		if v := c.Query("labelSelector"); v != "" {
+			sel, err := labels.Parse(v)
+			if err != nil {
+				writeProblem(c, badRequestField("labelSelector", v, err.Error()))
+				return
+			}
+			opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+		}
+		cur := c.Query("cursor")
+		if cur != "" {
 			opts = append(opts, client.Continue(cur))
 		}
 		l := k.newList()
 		if err := s.objects.List(c.Request.Context(), l, opts...); err != nil {
 			p := storeProblem(err)
-			if p.Status == http.StatusBadRequest {
-				p = badRequestField("cursor", c.Query("cursor"), "not a cursor this API returned")
+			if p.Status == http.StatusBadRequest && cur != "" {
+				p = badRequestField("cursor", cur, "not a cursor this API returned")
 			}
 			writeProblem(c, p)
 			return

@@ -43,7 +43,7 @@ func operations() []operation {
 		col := "/v1/namespaces/{ns}/" + k.plural
 		item := col + "/{name}"
 		ops = append(ops,
-			operation{method: "GET", path: col, id: "list" + k.kind, summary: "List " + k.plural + " (keyset-paginated: limit, cursor)", kind: k.kind, ok: 200, okSchema: k.kind + "List", errs: []int{400, 401, 403, 410, 503}},
+			operation{method: "GET", path: col, id: "list" + k.kind, summary: "List " + k.plural + " (keyset-paginated: limit, cursor; filtered by labelSelector)", kind: k.kind, ok: 200, okSchema: k.kind + "List", errs: []int{400, 401, 403, 410, 503}},
 			operation{method: "POST", path: col, id: "create" + k.kind, summary: "Create a " + k.kind, kind: k.kind, body: "object", ok: 201, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 413, 415, 503}},
 			operation{method: "GET", path: item, id: "get" + k.kind, summary: "Read a " + k.kind, kind: k.kind, ok: 200, okSchema: k.kind, errs: commonErrs},
 			operation{method: "PUT", path: item, id: "replace" + k.kind, summary: "Replace a " + k.kind + "'s spec, labels and annotations (If-Match honoured)", kind: k.kind, body: "object", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 412, 413, 415, 503}},
@@ -53,7 +53,7 @@ func operations() []operation {
 	}
 	fn := "/v1/namespaces/{ns}/functions/{name}"
 	ops = append(ops,
-		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 409, 412, 413, 415, 503}},
+		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 409, 412, 413, 415, 503}},
 		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
 		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated)", ok: 200, okSchema: "object", errs: commonErrs},
 	)
@@ -109,6 +109,11 @@ func buildOpenAPI() obj {
 				obj{"name": "limit", "in": "query", "schema": obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}},
 				obj{"name": "cursor", "in": "query", "description": "The next value of the previous page.", "schema": obj{"type": "string"}})
 		}
+		if strings.HasPrefix(op.id, "list") && op.kind != "" {
+			params = append(params, obj{"name": "labelSelector", "in": "query",
+				"description": "Only objects whose labels match, in Kubernetes label selector syntax: `app=web,tier!=db`, `env in (a,b)`, `!canary`. Pass the same selector with each cursor. A selector that does not parse is a 400.",
+				"schema":      obj{"type": "string"}, "example": "app=web,tier!=db"})
+		}
 		if op.method == "PUT" || op.method == "PATCH" || op.method == "DELETE" {
 			if !op.public {
 				params = append(params, obj{"name": "If-Match", "in": "header", "description": "The ETag (resourceVersion) the change applies to; 412 when stale.", "schema": obj{"type": "string"}})
@@ -150,7 +155,11 @@ func buildOpenAPI() obj {
 			responses["202"] = obj{"description": "Deleting: finalizers still run", "content": obj{"application/json": obj{"schema": ref(op.kind)}}}
 		}
 		for _, code := range op.errs {
-			responses[itoa(code)] = obj{"description": http.StatusText(code), "content": obj{ProblemContentType: obj{"schema": ref("Problem")}}}
+			resp := obj{"description": http.StatusText(code), "content": obj{ProblemContentType: obj{"schema": ref("Problem")}}}
+			if code == http.StatusServiceUnavailable {
+				resp["headers"] = obj{"Retry-After": obj{"description": "Seconds to wait before trying again.", "schema": obj{"type": "integer"}}}
+			}
+			responses[itoa(code)] = resp
 		}
 		o["responses"] = responses
 		if op.public {

@@ -103,3 +103,27 @@ func TestReadyz(t *testing.T) {
 	want(t, r, http.StatusServiceUnavailable)
 	r.problem(t)
 }
+
+// TestOpenAPIQueryParameters holds the document to what the list handlers
+// read from the query, and says that a refused upload carries Retry-After.
+func TestOpenAPIQueryParameters(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plural := range []string{"functions", "triggers", "jobs"} {
+		op := doc.Paths.Find("/v1/namespaces/{ns}/" + plural).Get
+		if op == nil {
+			t.Fatalf("no list of %s", plural)
+		}
+		for _, name := range []string{"limit", "cursor", "labelSelector"} {
+			if op.Parameters.GetByInAndName("query", name) == nil {
+				t.Errorf("list of %s does not document ?%s", plural, name)
+			}
+		}
+	}
+	put := doc.Paths.Find("/v1/namespaces/{ns}/functions/{name}/source").Put
+	if r := put.Responses.Status(http.StatusServiceUnavailable); r == nil || r.Value.Headers["Retry-After"] == nil {
+		t.Error("the upload's 503 does not document Retry-After")
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,6 +39,16 @@ const (
 	DefaultDeleteWait  = 5 * time.Second
 	deletePoll         = 100 * time.Millisecond
 	retryAfterDeleting = 2
+	// DefaultMaxUploads bounds the source uploads in progress at once. Each
+	// holds its zip and its unpacked files in memory until it is answered
+	// (up to Limits.MaxCompressed and MaxUncompressed), so without a bound a
+	// burst of uploads could take the process's memory.
+	DefaultMaxUploads = 8
+	// DefaultUploadQueueWait is how long an upload waits for a free slot
+	// before it is refused; long enough to ride out a short burst, short
+	// enough that a client is not left hanging behind large uploads.
+	DefaultUploadQueueWait = 2 * time.Second
+	retryAfterBusy         = 2
 )
 
 // Options configure a Server. Objects, Auth, Blobs and Bucket are required.
@@ -62,6 +73,12 @@ type Options struct {
 	// DeleteWait bounds how long a create waits for an old object of the
 	// same name to be deleted; 0 means DefaultDeleteWait.
 	DeleteWait time.Duration
+	// MaxUploads bounds the source uploads in progress at once; 0 means
+	// DefaultMaxUploads. An upload past it waits up to UploadQueueWait
+	// (0 means DefaultUploadQueueWait) for another to finish, then is
+	// answered 503 with Retry-After before its archive is read or stored.
+	MaxUploads      int
+	UploadQueueWait time.Duration
 	// Ready reports whether the server can serve (for /readyz); nil is always ready.
 	Ready func(ctx context.Context) error
 
@@ -91,6 +108,9 @@ type Server struct {
 
 	tenantsMu sync.Mutex
 	tenants   map[string]bool // namespaces known to exist
+
+	// uploads holds one unit per source upload in progress (MaxUploads).
+	uploads *semaphore.Weighted
 }
 
 // New checks opts and builds the router.
@@ -112,6 +132,15 @@ func New(opts Options) (*Server, error) {
 	if opts.DeleteWait <= 0 {
 		opts.DeleteWait = DefaultDeleteWait
 	}
+	if opts.MaxUploads < 0 || opts.UploadQueueWait < 0 {
+		return nil, errors.New("api: MaxUploads and UploadQueueWait must not be negative")
+	}
+	if opts.MaxUploads == 0 {
+		opts.MaxUploads = DefaultMaxUploads
+	}
+	if opts.UploadQueueWait == 0 {
+		opts.UploadQueueWait = DefaultUploadQueueWait
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -126,9 +155,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.upSlots.Set(float64(opts.MaxUploads))
 	s := &Server{
 		opts: opts, objects: opts.Objects, live: opts.Live, metrics: m, log: opts.Logger,
-		tenants: map[string]bool{},
+		tenants: map[string]bool{}, uploads: semaphore.NewWeighted(int64(opts.MaxUploads)),
 	}
 	s.engine = s.routes()
 	return s, nil

@@ -54,10 +54,30 @@ func (s *Server) maxArchive() int64 {
 // nothing, so no build starts. For a Function that does not exist yet the
 // zip is validated and stored, and the answer says which archive to name
 // when creating it (how Terraform creates a Function from a zip).
+//
+// At most MaxUploads run at once, since each holds its archive in memory; the
+// slot is taken after the cheap checks of the request's headers and before
+// the archive is read, and held until the answer, as the archive, its files
+// and its build context stay in memory until then. An upload that finds no
+// slot within UploadQueueWait is refused (503, Retry-After) before its
+// archive is read or anything is stored.
 func (s *Server) putSource(c *gin.Context) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
-	zipBytes, p := s.readArchive(c)
+	body, p := s.openArchive(c)
+	if p != nil {
+		s.metrics.uploads.WithLabelValues("refused").Inc()
+		writeProblem(c, p)
+		return
+	}
+	release, p := s.takeUploadSlot(ctx)
+	if p != nil {
+		s.metrics.uploads.WithLabelValues("busy").Inc()
+		writeProblem(c, p)
+		return
+	}
+	defer release()
+	zipBytes, p := s.readArchive(c, body)
 	if p != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
 		writeProblem(c, p)
@@ -210,17 +230,40 @@ func (s *Server) getSource(c *gin.Context) {
 	})
 }
 
-// readArchive reads the zip of an upload: the raw body (application/zip or
-// application/octet-stream) or the first file of a multipart/form-data body.
-func (s *Server) readArchive(c *gin.Context) ([]byte, *Problem) {
+// takeUploadSlot waits up to UploadQueueWait, or until the request ends, for
+// one of the MaxUploads slots; release gives it back.
+func (s *Server) takeUploadSlot(ctx context.Context) (release func(), p *Problem) {
+	if !s.uploads.TryAcquire(1) {
+		s.metrics.upWaiting.Inc()
+		wctx, cancel := context.WithTimeout(ctx, s.opts.UploadQueueWait)
+		err := s.uploads.Acquire(wctx, 1)
+		cancel()
+		s.metrics.upWaiting.Dec()
+		if err != nil {
+			return nil, problem(http.StatusServiceUnavailable, "busy", "Too many uploads in progress",
+				"%d source uploads are in progress, the most this server runs at once; nothing was stored, try again", s.opts.MaxUploads).
+				withRetry(retryAfterBusy)
+		}
+	}
+	s.metrics.upActive.Inc()
+	return func() {
+		s.metrics.upActive.Dec()
+		s.uploads.Release(1)
+	}, nil
+}
+
+// openArchive finds the zip of an upload without reading it: the raw body
+// (application/zip or application/octet-stream) or the first file of a
+// multipart/form-data body. A raw body that says it is too large is refused
+// here, before it takes an upload slot.
+func (s *Server) openArchive(c *gin.Context) (io.Reader, *Problem) {
 	limit := s.maxArchive()
-	var r io.Reader
 	switch mt := mediaType(c.GetHeader("Content-Type")); mt {
 	case "", "application/zip", "application/octet-stream", "application/x-zip-compressed":
 		if c.Request.ContentLength > limit {
 			return nil, tooLarge("the archive is %d bytes, the limit is %d", c.Request.ContentLength, limit)
 		}
-		r = c.Request.Body
+		return c.Request.Body, nil
 	case "multipart/form-data":
 		mr, err := c.Request.MultipartReader()
 		if err != nil {
@@ -235,14 +278,18 @@ func (s *Server) readArchive(c *gin.Context) ([]byte, *Problem) {
 				return nil, badRequest("malformed multipart body: %v", err)
 			}
 			if part.FileName() != "" || part.FormName() == "file" {
-				r = part
-				break
+				return part, nil
 			}
 		}
 	default:
 		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
 			"upload a zip as application/zip or as a file in multipart/form-data, not %q", mt)
 	}
+}
+
+// readArchive reads the zip from r, at most the archive limit.
+func (s *Server) readArchive(c *gin.Context, r io.Reader) ([]byte, *Problem) {
+	limit := s.maxArchive()
 	var buf bytes.Buffer
 	if n := c.Request.ContentLength; n > 0 && n <= limit {
 		buf.Grow(int(n))

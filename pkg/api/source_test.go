@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
@@ -148,4 +153,164 @@ func TestUploadS3Unavailable(t *testing.T) {
 		t.Fatal("the Function changed although storage was down")
 	}
 	want(t, e.do("GET", e.path("functions", "stuck", "source"), tok, nil), http.StatusNotFound)
+}
+
+// heldUpload is a source upload whose body the test writes: the server
+// holds it in progress until finish sends the rest.
+type heldUpload struct {
+	body  *io.PipeWriter
+	rest  []byte
+	reply chan *response
+}
+
+// startUpload sends PUT …/functions/{name}/source with body and answers on
+// the channel, so a test can wait for an answer it expects to be held back.
+func (e *env) startUpload(tok, name string, body io.Reader) chan *response {
+	e.t.Helper()
+	req, err := http.NewRequest("PUT", e.url+e.path("functions", name, "source"), body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/zip")
+	reply := make(chan *response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			reply <- &response{Code: -1, Body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		reply <- &response{Code: resp.StatusCode, Header: resp.Header, Body: b}
+	}()
+	return reply
+}
+
+// holdUpload starts an upload of zip, sends its first bytes and keeps the
+// request open.
+func (e *env) holdUpload(tok, name string, zip []byte) *heldUpload {
+	e.t.Helper()
+	pr, pw := io.Pipe()
+	e.t.Cleanup(func() { _ = pw.CloseWithError(errors.New("test over")) })
+	h := &heldUpload{body: pw, rest: zip[8:], reply: e.startUpload(tok, name, pr)}
+	if _, err := pw.Write(zip[:8]); err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+// finish sends the rest of the body and waits for the answer.
+func (h *heldUpload) finish(t *testing.T) *response {
+	t.Helper()
+	if _, err := h.body.Write(h.rest); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.body.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return <-h.reply
+}
+
+// awaitMetric waits until /metrics has the sample line (name, labels and value).
+func (e *env) awaitMetric(line string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.do("GET", "/metrics", "", nil)
+		if strings.Contains(string(r.Body), "\n"+line+"\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("metrics never showed %q:\n%s", line, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUploadBound holds as many uploads in progress as the server runs at
+// once: one more waits UploadQueueWait and is refused with 503, Retry-After
+// and a problem, having read and stored nothing; once a held upload
+// finishes, a new upload succeeds.
+func TestUploadBound(t *testing.T) {
+	const queueWait = 300 * time.Millisecond
+	e := newEnv(t, func(o *api.Options) { o.MaxUploads, o.UploadQueueWait = 2, queueWait })
+	tok := e.token("alice")
+	for _, name := range []string{"held-0", "held-1", "late"} {
+		want(t, e.do("POST", e.path("functions"), tok, pythonFunction(name)), http.StatusCreated)
+	}
+	e.awaitMetric("sless_api_source_upload_slots 2")
+	before := e.snapshot()
+	lateBefore := e.getFunction("late")
+
+	held := []*heldUpload{e.holdUpload(tok, "held-0", pythonZip(t, `"h0"`)), e.holdUpload(tok, "held-1", pythonZip(t, `"h1"`))}
+	e.awaitMetric("sless_api_source_uploads_in_progress 2")
+
+	lateZip := pythonZip(t, `"late"`)
+	start := time.Now()
+	r := e.do("PUT", e.path("functions", "late", "source"), tok, lateZip, "Content-Type", "application/zip")
+	waited := time.Since(start)
+	want(t, r, http.StatusServiceUnavailable)
+	if p := r.problem(t); !strings.HasSuffix(p.Type, "/busy") {
+		t.Fatalf("problem type %q", p.Type)
+	}
+	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Fatalf("Retry-After = %q", r.Header.Get("Retry-After"))
+	}
+	if waited < queueWait {
+		t.Fatalf("refused after %s, before the queue wait of %s", waited, queueWait)
+	}
+	if after := e.snapshot(); !slices.Equal(before, after) {
+		t.Fatalf("a refused upload changed the world:\nbefore %v\nafter  %v", before, after)
+	}
+	if fn := e.getFunction("late"); fn.ResourceVersion != lateBefore.ResourceVersion || fn.Spec.Source.Archive != nil {
+		t.Fatalf("the refused upload's Function changed: %+v", fn.Spec.Source)
+	}
+	e.awaitMetric(`sless_api_source_uploads_total{result="busy"} 1`)
+
+	// One held upload finishes; its slot serves the next upload.
+	r = held[0].finish(t)
+	want(t, r, http.StatusOK)
+	if res := decode[api.UploadResult](t, r); !res.Changed {
+		t.Fatalf("held upload: %s", r.Body)
+	}
+	r = e.do("PUT", e.path("functions", "late", "source"), tok, lateZip, "Content-Type", "application/zip")
+	want(t, r, http.StatusOK)
+	if a := e.getFunction("late").Spec.Source.Archive; a == nil || a.SHA256 != sha256hex(lateZip) {
+		t.Fatalf("after a slot freed, the upload did not land: %+v", a)
+	}
+	want(t, held[1].finish(t), http.StatusOK)
+	e.awaitMetric("sless_api_source_uploads_in_progress 0")
+}
+
+// TestUploadQueueWaits: an upload that finds every slot taken waits for one,
+// and goes through when a held upload finishes within the queue wait.
+func TestUploadQueueWaits(t *testing.T) {
+	e := newEnv(t, func(o *api.Options) { o.MaxUploads, o.UploadQueueWait = 1, time.Minute })
+	tok := e.token("alice")
+	for _, name := range []string{"first", "second"} {
+		want(t, e.do("POST", e.path("functions"), tok, pythonFunction(name)), http.StatusCreated)
+	}
+	first := e.holdUpload(tok, "first", pythonZip(t, `"1"`))
+	e.awaitMetric("sless_api_source_uploads_in_progress 1")
+
+	secondZip := pythonZip(t, `"2"`)
+	second := e.startUpload(tok, "second", bytes.NewReader(secondZip))
+	e.awaitMetric("sless_api_source_uploads_waiting 1")
+	select {
+	case r := <-second:
+		t.Fatalf("the second upload was answered while the only slot was taken: %d %s", r.Code, r.Body)
+	default:
+	}
+	if fn := e.getFunction("second"); fn.Spec.Source.Archive != nil {
+		t.Fatal("the waiting upload changed its Function")
+	}
+
+	want(t, first.finish(t), http.StatusOK)
+	r := <-second
+	want(t, r, http.StatusOK)
+	if a := e.getFunction("second").Spec.Source.Archive; a == nil || a.SHA256 != sha256hex(secondZip) {
+		t.Fatalf("the waiting upload did not land: %+v", a)
+	}
+	e.awaitMetric("sless_api_source_uploads_waiting 0")
 }

@@ -18,10 +18,12 @@ import (
 //   - Objects are the typed sless.dev/v1alpha1 objects (and their List
 //     types); every object lives in a namespace.
 //   - Get fills obj or returns an error for which apierrors.IsNotFound holds.
-//   - List honours client.InNamespace, client.Limit and client.Continue: at
-//     most Limit items in name order, and ListMeta.Continue set to an opaque
-//     token when more remain ("" at the end). A token that cannot be used
-//     is an error for which apierrors.IsBadRequest or apierrors.IsResourceExpired holds.
+//   - List honours client.InNamespace, client.Limit, client.Continue and
+//     client.MatchingLabelsSelector: at most Limit items in name order, only
+//     those whose labels match the selector, and ListMeta.Continue set to an
+//     opaque token when more remain ("" at the end). A token that cannot be
+//     used is an error for which apierrors.IsBadRequest or
+//     apierrors.IsResourceExpired holds.
 //   - Create refuses an existing name (including one being deleted) with
 //     apierrors.IsAlreadyExists, and sets uid, resourceVersion,
 //     creationTimestamp and generation 1. Status is not stored on Create.

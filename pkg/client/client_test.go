@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,4 +128,38 @@ func fnObj() *slessv1alpha1.Function {
 	fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "x"}}}
 	fn.Namespace, fn.Name = "ns", "hello"
 	return fn
+}
+
+// TestListSendsLabelSelector: the selector goes on every page's query,
+// escaped, beside the cursor; an empty selector sends none.
+func TestListSendsLabelSelector(t *testing.T) {
+	var queries []url.Values
+	pages := []string{`{"items":[{"metadata":{"name":"a"}}],"next":"c1"}`, `{"items":[{"metadata":{"name":"b"}}]}`}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.Query())
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(pages[min(len(queries)-1, len(pages)-1)]))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := "app=web,tier!=db,env in (a,b),!canary"
+	fns, err := c.AllFunctions(context.Background(), "ns", LabelSelector(sel))
+	if err != nil || len(fns) != 2 || fns[1].Name != "b" {
+		t.Fatalf("AllFunctions: %d items, %v", len(fns), err)
+	}
+	if len(queries) != 2 || queries[0].Get("labelSelector") != sel || queries[1].Get("labelSelector") != sel ||
+		queries[0].Has("cursor") || queries[1].Get("cursor") != "c1" {
+		t.Fatalf("queries %v", queries)
+	}
+
+	queries = nil
+	if _, err := c.ListFunctions(context.Background(), "ns", "", 5, LabelSelector("")); err != nil {
+		t.Fatal(err)
+	}
+	if len(queries) != 1 || queries[0].Has("labelSelector") || queries[0].Get("limit") != "5" {
+		t.Fatalf("queries %v", queries)
+	}
 }

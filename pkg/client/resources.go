@@ -61,13 +61,30 @@ func get[T any](ctx context.Context, c *Client, k kind[T], ns, name string) (*T,
 	return &out, nil
 }
 
-func list[T any](ctx context.Context, c *Client, k kind[T], ns, cursor string, limit int) (*List[T], error) {
+// ListOption narrows a list.
+type ListOption func(url.Values)
+
+// LabelSelector lists only the objects whose labels match sel, in Kubernetes
+// label selector syntax: "app=web,tier!=db", "env in (a,b)", "!canary". The
+// API answers a selector that does not parse with a 400.
+func LabelSelector(sel string) ListOption {
+	return func(q url.Values) {
+		if sel != "" {
+			q.Set("labelSelector", sel)
+		}
+	}
+}
+
+func list[T any](ctx context.Context, c *Client, k kind[T], ns, cursor string, limit int, opts []ListOption) (*List[T], error) {
 	q := url.Values{}
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
 	if limit > 0 {
 		q.Set("limit", fmt.Sprint(limit))
+	}
+	for _, o := range opts {
+		o(q)
 	}
 	var out List[T]
 	if err := c.getJSON(ctx, k.collection(ns), q, &out); err != nil {
@@ -76,11 +93,11 @@ func list[T any](ctx context.Context, c *Client, k kind[T], ns, cursor string, l
 	return &out, nil
 }
 
-func listAll[T any](ctx context.Context, c *Client, k kind[T], ns string) ([]T, error) {
+func listAll[T any](ctx context.Context, c *Client, k kind[T], ns string, opts []ListOption) ([]T, error) {
 	var all []T
 	cursor := ""
 	for {
-		page, err := list(ctx, c, k, ns, cursor, 0)
+		page, err := list(ctx, c, k, ns, cursor, 0, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -118,14 +135,15 @@ func (c *Client) GetFunction(ctx context.Context, ns, name string) (*slessv1alph
 	return get(ctx, c, functions, ns, name)
 }
 
-// ListFunctions reads one page of a namespace's Functions.
-func (c *Client) ListFunctions(ctx context.Context, ns, cursor string, limit int) (*List[slessv1alpha1.Function], error) {
-	return list(ctx, c, functions, ns, cursor, limit)
+// ListFunctions reads one page of a namespace's Functions. Pass the same
+// options with each page's cursor.
+func (c *Client) ListFunctions(ctx context.Context, ns, cursor string, limit int, opts ...ListOption) (*List[slessv1alpha1.Function], error) {
+	return list(ctx, c, functions, ns, cursor, limit, opts)
 }
 
 // AllFunctions reads every page of a namespace's Functions.
-func (c *Client) AllFunctions(ctx context.Context, ns string) ([]slessv1alpha1.Function, error) {
-	return listAll(ctx, c, functions, ns)
+func (c *Client) AllFunctions(ctx context.Context, ns string, opts ...ListOption) ([]slessv1alpha1.Function, error) {
+	return listAll(ctx, c, functions, ns, opts)
 }
 
 // CreateFunction creates fn in its namespace. A 409 for an object that still
