@@ -114,6 +114,13 @@ func buildOpenAPI() obj {
 				"description": "Only objects whose labels match, in Kubernetes label selector syntax: `app=web,tier!=db`, `env in (a,b)`, `!canary`. Pass the same selector with each cursor. A selector that does not parse is a 400.",
 				"schema":      obj{"type": "string"}, "example": "app=web,tier!=db"})
 		}
+		if op.id == "putFunctionSource" {
+			params = append(params,
+				obj{"name": "runtime", "in": "query", "schema": obj{"type": "string"},
+					"description": "Sets spec.runtime together with the code (for an existing Function); the code is checked and built for it."},
+				obj{"name": "entrypoint", "in": "query", "schema": obj{"type": "string"},
+					"description": "Sets spec.entrypoint together with the code (for an existing Function), for code whose handler moved."})
+		}
 		if op.method == "PUT" || op.method == "PATCH" || op.method == "DELETE" {
 			if !op.public {
 				params = append(params, obj{"name": "If-Match", "in": "header", "description": "The ETag (resourceVersion) the change applies to; 412 when stale.", "schema": obj{"type": "string"}})

@@ -55,6 +55,11 @@ func (s *Server) maxArchive() int64 {
 // zip is validated and stored, and the answer says which archive to name
 // when creating it (how Terraform creates a Function from a zip).
 //
+// The query parameters runtime and entrypoint change those of the Function
+// together with its code: new code often moves its handler, and neither
+// order of two requests works, since the API checks each against the
+// other's current value.
+//
 // At most MaxUploads run at once, since each holds its archive in memory; the
 // slot is taken after the cheap checks of the request's headers and before
 // the archive is read, and held until the answer, as the archive, its files
@@ -64,6 +69,12 @@ func (s *Server) maxArchive() int64 {
 func (s *Server) putSource(c *gin.Context) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
+	target, p := uploadTarget(c)
+	if p != nil {
+		s.metrics.uploads.WithLabelValues("refused").Inc()
+		writeProblem(c, p)
+		return
+	}
 	body, p := s.openArchive(c)
 	if p != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
@@ -134,7 +145,7 @@ func (s *Server) putSource(c *gin.Context) {
 		builtFor = [2]string{fn.Spec.Runtime, fn.Spec.Entrypoint}
 		return nil
 	}
-	if p := storeContext(fn); p != nil {
+	if p := storeContext(target.apply(fn)); p != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
 		writeProblem(c, p)
 		return
@@ -156,18 +167,18 @@ func (s *Server) putSource(c *gin.Context) {
 			writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
 			return
 		}
-		if fn.Spec.Source.Archive != nil && equality.Semantic.DeepEqual(*fn.Spec.Source.Archive, archive) {
+		if fn.Spec.Source.Archive != nil && equality.Semantic.DeepEqual(*fn.Spec.Source.Archive, archive) && !target.changes(fn) {
 			s.metrics.uploads.WithLabelValues("unchanged").Inc()
 			c.Header("ETag", etag(fn))
 			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: false, Function: s.shown(fn)})
 			return
 		}
 		// Runtime or entrypoint may have changed since the context was made.
-		if p := storeContext(fn); p != nil {
+		if p := storeContext(target.apply(fn)); p != nil {
 			writeProblem(c, p)
 			return
 		}
-		next := fn.DeepCopy()
+		next := target.apply(fn)
 		next.Spec.Source = slessv1alpha1.FunctionSource{Archive: archive.DeepCopy()}
 		if errs := slessv1alpha1.ValidateFunction(next); len(errs) > 0 {
 			writeProblem(c, invalid("Function", errs))
@@ -191,6 +202,54 @@ func (s *Server) putSource(c *gin.Context) {
 			return
 		}
 	}
+}
+
+// buildTarget is the runtime and entrypoint an upload asks for; empty
+// fields keep the Function's own.
+type buildTarget struct{ runtime, entrypoint string }
+
+func uploadTarget(c *gin.Context) (buildTarget, *Problem) {
+	var t buildTarget
+	var errs []FieldError
+	if v, ok := c.GetQuery("runtime"); ok {
+		_, known := slessv1alpha1.CanonicalRuntime(v)
+		if !known {
+			errs = append(errs, FieldError{Field: "runtime", Type: "FieldValueNotSupported",
+				Detail: fmt.Sprintf("unknown runtime %q", v)})
+		}
+		// Stored as given: an alias is a valid spec.runtime, and the
+		// client's own copy of the spec must not see it change.
+		t.runtime = v
+	}
+	if v, ok := c.GetQuery("entrypoint"); ok {
+		if v == "" {
+			errs = append(errs, FieldError{Field: "entrypoint", Type: "FieldValueRequired", Detail: "must not be empty when given"})
+		}
+		t.entrypoint = v
+	}
+	if len(errs) > 0 {
+		p := badRequest("the upload's query parameters are invalid")
+		p.Errors = errs
+		return t, p
+	}
+	return t, nil
+}
+
+// changes tells whether applying t would change fn.
+func (t buildTarget) changes(fn *slessv1alpha1.Function) bool {
+	return (t.runtime != "" && t.runtime != fn.Spec.Runtime) || (t.entrypoint != "" && t.entrypoint != fn.Spec.Entrypoint)
+}
+
+// apply returns fn with t's runtime and entrypoint.
+func (t buildTarget) apply(fn *slessv1alpha1.Function) *slessv1alpha1.Function {
+	out := fn.DeepCopy()
+	if t.runtime != "" {
+		out.Spec.Runtime = t.runtime
+	}
+	if t.entrypoint != "" {
+		out.Spec.Entrypoint = t.entrypoint
+	}
+	return out
 }
 
 // shown is a Function as the API renders it.

@@ -314,3 +314,76 @@ func TestUploadQueueWaits(t *testing.T) {
 	}
 	e.awaitMetric("sless_api_source_uploads_waiting 0")
 }
+
+// TestUploadChangesRuntimeAndEntrypoint: new code whose handler moved (here
+// from Python to Node.js) is uploaded with the runtime and entrypoint it
+// needs in one request. Either value alone is checked against the other's
+// old counterpart and refused; bad parameters are refused before anything
+// is stored.
+func TestUploadChangesRuntimeAndEntrypoint(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("alice")
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("moving")), http.StatusCreated)
+	want(t, e.do("PUT", e.path("functions", "moving", "source"), tok, pythonZip(t, `"py"`), "Content-Type", "application/zip"), http.StatusOK)
+	before := e.getFunction("moving")
+	nodeZip := makeZip(t, zipEntry{name: "app.js", body: []byte("exports.handle = async (event) => ({ok: true});\n")})
+	upload := func(query string) *response {
+		return e.do("PUT", e.path("functions", "moving", "source")+query, tok, nodeZip, "Content-Type", "application/zip")
+	}
+
+	for _, tc := range []struct {
+		query, field string
+	}{
+		{"", "spec.entrypoint"},                       // Node code, Python entrypoint
+		{"?entrypoint=app.handle", "spec.entrypoint"}, // a Node entrypoint for the Python runtime
+		{"?runtime=nodejs22", "spec.entrypoint"},      // main.handler is not in the Node code
+		{"?runtime=ruby3.3&entrypoint=app.handle", "runtime"},
+		{"?runtime=nodejs22&entrypoint=", "entrypoint"},
+	} {
+		r := upload(tc.query)
+		want(t, r, http.StatusBadRequest)
+		if p := r.problem(t); len(p.Errors) == 0 || p.Errors[0].Field != tc.field {
+			t.Errorf("upload%s: problem %s, want field %s", tc.query, r.Body, tc.field)
+		}
+		if e.blobExists(blobkey.Source(e.ns, "moving", sha256hex(nodeZip))) {
+			t.Fatalf("upload%s was refused but stored the archive", tc.query)
+		}
+		if fn := e.getFunction("moving"); fn.ResourceVersion != before.ResourceVersion {
+			t.Fatalf("upload%s was refused but changed the function", tc.query)
+		}
+	}
+
+	// nodejs20 is an alias: stored as given, built as nodejs22.
+	r := upload("?runtime=nodejs20&entrypoint=app.handle")
+	want(t, r, http.StatusOK)
+	res := decode[api.UploadResult](t, r)
+	fn := e.getFunction("moving")
+	if !res.Changed || fn.Spec.Runtime != "nodejs20" || fn.Spec.Entrypoint != "app.handle" ||
+		fn.Spec.Source.Archive == nil || fn.Spec.Source.Archive.SHA256 != sha256hex(nodeZip) || fn.Generation != before.Generation+1 {
+		t.Fatalf("after the upload: runtime %q entrypoint %q source %+v generation %d (was %d)",
+			fn.Spec.Runtime, fn.Spec.Entrypoint, fn.Spec.Source, fn.Generation, before.Generation)
+	}
+	files, _ := source.ReadZip(bytes.NewReader(nodeZip), int64(len(nodeZip)), source.Limits{})
+	bc, err := source.BuildContext(source.Input{Runtime: "nodejs22", Entrypoint: "app.handle", Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BuildContext == nil || res.BuildContext.Digest != bc.Digest || !e.blobExists(res.BuildContext.Key) {
+		t.Fatalf("build context %+v, want digest %s", res.BuildContext, bc.Digest)
+	}
+
+	// The same again changes nothing; the same code with another
+	// entrypoint is a change.
+	r = upload("?runtime=nodejs20&entrypoint=app.handle")
+	want(t, r, http.StatusOK)
+	if decode[api.UploadResult](t, r).Changed || e.getFunction("moving").Generation != fn.Generation {
+		t.Fatalf("the same upload again changed the function: %s", r.Body)
+	}
+	nodeZip = makeZip(t, zipEntry{name: "app.js", body: []byte("exports.handle = async () => 1;\nexports.other = async () => 2;\n")})
+	want(t, upload(""), http.StatusOK)
+	r = upload("?entrypoint=app.other")
+	want(t, r, http.StatusOK)
+	if fn := e.getFunction("moving"); !decode[api.UploadResult](t, r).Changed || fn.Spec.Entrypoint != "app.other" {
+		t.Fatalf("entrypoint change with the same code: %s", r.Body)
+	}
+}
