@@ -117,6 +117,13 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{"sless-controller", "update", "functions.sless.dev/status", "tenant-a", true},
 		{"sless-controller", "update", "functions.sless.dev/finalizers", "tenant-a", true},
 		{"sless-controller", "create", "leases.coordination.k8s.io", "sless-system", true},
+		// Function Events (events.k8s.io, series by patch) and leader
+		// election's (core/v1); never read or deleted.
+		{"sless-controller", "create", "events.events.k8s.io", "tenant-a", true},
+		{"sless-controller", "patch", "events.events.k8s.io", "tenant-a", true},
+		{"sless-controller", "create", "events", "sless-system", true},
+		{"sless-controller", "delete", "events.events.k8s.io", "tenant-a", false},
+		{"sless-controller", "list", "events", "tenant-a", false},
 		{"sless-controller", "create", "leases.coordination.k8s.io", "tenant-a", false},
 		{"sless-controller", "delete", "pipelineruns.tekton.dev", "tenant-a", false},
 		{"sless-controller", "delete", "pods", "tenant-a", false},

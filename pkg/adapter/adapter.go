@@ -26,7 +26,11 @@ type BuildState struct {
 	// Name identifies the build (the PipelineRun's name); status.buildRef.
 	Name string
 	// Started is false when no build for the digest exists yet.
-	Started   bool
+	Started bool
+	// Created is true when this call started the build (on a cluster, made
+	// the PipelineRun); a call that found it already there says false, so
+	// the reconciler can tell a build's start from a report on it.
+	Created   bool
 	Done      bool
 	Succeeded bool
 	// Image is the built image pinned by digest (repo@sha256:...), set on success.
@@ -63,6 +67,14 @@ type ServeState struct {
 	// Address is where the invoke proxy forwards calls (cluster-local URL, or
 	// a loopback URL in local mode).
 	Address string
+	// Revision is the revision the service is asked to run now (Knative's
+	// template name), which Knative may not have created yet.
+	Revision string
+	// Created and Updated say what this call changed: it created the
+	// service, or updated it to match the function (a new revision). Both
+	// are false when the service already matched.
+	Created bool
+	Updated bool
 }
 
 // Server runs a function's image and reports whether it serves. EnsureService

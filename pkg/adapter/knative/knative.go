@@ -50,7 +50,9 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		err = s.Client.Create(ctx, want)
 		switch {
 		case err == nil:
-			return State(want), nil
+			st := State(want)
+			st.Created = true
+			return st, nil
 		case apierrors.IsAlreadyExists(err):
 			err = s.APIReader.Get(ctx, key, svc)
 		}
@@ -67,6 +69,7 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 			Message: fmt.Sprintf("waiting for Knative Service %s, which is being deleted", svc.Name)}, nil
 	}
 	keepPrewarm(want, svc)
+	updated := false
 	if Differs(want, svc) {
 		upd := svc.DeepCopy()
 		upd.Labels = merge(upd.Labels, want.Labels)
@@ -75,9 +78,11 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		if err := s.Client.Update(ctx, upd); err != nil {
 			return adapter.ServeState{}, fmt.Errorf("update Knative Service %s: %w", key, err)
 		}
-		svc = upd
+		svc, updated = upd, true
 	}
-	return State(svc), nil
+	st := State(svc)
+	st.Updated = updated
+	return st, nil
 }
 
 // Differs says whether the existing Service must be updated to want. It
@@ -178,6 +183,7 @@ func merge(into, from map[string]string) map[string]string {
 // its template names is the one ready.
 func State(svc *servingv1.Service) adapter.ServeState {
 	st := adapter.ServeState{
+		Revision:              svc.Spec.Template.Name,
 		LatestCreatedRevision: svc.Status.LatestCreatedRevisionName,
 		LatestReadyRevision:   svc.Status.LatestReadyRevisionName,
 	}

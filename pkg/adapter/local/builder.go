@@ -194,7 +194,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 	}
 	bl.waiters[[2]string{fn.Namespace, fn.Name}] = true
 	start := bl.started
-	return adapter.BuildState{Name: bl.name, Started: true, Reason: ReasonBuilding,
+	return adapter.BuildState{Name: bl.name, Started: true, Created: !ok, Reason: ReasonBuilding,
 		Message: "installing dependencies", StartTime: &start}, nil
 }
 

@@ -97,14 +97,17 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Started || st.Done || st.Name != BuildName("a", in.Digest) {
-		t.Fatalf("first EnsureBuild = %+v, want a started build", st)
+	if !st.Started || !st.Created || st.Done || st.Name != BuildName("a", in.Digest) {
+		t.Fatalf("first EnsureBuild = %+v, want a build it started", st)
 	}
 	// A second function with the same source while the build runs joins it
 	// (or, if it already ended, is told its outcome).
 	second, err := b.EnsureBuild(context.Background(), other, in)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if second.Created {
+		t.Errorf("second EnsureBuild of one digest = %+v, says it started the build", second)
 	}
 	wantB := 1
 	if second.Done {

@@ -151,11 +151,13 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	}
 	s.mu.Lock()
 	svc := s.fns[key]
+	created, updated := svc == nil, false
 	if svc == nil {
 		svc = &service{key: key}
 		s.fns[key] = svc
 	}
 	if svc.latest == nil || svc.latest.hash != spec.hash {
+		updated = !created
 		name := fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
 		if (svc.latest != nil && svc.latest.name == name) || (svc.active != nil && svc.active.name == name) {
 			name += "-" + spec.hash[:5]
@@ -184,7 +186,9 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		}
 	}
 	s.mu.Unlock()
-	return s.state(key), nil
+	st := s.state(key)
+	st.Created, st.Updated = created, updated
+	return st, nil
 }
 
 func (s *Server) state(key types.NamespacedName) adapter.ServeState {
@@ -200,7 +204,7 @@ func (s *Server) state(key types.NamespacedName) adapter.ServeState {
 		st.LatestReadyRevision = svc.active.name
 	}
 	if r := svc.latest; r != nil {
-		st.LatestCreatedRevision = r.name
+		st.Revision, st.LatestCreatedRevision = r.name, r.name
 		r.mu.Lock()
 		failure := r.failure
 		r.mu.Unlock()

@@ -134,7 +134,8 @@ func TestServerScaleToZeroAndColdStart(t *testing.T) {
 	img := bed.image(fn, replyCode("one"))
 
 	first, _ := bed.server.EnsureService(context.Background(), fn, img)
-	if first.Ready || first.Reason != ReasonDeploying || first.LatestCreatedRevision != "hello-00001" {
+	if first.Ready || first.Reason != ReasonDeploying || first.LatestCreatedRevision != "hello-00001" ||
+		!first.Created || first.Updated || first.Revision != "hello-00001" {
 		t.Fatalf("first EnsureService = %+v, want a revision starting", first)
 	}
 	st := bed.awaitState(fn, img, ready)
@@ -184,7 +185,7 @@ func TestServerScaleToZeroAndColdStart(t *testing.T) {
 		t.Fatalf("after the cold start: processes %v (before: %v), want one new", p, pids)
 	}
 	// EnsureService with the same spec starts nothing new.
-	if st, _ := bed.server.EnsureService(context.Background(), fn, img); !st.Ready || st.LatestCreatedRevision != "hello-00001" {
+	if st, _ := bed.server.EnsureService(context.Background(), fn, img); !st.Ready || st.LatestCreatedRevision != "hello-00001" || st.Created || st.Updated {
 		t.Fatalf("same spec again: %+v", st)
 	}
 	bed.server.Remove("ns", "hello")
@@ -234,6 +235,9 @@ func TestServerRolloutWithoutFailedCalls(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let the loop run on the old revision
 	fn.Generation = 2
 	img2 := bed.image(fn, replyCode("new"))
+	if up, _ := bed.server.EnsureService(context.Background(), fn, img2); !up.Updated || up.Created || up.Revision != "roll-00002" {
+		t.Errorf("EnsureService of a new image = %+v, want an update to roll-00002", up)
+	}
 	st := bed.awaitState(fn, img2, ready)
 	if st.LatestReadyRevision != "roll-00002" {
 		t.Fatalf("after rollout: %+v", st)

@@ -51,12 +51,13 @@ func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, i
 	want := resources.MakePipelineRun(fn, in, b.Config)
 	key := client.ObjectKeyFromObject(want)
 	pr := &tektonv1.PipelineRun{}
+	created := false
 	err := b.Client.Get(ctx, key, pr)
 	if apierrors.IsNotFound(err) {
 		err = b.Client.Create(ctx, want)
 		switch {
 		case err == nil:
-			pr = want
+			pr, created = want, true
 		case apierrors.IsAlreadyExists(err):
 			err = b.APIReader.Get(ctx, key, pr)
 		}
@@ -70,7 +71,9 @@ func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, i
 		return adapter.BuildState{Name: pr.Name, Reason: ReasonOldRunDeleting,
 			Message: fmt.Sprintf("waiting for PipelineRun %s, which is being deleted", pr.Name)}, nil
 	}
-	return b.state(ctx, pr), nil
+	st := b.state(ctx, pr)
+	st.Created = created
+	return st, nil
 }
 
 func (b *Builder) state(ctx context.Context, pr *tektonv1.PipelineRun) adapter.BuildState {

@@ -3,6 +3,7 @@ package function
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	"k8s.io/client-go/tools/events"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -26,6 +27,7 @@ import (
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=sless-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // BuildDuration is how long builds took, from the builder's start to its
 // completion, by result. Registered once in controller-runtime's registry,
@@ -59,13 +61,26 @@ type Options struct {
 	Store     s3.Store
 	// MaxConcurrentReconciles; 1 if zero.
 	MaxConcurrentReconciles int
+	// Recorder records the Function's Events; nil means the manager's
+	// recorder for RecorderName.
+	Recorder events.EventRecorder
 }
+
+// RecorderName is the reporting controller of the Function's Events.
+const RecorderName = "sless-function-controller"
 
 // SetupWithManager registers the Function controller with mgr, building
 // with Tekton and serving with Knative. It owns the PipelineRuns and
 // Knative Services it creates: their changes (a build finishing, a
 // revision becoming ready, a hand-deleted Service) reconcile the Function.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	rec := opts.Recorder
+	if rec == nil {
+		// The events.k8s.io recorder, which controller-runtime recommends
+		// over the deprecated core/v1 one; leader election still writes
+		// core/v1 Events, hence both RBAC rules above.
+		rec = mgr.GetEventRecorder(RecorderName)
+	}
 	r := &Reconciler{
 		Client:        mgr.GetClient(),
 		Builder:       &tekton.Builder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
@@ -73,6 +88,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Store:         opts.Store,
 		Config:        opts.Config,
 		BuildFinished: ObserveBuild,
+		Recorder:      rec,
 	}
 	workers := opts.MaxConcurrentReconciles
 	if workers <= 0 {

@@ -16,11 +16,13 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -77,6 +79,9 @@ type Reconciler struct {
 	// BuildFinished, when set, is told of every build the reconciler sees
 	// end (once per build and Function); the controller feeds a histogram.
 	BuildFinished func(adapter.BuildState)
+	// Recorder records the Events of events.go on Functions; nil records
+	// none, as in local mode, which has no Event API to record to.
+	Recorder events.EventRecorder
 
 	mu sync.Mutex
 	// contexts remembers, per Function UID, the build context stored for
@@ -98,6 +103,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, fn); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	res, err := r.reconcileFunction(ctx, fn)
+	if err != nil {
+		// What a retry may fix is told on the Function too, as Knative's
+		// reconcilers do, not only in the controller's log; repeats of one
+		// error become one Event's series.
+		r.record(fn, event{typ: corev1.EventTypeWarning, reason: EventInternalError, action: actionReconcile, note: err.Error()})
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcileFunction(ctx context.Context, fn *slessv1alpha1.Function) (reconcile.Result, error) {
 	if !fn.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.finalize(ctx, fn)
 	}
@@ -111,10 +127,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	before := fn.Status.DeepCopy()
-	err := r.reconcile(ctx, fn)
+	var evs []event
+	err := r.reconcile(ctx, fn, &evs)
 	summarize(fn)
+	evs = append(evs, becameReady(before, &fn.Status)...)
 	if !equality.Semantic.DeepEqual(before, &fn.Status) {
 		if uerr := r.Client.Status().Update(ctx, fn); uerr != nil {
+			// The steps were taken whatever became of the write. The
+			// transitions were not stored: the next reconcile finds them
+			// again and tells them then, so each is told once.
+			r.record(fn, steps(evs)...)
 			if apierrors.IsConflict(uerr) {
 				// Someone wrote the Function since we read it; the watch
 				// brings the new version.
@@ -123,14 +145,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, errors.Join(err, uerr)
 		}
 	}
+	r.record(fn, evs...)
 	return reconcile.Result{}, err
 }
 
 // reconcile moves the Function along source → build → serve and records
 // each step as a condition. An error is returned only for what a retry may
 // fix (storage or API unavailable); a refusal (bad source, failed build) is
-// a condition and waits for the spec to change.
-func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function) error {
+// a condition and waits for the spec to change. The Events to tell of the
+// steps taken and transitions seen are appended to evs, in order.
+func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, evs *[]event) error {
 	// Build and serve from the defaulted spec, as the apiserver stores it,
 	// whatever store the Function came from; the status found is copied back.
 	work := fn.DeepCopy()
@@ -141,7 +165,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function) 
 	st := &fn.Status
 	st.ObservedGeneration = fn.Generation
 
-	image, err := r.image(ctx, fn)
+	image, err := r.image(ctx, fn, evs)
 	if err != nil || image == "" {
 		if meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionServiceReady) == nil {
 			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonWaitingForBuild,
@@ -158,6 +182,14 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function) 
 	if err != nil {
 		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
 		return err
+	}
+	switch {
+	case ss.Created:
+		*evs = append(*evs, step(EventServiceCreated, actionServe,
+			"created service %s with revision %s of image %s", names.Service(fn), ss.Revision, image))
+	case ss.Updated:
+		*evs = append(*evs, step(EventServiceUpdated, actionServe,
+			"updated service %s to revision %s of image %s", names.Service(fn), ss.Revision, image))
 	}
 	st.Image = image
 	st.LatestCreatedRevision = ss.LatestCreatedRevision
@@ -182,7 +214,8 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function) 
 // image is the image to serve: the prebuilt one, or the one the builder
 // made of the source's build context. "" means not (yet) available, and
 // the conditions say why. fn is the defaulted copy; its status is written.
-func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function) (string, error) {
+// A build started, or its end seen for the first time, is appended to evs.
+func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs *[]event) (string, error) {
 	st := &fn.Status
 	if img := fn.Spec.Source.Image; img != "" {
 		st.SourceDigest, st.BuildRef = "", ""
@@ -205,14 +238,19 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function) (str
 	st.SourceDigest = in.Digest
 	setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, ReasonContextStored, "")
 
-	wasFinal := st.BuildRef == names.PipelineRun(fn, in.Digest) && isFinal(fn, slessv1alpha1.FunctionConditionBuildSucceeded)
+	prevRef, prevFinal := st.BuildRef, isFinal(fn, slessv1alpha1.FunctionConditionBuildSucceeded)
 	bs, err := r.Builder.EnsureBuild(ctx, fn, in)
 	if err != nil {
 		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonBuildError, err.Error())
 		return "", err
 	}
+	// The status already tells this build's end: it is not told again.
+	wasFinal := prevFinal && prevRef == bs.Name
 	if bs.Name != "" {
 		st.BuildRef = bs.Name
+	}
+	if bs.Created {
+		*evs = append(*evs, step(EventBuildStarted, actionBuild, "started build %s of source %s", bs.Name, in.Digest))
 	}
 	if bs.Done && !wasFinal && r.BuildFinished != nil {
 		r.BuildFinished(bs)
@@ -224,9 +262,15 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function) (str
 	case !bs.Succeeded:
 		// The service keeps its last good image; the new source is refused.
 		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionFalse, orDefault(bs.Reason, "BuildFailed"), bs.Message)
+	default:
+		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonBuildSucceeded, "")
+	}
+	if !wasFinal {
+		*evs = append(*evs, buildEnded(*meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionBuildSucceeded), bs.Name, bs.Image))
+	}
+	if !bs.Succeeded {
 		return "", nil
 	}
-	setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonBuildSucceeded, "")
 	return bs.Image, nil
 }
 

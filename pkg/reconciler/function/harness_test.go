@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,6 +53,22 @@ type world struct {
 	store   *s3.Client
 	bucket  string
 	s3srv   *testbed.S3Server
+	// recorder is the running controller's; set by startController.
+	recorder *countingRecorder
+}
+
+// countingRecorder is the manager's real recorder with a count of the
+// Events handed to it: a reconcile's Events are handed over before the
+// reconcile ends, so a test can tell that one recorded nothing without
+// waiting for an apiserver write that should never come.
+type countingRecorder struct {
+	events.EventRecorder
+	n atomic.Int64
+}
+
+func (c *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	c.n.Add(1)
+	c.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 func newWorld(t *testing.T) *world {
@@ -89,11 +108,13 @@ func (w *world) startController() (stop func()) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.recorder = &countingRecorder{EventRecorder: mgr.GetEventRecorder(function.RecorderName)}
 	err = function.SetupWithManager(mgr, function.Options{
 		Config:                  function.Config{PublicBaseURL: testPublic},
 		Resources:               w.resourcesConfig(),
 		Store:                   w.store,
 		MaxConcurrentReconciles: 2,
+		Recorder:                w.recorder,
 	})
 	if err != nil {
 		w.t.Fatal(err)

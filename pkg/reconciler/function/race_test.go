@@ -27,6 +27,12 @@ func TestRacingControllersBuildOncePerDigest(t *testing.T) {
 		if len(prs) != 1 {
 			t.Fatalf("%s: %d PipelineRuns, want 1", name, len(prs))
 		}
+		// The simulator marks the run started on its own watch, which may
+		// come after the Function shows the run.
+		w.eventually(name+" run started", func() (bool, string) {
+			s := w.tekton.Started(w.ns, prs[0].Name)
+			return s > 0, fmt.Sprintf("simulator started %d runs", s)
+		})
 		if s := w.tekton.Started(w.ns, prs[0].Name); s != 1 {
 			t.Errorf("%s: simulator started %d runs", name, s)
 		}

@@ -1,0 +1,115 @@
+package function
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// Reasons of the Events the reconciler records on a Function, so that
+// `kubectl describe function` tells what happened. Each marks a step taken
+// or a transition of the status, never a reconcile that changed nothing.
+const (
+	EventBuildStarted   = "BuildStarted"
+	EventBuildSucceeded = "BuildSucceeded"
+	EventBuildFailed    = "BuildFailed"
+	EventServiceCreated = "ServiceCreated"
+	EventServiceUpdated = "ServiceUpdated"
+	EventReady          = "Ready"
+	EventInternalError  = "InternalError"
+)
+
+// Actions of those Events (events.k8s.io requires one): what the
+// controller was doing.
+const (
+	actionBuild     = "Build"
+	actionServe     = "Serve"
+	actionReconcile = "Reconcile"
+)
+
+// noteLimit is the apiserver's limit on an Event's note; a longer one is
+// refused and the Event lost.
+const noteLimit = 1024
+
+// event is one Event to record on the Function.
+type event struct {
+	typ, reason, action, note string
+	// transition marks an Event that tells a change of the status, told
+	// only once that status is stored; the others tell a step taken (an
+	// object created or updated), which happened whatever the write does.
+	transition bool
+}
+
+// step is the Normal Event of a step taken.
+func step(reason, action, format string, args ...any) event {
+	return event{typ: corev1.EventTypeNormal, reason: reason, action: action, note: fmt.Sprintf(format, args...)}
+}
+
+// steps are the Events of evs that tell steps taken.
+func steps(evs []event) []event {
+	var out []event
+	for _, e := range evs {
+		if !e.transition {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// record sends evs on fn's behalf. A nil Recorder records nothing: local
+// mode has no Event API, and its REST API serves the same story as
+// conditions.
+func (r *Reconciler) record(fn *slessv1alpha1.Function, evs ...event) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, e := range evs {
+		r.Recorder.Eventf(fn, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, noteLimit))
+	}
+}
+
+// becameReady is the Ready Event when the status turned Ready: before it
+// was not Ready (a new Function, a rollout, a recovery), now it is.
+func becameReady(before, after *slessv1alpha1.FunctionStatus) []event {
+	if meta.IsStatusConditionTrue(before.Conditions, slessv1alpha1.FunctionConditionReady) ||
+		!meta.IsStatusConditionTrue(after.Conditions, slessv1alpha1.FunctionConditionReady) {
+		return nil
+	}
+	note := "the function is ready"
+	if after.LatestReadyRevision != "" {
+		note = "revision " + after.LatestReadyRevision + " is ready and serves image " + after.Image
+	}
+	return []event{{typ: corev1.EventTypeNormal, reason: EventReady, action: actionServe, note: note, transition: true}}
+}
+
+// buildEnded is the Event of a build's outcome (the BuildSucceeded
+// condition turning True or False for the build in buildRef).
+func buildEnded(c metav1.Condition, buildRef, image string) event {
+	if c.Status == metav1.ConditionTrue {
+		return event{typ: corev1.EventTypeNormal, reason: EventBuildSucceeded, action: actionBuild,
+			note: "build " + buildRef + " succeeded: image " + image, transition: true}
+	}
+	note := "build " + buildRef + " failed (" + c.Reason + ")"
+	if c.Message != "" {
+		note += ": " + c.Message
+	}
+	return event{typ: corev1.EventTypeWarning, reason: EventBuildFailed, action: actionBuild, note: note, transition: true}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
