@@ -178,8 +178,12 @@ type Upload struct {
 // PutSource uploads a zip as a Function's source. The API validates and
 // stores it; for an existing Function it points spec.source.archive at it,
 // for one not created yet it says which archive to create it with.
-func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte) (*Upload, error) {
-	res, err := c.do(ctx, request{method: http.MethodPut, path: functions.item(ns, name) + "/source", body: zip, contentType: "application/zip"})
+func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte, opts ...UploadOption) (*Upload, error) {
+	q := url.Values{}
+	for _, o := range opts {
+		o(q)
+	}
+	res, err := c.do(ctx, request{method: http.MethodPut, path: functions.item(ns, name) + "/source", query: q, body: zip, contentType: "application/zip"})
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +195,19 @@ func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte) (*U
 		return nil, fmt.Errorf("the API's answer to the upload names no archive")
 	}
 	return &up, nil
+}
+
+// UploadOption changes what an upload sets besides the code.
+type UploadOption func(url.Values)
+
+// WithRuntime sets the Function's runtime together with its code.
+func WithRuntime(runtime string) UploadOption {
+	return func(q url.Values) { q.Set("runtime", runtime) }
+}
+
+// WithEntrypoint sets the Function's entrypoint together with its code.
+func WithEntrypoint(entrypoint string) UploadOption {
+	return func(q url.Values) { q.Set("entrypoint", entrypoint) }
 }
 
 // GetSource downloads a Function's source zip.

@@ -213,6 +213,71 @@ func TestAccFunctionLifecycle(t *testing.T) {
 	})
 }
 
+// Code whose handler moves, and code in another language, each applied
+// with its new entrypoint and runtime in one apply.
+func TestAccCodeMovesHandlerInOneApply(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	name := "tf-move-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	addr := "sless_function.moving"
+	cfg := func(runtime, entrypoint string) string {
+		return hcl("", fmt.Sprintf(`resource "sless_function" "moving" {
+  name         = %q
+  runtime      = %q
+  entrypoint   = %q
+  source_dir   = %q
+  env          = { GREETING = "g" }
+  wait_timeout = "3m"
+}
+`, name, runtime, entrypoint, dir))
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy:             functionGone(api, api.Namespace, name),
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { setTree(t, dir, pyHello("first")) },
+				Config:    cfg("python3.12", "main.handler"),
+				Check:     answers(api, addr, "first", "g"),
+			},
+			{
+				// main.py becomes handlers.py with another function name.
+				PreConfig: func() {
+					setTree(t, dir, map[string]string{"handlers.py": `import os
+
+
+def serve(event, context):
+    return {"greeting": "moved", "env": os.environ.get("GREETING", "")}
+`})
+				},
+				Config: cfg("python3.12", "handlers.serve"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("entrypoint"), knownvalue.StringExact("handlers.serve")),
+				},
+				Check: answers(api, addr, "moved", "g"),
+			},
+			{
+				// Rewritten in JavaScript.
+				PreConfig: func() {
+					setTree(t, dir, map[string]string{"app.js": `exports.handle = async () => ({ greeting: "node", env: process.env.GREETING || "" });
+`})
+				},
+				Config: cfg("nodejs22", "app.handle"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("runtime"), knownvalue.StringExact("nodejs22")),
+				},
+				Check: answers(api, addr, "node", "g"),
+			},
+		},
+	})
+}
+
 func waitNotFound(t *testing.T, get func() error) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {

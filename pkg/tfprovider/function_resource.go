@@ -449,7 +449,17 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	var err error
 	if a != nil && sourceChanged {
 		progress(ctx, "function", ns, name, "uploading source", "sha256", a.SHA256, "bytes", len(a.Zip))
-		if _, err = r.api.client.PutSource(ctx, ns, name, a.Zip); err != nil {
+		// The code goes with the runtime and entrypoint it is written for:
+		// the API checks each against the other, so new code whose handler
+		// moved needs both in the same write.
+		var with []client.UploadOption
+		if spec.Runtime != "" {
+			with = append(with, client.WithRuntime(spec.Runtime))
+		}
+		if spec.Entrypoint != "" {
+			with = append(with, client.WithEntrypoint(spec.Entrypoint))
+		}
+		if _, err = r.api.client.PutSource(ctx, ns, name, a.Zip, with...); err != nil {
 			mapper.addAPIError(&resp.Diagnostics, "Uploading the source failed", err)
 			return
 		}
