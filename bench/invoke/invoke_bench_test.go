@@ -66,8 +66,10 @@ func pct(ds []time.Duration, p float64) time.Duration {
 // the function server and the load generator in processes of their own:
 // throughput from 32 concurrent callers, and latency one call at a time.
 // It runs for a function that answers at once (the proxy's whole cost
-// shows), one that waits 2 ms per call, and one that waits 10 ms, as a
-// function that calls a database or another service does.
+// shows), one that waits 2 ms per call, one that waits 10 ms, as a
+// function that calls a database or another service does, and sless's own
+// Python and Node.js wrappers serving a hello function: the function
+// servers users' code runs in.
 //
 // The relay figures are the floor: a relay that copies bytes and parses
 // nothing is the cheapest hop any proxy can be. On a machine whose cores the
@@ -80,12 +82,24 @@ func BenchmarkProxy(b *testing.B) {
 	defer rec.Close(context.Background())
 	loadgen := startChild(b, "load")
 	for i := 0; i < b.N; i++ {
+		goServer := func(delay time.Duration) func(*testing.B) string {
+			return func(b *testing.B) string {
+				return startChild(b, "function", "SLESS_BENCH_DELAY="+delay.String()).line(b)
+			}
+		}
 		for _, fn := range []struct {
 			name  string
-			delay time.Duration
-		}{{"instant", 0}, {"working", 2 * time.Millisecond}, {"io10ms", 10 * time.Millisecond}} {
-			server := startChild(b, "function", "SLESS_BENCH_DELAY="+fn.delay.String())
-			addr := server.line(b)
+			start func(*testing.B) string
+		}{
+			{"instant", goServer(0)},
+			{"working", goServer(2 * time.Millisecond)},
+			{"io10ms", goServer(10 * time.Millisecond)},
+			{"python", wrapper("python3", "python3.12/server.py", "main.handler", "main.py",
+				"def handler(event, context):\n    return {\"message\": \"hello from the function\"}\n")},
+			{"node", wrapper("node", "nodejs22/server.js", "index.handler", "index.js",
+				"exports.handler = async () => ({ message: 'hello from the function' });\n")},
+		} {
+			addr := fn.start(b)
 			u, err := url.Parse("http://" + addr)
 			if err != nil {
 				b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sless-dev/sless/runtimes"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // The proxy benchmark runs the function server and the load generator as
@@ -232,4 +236,51 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// wrapper starts a runtime wrapper of this repository (runtimes/<script>)
+// serving one file of code, as local mode runs it, and returns its address
+// once it answers its health check.
+func wrapper(interpreter, script, entrypoint, file, code string) func(*testing.B) string {
+	return func(b *testing.B) string {
+		b.Helper()
+		bin, err := exec.LookPath(interpreter)
+		if err != nil {
+			b.Fatalf("%s is needed to serve the wrapper: %v", interpreter, err)
+		}
+		dir := b.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(code), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		port, err := testbed.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		path, err := filepath.Abs(filepath.Join("..", "..", "runtimes", filepath.FromSlash(script)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(bin, path)
+		cmd.Dir = dir
+		cmd.Stderr = os.Stderr // its log of each request goes to stdout, unread
+		cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "SLESS_LISTEN_HOST=127.0.0.1",
+			"SLESS_ENTRYPOINT="+entrypoint, "SLESS_FUNCTION_DIR="+dir)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			res, err := http.Get("http://" + addr + runtimes.HealthPath)
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK {
+					return addr
+				}
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%s wrapper not healthy after 30 s: %v", interpreter, err)
+			}
+		}
+	}
 }
