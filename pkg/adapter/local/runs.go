@@ -85,9 +85,18 @@ func (r *Runs) TriggerReconciler() reconcile.Reconciler { return reconcile.Func(
 // JobReconciler starts a FunctionJob's run when its runID changes.
 func (r *Runs) JobReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileJob) }
 
+// ReasonQueueNotSupported is the Ready reason of an enabled queue Trigger
+// in local mode.
+const ReasonQueueNotSupported = "QueueNotSupportedLocally"
+
 func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	t := &slessv1alpha1.Trigger{}
 	err := r.store.Get(ctx, req.NamespacedName, t)
+	if err == nil && t.DeletionTimestamp == nil && t.Spec.Type == slessv1alpha1.TriggerTypeQueue && t.IsEnabled() {
+		// Say so rather than look Ready: nothing consumes the queue here.
+		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonQueueNotSupported,
+			"local mode does not consume queues; queue triggers run on a cluster (sless consume)", nil)
+	}
 	if apierrors.IsNotFound(err) || (err == nil && (t.DeletionTimestamp != nil || t.Spec.Type != slessv1alpha1.TriggerTypeCron || !t.IsEnabled())) {
 		r.unschedule(req.NamespacedName)
 		if err == nil && t.DeletionTimestamp == nil {

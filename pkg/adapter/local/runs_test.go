@@ -9,8 +9,11 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
@@ -174,5 +177,48 @@ func TestRunsJobsAndCron(t *testing.T) {
 			t.Fatal("a disabled trigger keeps its schedule")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An enabled queue Trigger says local mode does not consume it, rather than
+// look Ready; disabled, it is Ready (nothing is asked of it).
+func TestQueueTriggerNotConsumedLocally(t *testing.T) {
+	ctx := context.Background()
+	store, _ := openTestStore(t)
+	runs := NewRuns(store, nil, nil)
+	defer runs.Close()
+	tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "calc", Type: slessv1alpha1.TriggerTypeQueue,
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"},
+	}}
+	if err := store.Create(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	ready := func() metav1.Condition {
+		t.Helper()
+		if _, err := runs.TriggerReconciler().Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "orders"}}); err != nil {
+			t.Fatal(err)
+		}
+		got := &slessv1alpha1.Trigger{}
+		if err := store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "orders"}, got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, slessv1alpha1.TriggerConditionReady); c != nil {
+			return *c
+		}
+		return metav1.Condition{}
+	}
+	if c := ready(); c.Status != metav1.ConditionFalse || c.Reason != ReasonQueueNotSupported {
+		t.Errorf("enabled queue trigger: Ready %+v", c)
+	}
+	if err := store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "orders"}, tr); err != nil {
+		t.Fatal(err)
+	}
+	tr.Spec.Enabled = ptr.To(false)
+	if err := store.Update(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	if c := ready(); c.Status != metav1.ConditionTrue {
+		t.Errorf("disabled queue trigger: Ready %+v", c)
 	}
 }
