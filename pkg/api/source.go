@@ -300,7 +300,7 @@ func (s *Server) takeUploadSlot(ctx context.Context) (release func(), p *Problem
 		s.metrics.upWaiting.Dec()
 		if err != nil {
 			return nil, problem(http.StatusServiceUnavailable, "busy", "Too many uploads in progress",
-				"%d source uploads are in progress, the most this server runs at once; nothing was stored, try again", s.opts.MaxUploads).
+				"%d source archives are being uploaded or checked, the most this server holds at once; nothing was changed, try again", s.opts.MaxUploads).
 				withRetry(retryAfterBusy)
 		}
 	}
@@ -443,6 +443,13 @@ func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *sl
 				Detail: fmt.Sprintf("must name an archive uploaded for this function: bucket %q, key %q", s.opts.Bucket, want)}}
 			return p
 		}
+		// Checking the archive holds it and its files in memory, as an
+		// upload does, so it takes one of the same slots.
+		release, p := s.takeUploadSlot(ctx)
+		if p != nil {
+			return p
+		}
+		defer release()
 		rc, _, err := s.opts.Blobs.Get(ctx, a.Key)
 		if errors.Is(err, s3.ErrNotFound) {
 			p := badRequest("no archive with sha256 %s was uploaded for Function %q", a.SHA256, fn.Name)

@@ -387,3 +387,30 @@ func TestUploadChangesRuntimeAndEntrypoint(t *testing.T) {
 		t.Fatalf("entrypoint change with the same code: %s", r.Body)
 	}
 }
+
+// TestArchiveCheckTakesUploadSlot: creating a Function that names an
+// uploaded archive reads that archive into memory to check it, so it takes
+// an upload slot too: with every slot held it is refused (503, busy,
+// Retry-After) and nothing is created; once a slot frees it succeeds.
+func TestArchiveCheckTakesUploadSlot(t *testing.T) {
+	e := newEnv(t, func(o *api.Options) { o.MaxUploads, o.UploadQueueWait = 1, 300*time.Millisecond })
+	tok := e.token("alice")
+	r := e.do("PUT", e.path("functions", "later", "source"), tok, pythonZip(t, `"later"`), "Content-Type", "application/zip")
+	want(t, r, http.StatusOK)
+	archive := decode[api.UploadResult](t, r).Archive
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("held")), http.StatusCreated)
+	held := e.holdUpload(tok, "held", pythonZip(t, `"held"`))
+	e.awaitMetric("sless_api_source_uploads_in_progress 1")
+
+	body := pythonFunction("later")
+	body["spec"].(map[string]any)["source"] = map[string]any{"archive": archive}
+	r = e.do("POST", e.path("functions"), tok, body)
+	want(t, r, http.StatusServiceUnavailable)
+	if p := r.problem(t); !strings.HasSuffix(p.Type, "/busy") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("create while every slot is held: %s (Retry-After %q)", r.Body, r.Header.Get("Retry-After"))
+	}
+	want(t, e.do("GET", e.path("functions", "later"), tok, nil), http.StatusNotFound)
+
+	want(t, held.finish(t), http.StatusOK)
+	want(t, e.do("POST", e.path("functions"), tok, body), http.StatusCreated)
+}
