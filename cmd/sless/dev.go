@@ -53,6 +53,7 @@ func runDev(ctx context.Context, args []string) error {
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
 	node := fs.String("node", "", "node to run Node.js functions with (default: from PATH)")
 	goTool := fs.String("go", "", "go to build Go functions with (default: from PATH)")
+	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -195,8 +196,10 @@ func runDev(ctx context.Context, args []string) error {
 		_ = recorder.Close(cctx)
 	}()
 
-	// Cron triggers and FunctionJobs run in process, recorded like invokes.
+	// Cron and queue triggers and FunctionJobs run in process, recorded
+	// like invokes.
 	runs := local.NewRuns(store, server, recorder)
+	runs.Broker, runs.Logger = *amqpURL, log
 	defer runs.Close()
 	triggerLoop := local.NewLoop("trigger", store, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger").GroupKind(), runs.TriggerReconciler(), log)
 	jobLoop := local.NewLoop("functionjob", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), log)

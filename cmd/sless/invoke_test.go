@@ -18,6 +18,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -220,7 +221,8 @@ func TestConsumeFlags(t *testing.T) {
 		t.Errorf("no queue: %v", err)
 	}
 	cfg, err := parseConsume(append(base, "--max-retries=5", "--backoff=2s"), env(ok))
-	if err != nil || cfg.URL != ok["SLESS_AMQP_URL"] || cfg.Queue != "orders" || cfg.MaxRetries != 5 || cfg.Backoff != 2*time.Second || cfg.Invoker.Token != "t" {
+	iv, _ := cfg.Invoker.(*queue.Invoker)
+	if err != nil || cfg.URL != ok["SLESS_AMQP_URL"] || cfg.Queue != "orders" || cfg.MaxRetries != 5 || cfg.Backoff != 2*time.Second || iv == nil || iv.Token != "t" {
 		t.Fatalf("good flags: %+v %v", cfg, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
@@ -69,9 +70,13 @@ func TestDeploymentRunsSlessConsume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sless consume refuses the Deployment's command line: %v", err)
 	}
+	iv, _ := cfg.Invoker.(*queue.Invoker)
+	if iv == nil {
+		t.Fatalf("sless consume's invoker is %T, want *queue.Invoker", cfg.Invoker)
+	}
 	if cfg.URL != "amqp://u:p@rabbit/" || cfg.Queue != "orders" || cfg.DeadLetterQueue != "orders.dlq" || cfg.MaxRetries != 7 ||
-		cfg.Backoff != 3*time.Second || cfg.Concurrency != 4 || cfg.Prefetch != 10 || cfg.Invoker.URL != "http://proxy/fn/ns/worker" ||
-		cfg.Invoker.Token != "tok" || cfg.Invoker.Timeout != 90*time.Second {
-		t.Errorf("sless consume would run with %+v (invoker %+v)", cfg, cfg.Invoker)
+		cfg.Backoff != 3*time.Second || cfg.Concurrency != 4 || cfg.Prefetch != 10 || iv.URL != "http://proxy/fn/ns/worker" ||
+		iv.Token != "tok" || iv.Timeout != 90*time.Second {
+		t.Errorf("sless consume would run with %+v (invoker %+v)", cfg, iv)
 	}
 }

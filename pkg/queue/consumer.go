@@ -55,8 +55,9 @@ type Config struct {
 	// Backoff is the first retry's delay; it doubles each retry, up to MaxBackoff.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
-	// Invoker calls the function.
-	Invoker *Invoker
+	// Invoker calls the function: an *Invoker through the invoke proxy, or
+	// local mode's in-process caller.
+	Invoker Caller
 	// ReconnectDelay is the first wait before reconnecting to a lost
 	// broker; it doubles up to 30 s. Default 500 ms.
 	ReconnectDelay time.Duration
@@ -70,7 +71,10 @@ func (c *Config) defaults() error {
 	if c.Queue == "" {
 		return errors.New("queue: the queue name is required")
 	}
-	if c.Invoker == nil || c.Invoker.URL == "" {
+	if c.Invoker == nil {
+		return errors.New("queue: the function's invoker is required")
+	}
+	if iv, ok := c.Invoker.(*Invoker); ok && iv.URL == "" {
 		return errors.New("queue: the function's invoke URL is required")
 	}
 	if c.DeadLetterQueue == "" {

@@ -369,7 +369,7 @@ func TestConfigRefusesBadInput(t *testing.T) {
 	}{
 		{"no URL", queue.Config{Queue: "q", Invoker: inv}, "broker URL is required"},
 		{"no queue", queue.Config{URL: "amqp://x", Invoker: inv}, "queue name is required"},
-		{"no invoker", queue.Config{URL: "amqp://x", Queue: "q"}, "invoke URL is required"},
+		{"no invoker", queue.Config{URL: "amqp://x", Queue: "q"}, "invoker is required"},
 		{"invoker without URL", queue.Config{URL: "amqp://x", Queue: "q", Invoker: &queue.Invoker{}}, "invoke URL is required"},
 		{"negative retries", queue.Config{URL: "amqp://x", Queue: "q", Invoker: inv, MaxRetries: -1}, "must not be negative"},
 		{"dead letters to itself", queue.Config{URL: "amqp://x", Queue: "q", DeadLetterQueue: "q", Invoker: inv}, "must differ"},

@@ -65,6 +65,11 @@ func (o Outcome) String() string {
 // MaxOutcomeBody bounds how much of a response an Outcome keeps.
 const MaxOutcomeBody = 4096
 
+// Caller makes one call of a function and tells how it went.
+type Caller interface {
+	Invoke(ctx context.Context, c Call) Outcome
+}
+
 // Invoker calls one function through the invoke proxy with a trigger's
 // credential. It is safe for concurrent use.
 type Invoker struct {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,7 +28,9 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -36,18 +39,31 @@ import (
 // (starting it if it is scaled to zero) with the trigger's payload; a job runs
 // the function's build in the runtime's job mode (runtimes.LocalJobCommand).
 // Both are recorded through the same Recorder as every invoke, with trigger
-// "cron" or "job".
+// "cron" or "job". With a Broker, enabled queue Triggers are consumed in
+// process by the same consumer `sless consume` runs on a cluster, calling
+// the function directly and recording each delivery with trigger "queue".
 type Runs struct {
 	store    *Store
 	server   *Server
 	recorder *invoke.Recorder
 	now      func() time.Time
+	// Broker is the AMQP URL queue Triggers are consumed from (local mode
+	// has no Secrets for their connectionSecret); empty, they are not
+	// consumed and say so. Set it before the Trigger loop starts.
+	Broker string
+	Logger *slog.Logger
 
-	mu    sync.Mutex
-	crons map[types.NamespacedName]*cronEntry
-	jobs  map[types.NamespacedName]int64 // run id in progress
-	wg    sync.WaitGroup
-	done  chan struct{}
+	mu     sync.Mutex
+	crons  map[types.NamespacedName]*cronEntry
+	queues map[types.NamespacedName]*queueEntry
+	jobs   map[types.NamespacedName]int64 // run id in progress
+	wg     sync.WaitGroup
+	done   chan struct{}
+}
+
+type queueEntry struct {
+	hash string
+	stop context.CancelFunc
 }
 
 type cronEntry struct {
@@ -59,8 +75,9 @@ type cronEntry struct {
 // NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
 func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
-	return &Runs{store: store, server: server, recorder: recorder, now: time.Now,
-		crons: map[types.NamespacedName]*cronEntry{}, jobs: map[types.NamespacedName]int64{}, done: make(chan struct{})}
+	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, Logger: slog.Default(),
+		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
+		jobs: map[types.NamespacedName]int64{}, done: make(chan struct{})}
 }
 
 // Close stops the schedules and waits for runs in progress.
@@ -75,6 +92,10 @@ func (r *Runs) Close() {
 		close(e.stop)
 		delete(r.crons, k)
 	}
+	for k, e := range r.queues {
+		e.stop()
+		delete(r.queues, k)
+	}
 	r.mu.Unlock()
 	r.wg.Wait()
 }
@@ -85,17 +106,110 @@ func (r *Runs) TriggerReconciler() reconcile.Reconciler { return reconcile.Func(
 // JobReconciler starts a FunctionJob's run when its runID changes.
 func (r *Runs) JobReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileJob) }
 
-// ReasonQueueNotSupported is the Ready reason of an enabled queue Trigger
-// in local mode.
-const ReasonQueueNotSupported = "QueueNotSupportedLocally"
+// Ready reasons of queue Triggers in local mode.
+const (
+	// ReasonQueueNotSupported: sless dev was started without a broker.
+	ReasonQueueNotSupported = "QueueNotSupportedLocally"
+	ReasonConsuming         = "Consuming"
+	ReasonInvalidQueue      = "InvalidQueue"
+)
+
+// consume runs one consumer per enabled queue Trigger, made again when
+// what it consumes or calls changes.
+func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1alpha1.Trigger) error {
+	if r.Broker == "" {
+		r.stopConsuming(key)
+		// Say so rather than look Ready: nothing consumes the queue.
+		return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonQueueNotSupported,
+			"sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)", nil)
+	}
+	t = t.DeepCopy()
+	t.SetDefaults()
+	q := t.Spec.Queue
+	cfg := queue.Config{
+		URL: r.Broker, Queue: q.Queue, DeadLetterQueue: names.DeadLetterQueue(q),
+		Prefetch: int(*q.Prefetch), Concurrency: int(*q.Concurrency), MaxRetries: int(*q.MaxRetries),
+		Backoff: time.Duration(*q.BackoffSeconds) * time.Second,
+		Invoker: &localCaller{r: r, namespace: key.Namespace, function: t.Spec.Function},
+		Logger:  r.Logger.With("trigger", key.String()),
+	}
+	raw, _ := json.Marshal([]any{cfg.Queue, cfg.DeadLetterQueue, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
+	hash := string(raw)
+	r.mu.Lock()
+	e := r.queues[key]
+	r.mu.Unlock()
+	if e == nil || e.hash != hash {
+		r.stopConsuming(key)
+		c, err := queue.New(cfg)
+		if err != nil {
+			return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonInvalidQueue, err.Error(), nil)
+		}
+		cctx, cancel := context.WithCancel(context.Background())
+		r.mu.Lock()
+		select {
+		case <-r.done:
+			r.mu.Unlock()
+			cancel()
+			return nil
+		default:
+		}
+		r.queues[key] = &queueEntry{hash: hash, stop: cancel}
+		r.wg.Add(1)
+		r.mu.Unlock()
+		go func() {
+			defer r.wg.Done()
+			if err := c.Run(cctx); err != nil && cctx.Err() == nil {
+				cfg.Logger.Error("queue consumer stopped", "error", err)
+			}
+		}()
+	}
+	return r.triggerStatus(ctx, t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+q.Queue, nil)
+}
+
+func (r *Runs) stopConsuming(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.queues[key]; e != nil {
+		e.stop()
+		delete(r.queues, key)
+	}
+}
+
+// localCaller delivers a queue message to a function in process, as the
+// invoke proxy would, and records the call with trigger "queue".
+type localCaller struct {
+	r                   *Runs
+	namespace, function string
+}
+
+func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome {
+	timeout := time.Duration(slessv1alpha1.DefaultTimeoutSeconds) * time.Second
+	fn := &slessv1alpha1.Function{}
+	if err := c.r.store.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: c.function}, fn); err == nil {
+		timeout = time.Duration(fn.Timeout()) * time.Second
+	}
+	ct := call.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	rec, body := c.r.call(ctx, c.namespace, c.function, callRequest{body: call.Body, contentType: ct, header: call.Header, requestID: call.RequestID}, timeout)
+	rec.Trigger = invoke.TriggerQueue
+	c.r.recorder.Record(rec)
+	out := queue.Outcome{Status: rec.Status, Body: body}
+	if rec.Error != "" {
+		out.PlatformError = rec.Error
+	}
+	return out
+}
 
 func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	t := &slessv1alpha1.Trigger{}
 	err := r.store.Get(ctx, req.NamespacedName, t)
 	if err == nil && t.DeletionTimestamp == nil && t.Spec.Type == slessv1alpha1.TriggerTypeQueue && t.IsEnabled() {
-		// Say so rather than look Ready: nothing consumes the queue here.
-		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonQueueNotSupported,
-			"local mode does not consume queues; queue triggers run on a cluster (sless consume)", nil)
+		return reconcile.Result{}, r.consume(ctx, req.NamespacedName, t)
+	}
+	if err == nil || apierrors.IsNotFound(err) {
+		r.stopConsuming(req.NamespacedName)
 	}
 	if apierrors.IsNotFound(err) || (err == nil && (t.DeletionTimestamp != nil || t.Spec.Type != slessv1alpha1.TriggerTypeCron || !t.IsEnabled())) {
 		r.unschedule(req.NamespacedName)
@@ -222,14 +336,34 @@ func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at ti
 	})
 }
 
-// invoke calls a function's serving revision as the proxy would and returns
-// the record of the call (trigger left to the caller).
+// invoke calls a function's serving revision with a JSON payload as the
+// proxy would and returns the record of the call (trigger left to the caller).
 func (r *Runs) invoke(ctx context.Context, ns, name string, payload []byte, timeout time.Duration) invoke.Record {
-	rec := invoke.Record{Namespace: ns, Function: name, RequestID: requestID(), StartedAt: r.now(), BytesIn: int64(len(payload))}
-	finish := func(status int, msg string) invoke.Record {
+	rec, _ := r.call(ctx, ns, name, callRequest{body: payload, contentType: "application/json"}, timeout)
+	return rec
+}
+
+// callRequest is what a local call sends.
+type callRequest struct {
+	body        []byte
+	contentType string
+	header      http.Header
+	requestID   string
+}
+
+// call POSTs req to a function's serving revision (starting it if it is
+// scaled to zero) and returns the record of the call, with Error set when
+// sless rather than the function failed, and the start of the answer.
+func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeout time.Duration) (invoke.Record, []byte) {
+	id := cr.requestID
+	if id == "" {
+		id = requestID()
+	}
+	rec := invoke.Record{Namespace: ns, Function: name, RequestID: id, StartedAt: r.now(), BytesIn: int64(len(cr.body))}
+	finish := func(status int, msg string) (invoke.Record, []byte) {
 		rec.Duration = time.Since(rec.StartedAt)
 		rec.Status, rec.Error = status, msg
-		return rec
+		return rec, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout+60*time.Second)
 	defer cancel()
@@ -240,8 +374,11 @@ func (r *Runs) invoke(ctx context.Context, ns, name string, payload []byte, time
 	}
 	cctx, ccancel := context.WithTimeout(ctx, timeout+5*time.Second)
 	defer ccancel()
-	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, u.String()+"/", bytes.NewReader(payload))
-	req.Header.Set("Content-Type", "application/json")
+	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, u.String()+"/", bytes.NewReader(cr.body))
+	for k, vs := range cr.header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", cr.contentType)
 	req.Header.Set(invoke.RequestIDHeader, rec.RequestID)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -250,10 +387,12 @@ func (r *Runs) invoke(ctx context.Context, ns, name string, payload []byte, time
 		}
 		return finish(http.StatusBadGateway, err.Error())
 	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, queue.MaxOutcomeBody))
 	n, _ := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	rec.BytesOut = n
-	return finish(resp.StatusCode, "")
+	rec.BytesOut = int64(len(head)) + n
+	r2, _ := finish(resp.StatusCode, "")
+	return r2, head
 }
 
 func requestID() string {

@@ -2,12 +2,14 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,8 +19,14 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/runtimes"
+	"github.com/sless-dev/sless/test/testbed"
 )
+
+// TestMain stops what the test bed started (a RabbitMQ node, where none
+// listens on localhost) when the package's tests end.
+func TestMain(m *testing.M) { testbed.Main(m) }
 
 func TestRunsJobsAndCron(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -40,6 +48,7 @@ func TestRunsJobsAndCron(t *testing.T) {
 	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
 	defer recorder.Close(context.Background())
 	runs := NewRuns(store, server, recorder)
+	runs.Broker = testbed.AMQPURL(t)
 	defer runs.Close()
 	// The clock is set, before the cron trigger is made, to one second
 	// before a minute boundary, so its "* * * * *" fires in about a second.
@@ -175,6 +184,89 @@ func TestRunsJobsAndCron(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("a disabled trigger keeps its schedule")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A queue trigger, consumed from the broker sless dev was given: each
+	// message is delivered to the function and recorded as queue; one the
+	// function fails on is tried once more, then dead-lettered.
+	qname := testbed.UniqueName("local-orders")
+	qcfg := queue.Config{Queue: qname}
+	testbed.DeleteQueues(t, runs.Broker, qname, qname+".dlq", qcfg.RetryQueue(1))
+	conn, err := amqp.Dial(runs.Broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(qname, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	qt := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "calc", Type: slessv1alpha1.TriggerTypeQueue,
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "unused-locally", Queue: qname, MaxRetries: ptr.To[int32](1), BackoffSeconds: ptr.To[int32](1)},
+	}}
+	if err := store.Create(ctx, qt); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		got := &slessv1alpha1.Trigger{}
+		_ = store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "orders"}, got)
+		if c := meta.FindStatusCondition(got.Status.Conditions, slessv1alpha1.TriggerConditionReady); c != nil && c.Reason == ReasonConsuming {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue trigger never consuming: %+v", got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, body := range []string{`{"n": 1}`, `{"n": 2}`, `{"fail": true}`, `{"n": 3}`} {
+		if err := ch.PublishWithContext(ctx, "", qname, false, false, amqp.Publishing{
+			MessageId: fmt.Sprint("m", i), ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: []byte(body),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for count(invoke.TriggerQueue, 200) != 3 || count(invoke.TriggerQueue, 500) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue records: 2xx %d, 5xx %d; want 3 and 2", count(invoke.TriggerQueue, 200), count(invoke.TriggerQueue, 500))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		dlq, err := ch.QueueDeclarePassive(qname+".dlq", true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dlq.Messages == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead-letter queue holds %d messages, want 1", dlq.Messages)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Deleting the trigger stops its consumer.
+	if err := store.Delete(ctx, qt); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		runs.mu.Lock()
+		n := len(runs.queues)
+		runs.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a deleted queue trigger keeps its consumer")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
