@@ -183,11 +183,7 @@ type localCaller struct {
 }
 
 func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome {
-	timeout := time.Duration(slessv1alpha1.DefaultTimeoutSeconds) * time.Second
-	fn := &slessv1alpha1.Function{}
-	if err := c.r.store.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: c.function}, fn); err == nil {
-		timeout = time.Duration(fn.Timeout()) * time.Second
-	}
+	timeout := c.r.functionTimeout(ctx, c.namespace, c.function)
 	ct := call.ContentType
 	if ct == "" {
 		ct = "application/octet-stream"
@@ -316,12 +312,7 @@ func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at ti
 	if t.Spec.Payload != nil {
 		payload = t.Spec.Payload.Raw
 	}
-	fn := &slessv1alpha1.Function{}
-	timeout := time.Duration(slessv1alpha1.DefaultTimeoutSeconds) * time.Second
-	if err := r.store.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: t.Spec.Function}, fn); err == nil {
-		timeout = time.Duration(fn.Timeout()) * time.Second
-	}
-	rec := r.invoke(ctx, key.Namespace, t.Spec.Function, payload, timeout)
+	rec := r.invoke(ctx, key.Namespace, t.Spec.Function, payload, r.functionTimeout(ctx, key.Namespace, t.Spec.Function))
 	rec.Trigger = invoke.TriggerCron
 	r.recorder.Record(rec)
 	// Record the run on the trigger (best effort: the next run writes again).
@@ -334,6 +325,16 @@ func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at ti
 		cur.Status.LastScheduleTime = &last
 		return r.store.Status().Update(ctx, cur)
 	})
+}
+
+// functionTimeout is the function's own timeout, or the default while it
+// cannot be read (the call then fails on its own).
+func (r *Runs) functionTimeout(ctx context.Context, ns, name string) time.Duration {
+	fn := &slessv1alpha1.Function{}
+	if err := r.store.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fn); err != nil {
+		return time.Duration(slessv1alpha1.DefaultTimeoutSeconds) * time.Second
+	}
+	return time.Duration(fn.Timeout()) * time.Second
 }
 
 // invoke calls a function's serving revision with a JSON payload as the
@@ -360,17 +361,17 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 		id = requestID()
 	}
 	rec := invoke.Record{Namespace: ns, Function: name, RequestID: id, StartedAt: r.now(), BytesIn: int64(len(cr.body))}
-	finish := func(status int, msg string) (invoke.Record, []byte) {
+	finish := func(status int, msg string) invoke.Record {
 		rec.Duration = time.Since(rec.StartedAt)
 		rec.Status, rec.Error = status, msg
-		return rec, nil
+		return rec
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout+60*time.Second)
 	defer cancel()
 	u, rev, cold, err := r.server.Activate(actx, ns, name)
 	rec.Revision, rec.ColdStart = rev, cold
 	if err != nil {
-		return finish(http.StatusServiceUnavailable, "activate: "+err.Error())
+		return finish(http.StatusServiceUnavailable, "activate: "+err.Error()), nil
 	}
 	cctx, ccancel := context.WithTimeout(ctx, timeout+5*time.Second)
 	defer ccancel()
@@ -383,16 +384,15 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if cctx.Err() != nil {
-			return finish(http.StatusGatewayTimeout, "the function did not answer in time")
+			return finish(http.StatusGatewayTimeout, "the function did not answer in time"), nil
 		}
-		return finish(http.StatusBadGateway, err.Error())
+		return finish(http.StatusBadGateway, err.Error()), nil
 	}
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, queue.MaxOutcomeBody))
 	n, _ := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	rec.BytesOut = int64(len(head)) + n
-	r2, _ := finish(resp.StatusCode, "")
-	return r2, head
+	return finish(resp.StatusCode, ""), head
 }
 
 func requestID() string {
