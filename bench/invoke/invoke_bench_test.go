@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -29,19 +30,6 @@ func TestMain(m *testing.M) {
 		return
 	}
 	testbed.Main(m)
-}
-
-func openStore(b *testing.B) *postgres.Store {
-	b.Helper()
-	s, err := postgres.Open(testbed.DatabaseURL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Close)
-	if err := s.Migrate(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return s
 }
 
 type fixed map[string]invoke.Target
@@ -77,7 +65,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 // function, so the floor ratio tells how much of the gap is the hop itself
 // and proxy_to_relay how much is the proxy's own work.
 func BenchmarkProxy(b *testing.B) {
-	s := openStore(b)
+	s := postgrestest.New(b)
 	rec := invoke.NewRecorder(s, invoke.RecorderOptions{})
 	defer rec.Close(context.Background())
 	loadgen := startChild(b, "load")
@@ -203,7 +191,7 @@ func BenchmarkRecordsPerSecond(b *testing.B) {
 	const n = 300000
 	records := benchRecords(n, 50, time.Now().Add(-time.Hour), time.Millisecond)
 	for i := 0; i < b.N; i++ {
-		s := openStore(b)
+		s := postgrestest.New(b)
 		ctx := context.Background()
 		if _, err := s.Pool().Exec(ctx, `CREATE UNLOGGED TABLE plain (namespace text, function text, revision text, trigger text,
 			request_id text, started_at timestamptz, duration_us bigint, status smallint, bytes_in bigint, bytes_out bigint,
@@ -252,10 +240,10 @@ func BenchmarkRecordsPerSecond(b *testing.B) {
 // The baseline is the same queries against a table of 1,000 rows.
 func BenchmarkListAtMillionRows(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		small := openStore(b)
+		small := postgrestest.New(b)
 		fill(b, small, 1000)
 		baseP50, baseP99 := listLatencies(b, small, 1000)
-		big := openStore(b)
+		big := postgrestest.New(b)
 		fill(b, big, 1000000)
 		p50, p99 := listLatencies(b, big, 1000000)
 		b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
@@ -46,14 +46,7 @@ func TestInvokeRecordsACronRow(t *testing.T) {
 	fnAddr, _ := url.Parse(fnSrv.URL)
 
 	// The invoke path: proxy, recorder, PostgreSQL.
-	pg, err := postgres.Open(testbed.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if err := pg.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pg := postgrestest.New(t)
 	rec := invoke.NewRecorder(pg, invoke.RecorderOptions{})
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver: invoke.ResolverFunc(func(_ context.Context, namespace, name string) (invoke.Target, error) {

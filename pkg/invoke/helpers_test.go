@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -80,22 +81,6 @@ func function(t testing.TB, h http.HandlerFunc) *url.URL {
 	return u
 }
 
-// store is a fresh migrated PostgreSQL database.
-func store(t testing.TB) *postgres.Store {
-	t.Helper()
-	s, err := postgres.Open(testbed.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // rig is a proxy in front of functions, recording into PostgreSQL.
 type rig struct {
 	targets  *targets
@@ -109,7 +94,7 @@ type rig struct {
 
 func newRig(t testing.TB, opts invoke.Options) *rig {
 	t.Helper()
-	r := &rig{targets: &targets{}, store: store(t), registry: prometheus.NewRegistry()}
+	r := &rig{targets: &targets{}, store: postgrestest.New(t), registry: prometheus.NewRegistry()}
 	var err error
 	if r.metrics, err = invoke.NewMetrics(r.registry); err != nil {
 		t.Fatal(err)

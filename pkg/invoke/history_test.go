@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
 )
 
@@ -37,7 +38,7 @@ func listServer(t *testing.T, h invoke.History) string {
 }
 
 func TestListHandlerRefusesBadInput(t *testing.T) {
-	base := listServer(t, store(t))
+	base := listServer(t, postgrestest.New(t))
 	cases := []struct {
 		query  string
 		status int
@@ -118,7 +119,7 @@ func TestListHandlerRefusesBadInput(t *testing.T) {
 }
 
 func TestListHandlerPagesThroughHistory(t *testing.T) {
-	s := store(t)
+	s := postgrestest.New(t)
 	base := listServer(t, s)
 	start := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
 	var records []invoke.Record
@@ -184,7 +185,7 @@ func TestListHandlerPagesThroughHistory(t *testing.T) {
 }
 
 func TestListHandlerStoreDown(t *testing.T) {
-	s := store(t)
+	s := postgrestest.New(t)
 	base := listServer(t, s)
 	s.Close()
 	resp, err := http.Get(base + "/v1/namespaces/ns/functions/fn/invocations")

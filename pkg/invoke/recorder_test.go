@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -249,7 +250,7 @@ func TestRecorderCloseCancelsStuckWrite(t *testing.T) {
 // Records any store can take: invalid UTF-8, NUL bytes and overlong text are
 // cleaned before they reach PostgreSQL.
 func TestRecorderCleansRecordsForPostgres(t *testing.T) {
-	s := store(t)
+	s := postgrestest.New(t)
 	rec := invoke.NewRecorder(s, invoke.RecorderOptions{})
 	long := make([]byte, 5000)
 	for i := range long {

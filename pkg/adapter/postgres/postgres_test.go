@@ -11,27 +11,12 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }
-
-// newStore opens a fresh, migrated database.
-func newStore(t testing.TB) *postgres.Store {
-	t.Helper()
-	s, err := postgres.Open(testbed.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func count(t testing.TB, s *postgres.Store, where string, args ...any) int {
 	t.Helper()
@@ -145,7 +130,7 @@ func rec(ns, fn string, i int, at time.Time) invoke.Record {
 }
 
 func TestWriteAndListRoundTrip(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var records []invoke.Record
@@ -176,7 +161,7 @@ func TestWriteAndListRoundTrip(t *testing.T) {
 }
 
 func TestListPaginatesWithFilters(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var records []invoke.Record
@@ -260,7 +245,7 @@ func TestListPaginatesWithFilters(t *testing.T) {
 // A page started before new records arrive continues where it stopped:
 // newer records do not shift it.
 func TestListCursorStableUnderInserts(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx := context.Background()
 	base := time.Now().Add(-time.Hour)
 	var first []invoke.Record
@@ -292,7 +277,7 @@ func TestListCursorStableUnderInserts(t *testing.T) {
 
 // A batch retried after its acknowledgement was lost is stored once.
 func TestWriteSameBatchTwiceStoresOnce(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx := context.Background()
 	b := invoke.Batch{ID: "abc-1", Records: []invoke.Record{rec("ns", "fn", 1, time.Now()), rec("ns", "fn", 2, time.Now())}}
 	for range 3 {
@@ -316,7 +301,7 @@ func TestWriteSameBatchTwiceStoresOnce(t *testing.T) {
 // stored (the Recorder cleans records first; the sink must still not retry
 // such a batch forever).
 func TestWriteRefusedDataIsPermanent(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx := context.Background()
 	bad := rec("ns", "fn", 2, time.Now())
 	bad.Error = "nul\x00byte"
@@ -350,7 +335,7 @@ func TestWriteWithoutSchemaIsRetryable(t *testing.T) {
 }
 
 func TestDeleteBeforeInBatches(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx := context.Background()
 	now := time.Now()
 	var records []invoke.Record
@@ -390,7 +375,7 @@ func TestDeleteBeforeInBatches(t *testing.T) {
 }
 
 func TestRunRetentionDeletesOnSchedule(t *testing.T) {
-	s := newStore(t)
+	s := postgrestest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := s.Write(ctx, invoke.Batch{ID: "1", Records: []invoke.Record{rec("ns", "fn", 1, time.Now().Add(-2*time.Hour))}}); err != nil {

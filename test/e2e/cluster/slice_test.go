@@ -37,7 +37,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
@@ -113,14 +113,7 @@ func TestUploadedFunctionServesThroughProxy(t *testing.T) {
 
 	// sless api as cmd/sless/api.go wires it: REST API, invoke proxy over
 	// the informer resolver, records into PostgreSQL.
-	pg, err := postgres.Open(testbed.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if err := pg.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pg := postgrestest.New(t)
 	recorder := invoke.NewRecorder(pg, invoke.RecorderOptions{})
 	defer recorder.Close(context.Background())
 	verifier, err := auth.New(ctx, auth.Config{HS256Secret: secret, Audiences: []string{"sless"}})
