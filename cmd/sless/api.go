@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -146,23 +145,11 @@ func runAPI(ctx context.Context, args []string) error {
 	var recorder *invoke.Recorder
 	var list gin.HandlerFunc
 	if *databaseURL != "" {
-		pg, err := postgres.Open(*databaseURL)
+		pg, err := openRecords(ctx, *databaseURL, *maxAge, log)
 		if err != nil {
 			return err
 		}
 		defer pg.Close()
-		go func() {
-			_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
-		}()
-		if *maxAge > 0 {
-			// Every replica runs it; deletes are bounded batches of old rows,
-			// so concurrent runs only share the work.
-			go pg.RunRetention(ctx, *maxAge, time.Hour, 10000, func(_ int64, err error) {
-				if err != nil && ctx.Err() == nil {
-					log.Warn("invocation retention", "error", err)
-				}
-			})
-		}
 		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log})
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

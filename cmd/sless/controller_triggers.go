@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
@@ -80,13 +79,11 @@ func triggersPlugin(fs *flag.FlagSet) ControllerSetup {
 			}
 			jopts := job.Options{Config: jobresources.Config{TTLSecondsAfterFinished: int32(*jobTTL)}, MaxConcurrentReconciles: *workers}
 			if *databaseURL != "" {
-				pg, err := postgres.Open(*databaseURL)
+				// Retention is sless api's: 0 here.
+				pg, err := openRecords(ctx, *databaseURL, 0, log)
 				if err != nil {
 					return err
 				}
-				go func() {
-					_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
-				}()
 				rec := invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log})
 				go func() {
 					<-ctx.Done()

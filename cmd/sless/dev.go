@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sless-dev/sless/pkg/adapter/local"
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
@@ -163,22 +162,12 @@ func runDev(ctx context.Context, args []string) error {
 	var sink invoke.Sink
 	var history invoke.History
 	if *databaseURL != "" {
-		pg, err := postgres.Open(*databaseURL)
+		pg, err := openRecords(ctx, *databaseURL, *maxAge, log)
 		if err != nil {
 			return err
 		}
 		defer pg.Close()
-		go func() {
-			_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
-		}()
 		sink, history = pg, pg
-		if *maxAge > 0 {
-			go pg.RunRetention(ctx, *maxAge, time.Hour, 10000, func(_ int64, err error) {
-				if err != nil {
-					log.Warn("invocation retention", "error", err)
-				}
-			})
-		}
 	} else {
 		recs, err := store.Records()
 		if err != nil {

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"time"
 
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/invoke"
 )
@@ -17,4 +21,28 @@ func proxyAuthenticator(v *auth.Verifier) invoke.Authenticator {
 		}
 		return invoke.Identity(*id), nil
 	})
+}
+
+// openRecords opens the invocation database at url and migrates it in the
+// background once it answers, so sless starts while PostgreSQL is still
+// down (records wait in the recorder's queue). With maxAge > 0 it also
+// deletes older records hourly: every replica does, and since deletes are
+// bounded batches of old rows, concurrent runs only share the work. The
+// caller closes the store.
+func openRecords(ctx context.Context, url string, maxAge time.Duration, log *slog.Logger) (*postgres.Store, error) {
+	pg, err := postgres.Open(url)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
+	}()
+	if maxAge > 0 {
+		go pg.RunRetention(ctx, maxAge, time.Hour, 10000, func(_ int64, err error) {
+			if err != nil && ctx.Err() == nil {
+				log.Warn("invocation retention", "error", err)
+			}
+		})
+	}
+	return pg, nil
 }
