@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
@@ -43,6 +44,11 @@ type event struct {
 	// only once that status is stored; the others tell a step taken (an
 	// object created or updated), which happened whatever the write does.
 	transition bool
+	// build is the finished build a transition tells of. It goes to
+	// BuildFinished with the Event, so that a status write lost to a
+	// conflict, after which the next reconcile sees the same end again,
+	// does not count the build twice.
+	build *adapter.BuildState
 }
 
 // step is the Normal Event of a step taken.
@@ -59,6 +65,20 @@ func steps(evs []event) []event {
 		}
 	}
 	return out
+}
+
+// tell hands over what a reconcile found once its status is stored: the
+// Events, and each build's end to BuildFinished.
+func (r *Reconciler) tell(fn *slessv1alpha1.Function, evs []event) {
+	r.record(fn, evs...)
+	if r.BuildFinished == nil {
+		return
+	}
+	for _, e := range evs {
+		if e.build != nil {
+			r.BuildFinished(*e.build)
+		}
+	}
 }
 
 // record sends evs on fn's behalf. A nil Recorder records nothing: local
@@ -89,16 +109,16 @@ func becameReady(before, after *slessv1alpha1.FunctionStatus) []event {
 
 // buildEnded is the Event of a build's outcome (the BuildSucceeded
 // condition turning True or False for the build in buildRef).
-func buildEnded(c metav1.Condition, buildRef, image string) event {
+func buildEnded(c metav1.Condition, bs adapter.BuildState) event {
 	if c.Status == metav1.ConditionTrue {
 		return event{typ: corev1.EventTypeNormal, reason: EventBuildSucceeded, action: actionBuild,
-			note: "build " + buildRef + " succeeded: image " + image, transition: true}
+			note: "build " + bs.Name + " succeeded: image " + bs.Image, transition: true, build: &bs}
 	}
-	note := "build " + buildRef + " failed (" + c.Reason + ")"
+	note := "build " + bs.Name + " failed (" + c.Reason + ")"
 	if c.Message != "" {
 		note += ": " + c.Message
 	}
-	return event{typ: corev1.EventTypeWarning, reason: EventBuildFailed, action: actionBuild, note: note, transition: true}
+	return event{typ: corev1.EventTypeWarning, reason: EventBuildFailed, action: actionBuild, note: note, transition: true, build: &bs}
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

@@ -77,7 +77,8 @@ type Reconciler struct {
 	Store  s3.Store
 	Config Config
 	// BuildFinished, when set, is told of every build the reconciler sees
-	// end (once per build and Function); the controller feeds a histogram.
+	// end, once per build and Function: when the status telling that end
+	// is stored. The controller feeds a histogram.
 	BuildFinished func(adapter.BuildState)
 	// Recorder records the Events of events.go on Functions; nil records
 	// none, as in local mode, which has no Event API to record to.
@@ -145,7 +146,7 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn *slessv1alpha1.Fu
 			return reconcile.Result{}, errors.Join(err, uerr)
 		}
 	}
-	r.record(fn, evs...)
+	r.tell(fn, evs)
 	return reconcile.Result{}, err
 }
 
@@ -252,9 +253,6 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs 
 	if bs.Created {
 		*evs = append(*evs, step(EventBuildStarted, actionBuild, "started build %s of source %s", bs.Name, in.Digest))
 	}
-	if bs.Done && !wasFinal && r.BuildFinished != nil {
-		r.BuildFinished(bs)
-	}
 	switch {
 	case !bs.Done:
 		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, orDefault(bs.Reason, ReasonBuilding), bs.Message)
@@ -266,7 +264,7 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs 
 		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonBuildSucceeded, "")
 	}
 	if !wasFinal {
-		*evs = append(*evs, buildEnded(*meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionBuildSucceeded), bs.Name, bs.Image))
+		*evs = append(*evs, buildEnded(*meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionBuildSucceeded), bs))
 	}
 	if !bs.Succeeded {
 		return "", nil
