@@ -129,6 +129,9 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{"sless-controller", "delete", "pods", "tenant-a", false},
 		{"sless-controller", "create", "functions.sless.dev", "tenant-a", false},
 		{"sless-controller", "delete", "services.serving.knative.dev", "tenant-a", false},
+		// Revisions are read one at a time for a tag's resolved digest.
+		{"sless-controller", "get", "revisions.serving.knative.dev", "tenant-a", true},
+		{"sless-controller", "list", "revisions.serving.knative.dev", "tenant-a", false},
 		{"sless-api", "create", "functions.sless.dev", "tenant-a", true},
 		{"sless-api", "watch", "revisions.serving.knative.dev", "tenant-a", true},
 		{"sless-api", "create", "pipelineruns.tekton.dev", "tenant-a", false},

@@ -6,6 +6,7 @@ package adapter
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -70,6 +71,10 @@ type ServeState struct {
 	// Revision is the revision the service is asked to run now (Knative's
 	// template name), which Knative may not have created yet.
 	Revision string
+	// Image is the image that revision runs, pinned by digest: the image
+	// asked for when it names a digest, else the digest its tag was
+	// resolved to (empty until it is).
+	Image string
 	// Created and Updated say what this call changed: it created the
 	// service, or updated it to match the function (a new revision). Both
 	// are false when the service already matched.
@@ -83,3 +88,6 @@ type ServeState struct {
 type Server interface {
 	EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (ServeState, error)
 }
+
+// Pinned tells an image reference that names its digest.
+func Pinned(image string) bool { return strings.Contains(image, "@sha256:") }

@@ -2,12 +2,17 @@ package testbed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -55,7 +60,11 @@ type ServePolicy struct {
 // Ready, ConfigurationsReady and RoutesReady, observedGeneration,
 // latestCreatedRevisionName, latestReadyRevisionName and traffic. As in
 // Knative, a failed or deploying revision leaves the previous ready one
-// serving. No Revision, Route or Pod objects are created.
+// serving. Each revision is also a Revision object, labelled with its
+// Service and carrying status.containerStatuses: each container's image
+// pinned by digest, as Knative resolves tags when it creates a revision
+// (the simulator plays the registry: a tag's digest is the sha256 of the
+// reference). No Route or Pod objects are created.
 type KnativeSim struct {
 	kube   *Kube
 	cache  client.Reader
@@ -156,6 +165,9 @@ func (s *KnativeSim) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if svc.Status.ObservedGeneration != svc.Generation {
 		// A new generation: its revision is created and deploying; the
 		// previous ready revision, if any, keeps the traffic.
+		if err := s.createRevision(ctx, svc); err != nil {
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, s.update(ctx, req.Namespace, req.Name, func(svc *servingv1.Service) error {
 			if svc.Status.ObservedGeneration == svc.Generation {
 				return nil
@@ -179,6 +191,65 @@ func (s *KnativeSim) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, s.Fail(ctx, req.Namespace, req.Name, p.Reason, p.Message)
 	}
 	return reconcile.Result{}, s.Ready(ctx, req.Namespace, req.Name)
+}
+
+// createRevision makes sure the Revision of svc's current template exists,
+// with the image digests resolved. Knative reuses a named revision whose
+// template is unchanged. The test apiserver runs no garbage collector, so a
+// Revision left by a deleted Service of the same name is removed here, as
+// the collector would have.
+func (s *KnativeSim) createRevision(ctx context.Context, svc *servingv1.Service) error {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: RevisionName(svc)}
+	rev := &servingv1.Revision{}
+	err := s.kube.Client.Get(ctx, key, rev)
+	if err == nil && !metav1.IsControlledBy(rev, svc) {
+		if err := s.kube.Client.Delete(ctx, rev); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete stale Revision %s: %w", key, err)
+		}
+		err = apierrors.NewNotFound(servingv1.Resource("revisions"), key.Name)
+	}
+	if apierrors.IsNotFound(err) {
+		rev = &servingv1.Revision{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: key.Namespace, Name: key.Name,
+				Labels: map[string]string{"serving.knative.dev/service": svc.Name, "serving.knative.dev/configuration": svc.Name},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: servingv1.SchemeGroupVersion.String(), Kind: "Service",
+					Name: svc.Name, UID: svc.UID, Controller: ptr.To(true)}},
+			},
+			Spec: svc.Spec.Template.Spec,
+		}
+		err = s.kube.Client.Create(ctx, rev)
+	}
+	if err != nil {
+		return fmt.Errorf("Revision %s: %w", key, err)
+	}
+	if len(rev.Status.ContainerStatuses) > 0 {
+		return nil
+	}
+	for _, c := range rev.Spec.Containers {
+		rev.Status.ContainerStatuses = append(rev.Status.ContainerStatuses, servingv1.ContainerStatus{Name: c.Name, ImageDigest: ResolvedImage(c.Image)})
+	}
+	if err := s.kube.Client.Status().Update(ctx, rev); err != nil {
+		return fmt.Errorf("status of Revision %s: %w", key, err)
+	}
+	return nil
+}
+
+// ResolvedImage is image pinned by digest as the simulator resolves it: an
+// image that names a digest stays as it is; a tag (":latest" when none) is
+// replaced by the sha256 of the whole reference.
+func ResolvedImage(image string) string {
+	if strings.Contains(image, "@sha256:") {
+		return image
+	}
+	repo := image
+	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
+		repo = image[:i]
+	} else {
+		image += ":latest"
+	}
+	sum := sha256.Sum256([]byte(image))
+	return repo + "@sha256:" + hex.EncodeToString(sum[:])
 }
 
 func (s *KnativeSim) seenAt(svc *servingv1.Service) time.Time {

@@ -2,8 +2,11 @@ package testbed_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,6 +255,33 @@ func TestKnativeSimulator(t *testing.T) {
 			s := getSvc(t, k, ns, "hello")
 			return s.IsReady() && s.Status.LatestReadyRevisionName == "hello-custom", nil
 		})
+		// Each revision is a Revision object of the Service with its image
+		// digest resolved, as Knative's are.
+		for name, image := range map[string]string{"hello-00001": "img@sha256:1", "hello-custom": "img@sha256:2"} {
+			rev := &servingv1.Revision{}
+			if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, rev); err != nil {
+				t.Fatalf("Revision %s: %v", name, err)
+			}
+			cs := rev.Status.ContainerStatuses
+			if rev.Labels["serving.knative.dev/service"] != "hello" || len(cs) != 1 || cs[0].ImageDigest != image || !metav1.IsControlledBy(rev, svc) {
+				t.Errorf("Revision %s: labels %v, containerStatuses %+v, owners %+v", name, rev.Labels, cs, rev.OwnerReferences)
+			}
+		}
+	})
+
+	t.Run("a tag resolves to a digest in the Revision", func(t *testing.T) {
+		ns := k.Namespace(t)
+		if err := k.Client.Create(ctx, newService(ns, "tagged", "registry.example:5000/team/app:v3")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "tagged").IsReady(), nil })
+		rev := &servingv1.Revision{}
+		if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "tagged-00001"}, rev); err != nil {
+			t.Fatal(err)
+		}
+		if cs := rev.Status.ContainerStatuses; len(cs) != 1 || cs[0].ImageDigest != testbed.ResolvedImage("registry.example:5000/team/app:v3") {
+			t.Errorf("containerStatuses %+v", cs)
+		}
 	})
 
 	t.Run("failed revision keeps the previous one serving", func(t *testing.T) {
@@ -310,6 +340,24 @@ func TestKnativeSimulator(t *testing.T) {
 			t.Error("not Ready after Ready")
 		}
 	})
+}
+
+func TestResolvedImage(t *testing.T) {
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	for _, tc := range []struct{ in, want string }{
+		{"registry.example/app@sha256:" + strings.Repeat("a", 64), "registry.example/app@sha256:" + strings.Repeat("a", 64)},
+		{"registry.example/app:v1", "registry.example/app@sha256:" + sum("registry.example/app:v1")},
+		{"registry.example:5000/app:v1", "registry.example:5000/app@sha256:" + sum("registry.example:5000/app:v1")},
+		{"registry.example:5000/app", "registry.example:5000/app@sha256:" + sum("registry.example:5000/app:latest")},
+		{"nginx", "nginx@sha256:" + sum("nginx:latest")},
+	} {
+		if got := testbed.ResolvedImage(tc.in); got != tc.want {
+			t.Errorf("ResolvedImage(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if testbed.ResolvedImage("app:v1") == testbed.ResolvedImage("app:v2") {
+		t.Error("two tags resolved to one digest")
+	}
 }
 
 func TestKnativeSimulatorDelay(t *testing.T) {

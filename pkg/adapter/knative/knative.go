@@ -42,6 +42,17 @@ var _ adapter.Server = (*Server)(nil)
 // differs from what MakeService builds in a field sless sets, so neither
 // Knative's defaulting nor a controller restart makes a new revision.
 func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
+	st, err := s.ensure(ctx, fn, image)
+	if err != nil {
+		return st, err
+	}
+	if st.Image, err = s.servedImage(ctx, fn.Namespace, image, st); err != nil {
+		return adapter.ServeState{}, err
+	}
+	return st, nil
+}
+
+func (s *Server) ensure(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
 	want := resources.MakeService(fn, image, s.Config)
 	key := client.ObjectKeyFromObject(want)
 	svc := &servingv1.Service{}
@@ -83,6 +94,37 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	st := State(svc)
 	st.Updated = updated
 	return st, nil
+}
+
+// servedImage is image pinned by digest. A built image names its digest
+// already. A prebuilt image given by tag is resolved by Knative when it
+// creates the revision (status.containerStatuses), so that every pod of a
+// revision runs the same image whatever is pushed to the tag later; it is
+// read from the revision the Service's template names, and is empty until
+// Knative has created that revision and resolved it.
+func (s *Server) servedImage(ctx context.Context, ns, image string, st adapter.ServeState) (string, error) {
+	if adapter.Pinned(image) {
+		return image, nil
+	}
+	if st.Revision == "" || st.LatestCreatedRevision != st.Revision {
+		return "", nil
+	}
+	// Read past the cache: a cache would hold every Revision in the
+	// cluster to serve the few Functions whose image is a tag.
+	rev := &servingv1.Revision{}
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.Revision}, rev)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("Knative Revision %s/%s: %w", ns, st.Revision, err)
+	}
+	for _, cs := range rev.Status.ContainerStatuses {
+		if cs.Name == resources.ContainerName && adapter.Pinned(cs.ImageDigest) {
+			return cs.ImageDigest, nil
+		}
+	}
+	return "", nil
 }
 
 // Differs says whether the existing Service must be updated to want. It

@@ -147,6 +147,7 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		st := s.state(key)
 		st.Ready, st.Failed = false, true
 		st.Reason, st.Message = reason, err.Error()
+		st.Image = pinnedOrNone(image)
 		return st, nil
 	}
 	s.mu.Lock()
@@ -188,7 +189,18 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	s.mu.Unlock()
 	st := s.state(key)
 	st.Created, st.Updated = created, updated
+	st.Image = pinnedOrNone(image)
 	return st, nil
+}
+
+// pinnedOrNone is image when it names its digest, as every local build
+// does; a prebuilt image given by tag is never resolved here (local mode
+// serves no images).
+func pinnedOrNone(image string) string {
+	if adapter.Pinned(image) {
+		return image
+	}
+	return ""
 }
 
 func (s *Server) state(key types.NamespacedName) adapter.ServeState {

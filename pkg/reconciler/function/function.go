@@ -192,7 +192,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 		*evs = append(*evs, step(EventServiceUpdated, actionServe,
 			"updated service %s to revision %s of image %s", names.Service(fn), ss.Revision, image))
 	}
-	st.Image = image
+	st.Image = ss.Image
 	st.LatestCreatedRevision = ss.LatestCreatedRevision
 	st.LatestReadyRevision = ss.LatestReadyRevision
 	if ss.Address != "" {

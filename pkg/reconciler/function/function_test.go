@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -313,6 +314,36 @@ func TestPrebuiltImage(t *testing.T) {
 	}
 	if c := condition(got, slessv1alpha1.FunctionConditionBuildSucceeded); c.Reason != function.ReasonPrebuiltImage {
 		t.Errorf("BuildSucceeded %+v", c)
+	}
+}
+
+// A prebuilt image given by tag is served as given (Knative resolves the
+// tag when it creates the revision, so the revision's pods all run one
+// image); status.image is the digest Knative resolved it to, and a new tag
+// in the spec is a new revision with a new digest.
+func TestPrebuiltImageByTag(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	v1, v2 := "registry.test.local/prebuilt/app:v1", "registry.test.local/prebuilt/app:v2"
+	w.create(&slessv1alpha1.Function{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "tagged"},
+		Spec:       slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: v1}},
+	})
+	got := w.waitReady("tagged")
+	svc, _ := w.service("tagged")
+	want := testbed.ResolvedImage(v1)
+	if svc.Spec.Template.Spec.Containers[0].Image != v1 || got.Status.Image != want || !strings.HasPrefix(want, "registry.test.local/prebuilt/app@sha256:") {
+		t.Fatalf("status.image %q (want %q), service image %q", got.Status.Image, want, svc.Spec.Template.Spec.Containers[0].Image)
+	}
+
+	first := got.Status.LatestReadyRevision
+	w.update("tagged", func(fn *slessv1alpha1.Function) { fn.Spec.Source.Image = v2 })
+	w.eventually("revision of v2 ready", func() (bool, string) {
+		got = w.fn("tagged")
+		return got.IsReady() && got.Status.ObservedGeneration == got.Generation && got.Status.LatestReadyRevision != first, describe(got)
+	})
+	if want := testbed.ResolvedImage(v2); got.Status.Image != want {
+		t.Errorf("status.image %q after the new tag, want %q", got.Status.Image, want)
 	}
 }
 

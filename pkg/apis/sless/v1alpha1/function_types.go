@@ -132,7 +132,8 @@ type FunctionSource struct {
 	// Archive is an uploaded zip in S3; the upload API sets it.
 	// +optional
 	Archive *ArchiveSource `json:"archive,omitempty"`
-	// Image is a prebuilt image reference; no build runs.
+	// Image is a prebuilt image reference; no build runs. A tag is resolved
+	// to a digest when Knative creates the revision (status.image).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._:/@-][A-Za-z0-9]+)*$`
@@ -248,7 +249,9 @@ type FunctionStatus struct {
 	// SourceDigest is the sha256 of the build context built from the source.
 	// +optional
 	SourceDigest string `json:"sourceDigest,omitempty"`
-	// Image is the served image, always pinned by digest.
+	// Image is the image of the current revision, always pinned by digest:
+	// the one built, or the digest a prebuilt tag resolved to (empty until
+	// it is resolved).
 	// +optional
 	Image string `json:"image,omitempty"`
 	// BuildRef names the PipelineRun that built Image.
