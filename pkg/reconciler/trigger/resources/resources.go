@@ -98,6 +98,10 @@ func tokenEnv(t *slessv1alpha1.Trigger) corev1.EnvVar {
 	}}}
 }
 
+// CallerUser is the user the caller pods run as: the sless image's own
+// (USER in the Dockerfile), so that runAsNonRoot holds for it.
+const CallerUser = 65532
+
 // callerPodSpec is the part the cron caller and the queue consumer share:
 // the sless binary, no Kubernetes API access, not root, nothing writable.
 func callerPodSpec(cfg Config, name string, args []string, env []corev1.EnvVar) corev1.PodSpec {
@@ -106,7 +110,7 @@ func callerPodSpec(cfg Config, name string, args []string, env []corev1.EnvVar) 
 		EnableServiceLinks:           ptr.To(false),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To[int64](65532),
+			RunAsUser:      ptr.To[int64](CallerUser),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 		Containers: []corev1.Container{{
