@@ -3,6 +3,7 @@ package invoke_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -79,6 +80,17 @@ func function(t testing.TB, h http.HandlerFunc) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// closedAddress is the address of a local port nothing listens on.
+func closedAddress(t testing.TB) *url.URL {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return &url.URL{Scheme: "http", Host: l.Addr().String()}
 }
 
 // rig is a proxy in front of functions, recording into PostgreSQL.

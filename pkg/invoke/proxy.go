@@ -378,15 +378,24 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 				c.clientGone = true
 				return
 			}
-			status := http.StatusServiceUnavailable
-			if errors.Is(err, context.DeadlineExceeded) {
+			status, detail := http.StatusServiceUnavailable, "function "+c.ns+"/"+c.name+" could not be started"
+			switch {
+			case errors.Is(err, ErrBusy):
+				// Every instance has as many calls as it takes; the caller
+				// may try again, as after Knative's overload answer.
+				detail = "function " + c.ns + "/" + c.name + " is busy: its instances are taking as many calls as they can (containerConcurrency)"
+			case errors.Is(err, context.DeadlineExceeded):
 				status = http.StatusGatewayTimeout
 			}
 			p.opts.Logger.Warn("cannot activate function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", err)
 			w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
-			c.fail(c.out, Problem{Status: status, Reason: ReasonActivateFailed,
-				Detail: "function " + c.ns + "/" + c.name + " could not be started"}, "activate: "+err.Error())
+			c.fail(c.out, Problem{Status: status, Reason: ReasonActivateFailed, Detail: detail}, "activate: "+err.Error())
 			return
+		}
+		if act.Done != nil {
+			// Runs before finish (deferred earlier): once the answer is
+			// copied or the forward failed.
+			defer act.Done()
 		}
 		if act.Address != nil {
 			c.addr = act.Address

@@ -274,13 +274,7 @@ func TestProxyStreamsRequestBodies(t *testing.T) {
 func TestProxyPlatformErrors(t *testing.T) {
 	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond, RetryAfter: 7 * time.Second})
 	ok := echo(t, nil)
-	// A port nothing listens on.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := &url.URL{Scheme: "http", Host: l.Addr().String()}
-	l.Close()
+	dead := closedAddress(t)
 	slow := function(t, func(w http.ResponseWriter, req *http.Request) {
 		select {
 		case <-req.Context().Done():
@@ -531,18 +525,79 @@ func TestProxyActivate(t *testing.T) {
 	if n := (prometheusCollector{r, "sless_invoke_cold_starts_total", nil}).value(t); n != 1 {
 		t.Fatalf("cold starts counted %v, want 1", n)
 	}
+	r.targets.set("local", "busy", invoke.Target{Public: true, Activate: func(ctx context.Context) (invoke.Activation, error) {
+		<-ctx.Done()
+		return invoke.Activation{}, fmt.Errorf("%w: takes 1 call at once: %w", invoke.ErrBusy, ctx.Err())
+	}})
 	for _, tc := range []struct {
 		name   string
 		status int
-	}{{"broken", 503}, {"stuck", 504}} {
+		detail string
+	}{{"broken", 503, "could not be started"}, {"stuck", 504, "could not be started"}, {"busy", 503, "is busy"}} {
 		resp := do(t, "GET", r.url+"/fn/local/"+tc.name, "")
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != tc.status || resp.Header.Get(invoke.ErrorHeader) != invoke.ReasonActivateFailed {
 			t.Fatalf("%s: %d %q, want %d %s", tc.name, resp.StatusCode, resp.Header.Get(invoke.ErrorHeader), tc.status, invoke.ReasonActivateFailed)
 		}
+		if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), tc.detail) {
+			t.Fatalf("%s: Retry-After %q, body %s; want Retry-After and %q", tc.name, resp.Header.Get("Retry-After"), body, tc.detail)
+		}
 		if rec := r.records(t, "local", tc.name, 1)[0]; !strings.HasPrefix(rec.Error, "activate: ") {
 			t.Fatalf("%s: record error %q", tc.name, rec.Error)
 		}
+	}
+}
+
+// An activation's Done runs once per call, after the whole answer is
+// copied (so a local instance is not counted idle, nor given another call
+// past its containerConcurrency, while it still streams), and also when
+// the forward fails.
+func TestProxyActivationDone(t *testing.T) {
+	r := newRig(t, invoke.Options{ActivateTimeout: time.Second})
+	release := make(chan struct{})
+	streaming := function(t, func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.WriteString(w, "first ")
+		w.(http.Flusher).Flush()
+		<-release
+		_, _ = io.WriteString(w, "last")
+	})
+	var done atomic.Int32
+	activate := func(addr *url.URL) func(context.Context) (invoke.Activation, error) {
+		return func(context.Context) (invoke.Activation, error) {
+			return invoke.Activation{Address: addr, Done: func() { done.Add(1) }}, nil
+		}
+	}
+	r.targets.set("local", "stream", invoke.Target{Public: true, Activate: activate(streaming)})
+	r.targets.set("local", "gone", invoke.Target{Public: true, Activate: activate(closedAddress(t))})
+
+	resp := do(t, "GET", r.url+"/fn/local/stream", "")
+	first := make([]byte, len("first "))
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	if n := done.Load(); n != 0 {
+		t.Fatalf("Done ran %d times while the answer was still streaming", n)
+	}
+	close(release)
+	rest, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(first)+string(rest) != "first last" {
+		t.Fatalf("body %q", string(first)+string(rest))
+	}
+	r.records(t, "local", "stream", 1) // the record is written after the call ends
+	if n := done.Load(); n != 1 {
+		t.Fatalf("Done ran %d times after one call, want 1", n)
+	}
+
+	resp = do(t, "GET", r.url+"/fn/local/gone", "")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	r.records(t, "local", "gone", 1)
+	if n := done.Load(); n != 2 {
+		t.Fatalf("Done ran %d times after a failed forward, want 2 in all", n)
 	}
 }
 

@@ -12,6 +12,12 @@ import (
 // that does not exist or is being deleted. The proxy answers it with 404.
 var ErrNotFound = errors.New("function not found")
 
+// ErrBusy is what Target.Activate returns (possibly wrapped) when no
+// instance could take one more call before its context ended: each has as
+// many calls as it takes at once (containerConcurrency). The proxy answers
+// it with 503 and Retry-After.
+var ErrBusy = errors.New("every instance is busy")
+
 // Resolver finds where a function is served. Resolve runs on every request,
 // so implementations answer from memory (an informer cache, a process table)
 // and never make a network call per request.
@@ -77,8 +83,9 @@ type Target struct {
 	// it listens. It must be safe for concurrent calls and cheap when the
 	// instance already runs. The proxy bounds ctx by
 	// Options.ActivateTimeout; an error answers the call with 503 (504 when
-	// ctx expired). Activate is nil on clusters, where Knative's activator
-	// wakes a revision scaled to zero.
+	// ctx expired, 503 for ErrBusy). Activate is nil on clusters, where
+	// Knative's activator wakes a revision scaled to zero and its
+	// queue-proxy holds calls past containerConcurrency.
 	Activate func(ctx context.Context) (Activation, error)
 }
 
@@ -89,6 +96,10 @@ type Activation struct {
 	// Cold is true when the call had to wait for an instance to start. The
 	// proxy counts it as a cold start and records the time Activate took.
 	Cold bool
+	// Done, when not nil, is called once the call is over (the answer
+	// copied to the caller, or the forward failed): the instance may take
+	// another call, and counts as idle again when none is left.
+	Done func()
 }
 
 // Identity is who sent a request, as an Authenticator tells it. Its fields

@@ -115,11 +115,11 @@ func (r *Resolver) Resolve(_ context.Context, namespace, name string) (invoke.Ta
 	}
 	t.Ready, t.Revision, t.Idle = true, rev, !running
 	t.Activate = func(ctx context.Context) (invoke.Activation, error) {
-		u, _, cold, err := r.server.Activate(ctx, namespace, name)
+		call, err := r.server.Activate(ctx, namespace, name)
 		if err != nil {
 			return invoke.Activation{}, err
 		}
-		return invoke.Activation{Address: u, Cold: cold}, nil
+		return invoke.Activation{Address: call.URL, Cold: call.Cold, Done: call.Done}, nil
 	}
 	return t, nil
 }

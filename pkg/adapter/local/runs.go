@@ -368,11 +368,15 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout+60*time.Second)
 	defer cancel()
-	u, rev, cold, err := r.server.Activate(actx, ns, name)
-	rec.Revision, rec.ColdStart = rev, cold
+	call, err := r.server.Activate(actx, ns, name)
+	if call != nil {
+		rec.Revision, rec.ColdStart = call.Revision, call.Cold
+	}
 	if err != nil {
 		return finish(http.StatusServiceUnavailable, "activate: "+err.Error()), nil
 	}
+	defer call.Done()
+	u := call.URL
 	cctx, ccancel := context.WithTimeout(ctx, timeout+5*time.Second)
 	defer ccancel()
 	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, u.String()+"/", bytes.NewReader(cr.body))

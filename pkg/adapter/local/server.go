@@ -25,6 +25,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -241,7 +242,10 @@ type revisionSpec struct {
 	env      []string
 	timeout  int32
 	minScale int32
-	hash     string
+	// concurrency is spec.containerConcurrency: the calls the instance
+	// takes at once; 0 is no limit.
+	concurrency int64
+	hash        string
 }
 
 func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, image string) (revisionSpec, string, error) {
@@ -250,8 +254,13 @@ func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, i
 		return revisionSpec{}, ReasonImageNotSupported, err
 	}
 	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout()}
-	if sc := fn.Spec.Scale; sc != nil && sc.Min != nil {
-		spec.minScale = *sc.Min
+	if sc := fn.Spec.Scale; sc != nil {
+		if sc.Min != nil {
+			spec.minScale = *sc.Min
+		}
+		if sc.ContainerConcurrency != nil {
+			spec.concurrency = *sc.ContainerConcurrency
+		}
 	}
 	for _, e := range fn.Spec.Env {
 		v := e.Value
@@ -268,7 +277,7 @@ func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, i
 	// minScale is left out: changing it changes how many instances run, not
 	// what they run (Knative makes a new revision for it; locally there is
 	// no need).
-	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout})
+	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout, spec.concurrency})
 	sum := sha256.Sum256(raw)
 	spec.hash = hex.EncodeToString(sum[:])
 	return spec, "", nil
@@ -286,7 +295,7 @@ func (s *Server) rollout(svc *service, r *revision) {
 		}
 	}()
 	defer cancel()
-	_, _, err := r.acquire(ctx)
+	_, _, err := r.ensure(ctx)
 	s.mu.Lock()
 	if s.fns[svc.key] != svc || svc.latest != r {
 		// Replaced or removed while starting.
@@ -316,10 +325,35 @@ func (s *Server) rollout(svc *service, r *revision) {
 	}
 }
 
+// Call is one call's hold on an instance, from Activate until Done: the
+// instance takes no more calls at once than the revision's
+// containerConcurrency, and is not stopped as idle while a call holds it.
+type Call struct {
+	// URL is where the instance listens.
+	URL *url.URL
+	// Revision is the revision serving the call.
+	Revision string
+	// Cold is true when the call waited for the instance to start.
+	Cold bool
+
+	r    *revision
+	once sync.Once
+}
+
+// Done ends the call's hold; later calls, and calls on a Call that
+// Activate failed, do nothing.
+func (c *Call) Done() {
+	if c.r != nil {
+		c.once.Do(c.r.release)
+	}
+}
+
 // Activate makes sure the function's serving revision has a running
-// instance and returns where it listens, starting one if needed (cold is
-// then true). It waits at most until ctx ends.
-func (s *Server) Activate(ctx context.Context, namespace, name string) (u *url.URL, revisionName string, cold bool, err error) {
+// instance that can take one more call, starting one if needed (Cold is
+// then true), and holds it for the call until Done. It waits at most until
+// ctx ends; a call that found every slot of the instance taken until then
+// fails with invoke.ErrBusy.
+func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	for {
 		s.mu.Lock()
@@ -330,13 +364,16 @@ func (s *Server) Activate(ctx context.Context, namespace, name string) (u *url.U
 		}
 		s.mu.Unlock()
 		if r == nil {
-			return nil, "", false, ErrNoRevision
+			return nil, ErrNoRevision
 		}
 		u, cold, err := r.acquire(ctx)
 		if errors.Is(err, errRetired) {
 			continue // traffic moved on between the lookup and the acquire
 		}
-		return u, r.name, cold, err
+		if err != nil {
+			return &Call{Revision: r.name, Cold: cold}, err
+		}
+		return &Call{URL: u, Revision: r.name, Cold: cold, r: r}, nil
 	}
 }
 
@@ -472,7 +509,7 @@ func (s *Server) reap() {
 		now := time.Now()
 		for _, r := range revs {
 			r.mu.Lock()
-			idle := r.inst != nil && r.starting == nil && !r.retired && r.minScale == 0 &&
+			idle := r.inst != nil && r.starting == nil && !r.retired && r.minScale == 0 && r.inFlight == 0 &&
 				now.Sub(r.lastActivity) >= s.opts.IdleTimeout
 			keepWarm := r.inst == nil && r.starting == nil && !r.retired && r.minScale > 0 && r.failure == ""
 			var inst *instance
@@ -487,7 +524,7 @@ func (s *Server) reap() {
 				go inst.stop(s.opts.DrainGrace, time.Duration(r.spec.timeout)*time.Second)
 			}
 			if keepWarm {
-				go func(r *revision) { _, _, _ = r.acquire(context.Background()) }(r)
+				go func(r *revision) { _, _, _ = r.ensure(context.Background()) }(r)
 			}
 		}
 	}
@@ -503,11 +540,19 @@ type revision struct {
 	hash     string
 	minScale int32
 
-	mu           sync.Mutex
-	inst         *instance
-	starting     chan struct{} // non-nil while a start runs; closed when it ends
-	startErr     error
+	// slots holds a token per call in progress when the revision limits
+	// them (containerConcurrency); nil when it does not.
+	slots chan struct{}
+
+	mu       sync.Mutex
+	inst     *instance
+	starting chan struct{} // non-nil while a start runs; closed when it ends
+	startErr error
+	// lastActivity is when a call last began or ended; inFlight counts the
+	// calls between Activate and Done. An instance is idle only when none
+	// is in flight.
 	lastActivity time.Time
+	inFlight     int
 	retired      bool
 	// failure is why the revision's first start failed ("" if it did not);
 	// failures counts the failed starts in a row, retryAt is when the next
@@ -518,14 +563,52 @@ type revision struct {
 }
 
 func newRevision(s *Server, key types.NamespacedName, name string, spec revisionSpec) *revision {
-	return &revision{s: s, key: key, name: name, spec: spec, hash: spec.hash, minScale: spec.minScale}
+	r := &revision{s: s, key: key, name: name, spec: spec, hash: spec.hash, minScale: spec.minScale}
+	if spec.concurrency > 0 {
+		r.slots = make(chan struct{}, spec.concurrency)
+	}
+	return r
 }
 
 var errRetired = errors.New("revision retired")
 
-// acquire returns the address of a running instance, starting one (and
-// waiting for it) when none runs.
+// acquire takes one of the revision's call slots (waiting while all are
+// taken, as Knative's queue-proxy queues calls past containerConcurrency)
+// and returns the address of a running instance, counting the call in
+// flight until release.
 func (r *revision) acquire(ctx context.Context) (*url.URL, bool, error) {
+	if r.slots != nil {
+		select {
+		case r.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("%w: revision %s takes %d calls at once (containerConcurrency) and they did not end in time: %w",
+				invoke.ErrBusy, r.name, cap(r.slots), context.Cause(ctx))
+		}
+	}
+	r.mu.Lock()
+	r.inFlight++
+	r.mu.Unlock()
+	u, cold, err := r.ensure(ctx)
+	if err != nil {
+		r.release()
+	}
+	return u, cold, err
+}
+
+// release ends a call acquire began.
+func (r *revision) release() {
+	r.mu.Lock()
+	r.inFlight--
+	r.lastActivity = time.Now()
+	r.mu.Unlock()
+	if r.slots != nil {
+		<-r.slots
+	}
+}
+
+// ensure returns the address of a running instance, starting one (and
+// waiting for it) when none runs.
+func (r *revision) ensure(ctx context.Context) (*url.URL, bool, error) {
 	r.mu.Lock()
 	if r.retired {
 		r.mu.Unlock()

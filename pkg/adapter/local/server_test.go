@@ -19,6 +19,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -87,11 +88,13 @@ func ready(st adapter.ServeState) bool { return st.Ready }
 
 // call activates the function and calls it once.
 func (bed *serverBed) call(ns, name string) (string, bool, error) {
-	u, _, cold, err := bed.server.Activate(context.Background(), ns, name)
+	call, err := bed.server.Activate(context.Background(), ns, name)
 	if err != nil {
-		return "", cold, err
+		return "", false, err
 	}
-	resp, err := http.Post(u.String()+"/", "application/json", strings.NewReader(`{}`))
+	defer call.Done()
+	cold := call.Cold
+	resp, err := http.Post(call.URL.String()+"/", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		return "", cold, err
 	}
@@ -192,9 +195,71 @@ func TestServerScaleToZeroAndColdStart(t *testing.T) {
 	if len(bed.server.Processes("ns", "hello")) != 0 {
 		t.Fatal("processes after Remove")
 	}
-	if _, _, _, err := bed.server.Activate(context.Background(), "ns", "hello"); !errors.Is(err, ErrNoRevision) {
+	if _, err := bed.server.Activate(context.Background(), "ns", "hello"); !errors.Is(err, ErrNoRevision) {
 		t.Fatalf("Activate after Remove: %v", err)
 	}
+}
+
+// containerConcurrency bounds the calls an instance takes at once: a call
+// past it waits for one to end, or fails with invoke.ErrBusy when its
+// context ends first. An instance with a call in progress is not stopped
+// as idle, however long the call lasts; it is once the call is done.
+func TestServerHoldsCallsPastContainerConcurrency(t *testing.T) {
+	bed := newServerBed(t, 100*time.Millisecond)
+	fn := fnNamed("ns", "single")
+	fn.Generation = 1
+	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{ContainerConcurrency: ptr.To[int64](1)}
+	img := bed.image(fn, replyCode("one"))
+	bed.awaitState(fn, img, ready)
+
+	first, err := bed.server.Activate(context.Background(), "ns", "single")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := bed.server.Processes("ns", "single")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = bed.server.Activate(ctx, "ns", "single")
+	cancel()
+	if !errors.Is(err, invoke.ErrBusy) || !strings.Contains(err.Error(), "takes 1 calls at once") {
+		t.Fatalf("second call while the first holds the only slot: %v, want ErrBusy", err)
+	}
+	// The instance outlived three idle timeouts with a call in progress.
+	if got := bed.server.Processes("ns", "single"); len(got) != 1 || got[0] != pids[0] {
+		t.Fatalf("processes %v while a call is in progress, want %v", got, pids)
+	}
+
+	waiting := make(chan *Call, 1)
+	go func() {
+		c, err := bed.server.Activate(context.Background(), "ns", "single")
+		if err != nil {
+			t.Error(err)
+		}
+		waiting <- c
+	}()
+	select {
+	case <-waiting:
+		t.Fatal("a second call got the slot the first holds")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Done()
+	first.Done() // a second Done frees nothing more
+	var second *Call
+	select {
+	case second = <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting call did not get the slot the first freed")
+	}
+	if second.URL.String() != first.URL.String() || second.Cold {
+		t.Errorf("second call %+v, want the same warm instance as %s", second, first.URL)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = bed.server.Activate(ctx, "ns", "single")
+	cancel()
+	if !errors.Is(err, invoke.ErrBusy) {
+		t.Fatalf("a third call while the second holds the slot: %v (the double Done freed a slot)", err)
+	}
+	second.Done()
+	awaitNoProcesses(t, bed.server, "ns", "single", 10*time.Second)
 }
 
 func TestServerRolloutWithoutFailedCalls(t *testing.T) {
