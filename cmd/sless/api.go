@@ -142,6 +142,10 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	imetrics, err := invoke.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	var recorder *invoke.Recorder
 	var list gin.HandlerFunc
 	if *databaseURL != "" {
@@ -150,7 +154,7 @@ func runAPI(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pg.Close()
-		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log})
+		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log, Metrics: imetrics})
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -158,10 +162,6 @@ func runAPI(ctx context.Context, args []string) error {
 		}()
 		h := invoke.ListHandler{History: pg}
 		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
-	}
-	imetrics, err := invoke.NewMetrics(reg)
-	if err != nil {
-		return err
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver:      resolver,

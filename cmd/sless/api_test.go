@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -48,7 +49,8 @@ func TestAPICommand(t *testing.T) {
 	go func() {
 		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port),
 			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
-			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3"})
+			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3",
+			"-database-url", testbed.DatabaseURL(t)})
 	}()
 
 	deadline := time.Now().Add(60 * time.Second)
@@ -108,13 +110,38 @@ func TestAPICommand(t *testing.T) {
 		t.Fatalf("invoke of a missing function: %d", resp.StatusCode)
 	}
 
+	// A call of the function that is not built is recorded (once the
+	// proxy's cache has it; 404 before), and the proxy's and the
+	// recorder's metrics count it.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		resp = do("GET", "/fn/"+ns+"/hello", "")
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if resp.StatusCode != http.StatusNotFound || time.Now().After(deadline) {
+			t.Fatalf("invoke of a function not built: %d, want 503", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	metrics := func() string {
+		resp := do("GET", "/metrics", "")
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for m := metrics(); !strings.Contains(m, "\nsless_invocation_records_written_total 1\n") ||
+		!strings.Contains(m, "\nsless_invoke_requests_total{class=\"5xx\",source=\"platform\"} 1\n"); m = metrics() {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics do not count the call and its record:\n%s", m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// -max-uploads reaches the server: it reports its upload slots.
-	resp = do("GET", "/metrics", "")
-	buf.Reset()
-	_, _ = buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(buf.String(), "\nsless_api_source_upload_slots 3\n") {
-		t.Fatalf("metrics do not show 3 upload slots:\n%s", buf.String())
+	if m := metrics(); !strings.Contains(m, "\nsless_api_source_upload_slots 3\n") {
+		t.Fatalf("metrics do not show 3 upload slots:\n%s", m)
 	}
 
 	cancel()

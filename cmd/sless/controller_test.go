@@ -52,6 +52,7 @@ func TestControllerCommand(t *testing.T) {
 			"-leader-election-namespace", leaseNS,
 			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
 			"-registry", "registry.test.local/sless", "-public-base-url", "https://fn.test.local",
+			"-database-url", testbed.DatabaseURL(t),
 		})
 	}()
 	get := func(url string) (int, string) {
@@ -116,6 +117,13 @@ func TestControllerCommand(t *testing.T) {
 			strings.Contains(body, `controller_runtime_reconcile_errors_total{controller="function"}`) &&
 			strings.Contains(body, `sless_function_build_duration_seconds_count{result="succeeded"}`), body
 	})
+	// With a database the FunctionJob recorder's series are there, and no
+	// proxy series (the controller proxies no calls).
+	if _, body := get(metrics + "/metrics"); !strings.Contains(body, "\nsless_invocation_queue_depth 0\n") ||
+		!strings.Contains(body, `sless_invocation_records_dropped_total{reason="queue_full"} 0`) ||
+		strings.Contains(body, "sless_invoke_requests_total") {
+		t.Errorf("controller metrics: want the recorder's series and no proxy series:\n%s", body)
+	}
 
 	cancel()
 	select {

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
@@ -84,7 +85,12 @@ func triggersPlugin(fs *flag.FlagSet) ControllerSetup {
 				if err != nil {
 					return err
 				}
-				rec := invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log})
+				// The recorder's series join the controller's on its /metrics.
+				rmetrics, err := invoke.NewRecorderMetrics(ctrlmetrics.Registry)
+				if err != nil {
+					return err
+				}
+				rec := invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log, Metrics: rmetrics})
 				go func() {
 					<-ctx.Done()
 					cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -178,7 +180,15 @@ func runDev(ctx context.Context, args []string) error {
 			go retainRecords(ctx, recs, *maxAge, log)
 		}
 	}
-	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log})
+	// /metrics shows the API's, the proxy's and the recorder's series, as
+	// sless api does.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	imetrics, err := invoke.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: imetrics})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -204,6 +214,7 @@ func runDev(ctx context.Context, args []string) error {
 		Resolver:      resolver,
 		Authenticator: proxyAuthenticator(verifier),
 		Recorder:      recorder,
+		Metrics:       imetrics,
 		Logger:        log,
 	})
 	if err != nil {
@@ -219,6 +230,7 @@ func runDev(ctx context.Context, args []string) error {
 		Invocations: func(c *gin.Context) {
 			list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
 		},
+		Registerer: reg, Gatherer: reg,
 		Logger: log,
 	})
 	if err != nil {

@@ -28,6 +28,8 @@ type Metrics struct {
 	written       prometheus.Counter
 	writeErrors   prometheus.Counter
 	writeLatency  prometheus.Observer
+	// proxy is false for recorder-only metrics (NewRecorderMetrics).
+	proxy bool
 
 	mu    sync.Mutex
 	depth []func() int
@@ -41,13 +43,16 @@ const (
 	DropShutdown  = "shutdown"   // Close ran out of time before the sink took them
 )
 
-// NewMetrics creates the metrics and registers them with reg (nil: a private
-// registry nobody scrapes).
+// NewMetrics creates the proxy's and the recorder's metrics and registers
+// them with reg (nil: a private registry nobody scrapes).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	m := &Metrics{dropped: map[string]prometheus.Counter{}}
+	m, err := NewRecorderMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sless_invoke_requests_total",
 		Help: "Calls through the invoke proxy by status class and by who answered (function or platform).",
@@ -66,6 +71,34 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help:    "How long a cold call waited for an instance before it was forwarded (local mode) or answered (clusters).",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 16, 32, 64},
 	})
+	for _, c := range []prometheus.Collector{requests, latency, coldStarts, coldStartWait} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for class := 1; class <= 5; class++ {
+		for s, source := range []string{SourceFunction, SourcePlatform} {
+			m.requests[class][s] = requests.WithLabelValues(string(rune('0'+class))+"xx", source)
+		}
+	}
+	for s, source := range []string{SourceFunction, SourcePlatform} {
+		m.latency[s] = latency.WithLabelValues(source)
+	}
+	m.coldStarts, m.coldStartWait = coldStarts, coldStartWait
+	m.proxy = true
+	return m, nil
+}
+
+// NewRecorderMetrics creates only the recorder's metrics (queue depth,
+// drops, writes), for a process that records runs but proxies no calls (the
+// controller recording FunctionJobs): its /metrics then shows no request
+// series that would read as "no calls". A proxy given these Metrics counts
+// nothing.
+func NewRecorderMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{dropped: map[string]prometheus.Counter{}}
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sless_invocation_queue_depth",
 		Help: "Invocation records held in memory, waiting for or being written to the store.",
@@ -87,23 +120,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help:    "Time to store one batch of invocation records.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 	})
-	for _, c := range []prometheus.Collector{requests, latency, coldStarts, coldStartWait, depth, dropped, written, writeErrors, writeLatency} {
+	for _, c := range []prometheus.Collector{depth, dropped, written, writeErrors, writeLatency} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	for class := 1; class <= 5; class++ {
-		for s, source := range []string{SourceFunction, SourcePlatform} {
-			m.requests[class][s] = requests.WithLabelValues(string(rune('0'+class))+"xx", source)
-		}
-	}
-	for s, source := range []string{SourceFunction, SourcePlatform} {
-		m.latency[s] = latency.WithLabelValues(source)
-	}
 	for _, reason := range []string{DropQueueFull, DropRejected, DropShutdown} {
 		m.dropped[reason] = dropped.WithLabelValues(reason)
 	}
-	m.coldStarts, m.coldStartWait = coldStarts, coldStartWait
 	m.written, m.writeErrors, m.writeLatency = written, writeErrors, writeLatency
 	return m, nil
 }
@@ -128,7 +152,7 @@ func (m *Metrics) addDepth(f func() int) {
 }
 
 func (m *Metrics) request(status int, platform bool, d time.Duration) {
-	if m == nil {
+	if m == nil || !m.proxy {
 		return
 	}
 	class := status / 100
@@ -144,7 +168,7 @@ func (m *Metrics) request(status int, platform bool, d time.Duration) {
 }
 
 func (m *Metrics) coldStart(wait time.Duration) {
-	if m == nil {
+	if m == nil || !m.proxy {
 		return
 	}
 	m.coldStarts.Inc()

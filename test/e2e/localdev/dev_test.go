@@ -232,12 +232,46 @@ var runtimeCases = []runtimeCase{
 func TestFunctionLifecycleThroughHTTP(t *testing.T) {
 	const idle = 2 * time.Second
 	d := startDev(t, idle)
+	calls := 0
 	for _, rc := range runtimeCases {
 		t.Run(rc.runtime, func(t *testing.T) {
 			d.t = t
-			lifecycle(t, d, rc, idle)
+			calls += lifecycle(t, d, rc, idle)
 		})
 	}
+	d.t = t
+	if t.Failed() {
+		return
+	}
+	// /metrics counts what the records show: every call answered by its
+	// function, one cold start per runtime, every record written.
+	code, b := d.do("GET", "/metrics", "", nil)
+	if code != 200 {
+		t.Fatalf("metrics: %d %s", code, b)
+	}
+	for series, atLeast := range map[string]int{
+		`sless_invoke_requests_total{class="2xx",source="function"}`: calls,
+		`sless_invoke_cold_starts_total`:                             len(runtimeCases),
+		`sless_invocation_records_written_total`:                     calls,
+	} {
+		if got := metricValue(string(b), series); got < float64(atLeast) {
+			t.Errorf("%s = %v, want at least %d", series, got, atLeast)
+		}
+	}
+}
+
+// metricValue is the value of one series in a Prometheus text exposition
+// (-1 when it is missing).
+func metricValue(exposition, series string) float64 {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 type answer struct {
@@ -245,7 +279,9 @@ type answer struct {
 	Name    string `json:"name"`
 }
 
-func lifecycle(t *testing.T, d *dev, rc runtimeCase, idle time.Duration) {
+// lifecycle runs one runtime's function through its life and returns the
+// calls it made that its function answered.
+func lifecycle(t *testing.T, d *dev, rc runtimeCase, idle time.Duration) int {
 	ns := "e2e"
 	name := "fn-" + strings.NewReplacer(".", "", "python", "py", "nodejs", "node").Replace(rc.runtime)
 	item := "/v1/namespaces/" + ns + "/functions/" + name
@@ -454,4 +490,5 @@ func lifecycle(t *testing.T, d *dev, rc runtimeCase, idle time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return calls
 }
