@@ -19,14 +19,9 @@ import (
 
 func TestMain(m *testing.M) { testbed.Main(m) }
 
-const kubectlPath = "/usr/bin/kubectl"
-
 func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
-	if _, err := os.Stat(kubectlPath); err != nil {
-		t.Fatalf("kubectl not found at %s: install it (apt-get install kubectl, or the binary from dl.k8s.io)", kubectlPath)
-	}
-	cmd := exec.Command(kubectlPath, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(testbed.Kubectl(t), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -14,9 +14,8 @@ idle=${SLESS_IDLE_TIMEOUT:-60s}
 base="http://$addr"
 mkdir -p "$data" bin
 
-for tool in go python3; do
-  command -v "$tool" >/dev/null || { echo "make run needs $tool on PATH" >&2; exit 1; }
-done
+command -v go >/dev/null || { echo "make run needs go on PATH" >&2; exit 1; }
+bash hack/deps.sh python3 # the example function is Python
 
 echo "building bin/sless ..."
 go build -o bin/sless ./cmd/sless

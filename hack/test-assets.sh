@@ -2,6 +2,7 @@
 # Builds the real binaries the tests run against, from the Go module proxy only,
 # and caches them so that a second run is a no-op:
 #   kube-apiserver and etcd  (envtest's control plane)
+#   kubectl                  (the client users type, of the apiserver's release)
 #   versitygw                (a real S3-compatible server, posix back end)
 # Prints the asset directory on stdout; progress goes to stderr.
 set -euo pipefail
@@ -18,14 +19,18 @@ exec 9>"$dir/.lock"
 flock 9
 log() { echo "test-assets: $*" >&2; }
 
-build_kube_apiserver() {
-  [ -x "$dir/kube-apiserver" ] && return
+# kube_build builds one command of k8s.io/kubernetes at $KUBE_VERSION into the
+# asset directory. The packages it imports (named in $2) are what `go mod
+# tidy` resolves.
+kube_build() {
+  local cmd=$1 imports=$2
+  [ -x "$dir/$cmd" ] && return
   local work; work=$(mktemp -d)
   local start=$SECONDS
-  log "building kube-apiserver v$KUBE_VERSION from the Go module proxy (about 4 min cold)"
+  log "building $cmd v$KUBE_VERSION from the Go module proxy (about 4 min cold)"
   (
     cd "$work"
-    go mod init sless.local/kube-apiserver-build >/dev/null 2>&1
+    go mod init "sless.local/$cmd-build" >/dev/null 2>&1
     local gomod
     gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
     # k8s.io/kubernetes replaces its staging modules with local paths; point each at
@@ -35,19 +40,31 @@ build_kube_apiserver() {
       echo "require k8s.io/kubernetes v$KUBE_VERSION"
       grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" | awk -v v="$staging_version" '{print "replace " $1 " => " $1 " " v}'
     } >> go.mod
-    cat > main.go <<'GO'
-package main
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver/app"
-GO
+    {
+      echo "package main"
+      echo
+      for p in $imports; do echo "import _ \"$p\""; done
+    } > main.go
     go mod tidy >&2
+    # Keeps k8s.io/kubernetes required when no package of its own is imported
+    # (kubectl's main imports only staging modules).
+    go get "k8s.io/kubernetes/cmd/$cmd@v$KUBE_VERSION" >&2
     local pkg=k8s.io/component-base/version
     local ld="-s -w -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2)"
-    go build -ldflags "$ld" -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
-    mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+    go build -ldflags "$ld" -o "$dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
+    mv "$dir/$cmd.tmp" "$dir/$cmd"
   )
   rm -rf "$work"
-  log "kube-apiserver built in $((SECONDS - start)) s"
+  log "$cmd built in $((SECONDS - start)) s"
+}
+
+build_kube_apiserver() {
+  kube_build kube-apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+}
+
+# kubectl's main package imports these (k8s.io/kubernetes/cmd/kubectl).
+build_kubectl() {
+  kube_build kubectl "k8s.io/component-base/cli k8s.io/kubectl/pkg/cmd k8s.io/kubectl/pkg/cmd/util k8s.io/client-go/plugin/pkg/client/auth"
 }
 
 build_etcd() {
@@ -81,10 +98,11 @@ build_versitygw() {
 }
 
 case "${1:-all}" in
-  all) build_etcd; build_versitygw; build_kube_apiserver ;;
+  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl ;;
   kube-apiserver) build_kube_apiserver ;;
+  kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|etcd|versitygw]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw]" >&2; exit 2 ;;
 esac
 echo "$dir"

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The test command behind `make test`: vet, formatting, then every test with
-# the race detector. The parts the tests talk to (kube-apiserver, etcd,
-# versitygw, PostgreSQL) are built or started by the tests' harness.
+# The test command behind `make test`: the machine's programs, vet,
+# formatting, then every test with the race detector. The parts the tests talk
+# to (kube-apiserver, etcd, kubectl, versitygw, PostgreSQL, RabbitMQ) are
+# built or started by the tests' harness; what cannot be built from the Go
+# module proxy comes from Debian's packages (hack/deps.sh installs it when
+# missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== machine"
+bash hack/deps.sh python3 node postgres rabbitmq
 echo "== go vet"
 go vet ./...
 echo "== gofmt"

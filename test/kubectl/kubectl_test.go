@@ -16,19 +16,10 @@ import (
 
 func TestMain(m *testing.M) { testbed.Main(m) }
 
-func kubectlPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl not found on PATH: install it (Debian: apt-get install kubectl, or kubernetes-client)")
-	}
-	return p
-}
-
 func kubectl(t *testing.T, kube *testbed.Kube, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := exec.Command(kubectlPath(t), append([]string{"--kubeconfig", kube.Kubeconfig}, args...)...)
+	cmd := exec.Command(testbed.Kubectl(t), append([]string{"--kubeconfig", kube.Kubeconfig}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()
 	return out.String(), errOut.String(), err

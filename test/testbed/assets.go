@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 var (
@@ -34,8 +35,9 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// AssetsDir is the directory holding kube-apiserver, etcd and versitygw. It is
-// KUBEBUILDER_ASSETS when that names a directory with all three, else what
+// AssetsDir is the directory holding kube-apiserver, etcd, kubectl and
+// versitygw. It is KUBEBUILDER_ASSETS when that names a directory with all
+// four, else what
 // hack/test-assets.sh prints (the script builds them on first use and is a
 // no-op afterwards).
 func AssetsDir() (string, error) {
@@ -53,22 +55,34 @@ func AssetsDir() (string, error) {
 		cmd := exec.Command("bash", filepath.Join(root, "hack", "test-assets.sh"))
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Run(); err != nil {
-			assetsErr = fmt.Errorf("hack/test-assets.sh failed (it builds kube-apiserver, etcd and versitygw with Go from the module proxy): %w\n%s", err, errOut.String())
+			assetsErr = fmt.Errorf("hack/test-assets.sh failed (it builds kube-apiserver, etcd, kubectl and versitygw with Go from the module proxy): %w\n%s", err, errOut.String())
 			return
 		}
 		assetsDir = strings.TrimSpace(out.String())
 		if !hasAssets(assetsDir) {
-			assetsErr = fmt.Errorf("hack/test-assets.sh printed %q, which lacks kube-apiserver, etcd or versitygw", assetsDir)
+			assetsErr = fmt.Errorf("hack/test-assets.sh printed %q, which lacks kube-apiserver, etcd, kubectl or versitygw", assetsDir)
 		}
 	})
 	return assetsDir, assetsErr
 }
 
 func hasAssets(dir string) bool {
-	for _, name := range []string{"kube-apiserver", "etcd", "versitygw"} {
+	for _, name := range []string{"kube-apiserver", "etcd", "kubectl", "versitygw"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Mode()&0o111 == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// Kubectl is the kubectl the tests drive: built by hack/test-assets.sh from
+// the apiserver's own release, so what the tests see is what a user of that
+// release types, whatever kubectl (if any) the machine has.
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	dir, err := AssetsDir()
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	return filepath.Join(dir, "kubectl")
 }

@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,8 +17,29 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PostgresBinDir is where Debian's PostgreSQL 15 server binaries live.
-const PostgresBinDir = "/usr/lib/postgresql/15/bin"
+// PostgresBinDir finds PostgreSQL's server binaries (initdb, pg_ctl):
+// SLESS_TEST_POSTGRES_BIN, else the newest of Debian's
+// /usr/lib/postgresql/<major>/bin, else the directory of initdb on PATH.
+func PostgresBinDir() (string, error) {
+	if d := os.Getenv("SLESS_TEST_POSTGRES_BIN"); d != "" {
+		return d, nil
+	}
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	best, bestMajor := "", -1
+	for _, f := range found {
+		major, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(f))))
+		if err == nil && major > bestMajor {
+			best, bestMajor = filepath.Dir(f), major
+		}
+	}
+	if best != "" {
+		return best, nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb): install PostgreSQL (hack/deps.sh postgres, or apt-get install postgresql), set SLESS_TEST_POSTGRES_BIN, or set SLESS_TEST_DATABASE_URL")
+}
 
 var (
 	pgOnce   sync.Once
@@ -110,15 +132,20 @@ func pingPostgres(u string) error {
 type PostgresServer struct {
 	Dir  string
 	Port int
+	bin  string // where initdb and pg_ctl are
 }
 
 // StartPostgres initialises and starts a cluster in a fresh directory, on a
 // free loopback port, trusting local connections. initdb refuses to run as
 // root, so as root it runs as the postgres user.
 func StartPostgres() (*PostgresServer, error) {
-	initdb := filepath.Join(PostgresBinDir, "initdb")
+	bin, err := PostgresBinDir()
+	if err != nil {
+		return nil, err
+	}
+	initdb := filepath.Join(bin, "initdb")
 	if _, err := os.Stat(initdb); err != nil {
-		return nil, fmt.Errorf("%s not found: install PostgreSQL 15 (apt-get install postgresql-15) or set SLESS_TEST_DATABASE_URL", initdb)
+		return nil, fmt.Errorf("%s not found: %w", initdb, err)
 	}
 	dir, err := os.MkdirTemp("", "sless-pg-")
 	if err != nil {
@@ -131,7 +158,7 @@ func StartPostgres() (*PostgresServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &PostgresServer{Dir: dir, Port: port}
+	s := &PostgresServer{Dir: dir, Port: port, bin: bin}
 	if os.Geteuid() == 0 {
 		if out, err := exec.Command("chown", "postgres:postgres", dir).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("chown %s to postgres: %v: %s", dir, err, out)
@@ -153,7 +180,7 @@ func (s *PostgresServer) run(name string, args ...string) *exec.Cmd {
 // Start starts (or restarts) the server and waits until it accepts connections.
 func (s *PostgresServer) Start() error {
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", s.Port, s.Dir)
-	cmd := s.run(filepath.Join(PostgresBinDir, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-l", filepath.Join(s.Dir, "log"), "-o", opts, "-w", "-t", "60", "start")
+	cmd := s.run(filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-l", filepath.Join(s.Dir, "log"), "-o", opts, "-w", "-t", "60", "start")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
 		return fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
@@ -163,7 +190,7 @@ func (s *PostgresServer) Start() error {
 
 // Stop stops the server fast, ending open connections.
 func (s *PostgresServer) Stop() error {
-	cmd := s.run(filepath.Join(PostgresBinDir, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "stop")
+	cmd := s.run(filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-m", "fast", "-w", "stop")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl stop: %v: %s", err, out)
 	}

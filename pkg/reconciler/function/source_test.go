@@ -15,6 +15,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 func zipOf(t *testing.T, files map[string]string) []byte {
@@ -72,7 +73,7 @@ func TestArchiveSource(t *testing.T) {
 		t.Errorf("context of the archive not stored: %v %v", ok, err)
 	}
 	// The real kubectl waits on the Ready condition.
-	out, err := exec.Command("/usr/bin/kubectl", "--kubeconfig", w.kube.Kubeconfig, "-n", w.ns, "wait",
+	out, err := exec.Command(testbed.Kubectl(t), "--kubeconfig", w.kube.Kubeconfig, "-n", w.ns, "wait",
 		"--for=condition=Ready", "function/zipped", "--timeout=30s").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "condition met") {
 		t.Errorf("kubectl wait: %v: %s", err, out)

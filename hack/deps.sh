@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Makes sure the machine has the programs `make run` and `make test` use that
+# are not built from the Go module proxy, installing the missing ones from
+# Debian's packages (as root, or through passwordless sudo):
+#   python3    the Python runtime's wrapper (make run deploys a Python function)
+#   node       the Node.js runtime's wrapper
+#   postgres   a PostgreSQL server: SLESS_TEST_DATABASE_URL, one answering on
+#              127.0.0.1:5432, or server binaries the test bed starts a
+#              throwaway cluster from (package postgresql, any version)
+#   rabbitmq   a RabbitMQ broker: SLESS_TEST_AMQP_URL, one answering on
+#              127.0.0.1:5672, or rabbitmq-server for a throwaway node
+# Usage: hack/deps.sh python3 node postgres rabbitmq
+set -euo pipefail
+
+answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+missing=()
+for want in "$@"; do
+  case "$want" in
+    python3) command -v python3 >/dev/null || missing+=(python3) ;;
+    node) command -v node >/dev/null || missing+=(nodejs) ;;
+    postgres)
+      if [ -z "${SLESS_TEST_DATABASE_URL:-}" ] && ! answers 5432 &&
+        ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && ! command -v initdb >/dev/null; then
+        missing+=(postgresql)
+      fi ;;
+    rabbitmq)
+      if [ -z "${SLESS_TEST_AMQP_URL:-}" ] && ! answers 5672 &&
+        [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && ! command -v rabbitmq-server >/dev/null; then
+        missing+=(rabbitmq-server)
+      fi ;;
+    *) echo "deps.sh: unknown need $want" >&2; exit 2 ;;
+  esac
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+install=(apt-get install -y -q --no-install-recommends "${missing[@]}")
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+else
+  echo "deps.sh: missing ${missing[*]}; install them with: sudo apt-get update && sudo ${install[*]}" >&2
+  exit 1
+fi
+echo "deps.sh: installing ${missing[*]} from Debian's packages" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q >&2
+"${sudo[@]}" "${install[@]}" >&2
