@@ -55,7 +55,7 @@ func operations() []operation {
 	ops = append(ops,
 		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 409, 412, 413, 415, 503}},
 		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
-		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated)", ok: 200, okSchema: "object", errs: commonErrs},
+		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 	)
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
 		ops = append(ops,

@@ -127,3 +127,18 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 		t.Error("the upload's 503 does not document Retry-After")
 	}
 }
+
+// A server started without a database answers the documented invocations
+// route with 501 and why, after the usual checks of caller and name.
+func TestInvocationsWithoutHistory(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("alice")
+	path := e.path("functions", "hello") + "/invocations"
+	r := e.do("GET", path, tok, nil)
+	want(t, r, http.StatusNotImplemented)
+	if p := r.problem(t); !strings.Contains(p.Detail, "--database-url") {
+		t.Fatalf("detail %q does not say how to keep records", p.Detail)
+	}
+	want(t, e.do("GET", path, "", nil), http.StatusUnauthorized)
+	want(t, e.do("GET", e.path("functions", "Not_A_Name")+"/invocations", tok, nil), http.StatusBadRequest)
+}

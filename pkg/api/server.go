@@ -208,9 +208,16 @@ func (s *Server) routes() *gin.Engine {
 	fnNamed := s.named(functions)
 	nsr.PUT("/functions/:name/source", fnNamed, s.putSource)
 	nsr.GET("/functions/:name/source", fnNamed, s.getSource)
-	if s.opts.Invocations != nil {
-		nsr.GET("/functions/:name/invocations", fnNamed, s.opts.Invocations)
+	invocations := s.opts.Invocations
+	if invocations == nil {
+		// The route exists whatever the server keeps, so a client told by
+		// the OpenAPI document that it does learns why it has no answer.
+		invocations = func(c *gin.Context) {
+			writeProblem(c, problem(http.StatusNotImplemented, "no-history", "No invocation history",
+				"this server keeps no invocation records: it was started without a database (sless api --database-url)"))
+		}
 	}
+	nsr.GET("/functions/:name/invocations", fnNamed, invocations)
 	if s.opts.Invoke != nil {
 		h := gin.WrapH(s.opts.Invoke)
 		r.Any("/fn/:ns/:name", h)
