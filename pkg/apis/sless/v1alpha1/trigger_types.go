@@ -128,6 +128,7 @@ type QueueSpec struct {
 	// "url" holds the amqp:// URL.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	ConnectionSecret string `json:"connectionSecret"`
 	// Queue to consume.

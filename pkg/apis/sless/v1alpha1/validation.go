@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -241,6 +242,10 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue}))
 	}
+	// Checked whatever the type, as the schema does (it only matters to cron).
+	if d := s.StartingDeadlineSeconds; d != nil && (*d < 1 || *d > 86400) {
+		errs = append(errs, field.Invalid(p.Child("startingDeadlineSeconds"), *d, "must be between 1 and 86400"))
+	}
 	if s.Type == TriggerTypeCron {
 		if s.Schedule == "" {
 			errs = append(errs, field.Required(p.Child("schedule"), "schedule is required for cron triggers"))
@@ -258,9 +263,6 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 		case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
 		default:
 			errs = append(errs, field.NotSupported(p.Child("concurrencyPolicy"), s.ConcurrencyPolicy, []ConcurrencyPolicy{ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace}))
-		}
-		if d := s.StartingDeadlineSeconds; d != nil && (*d < 1 || *d > 86400) {
-			errs = append(errs, field.Invalid(p.Child("startingDeadlineSeconds"), *d, "must be between 1 and 86400"))
 		}
 		errs = append(errs, inRange(p.Child("preWarmSeconds"), s.PreWarmSeconds, 0, MaxPreWarmSeconds)...)
 	} else if s.Schedule != "" || s.TimeZone != "" || s.PreWarmSeconds != nil || s.ConcurrencyPolicy != "" {
@@ -282,6 +284,10 @@ func validateQueue(q *QueueSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if q.ConnectionSecret == "" {
 		errs = append(errs, field.Required(p.Child("connectionSecret"), ""))
+	} else if len(q.ConnectionSecret) > 253 {
+		errs = append(errs, field.TooLong(p.Child("connectionSecret"), q.ConnectionSecret, 253))
+	} else if msgs := validation.IsDNS1123Subdomain(q.ConnectionSecret); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(p.Child("connectionSecret"), q.ConnectionSecret, "must name a Secret: "+strings.Join(msgs, "; ")))
 	}
 	if q.Queue == "" {
 		errs = append(errs, field.Required(p.Child("queue"), ""))
@@ -292,6 +298,9 @@ func validateQueue(q *QueueSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, inRange(p.Child("concurrency"), q.Concurrency, 1, 100)...)
 	errs = append(errs, inRange(p.Child("maxRetries"), q.MaxRetries, 0, 100)...)
 	errs = append(errs, inRange(p.Child("backoffSeconds"), q.BackoffSeconds, 1, 3600)...)
+	if len(q.DeadLetterQueue) > 255 {
+		errs = append(errs, field.TooLong(p.Child("deadLetterQueue"), q.DeadLetterQueue, 255))
+	}
 	return errs
 }
 
