@@ -40,9 +40,9 @@ func runAPI(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	listen := fs.String("listen", ":8080", "address to serve on")
 	s3Endpoint := fs.String("s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
-	s3Bucket := fs.String("s3-bucket", apiEnv("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
-	s3Region := fs.String("s3-region", apiEnv("SLESS_S3_REGION", "us-east-1"), "S3 region")
-	s3PathStyle := fs.Bool("s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw)")
+	s3Bucket := fs.String("s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
+	s3Region := fs.String("s3-region", envOr("SLESS_S3_REGION", "us-east-1"), "S3 region")
+	s3PathStyle := fs.Bool("s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw) (SLESS_S3_PATH_STYLE)")
 	secretFile := fs.String("jwt-secret-file", "", "file holding the HS256 secret (at least 32 bytes)")
 	jwksFile := fs.String("jwks-file", "", "JWK Set file with RS256/ES256 public keys (re-read when it changes)")
 	jwksURL := fs.String("jwks-url", "", "JWK Set URL with RS256/ES256 public keys (refreshed)")
@@ -61,6 +61,9 @@ func runAPI(ctx context.Context, args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
+	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE"); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -214,14 +217,6 @@ func runAPI(ctx context.Context, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return hs.Shutdown(sctx)
-}
-
-// apiEnv is the environment variable name, or def when it is unset.
-func apiEnv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // apiScheme knows what sless api reads and writes: Namespaces, sless's

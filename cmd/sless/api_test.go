@@ -165,9 +165,13 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"negative uploads", []string{"-max-uploads", "-2"}, "-max-uploads must be at least 1"},
 		{"zero queue wait", []string{"-upload-queue-wait", "0s"}, "-upload-queue-wait must be positive"},
 		{"queue wait not a duration", []string{"-upload-queue-wait", "2"}, "invalid value"},
+		{"path style not a boolean", nil, `SLESS_S3_PATH_STYLE="yes" (the default of -s3-path-style)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.args == nil {
+				t.Setenv("SLESS_S3_PATH_STYLE", "yes")
+			}
 			err := runAPI(context.Background(), tc.args)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -45,31 +44,12 @@ type ControllerSetup struct {
 	CacheByObject map[client.Object]cache.ByObject
 	// Setup registers the reconciler once the manager exists.
 	Setup func(ctx context.Context, mgr ctrl.Manager) error
+	// Env pairs the plugin's non-string flags with the SLESS_* variables
+	// that set them (flag, variable, flag, variable, ...): see bindEnv.
+	Env []string
 }
 
 var controllerPlugins []ControllerPlugin
-
-// envOr is the environment variable name, or def when it is unset.
-func ctlEnv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envBool(name string, def bool) bool {
-	if v, err := strconv.ParseBool(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
 
 // controllerFlags is the controller's configuration; every flag has an
 // SLESS_* environment variable as its default (see docs/install.md).
@@ -89,27 +69,27 @@ type controllerFlags struct {
 }
 
 func (c *controllerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ctlEnv("SLESS_METRICS_ADDR", ":9090"), "address of the Prometheus /metrics endpoint (0 to disable)")
-	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ctlEnv("SLESS_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
-	fs.BoolVar(&c.leaderElect, "leader-elect", envBool("SLESS_LEADER_ELECT", true), "run one active controller among replicas (Lease sless-controller)")
-	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", ctlEnv("SLESS_LEADER_NAMESPACE", os.Getenv("POD_NAMESPACE")), "namespace of the leader Lease (the pod's own in a cluster)")
-	fs.IntVar(&c.concurrency, "concurrency", envInt("SLESS_CONCURRENCY", 4), "Functions reconciled at once")
-	fs.Float64Var(&c.qps, "kube-api-qps", float64(envInt("SLESS_KUBE_API_QPS", 50)), "requests per second to the apiserver (client-side limit)")
-	fs.IntVar(&c.burst, "kube-api-burst", envInt("SLESS_KUBE_API_BURST", 100), "burst above --kube-api-qps")
-	fs.StringVar(&c.publicBaseURL, "public-base-url", ctlEnv("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", envOr("SLESS_METRICS_ADDR", ":9090"), "address of the Prometheus /metrics endpoint (0 to disable)")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", envOr("SLESS_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
+	fs.BoolVar(&c.leaderElect, "leader-elect", true, "run one active controller among replicas (Lease sless-controller)")
+	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", envOr("SLESS_LEADER_NAMESPACE", os.Getenv("POD_NAMESPACE")), "namespace of the leader Lease (the pod's own in a cluster)")
+	fs.IntVar(&c.concurrency, "concurrency", 4, "Functions reconciled at once")
+	fs.Float64Var(&c.qps, "kube-api-qps", 50, "requests per second to the apiserver (client-side limit)")
+	fs.IntVar(&c.burst, "kube-api-burst", 100, "burst above --kube-api-qps")
+	fs.StringVar(&c.publicBaseURL, "public-base-url", envOr("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>")
 
 	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://) as the controller reaches it; required")
-	fs.StringVar(&c.s3Bucket, "s3-bucket", ctlEnv("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts (credentials from SLESS_S3_ACCESS_KEY and SLESS_S3_SECRET_KEY)")
-	fs.StringVar(&c.s3Region, "s3-region", ctlEnv("SLESS_S3_REGION", resources.DefaultS3Region), "S3 region")
-	fs.BoolVar(&c.s3PathStyle, "s3-path-style", envBool("SLESS_S3_PATH_STYLE", true), "address buckets by path (MinIO, Ceph, versitygw)")
+	fs.StringVar(&c.s3Bucket, "s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts (credentials from SLESS_S3_ACCESS_KEY and SLESS_S3_SECRET_KEY)")
+	fs.StringVar(&c.s3Region, "s3-region", envOr("SLESS_S3_REGION", resources.DefaultS3Region), "S3 region")
+	fs.BoolVar(&c.s3PathStyle, "s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw)")
 	fs.StringVar(&c.buildS3Endpoint, "build-s3-endpoint", os.Getenv("SLESS_BUILD_S3_ENDPOINT"), "S3 endpoint URL as build pods reach it (default: --s3-endpoint)")
-	fs.StringVar(&c.res.S3Secret, "build-s3-secret", ctlEnv("SLESS_BUILD_S3_SECRET", "sless-s3"), "Secret in each function namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for builds (empty: none)")
+	fs.StringVar(&c.res.S3Secret, "build-s3-secret", envOr("SLESS_BUILD_S3_SECRET", "sless-s3"), "Secret in each function namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for builds (empty: none)")
 
 	fs.StringVar(&c.res.Registry, "registry", os.Getenv("SLESS_REGISTRY"), "repository prefix images are pushed to, e.g. registry.example.com/sless; required")
-	fs.StringVar(&c.res.RegistrySecret, "registry-secret", ctlEnv("SLESS_REGISTRY_SECRET", "sless-registry"), "kubernetes.io/dockerconfigjson Secret in each function namespace with push rights (empty: none)")
-	fs.StringVar(&c.res.BuilderImage, "builder-image", ctlEnv("SLESS_BUILDER_IMAGE", resources.DefaultBuilderImage), "image that builds and pushes; takes kaniko's flags")
+	fs.StringVar(&c.res.RegistrySecret, "registry-secret", envOr("SLESS_REGISTRY_SECRET", "sless-registry"), "kubernetes.io/dockerconfigjson Secret in each function namespace with push rights (empty: none)")
+	fs.StringVar(&c.res.BuilderImage, "builder-image", envOr("SLESS_BUILDER_IMAGE", resources.DefaultBuilderImage), "image that builds and pushes; takes kaniko's flags")
 	fs.StringVar(&c.builderArgs, "builder-args", os.Getenv("SLESS_BUILDER_ARGS"), "extra builder flags, comma-separated (e.g. --insecure,--cache=true)")
-	fs.StringVar(&c.res.HelperImage, "helper-image", ctlEnv("SLESS_HELPER_IMAGE", resources.DefaultHelperImage), "image with a POSIX shell for the build's result step")
+	fs.StringVar(&c.res.HelperImage, "helper-image", envOr("SLESS_HELPER_IMAGE", resources.DefaultHelperImage), "image with a POSIX shell for the build's result step")
 	fs.StringVar(&c.res.BuildServiceAccount, "build-service-account", os.Getenv("SLESS_BUILD_SERVICE_ACCOUNT"), "service account of build pods (default: the namespace's default)")
 	fs.StringVar(&c.res.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
 }
@@ -141,6 +121,14 @@ func runController(ctx context.Context, args []string) error {
 	var plugins []ControllerSetup
 	for _, p := range controllerPlugins {
 		plugins = append(plugins, p(fs))
+	}
+	env := []string{"leader-elect", "SLESS_LEADER_ELECT", "concurrency", "SLESS_CONCURRENCY",
+		"kube-api-qps", "SLESS_KUBE_API_QPS", "kube-api-burst", "SLESS_KUBE_API_BURST", "s3-path-style", "SLESS_S3_PATH_STYLE"}
+	for _, p := range plugins {
+		env = append(env, p.Env...)
+	}
+	if err := bindEnv(fs, env...); err != nil {
+		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		return err

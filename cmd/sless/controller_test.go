@@ -141,19 +141,28 @@ func TestControllerFlagsRefused(t *testing.T) {
 		name string
 		args []string
 		want string
+		env  []string // name, value
 	}{
-		{"no S3 endpoint", []string{"-registry", "r"}, "--s3-endpoint (SLESS_S3_ENDPOINT) is required"},
-		{"no registry", []string{"-s3-endpoint", "http://s3"}, "--registry (SLESS_REGISTRY) is required"},
-		{"zero concurrency", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-concurrency", "0"}, "--concurrency must be at least 1"},
-		{"public URL without scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-public-base-url", "fn.example.com"}, "must be an http:// or https:// URL"},
-		{"bad S3 endpoint", []string{"-s3-endpoint", "s3.example.com", "-registry", "r"}, "must be an http:// or https:// URL"},
-		{"zero QPS", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive"},
-		{"unknown flag", []string{"-no-such-flag"}, "flag provided but not defined"},
+		{"no S3 endpoint", []string{"-registry", "r"}, "--s3-endpoint (SLESS_S3_ENDPOINT) is required", nil},
+		{"no registry", []string{"-s3-endpoint", "http://s3"}, "--registry (SLESS_REGISTRY) is required", nil},
+		{"zero concurrency", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-concurrency", "0"}, "--concurrency must be at least 1", nil},
+		{"public URL without scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-public-base-url", "fn.example.com"}, "must be an http:// or https:// URL", nil},
+		{"bad S3 endpoint", []string{"-s3-endpoint", "s3.example.com", "-registry", "r"}, "must be an http:// or https:// URL", nil},
+		{"zero QPS", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive", nil},
+		{"unknown flag", []string{"-no-such-flag"}, "flag provided but not defined", nil},
+		{"path style not a boolean", nil, `SLESS_S3_PATH_STYLE="yes"`, []string{"SLESS_S3_PATH_STYLE", "yes"}},
+		{"concurrency not a number", nil, `SLESS_CONCURRENCY="four"`, []string{"SLESS_CONCURRENCY", "four"}},
+		{"QPS not a number", nil, `SLESS_KUBE_API_QPS="fast"`, []string{"SLESS_KUBE_API_QPS", "fast"}},
+		{"trigger workers not a number", nil, `SLESS_TRIGGER_CONCURRENCY="2.5"`, []string{"SLESS_TRIGGER_CONCURRENCY", "2.5"}},
+		{"env value refused by the checks", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--concurrency must be at least 1", []string{"SLESS_CONCURRENCY", "0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("SLESS_S3_ENDPOINT", "")
 			t.Setenv("SLESS_REGISTRY", "")
+			for i := 0; i+1 < len(tc.env); i += 2 {
+				t.Setenv(tc.env[i], tc.env[i+1])
+			}
 			err := runController(context.Background(), tc.args)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)

@@ -28,13 +28,13 @@ func init() { controllerPlugins = append(controllerPlugins, triggersPlugin) }
 
 func triggersPlugin(fs *flag.FlagSet) ControllerSetup {
 	image := fs.String("sless-image", os.Getenv("SLESS_IMAGE"), "the sless image (pinned by digest) cron runs and queue consumers run; its entrypoint is the sless binary")
-	invokeURL := fs.String("invoke-url", ctlEnv("SLESS_INVOKE_URL", "http://sless-api.sless-system.svc"), "the invoke proxy's base URL as pods in the cluster reach it")
+	invokeURL := fs.String("invoke-url", envOr("SLESS_INVOKE_URL", "http://sless-api.sless-system.svc"), "the invoke proxy's base URL as pods in the cluster reach it")
 	secretFile := fs.String("jwt-secret-file", os.Getenv("SLESS_JWT_SECRET_FILE"), "file holding the HS256 secret trigger credentials are signed with (the API's --jwt-secret-file)")
 	issuer := fs.String("jwt-issuer", os.Getenv("SLESS_JWT_ISSUER"), "iss of trigger credentials (what the API requires)")
 	audience := fs.String("jwt-audience", os.Getenv("SLESS_JWT_AUDIENCE"), "aud of trigger credentials (one of the API's accepted values)")
-	jobTTL := fs.Int("job-ttl-seconds", envInt("SLESS_JOB_TTL_SECONDS", jobresources.DefaultTTLSecondsAfterFinished), "how long finished FunctionJob runs keep their Job and Pod")
+	jobTTL := fs.Int("job-ttl-seconds", jobresources.DefaultTTLSecondsAfterFinished, "how long finished FunctionJob runs keep their Job and Pod")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records of FunctionJob runs (none: not recorded)")
-	workers := fs.Int("trigger-concurrency", envInt("SLESS_TRIGGER_CONCURRENCY", 2), "Triggers and FunctionJobs reconciled at once, each")
+	workers := fs.Int("trigger-concurrency", 2, "Triggers and FunctionJobs reconciled at once, each")
 
 	byObject := map[client.Object]cache.ByObject{}
 	// Both reconcilers narrow a kind: Pods of FunctionJob runs, Secrets of
@@ -47,6 +47,7 @@ func triggersPlugin(fs *flag.FlagSet) ControllerSetup {
 	}
 	return ControllerSetup{
 		CacheByObject: byObject,
+		Env:           []string{"job-ttl-seconds", "SLESS_JOB_TTL_SECONDS", "trigger-concurrency", "SLESS_TRIGGER_CONCURRENCY"},
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 			if *jobTTL < 1 {
@@ -113,7 +114,7 @@ func publicBaseURL(fs *flag.FlagSet) string {
 	if f := fs.Lookup("public-base-url"); f != nil {
 		return f.Value.String()
 	}
-	return ctlEnv("SLESS_PUBLIC_BASE_URL", "http://localhost:8080")
+	return envOr("SLESS_PUBLIC_BASE_URL", "http://localhost:8080")
 }
 
 // jobRecorder records FunctionJob runs in the invocation history.

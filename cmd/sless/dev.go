@@ -357,10 +357,3 @@ func envFromStore(store *local.Store) func(ctx context.Context, ns string, src *
 		return "", errors.New("only secretKeyRef and configMapKeyRef are available in local mode")
 	}
 }
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
