@@ -140,7 +140,7 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		return 0, r.releasePreWarm(ctx, t)
 	}
 	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP && r.Config.Image == "" {
-		r.setReady(t, metav1.ConditionFalse, ReasonNoCallerImage, "the controller has no sless image configured (--sless-image) to run "+string(t.Spec.Type)+" triggers with")
+		r.setReady(t, metav1.ConditionFalse, ReasonNoCallerImage, "the controller has no sless image configured (SLESS_IMAGE, --sless-image) to run "+string(t.Spec.Type)+" triggers with")
 		return 0, nil
 	}
 	switch t.Spec.Type {
