@@ -20,7 +20,6 @@ const (
 	ReasonUnauthorized   = "Unauthorized"
 	ReasonForbidden      = "Forbidden"
 	ReasonBodyTooLarge   = "RequestBodyTooLarge"
-	ReasonBadRequest     = "BadRequest"
 	ReasonUnreachable    = "FunctionUnreachable"
 	ReasonTimeout        = "FunctionTimeout"
 	ReasonActivateFailed = "ActivationFailed"
