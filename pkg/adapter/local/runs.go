@@ -121,7 +121,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		r.stopConsuming(key)
 		// Say so rather than look Ready: nothing consumes the queue.
 		return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonQueueNotSupported,
-			"sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)", nil)
+			"sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)", nil, "")
 	}
 	t = t.DeepCopy()
 	t.SetDefaults()
@@ -142,7 +142,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		r.stopConsuming(key)
 		c, err := queue.New(cfg)
 		if err != nil {
-			return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonInvalidQueue, err.Error(), nil)
+			return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonInvalidQueue, err.Error(), nil, "")
 		}
 		cctx, cancel := context.WithCancel(context.Background())
 		r.mu.Lock()
@@ -163,7 +163,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 			}
 		}()
 	}
-	return r.triggerStatus(ctx, t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+q.Queue, nil)
+	return r.triggerStatus(ctx, t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+q.Queue, nil, "")
 }
 
 func (r *Runs) stopConsuming(key types.NamespacedName) {
@@ -198,46 +198,89 @@ func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome
 	return out
 }
 
+// functionRecheck is how often a trigger or job looks at its function
+// again. The local Loops watch one kind each, so nothing brings a trigger
+// back when its Function appears or goes away (a cluster's trigger
+// controller watches Functions); looking again does.
+const functionRecheck = 2 * time.Second
+
 func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := req.NamespacedName
 	t := &slessv1alpha1.Trigger{}
-	err := r.store.Get(ctx, req.NamespacedName, t)
-	if err == nil && t.DeletionTimestamp == nil && t.Spec.Type == slessv1alpha1.TriggerTypeQueue && t.IsEnabled() {
-		return reconcile.Result{}, r.consume(ctx, req.NamespacedName, t)
+	err := r.store.Get(ctx, key, t)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
 	}
-	if err == nil || apierrors.IsNotFound(err) {
-		r.stopConsuming(req.NamespacedName)
-	}
-	if apierrors.IsNotFound(err) || (err == nil && (t.DeletionTimestamp != nil || t.Spec.Type != slessv1alpha1.TriggerTypeCron || !t.IsEnabled())) {
-		r.unschedule(req.NamespacedName)
-		if err == nil && t.DeletionTimestamp == nil {
-			return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionTrue, "Ready", "", nil)
-		}
+	if err != nil || t.DeletionTimestamp != nil {
+		r.stopConsuming(key)
+		r.unschedule(key)
 		return reconcile.Result{}, nil
 	}
-	if err != nil {
-		return reconcile.Result{}, err
+	if t.Spec.Type != slessv1alpha1.TriggerTypeQueue || !t.IsEnabled() {
+		r.stopConsuming(key)
+	}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeCron || !t.IsEnabled() {
+		r.unschedule(key)
+	}
+	recheck := reconcile.Result{RequeueAfter: functionRecheck}
+	fn := &slessv1alpha1.Function{}
+	if err := r.store.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Function}, fn); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		// As on a cluster: a trigger stops calling a missing function, so
+		// no run fails against it and no message spends its retries.
+		r.stopConsuming(key)
+		r.unschedule(key)
+		return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonFunctionNotFound,
+			"Function "+t.Spec.Function+" does not exist: the trigger is paused until it does", nil, "")
+	}
+	switch t.Spec.Type {
+	case slessv1alpha1.TriggerTypeHTTP:
+		if !t.IsEnabled() {
+			return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonDisabled, "the trigger is disabled: the function is private", nil, "")
+		}
+		// The function's own status.url is the invoke path under sless
+		// dev's base URL, which is what the trigger makes public; it is
+		// empty until the function first serves, and the recheck fills it.
+		return recheck, r.triggerStatus(ctx, t, metav1.ConditionTrue, trigger.ReasonPublic, "anyone may call the function at its URL", nil, fn.Status.URL)
+	case slessv1alpha1.TriggerTypeQueue:
+		if !t.IsEnabled() {
+			return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonDisabled, "the trigger is disabled: messages wait in the queue", nil, "")
+		}
+		return recheck, r.consume(ctx, key, t)
+	case slessv1alpha1.TriggerTypeCron:
+	default:
+		return reconcile.Result{}, fmt.Errorf("unknown trigger type %q", t.Spec.Type)
+	}
+	if !t.IsEnabled() {
+		return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonDisabled, "the trigger is disabled: it is not scheduled", nil, "")
 	}
 	sched, err := trigger.Schedule(t.Spec.Schedule, t.Spec.TimeZone)
 	if err != nil {
-		r.unschedule(req.NamespacedName)
-		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, "InvalidSchedule", err.Error(), nil)
+		r.unschedule(key)
+		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonInvalidSchedule, err.Error(), nil, "")
 	}
 	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy()})
 	hash := string(raw)
 	r.mu.Lock()
-	e := r.crons[req.NamespacedName]
+	e := r.crons[key]
 	if e == nil || e.hash != hash {
 		if e != nil {
 			close(e.stop)
 		}
 		e = &cronEntry{hash: hash, stop: make(chan struct{})}
-		r.crons[req.NamespacedName] = e
+		r.crons[key] = e
 		r.wg.Add(1)
-		go r.schedule(req.NamespacedName, t.DeepCopy(), sched, e)
+		go r.schedule(key, t.DeepCopy(), sched, e)
 	}
 	r.mu.Unlock()
+	tz := t.Spec.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
 	next := metav1.NewTime(sched.Next(r.now()).UTC())
-	return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionTrue, "Scheduled", "", &next)
+	return recheck, r.triggerStatus(ctx, t, metav1.ConditionTrue, trigger.ReasonScheduled, "runs on schedule "+t.Spec.Schedule+" ("+tz+")", &next, "")
 }
 
 func (r *Runs) unschedule(key types.NamespacedName) {
@@ -249,12 +292,13 @@ func (r *Runs) unschedule(key types.NamespacedName) {
 	}
 }
 
-// triggerStatus writes the Ready condition and next run time, only when
-// they change.
-func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time) error {
+// triggerStatus writes the Ready condition, next run time and URL, only
+// when they change.
+func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time, url string) error {
 	before := t.Status.DeepCopy()
 	t.Status.ObservedGeneration = t.Generation
 	t.Status.NextScheduleTime = next
+	t.Status.URL = url
 	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: slessv1alpha1.TriggerConditionReady, Status: s,
 		Reason: reason, Message: msg, ObservedGeneration: t.Generation})
 	if equalJSON(before, &t.Status) {
@@ -308,6 +352,18 @@ func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sche
 // cronRun calls the function once for a scheduled time and records it.
 func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at time.Time) {
 	ctx := context.Background()
+	if err := r.store.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: t.Spec.Function}, &slessv1alpha1.Function{}); apierrors.IsNotFound(err) {
+		// Deleted since the trigger was last reconciled: skip the run, as a
+		// suspended CronJob would. The status written here brings the
+		// reconcile that stops the schedule (a conflict means another write
+		// already did).
+		cur := &slessv1alpha1.Trigger{}
+		if r.store.Get(ctx, key, cur) == nil {
+			_ = r.triggerStatus(ctx, cur, metav1.ConditionFalse, trigger.ReasonFunctionNotFound,
+				"Function "+cur.Spec.Function+" does not exist: the trigger is paused until it does", nil, "")
+		}
+		return
+	}
 	var payload []byte
 	if t.Spec.Payload != nil {
 		payload = t.Spec.Payload.Raw

@@ -20,6 +20,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/runtimes"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -273,12 +274,15 @@ func TestRunsJobsAndCron(t *testing.T) {
 }
 
 // An enabled queue Trigger says local mode does not consume it, rather than
-// look Ready; disabled, it is Ready (nothing is asked of it).
+// look Ready; disabled, it says so with the cluster's reason.
 func TestQueueTriggerNotConsumedLocally(t *testing.T) {
 	ctx := context.Background()
 	store, _ := openTestStore(t)
 	runs := NewRuns(store, nil, nil)
 	defer runs.Close()
+	if err := store.Create(ctx, newFunction("ns", "calc")); err != nil {
+		t.Fatal(err)
+	}
 	tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
 		Function: "calc", Type: slessv1alpha1.TriggerTypeQueue,
 		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"},
@@ -310,7 +314,7 @@ func TestQueueTriggerNotConsumedLocally(t *testing.T) {
 	if err := store.Update(ctx, tr); err != nil {
 		t.Fatal(err)
 	}
-	if c := ready(); c.Status != metav1.ConditionTrue {
+	if c := ready(); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonDisabled {
 		t.Errorf("disabled queue trigger: Ready %+v", c)
 	}
 }
