@@ -5,10 +5,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,6 +246,97 @@ func TestConformance(t *testing.T) {
 				}
 				c.do("GET", "/echo", nil, nil).status(200)
 			})
+			t.Run("unsafe response headers are refused", func(t *testing.T) {
+				c.t = t
+				for _, h := range []struct{ name, value string }{
+					{"X-Echo", "a\r\nX-Injected: 1"},
+					{"X-Echo", "a\nX-Injected: 1"},
+					{"X-Echo", "a\rb"},
+					{"X-Echo", "a\x00b"},
+					{"X-Echo", "a\x01b"},
+					{"X-Echo", "a\x7fb"},
+					{"X Bad", "v"},
+					{"X:Bad", "v"},
+					{"X-Injected: 1\r\nX-Echo", "v"},
+					{"X-Caf\u00e9", "v"},
+				} {
+					r := c.do("GET", "/header?"+url.Values{"name": {h.name}, "value": {h.value}}.Encode(), nil, nil)
+					r.status(500).errorType("BadResult").header("X-Injected", "").header("X-Echo", "")
+				}
+				// Tabs and non-ASCII text are fine; the latter goes out as UTF-8.
+				c.do("GET", "/header?"+url.Values{"value": {"a\tb caf\u00e9 \u2615"}}.Encode(), nil, nil).
+					status(200).header("X-Echo", "a\tb caf\u00e9 \u2615")
+				// A value crafted to end the response early must not leave a second
+				// response behind for the next caller on the same connection.
+				conn := dialRaw(t, in.base)
+				splitting := "x\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned"
+				first := conn.get(t, "/header?"+url.Values{"value": {splitting}}.Encode())
+				if first.StatusCode != 500 {
+					t.Errorf("crafted header: status %d, want 500", first.StatusCode)
+				}
+				if next := conn.get(t, "/echo"); next.StatusCode != 200 || !strings.Contains(next.body, `"path"`) {
+					t.Errorf("the next response on the connection is %d %q, not the echo", next.StatusCode, next.body)
+				}
+			})
+			t.Run("header lists", func(t *testing.T) {
+				c.t = t
+				r := c.do("GET", "/headers-list", nil, nil).status(200).header("X-Num", "7")
+				for name, want := range map[string][]string{"X-Multi": {"a", "b"}, "Set-Cookie": {"c1=1", "c2=2"}} {
+					if got := r.resp.Header.Values(name); !slices.Equal(got, want) {
+						t.Errorf("%s = %q, want the lines %q", name, got, want)
+					}
+				}
+			})
+			t.Run("framing headers are the wrapper's", func(t *testing.T) {
+				c.t = t
+				conn := dialRaw(t, in.base)
+				r := conn.get(t, "/framing")
+				if r.StatusCode != 200 || r.body != "framed" || r.Header.Get("X-Request-Id") == "from-handler" ||
+					len(r.Header.Values("Content-Length")) != 1 || r.TransferEncoding != nil {
+					t.Errorf("framing: %d %q headers %v", r.StatusCode, r.body, r.Header)
+				}
+				if next := conn.get(t, "/echo"); next.StatusCode != 200 || !strings.Contains(next.body, `"path"`) {
+					t.Errorf("the next response on the connection is %d %q, not the echo", next.StatusCode, next.body)
+				}
+			})
+			t.Run("status codes", func(t *testing.T) {
+				c.t = t
+				for _, code := range []string{"1000", "0", "99", "-1", "100", "103", "600"} {
+					c.do("GET", "/code?c="+code, nil, nil).status(500).errorType("BadResult")
+				}
+				c.do("GET", "/code?c=599", nil, nil).status(599)
+				if r := c.do("GET", "/code?c=201.0", nil, nil).status(201); string(r.body) != "x" {
+					t.Errorf("201.0: body %q", r.body)
+				}
+				// Not an integer: not a response object, so the dict itself is the JSON result.
+				c.do("GET", "/code?c=200.5", nil, nil).status(200).jsonEq(`{"statusCode":200.5,"body":"x"}`)
+				// 204 and 304 have no body; one sent anyway would be read as the next response.
+				conn := dialRaw(t, in.base)
+				for _, code := range []int{204, 304} {
+					if r := conn.get(t, fmt.Sprintf("/code?c=%d", code)); r.StatusCode != code || r.body != "" {
+						t.Errorf("%d: got %d %q", code, r.StatusCode, r.body)
+					}
+				}
+				if next := conn.get(t, "/echo"); next.StatusCode != 200 || !strings.Contains(next.body, `"path"`) {
+					t.Errorf("the next response on the connection is %d %q, not the echo", next.StatusCode, next.body)
+				}
+			})
+			t.Run("path and query as received", func(t *testing.T) {
+				c.t = t
+				const path = "/echo/a%2Fb/c%20d/%41/./x/../y"
+				const raw = "t=1;u=2&bad=%zz&t=2&+p=%41+b&flag&&=e&%e9=1&k=%C3%A9"
+				ev := c.do("GET", path+"?"+raw, nil, nil).status(200).event()
+				if ev["path"] != path || ev["rawQuery"] != raw {
+					t.Errorf("path %q rawQuery %q, want them as sent", ev["path"], ev["rawQuery"])
+				}
+				b, _ := json.Marshal(ev["query"])
+				var got, want map[string]string
+				json.Unmarshal(b, &got)
+				want = map[string]string{"t": "1;u=2", "bad": "%zz", " p": "A b", "flag": "", "": "e", "\ufffd": "1", "k": "\u00e9"}
+				if !maps.Equal(got, want) {
+					t.Errorf("query = %q, want %q", got, want)
+				}
+			})
 			// Last: it stops the process.
 			t.Run("graceful drain", func(t *testing.T) {
 				c.t = t
@@ -419,4 +515,44 @@ func (r *response) errorType(want string) *response {
 		r.t.Errorf("error body = %s, want type %q with a message and request id", r.body, want)
 	}
 	return r
+}
+
+// rawConn sends requests one after another on a single connection, so a
+// response that leaves stray bytes behind shows up in the next one.
+type rawConn struct {
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+type rawResponse struct {
+	*http.Response
+	body string
+}
+
+func dialRaw(t *testing.T, base string) *rawConn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &rawConn{conn: conn, br: bufio.NewReader(conn)}
+}
+
+func (c *rawConn) get(t *testing.T, target string) rawResponse {
+	t.Helper()
+	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(c.conn, "GET %s HTTP/1.1\r\nHost: fn\r\n\r\n", target); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatalf("GET %s: %v", target, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", target, err)
+	}
+	return rawResponse{resp, string(b)}
 }

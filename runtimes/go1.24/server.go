@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -20,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // config is the wrapper's environment contract (docs/runtimes.md).
@@ -223,7 +223,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	status := s.handle(w, r, requestID)
-	baseLogger.Info("request", "requestId", requestID, "method", r.Method, "path", r.URL.Path,
+	baseLogger.Info("request", "requestId", requestID, "method", r.Method, "path", requestPath(r),
 		"status", status, "durationMs", float64(time.Since(start).Microseconds())/1000)
 }
 
@@ -235,8 +235,8 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 	}
 	ev := &Event{
 		Method:   r.Method,
-		Path:     r.URL.Path,
-		Query:    firstValues(r.URL.Query()),
+		Path:     requestPath(r),
+		Query:    parseQuery(r.URL.RawQuery),
 		RawQuery: r.URL.RawQuery,
 		Headers:  make(map[string]string, len(r.Header)+1),
 		Body:     body,
@@ -278,12 +278,17 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 		writeJSON(w, 500, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID))
 		return 500
 	}
-	for k, v := range enc.headers {
-		w.Header().Set(k, v)
+	for k, vs := range enc.headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(enc.body)))
+	noBody := enc.status == http.StatusNoContent || enc.status == http.StatusNotModified
+	if !noBody {
+		w.Header().Set("Content-Length", strconv.Itoa(len(enc.body)))
+	}
 	w.WriteHeader(enc.status)
-	if r.Method != http.MethodHead {
+	if r.Method != http.MethodHead && !noBody {
 		_, _ = w.Write(enc.body)
 	}
 	return enc.status
@@ -297,14 +302,123 @@ func logFunctionError(requestID, typ string, out outcome) {
 	baseLogger.Error(fmt.Sprintf("function returned %s: %v", typ, out.err), "requestId", requestID, "errorType", typ, "stack", stack)
 }
 
-func firstValues(q url.Values) map[string]string {
-	m := make(map[string]string, len(q))
-	for k, vs := range q {
-		if len(vs) > 0 {
-			m[k] = vs[0]
+// requestPath is the path as the client sent it, escapes and all, as the
+// Python and Node.js wrappers see it: r.URL.Path is decoded (a%2Fb reads as
+// a/b), and EscapedPath re-escapes it when the original is not its canonical
+// form.
+func requestPath(r *http.Request) string {
+	if strings.HasPrefix(r.RequestURI, "/") {
+		p, _, _ := strings.Cut(r.RequestURI, "?")
+		return p
+	}
+	if p := r.URL.EscapedPath(); p != "" {
+		return p // absolute-form target (through a proxy) or "*"
+	}
+	return "/"
+}
+
+// parseQuery gives the first value of each query parameter as Python's
+// parse_qsl and the WHATWG URLSearchParams do: split on "&" only, "+" is a
+// space, malformed escapes stay as written, and bytes that are not UTF-8
+// become U+FFFD. url.ParseQuery instead drops a pair with ";" or a bad escape.
+func parseQuery(raw string) map[string]string {
+	q := map[string]string{}
+	for _, part := range strings.Split(raw, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		k = unescapeLenient(k)
+		if _, seen := q[k]; !seen {
+			q[k] = unescapeLenient(v)
 		}
 	}
-	return m
+	return q
+}
+
+func unescapeLenient(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b = append(b, ' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return toValidUTF8(b)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// toValidUTF8 replaces each maximal invalid subpart with U+FFFD, the Unicode
+// practice Python's "replace" and the WHATWG decoder follow;
+// strings.ToValidUTF8 would merge a run of them into one.
+func toValidUTF8(b []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			sb.WriteRune(utf8.RuneError)
+			i += invalidRun(b[i:])
+			continue
+		}
+		sb.Write(b[i : i+size])
+		i += size
+	}
+	return sb.String()
+}
+
+// invalidRun is the length of the maximal subpart at the start of b: a lead
+// byte with the continuation bytes that could still have completed it.
+func invalidRun(b []byte) int {
+	lo, hi := byte(0x80), byte(0xBF)
+	var n int
+	switch c := b[0]; {
+	case 0xC2 <= c && c <= 0xDF:
+		n = 1
+	case c == 0xE0:
+		n, lo = 2, 0xA0
+	case 0xE1 <= c && c <= 0xEC, c == 0xEE, c == 0xEF:
+		n = 2
+	case c == 0xED:
+		n, hi = 2, 0x9F
+	case c == 0xF0:
+		n, lo = 3, 0x90
+	case 0xF1 <= c && c <= 0xF3:
+		n = 3
+	case c == 0xF4:
+		n, hi = 3, 0x8F
+	default:
+		return 1
+	}
+	i := 1
+	for ; i <= n && i < len(b); i++ {
+		if b[i] < lo || b[i] > hi {
+			break
+		}
+		lo, hi = 0x80, 0xBF
+	}
+	return i
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

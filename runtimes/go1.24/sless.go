@@ -23,8 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"mime"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -227,8 +229,10 @@ func adapt[E, T any](h func(context.Context, E) (T, error)) handler {
 
 // encoded is a handler result ready to send.
 type encoded struct {
-	status  int
-	headers map[string]string
+	status int
+	// headers holds each name as the handler spelled it, with one value per
+	// header line.
+	headers map[string][]string
 	body    []byte
 }
 
@@ -239,27 +243,59 @@ func encodeResult(v any) (encoded, error) {
 		if r == nil {
 			return encodeJSON(200, nil)
 		}
-		return encodeResponse(*r)
+		return encodeResponse(*r, nil)
 	case Response:
-		return encodeResponse(r)
+		return encodeResponse(r, nil)
 	case []byte:
-		return encoded{200, map[string]string{"Content-Type": "application/octet-stream"}, r}, nil
+		return encoded{200, map[string][]string{"Content-Type": {"application/octet-stream"}}, r}, nil
 	case map[string]any:
 		if status, ok := intValue(r["statusCode"]); ok {
 			resp := Response{StatusCode: status, Body: r["body"]}
-			if hs, ok := r["headers"].(map[string]any); ok {
-				resp.Headers = map[string]string{}
-				for k, v := range hs {
-					resp.Headers[k] = fmt.Sprint(v)
-				}
-			} else if hs, ok := r["headers"].(map[string]string); ok {
-				resp.Headers = hs
-			}
 			resp.IsBase64Encoded, _ = r["isBase64Encoded"].(bool)
-			return encodeResponse(resp)
+			var lists map[string][]string
+			switch hs := r["headers"].(type) {
+			case map[string]any:
+				lists = make(map[string][]string, len(hs))
+				for k, v := range hs {
+					lists[k] = headerValues(v)
+				}
+			case map[string]string:
+				resp.Headers = hs
+			case map[string][]string:
+				lists = hs
+			}
+			return encodeResponse(resp, lists)
 		}
 	}
 	return encodeJSON(200, v)
+}
+
+// headerValues is a header value of a map result as lines: a list is one
+// line per element, and scalars read as Node.js's String(v) would have them.
+func headerValues(v any) []string {
+	switch x := v.(type) {
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			out = append(out, headerText(e))
+		}
+		return out
+	case []string:
+		return x
+	}
+	return []string{headerText(v)}
+}
+
+func headerText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 func intValue(v any) (int, bool) {
@@ -269,7 +305,8 @@ func intValue(v any) (int, bool) {
 	case int64:
 		return int(n), true
 	case float64:
-		if n == float64(int(n)) {
+		// Bounded so that the conversion is exact; anything that large is no status anyway.
+		if n == math.Trunc(n) && math.Abs(n) < 1<<31 {
 			return int(n), true
 		}
 	case json.Number:
@@ -284,17 +321,44 @@ func encodeJSON(status int, v any) (encoded, error) {
 	if err != nil {
 		return encoded{}, err
 	}
-	return encoded{status, map[string]string{"Content-Type": "application/json"}, b}, nil
+	return encoded{status, map[string][]string{"Content-Type": {"application/json"}}, b}, nil
 }
 
-func encodeResponse(r Response) (encoded, error) {
-	if r.StatusCode < 100 || r.StatusCode > 999 {
-		return encoded{}, fmt.Errorf("statusCode %d is not an HTTP status", r.StatusCode)
+// wrapperHeaders are the wrapper's own: it frames the body and names the
+// request itself, and a handler's Content-Length or Transfer-Encoding would
+// contradict the bytes sent, which a client or proxy on a shared connection
+// reads as the start of another response.
+var wrapperHeaders = map[string]bool{"content-length": true, "transfer-encoding": true, "x-request-id": true}
+
+// encodeResponse encodes r; lists, when not nil, stands in for r.Headers with
+// several lines per name.
+func encodeResponse(r Response, lists map[string][]string) (encoded, error) {
+	if r.StatusCode < 200 || r.StatusCode > 599 {
+		// 1xx are interim responses: a client would read the body as the real one.
+		return encoded{}, fmt.Errorf("statusCode %d is not a final HTTP status (200-599)", r.StatusCode)
 	}
-	headers := make(map[string]string, len(r.Headers)+1)
+	if lists == nil {
+		lists = make(map[string][]string, len(r.Headers))
+		for k, v := range r.Headers {
+			lists[k] = []string{v}
+		}
+	}
+	headers := make(map[string][]string, len(lists)+1)
 	hasType := false
-	for k, v := range r.Headers {
-		headers[k] = v
+	for k, vs := range lists {
+		if !isToken(k) {
+			return encoded{}, fmt.Errorf("header name %q is not an HTTP token", k)
+		}
+		if wrapperHeaders[strings.ToLower(k)] {
+			continue
+		}
+		for _, v := range vs {
+			// CR and LF would let the value write headers, or a response, of its own.
+			if strings.ContainsFunc(v, func(c rune) bool { return (c < ' ' && c != '\t') || c == 0x7f }) {
+				return encoded{}, fmt.Errorf("header %s has a control character in its value %q", k, v)
+			}
+		}
+		headers[k] = vs
 		if strings.EqualFold(k, "Content-Type") {
 			hasType = true
 		}
@@ -323,9 +387,23 @@ func encodeResponse(r Response) (encoded, error) {
 		body, ctype = j, "application/json"
 	}
 	if ctype != "" && !hasType {
-		headers["Content-Type"] = ctype
+		headers["Content-Type"] = []string{ctype}
 	}
 	return encoded{r.StatusCode, headers, body}, nil
+}
+
+// isToken tells whether s is an RFC 9110 token, what a header name must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // errorType names an error for the "type" of an error body: the error's own

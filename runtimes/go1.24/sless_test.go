@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"strings"
 	"testing"
 )
 
@@ -49,7 +51,7 @@ func TestEncodeResult(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%#v: %v", tc.in, err)
 		}
-		if enc.status != tc.status || enc.headers["Content-Type"] != tc.ctype || string(enc.body) != tc.out {
+		if enc.status != tc.status || strings.Join(enc.headers["Content-Type"], ",") != tc.ctype || string(enc.body) != tc.out {
 			t.Errorf("%#v: got %d %q %q", tc.in, enc.status, enc.headers["Content-Type"], enc.body)
 		}
 	}
@@ -87,5 +89,32 @@ func TestAdaptDecodesIntoUserTypes(t *testing.T) {
 	out, err := h(context.Background(), &Event{Headers: map[string]string{"content-type": "application/json"}, Body: []byte(`{"Name":"Ada"}`)})
 	if err != nil || out != "hi Ada" {
 		t.Fatalf("got %v, %v", out, err)
+	}
+}
+
+// The expectations are what Python's parse_qsl and Node.js's URLSearchParams
+// give for the same strings, first value of each key.
+func TestParseQueryMatchesPythonAndNode(t *testing.T) {
+	for raw, want := range map[string]map[string]string{
+		"t=1;u=2&bad=%zz&t=2": {"t": "1;u=2", "bad": "%zz"},
+		"+p=%41+b&flag&&=e":   {" p": "A b", "flag": "", "": "e"},
+		"%e9=1&k=%C3%A9":      {"\ufffd": "1", "k": "\u00e9"},
+		"a=%e2%82A":           {"a": "\ufffdA"},
+		"a=%ff%fe":            {"a": "\ufffd\ufffd"},
+		"a=%f0%9f%98":         {"a": "\ufffd"},
+		"a=%ed%a0%80":         {"a": "\ufffd\ufffd\ufffd"},
+		"a=%F4%90%80%80":      {"a": "\ufffd\ufffd\ufffd\ufffd"},
+		"a=%e0%80":            {"a": "\ufffd\ufffd"},
+		"a=%":                 {"a": "%"},
+		"a=%4":                {"a": "%4"},
+		"a=%2B%2b":            {"a": "++"},
+		"a=b=c":               {"a": "b=c"},
+		"==":                  {"": "="},
+		"a=%f0%9f%98%80":      {"a": "\U0001F600"},
+		"":                    {},
+	} {
+		if got := parseQuery(raw); !maps.Equal(got, want) {
+			t.Errorf("parseQuery(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }

@@ -88,10 +88,22 @@ class RequestError extends Error {
   }
 }
 
+// The path and raw query of a request target, as the client wrote them: the
+// URL class would resolve dot segments and re-escape characters.
+function splitTarget(target) {
+  if (target.startsWith('/')) {
+    const q = target.indexOf('?');
+    return q < 0 ? [target, ''] : [target.slice(0, q), target.slice(q + 1)];
+  }
+  const url = new URL(target, 'http://localhost'); // absolute-form (through a proxy) or "*"
+  return [url.pathname || '/', url.search.slice(1)];
+}
+
 function makeEvent(req, body) {
-  const url = new URL(req.url, 'http://localhost');
+  const [path, rawQuery] = splitTarget(req.url);
   const query = {};
-  for (const [k, v] of url.searchParams) if (!(k in query)) query[k] = v;
+  // The leading '?' keeps a query that itself starts with '?' as written.
+  for (const [k, v] of new URLSearchParams('?' + rawQuery)) if (!(k in query)) query[k] = v;
   const headers = {};
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const k = req.rawHeaders[i].toLowerCase();
@@ -100,9 +112,9 @@ function makeEvent(req, body) {
   }
   const event = {
     method: req.method,
-    path: url.pathname,
+    path,
     query,
-    rawQuery: url.search.slice(1),
+    rawQuery,
     headers,
     body: null,
     isBase64Encoded: false,
@@ -149,11 +161,42 @@ function isResponse(v) {
   return v !== null && typeof v === 'object' && !Buffer.isBuffer(v) && Number.isInteger(v.statusCode);
 }
 
+// RFC 9110 token: what a header name may be made of.
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+// The wrapper frames the body and names the request itself: a handler's own
+// Content-Length or Transfer-Encoding would contradict the bytes sent, which a
+// client or proxy on a shared connection reads as the start of another response.
+const WRAPPER_HEADERS = new Set(['content-length', 'transfer-encoding', 'x-request-id']);
+
+// The handler's headers, checked, as { name: [values] }; a list value is one
+// header line per element. A name that is not an HTTP token, or a value with a
+// control character (CR and LF would let it write headers or a response of its
+// own), makes the result unusable.
+function responseHeaders(given) {
+  const headers = {};
+  for (const [name, value] of Object.entries(given || {})) {
+    if (!TOKEN.test(name)) throw new Error(`header name ${JSON.stringify(name)} is not an HTTP token`);
+    if (WRAPPER_HEADERS.has(name.toLowerCase())) continue;
+    const values = (Array.isArray(value) ? value : [value]).map(String);
+    for (const v of values) {
+      if (CONTROL.test(v)) throw new Error(`header ${name} has a control character in its value ${JSON.stringify(v)}`);
+    }
+    // Node writes header strings as Latin-1; the UTF-8 bytes as Latin-1 text go out unchanged.
+    headers[name] = values.map((v) => Buffer.from(v, 'utf8').toString('latin1'));
+  }
+  return headers;
+}
+
 // Turns what a handler returned into { status, headers, body: Buffer }.
 function encodeResult(value) {
   if (isResponse(value)) {
-    const headers = {};
-    for (const [k, v] of Object.entries(value.headers || {})) headers[k] = String(v);
+    if (value.statusCode < 200 || value.statusCode > 599) {
+      // 1xx are interim responses: a client would read the body as the real one.
+      throw new Error(`statusCode ${value.statusCode} is not a final HTTP status (200-599)`);
+    }
+    const headers = responseHeaders(value.headers);
     const hasType = Object.keys(headers).some((k) => k.toLowerCase() === 'content-type');
     let body;
     let type;
@@ -232,10 +275,12 @@ function serve(cfg, fn) {
     const requestId = req.headers['x-request-id'] || crypto.randomUUID().replaceAll('-', '');
     const send = (status, headers, body) => {
       if (res.headersSent || res.destroyed) return;
-      const h = { ...headers, 'X-Request-Id': requestId, 'Content-Length': body.length };
+      const noBody = status === 204 || status === 304;
+      const h = { ...headers, 'X-Request-Id': requestId };
+      if (!noBody) h['Content-Length'] = body.length;
       if (draining) h.Connection = 'close';
       res.writeHead(status, h);
-      res.end(req.method === 'HEAD' ? undefined : body);
+      res.end(req.method === 'HEAD' || noBody ? undefined : body);
     };
     const sendJSON = (status, value) => send(status, { 'Content-Type': 'application/json' }, jsonBytes(value));
 

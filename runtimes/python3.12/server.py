@@ -141,11 +141,20 @@ def _is_json(content_type):
     return ct == "application/json" or (ct.startswith("application/") and ct.endswith("+json"))
 
 
+def split_target(target):
+    """The path and raw query of a request target, as the client wrote them."""
+    if target.startswith("/"):
+        path, _, query = target.partition("?")
+        return path, query
+    parts = urlsplit(target)  # absolute-form (through a proxy) or "*"
+    return parts.path or "/", parts.query
+
+
 def make_event(method, target, headers, body):
     """Builds the event of the contract from a raw request."""
-    parts = urlsplit(target)
+    path, raw_query = split_target(target)
     query = {}
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+    for k, v in parse_qsl(raw_query, keep_blank_values=True):
         query.setdefault(k, v)
     hdrs = {}
     for k, v in headers:
@@ -153,9 +162,9 @@ def make_event(method, target, headers, body):
         hdrs[k] = hdrs[k] + ", " + v if k in hdrs else v
     event = {
         "method": method,
-        "path": parts.path or "/",
+        "path": path,
         "query": query,
-        "rawQuery": parts.query,
+        "rawQuery": raw_query,
         "headers": hdrs,
         "body": None,
         "isBase64Encoded": False,
@@ -189,16 +198,71 @@ def _json_default(o):
     raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
 
 
+def _status_of(value):
+    """The statusCode of a response object, or None when value is not one.
+    An integral float counts: JSON does not tell 200 from 200.0."""
+    if not isinstance(value, dict):
+        return None
+    code = value.get("statusCode")
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        return code
+    if isinstance(code, float) and code.is_integer():
+        return int(code)
+    return None
+
+
 def is_response(value):
-    return isinstance(value, dict) and isinstance(value.get("statusCode"), int) and not isinstance(value.get("statusCode"), bool)
+    return _status_of(value) is not None
+
+
+# RFC 9110 token characters: what a header name may be made of.
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# The wrapper frames the body and names the request itself: a handler's own
+# Content-Length or Transfer-Encoding would contradict the bytes sent, which a
+# client or proxy on a shared connection reads as the start of another response.
+WRAPPER_HEADERS = frozenset(("content-length", "transfer-encoding", "x-request-id"))
+
+
+def _header_text(v):
+    # The same text Node.js's String(v) gives, so a result means one thing everywhere.
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def response_headers(given):
+    """The handler's headers as (name, value) pairs to send; a list value is
+    one header line per element. Raises ValueError for a name that is not an
+    HTTP token or a value with a control character (CR and LF would let the
+    value write headers or a whole response of its own)."""
+    pairs = []
+    for name, value in (given or {}).items():
+        name = str(name)
+        if not name or not set(name) <= _TOKEN:
+            raise ValueError("header name %r is not an HTTP token" % name)
+        if name.lower() in WRAPPER_HEADERS:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            text = _header_text(v)
+            if any((c < " " and c != "\t") or c == "\x7f" for c in text):
+                raise ValueError("header %s has a control character in its value %r" % (name, text))
+            pairs.append((name, text))
+    return pairs
 
 
 def encode_result(value):
-    """Turns what a handler returned into (status, headers, body bytes)."""
-    if is_response(value):
-        status = value["statusCode"]
-        headers = {str(k): str(v) for k, v in (value.get("headers") or {}).items()}
-        lower = {k.lower() for k in headers}
+    """Turns what a handler returned into (status, header pairs, body bytes)."""
+    status = _status_of(value)
+    if status is not None:
+        if not 200 <= status <= 599:
+            # 1xx are interim responses: a client would read the body as the real one.
+            raise ValueError("statusCode %d is not a final HTTP status (200-599)" % status)
+        headers = response_headers(value.get("headers"))
+        has_type = any(k.lower() == "content-type" for k, _ in headers)
         body = value.get("body")
         if value.get("isBase64Encoded") and isinstance(body, str):
             data = base64.b64decode(body)
@@ -211,12 +275,12 @@ def encode_result(value):
             data, default_ct = body.encode("utf-8"), "text/plain; charset=utf-8"
         else:
             data, default_ct = _json_bytes(body), "application/json"
-        if default_ct and "content-type" not in lower:
-            headers["Content-Type"] = default_ct
+        if default_ct and not has_type:
+            headers.append(("Content-Type", default_ct))
         return status, headers, data
     if isinstance(value, (bytes, bytearray)):
-        return 200, {"Content-Type": "application/octet-stream"}, bytes(value)
-    return 200, {"Content-Type": "application/json"}, _json_bytes(value)
+        return 200, [("Content-Type", "application/octet-stream")], bytes(value)
+    return 200, [("Content-Type", "application/json")], _json_bytes(value)
 
 
 def error_body(type_, message, request_id):
@@ -308,19 +372,28 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _send(self, status, headers, body, request_id):
         self.send_response(status)
-        for k, v in headers.items():
-            self.send_header(k, v)
+        for k, v in headers:
+            # send_header encodes Latin-1; this sends the value's UTF-8 bytes, as Go and Node do.
+            self.send_header(k, v.encode("utf-8").decode("latin-1"))
         self.send_header("X-Request-Id", request_id)
-        self.send_header("Content-Length", str(len(body)))
+        no_body = status in (204, 304)
+        if not no_body:
+            self.send_header("Content-Length", str(len(body)))
         if self.server.draining:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command != "HEAD" and not no_body:
             self.wfile.write(body)
 
     def _send_json(self, status, value, request_id):
-        self._send(status, {"Content-Type": "application/json"}, _json_bytes(value), request_id)
+        self._send(status, [("Content-Type", "application/json")], _json_bytes(value), request_id)
+
+    def _target(self):
+        # self.path has leading slashes collapsed ("//a" becomes "/a"); the
+        # request line has the target as sent.
+        words = self.requestline.split()
+        return words[1] if len(words) >= 2 else self.path
 
     def _read_body(self):
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -350,7 +423,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             body = self._read_body()
             deadline_ms = int(time.time() * 1000 + cfg.timeout * 1000)
             try:
-                event = make_event(self.command, self.path, self.headers.items(), body)
+                event = make_event(self.command, self._target(), self.headers.items(), body)
             except HandlerError as e:
                 status = e.status
                 self._send_json(status, error_body(e.type, str(e), request_id), request_id)

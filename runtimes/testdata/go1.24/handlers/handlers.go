@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,7 +40,11 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 		return map[string]any{"job": payload}, nil
 	}
 	c := sless.FromContext(ctx)
-	switch ev.Path {
+	route := ev.Path
+	if strings.HasPrefix(route, "/echo/") {
+		route = "/echo"
+	}
+	switch route {
 	case "/echo":
 		return map[string]any{"event": ev, "context": map[string]any{
 			"functionName": c.FunctionName, "namespace": c.Namespace, "revision": c.Revision,
@@ -61,6 +66,22 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 		fmt.Printf("slow start ms=%d\n", ms)
 		time.Sleep(time.Duration(ms) * time.Millisecond) // ignores ctx on purpose: the wrapper must still answer 504
 		return map[string]any{"slept": ms}, nil
+	case "/header": // echoes a header the caller chose, as a careless handler would
+		name := ev.Query["name"]
+		if name == "" {
+			name = "X-Echo"
+		}
+		return &sless.Response{StatusCode: 200, Headers: map[string]string{name: ev.Query["value"]}, Body: "ok"}, nil
+	case "/headers-list":
+		return map[string]any{"statusCode": 200, "headers": map[string]any{
+			"X-Multi": []any{"a", "b"}, "Set-Cookie": []string{"c1=1", "c2=2"}, "X-Num": 7}, "body": "ok"}, nil
+	case "/framing":
+		return &sless.Response{StatusCode: 200, Headers: map[string]string{
+			"Content-Length": "0", "Transfer-Encoding": "chunked", "X-Request-Id": "from-handler"}, Body: "framed"}, nil
+	case "/code":
+		// A float, as a status decoded from JSON would be.
+		code, _ := strconv.ParseFloat(ev.Query["c"], 64)
+		return map[string]any{"statusCode": code, "body": "x"}, nil
 	case "/dep":
 		if _, err := uuid.Parse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ export async function handle(event, context) {
     if (event.body && event.body.fail) throw new Boom('job failed on purpose');
     return { job: event.body };
   }
-  switch (path) {
+  switch (path.startsWith('/echo/') ? '/echo' : path) {
     case '/echo':
       return {
         event,
@@ -44,6 +44,14 @@ export async function handle(event, context) {
       await sleep(ms);
       return { slept: ms };
     }
+    case '/header': // echoes a header the caller chose, as a careless handler would
+      return { statusCode: 200, headers: { [event.query.name || 'X-Echo']: event.query.value || '' }, body: 'ok' };
+    case '/headers-list':
+      return { statusCode: 200, headers: { 'X-Multi': ['a', 'b'], 'Set-Cookie': ['c1=1', 'c2=2'], 'X-Num': 7 }, body: 'ok' };
+    case '/framing':
+      return { statusCode: 200, headers: { 'Content-Length': '0', 'Transfer-Encoding': 'chunked', 'X-Request-Id': 'from-handler' }, body: 'framed' };
+    case '/code':
+      return { statusCode: Number(event.query.c || '200'), body: 'x' };
     case '/dep':
       return { dep: isNumber(5) ? 'DEP!' : 'no' };
     case '/print':

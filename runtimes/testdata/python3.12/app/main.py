@@ -15,7 +15,7 @@ def handler(event, context):
         if isinstance(event["body"], dict) and event["body"].get("fail"):
             raise Boom("job failed on purpose")
         return {"job": event["body"]}
-    if path == "/echo":
+    if path == "/echo" or path.startswith("/echo/"):
         return {"event": event, "context": {
             "functionName": context.function_name, "namespace": context.namespace,
             "revision": context.revision, "requestId": context.request_id,
@@ -35,6 +35,19 @@ def handler(event, context):
         print("slow start ms=%d" % ms)
         time.sleep(ms / 1000)
         return {"slept": ms}
+    if path == "/header":  # echoes a header the caller chose, as a careless handler would
+        q = event["query"]
+        return {"statusCode": 200, "headers": {q.get("name", "X-Echo"): q.get("value", "")}, "body": "ok"}
+    if path == "/headers-list":
+        return {"statusCode": 200, "headers": {"X-Multi": ["a", "b"], "Set-Cookie": ["c1=1", "c2=2"], "X-Num": 7},
+                "body": "ok"}
+    if path == "/framing":
+        return {"statusCode": 200, "headers": {"Content-Length": "0", "Transfer-Encoding": "chunked",
+                                               "X-Request-Id": "from-handler"}, "body": "framed"}
+    if path == "/code":
+        raw = event["query"].get("c", "200")
+        code = float(raw) if "." in raw else int(raw)
+        return {"statusCode": code, "body": "x"}
     if path == "/dep":
         return {"dep": tinydep.shout("dep")}
     if path == "/print":
