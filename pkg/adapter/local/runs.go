@@ -29,6 +29,9 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
+	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
+	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
+	jobnames "github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 	"github.com/sless-dev/sless/runtimes"
@@ -461,15 +464,6 @@ func requestID() string {
 	return strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
-// Reasons of a local FunctionJob.
-const (
-	ReasonWaitingForFunction = "WaitingForFunction"
-	ReasonRunning            = "Running"
-	ReasonSucceeded          = "Succeeded"
-	ReasonFailed             = "Failed"
-	ReasonNoRun              = "NoRun"
-)
-
 func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	fj := &slessv1alpha1.FunctionJob{}
 	if err := r.store.Get(ctx, req.NamespacedName, fj); err != nil {
@@ -479,56 +473,76 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, nil
 	}
 	st := &fj.Status
-	if fj.Spec.RunID == 0 {
-		if st.Phase == "" {
-			st.Phase = slessv1alpha1.JobPhaseIdle
-			setJobConditions(fj, metav1.ConditionFalse, ReasonNoRun, "runID is 0: nothing runs")
-			return reconcile.Result{}, r.jobStatus(ctx, fj)
+	before := st.DeepCopy()
+	// Every path ends here, so observedGeneration follows any change of the
+	// spec, also one that starts nothing.
+	write := func(res reconcile.Result) (reconcile.Result, error) {
+		st.ObservedGeneration = fj.Generation
+		if equalJSON(before, st) {
+			return res, nil
 		}
-		return reconcile.Result{}, nil
+		return res, r.jobStatus(ctx, fj)
+	}
+	if fj.Spec.RunID == 0 {
+		// As on a cluster: 0 runs nothing and does not cut a run in flight
+		// off; that run is still recorded, its outcome no longer shown.
+		*st = slessv1alpha1.FunctionJobStatus{Phase: slessv1alpha1.JobPhaseIdle, Conditions: st.Conditions}
+		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonIdle, "runID is 0: nothing runs")
+		return write(reconcile.Result{})
 	}
 	r.mu.Lock()
 	inProgress, running := r.jobs[req.NamespacedName]
 	r.mu.Unlock()
 	if st.RunID == fj.Spec.RunID && (st.Phase == slessv1alpha1.JobPhaseSucceeded || st.Phase == slessv1alpha1.JobPhaseFailed) {
-		return reconcile.Result{}, nil
+		return write(reconcile.Result{})
 	}
 	if running && inProgress == fj.Spec.RunID {
-		return reconcile.Result{}, nil
+		return write(reconcile.Result{})
+	}
+	if st.RunID != fj.Spec.RunID {
+		// A new run: nothing of the last one describes it.
+		*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhasePending}
+		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
 	}
 	fn := &slessv1alpha1.Function{}
 	err := r.store.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	if err != nil || fn.Status.Image == "" || fn.Status.LatestReadyRevision == "" {
-		st.RunID, st.Phase = fj.Spec.RunID, slessv1alpha1.JobPhasePending
-		setJobConditions(fj, metav1.ConditionUnknown, ReasonWaitingForFunction, fmt.Sprintf("function %q has no ready build yet", fj.Spec.Function))
-		return reconcile.Result{RequeueAfter: 2 * time.Second}, r.jobStatus(ctx, fj)
+	// Nothing watches Functions for the job loop: look again until the
+	// function exists and is built.
+	wait := reconcile.Result{RequeueAfter: functionRecheck}
+	if err != nil {
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotFound, "Function "+fj.Spec.Function+" does not exist")
+		return write(wait)
+	}
+	if fn.Status.Image == "" || fn.Status.LatestReadyRevision == "" {
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet")
+		return write(wait)
 	}
 	spec, reason, err := r.server.revisionSpec(ctx, fn, fn.Status.Image)
 	if err != nil {
-		st.RunID, st.Phase, st.Message = fj.Spec.RunID, slessv1alpha1.JobPhaseFailed, err.Error()
-		setJobConditions(fj, metav1.ConditionFalse, reason, err.Error())
-		return reconcile.Result{}, r.jobStatus(ctx, fj)
+		st.Phase, st.Message = slessv1alpha1.JobPhaseFailed, err.Error()
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, reason, err.Error())
+		setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, reason, err.Error())
+		return write(reconcile.Result{})
 	}
 	if running {
 		// An earlier run still goes; this one starts when it ends.
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		return write(reconcile.Result{RequeueAfter: time.Second})
 	}
 	now := metav1.NewTime(r.now().UTC())
 	*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhaseRunning,
-		JobName: fmt.Sprintf("%s-%d", fj.Name, fj.Spec.RunID), StartTime: &now}
-	setJobConditions(fj, metav1.ConditionUnknown, ReasonRunning, "")
+		JobName: jobnames.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation}
+	setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonJobCreated, fmt.Sprintf("run %d runs in process", fj.Spec.RunID))
+	setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionUnknown, jobrec.ReasonRunning, "the function runs")
 	// Written before the run starts (a conflict retries the reconcile), so
 	// the run's outcome has a status to land in.
 	if err := r.store.Status().Update(ctx, fj); err != nil {
 		return reconcile.Result{}, err
 	}
-	timeout := time.Duration(spec.timeout) * time.Second
-	if fj.Spec.TimeoutSeconds != nil {
-		timeout = time.Duration(*fj.Spec.TimeoutSeconds) * time.Second
-	}
+	timeout := time.Duration(jobresources.Timeout(fj, fn)) * time.Second
 	r.mu.Lock()
 	r.jobs[req.NamespacedName] = fj.Spec.RunID
 	r.mu.Unlock()
@@ -556,13 +570,19 @@ func (r *Runs) runJob(key types.NamespacedName, fj *slessv1alpha1.FunctionJob, r
 	if fj.Spec.Payload != nil && len(fj.Spec.Payload.Raw) > 0 {
 		payload = fj.Spec.Payload.Raw
 	}
+	// The cluster's request id, handed to the handler as its
+	// context.requestId too, so its log lines and the record match.
+	id := jobresources.RequestID(fj, fj.Spec.RunID)
 	rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Revision: revision, Trigger: invoke.TriggerJob,
-		RequestID: fmt.Sprintf("%s-%d", fj.Name, fj.Spec.RunID), StartedAt: r.now(), BytesIn: int64(len(payload))}
-	out, exit, msg := r.execJob(types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, spec, revision, payload, timeout)
+		RequestID: id, StartedAt: r.now(), BytesIn: int64(len(payload))}
+	out, exit, msg, late := r.execJob(types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, spec, revision, id, payload, timeout)
 	rec.Duration = time.Since(rec.StartedAt)
 	rec.BytesOut = int64(len(out))
 	rec.Status = http.StatusOK
-	if exit != 0 {
+	switch {
+	case late:
+		rec.Status, rec.Error = http.StatusGatewayTimeout, msg
+	case exit != 0:
 		rec.Status, rec.Error = http.StatusInternalServerError, msg
 	}
 	r.recorder.Record(rec)
@@ -574,38 +594,43 @@ func (r *Runs) runJob(key types.NamespacedName, fj *slessv1alpha1.FunctionJob, r
 			return err
 		}
 		if cur.Status.RunID != fj.Spec.RunID {
-			return nil // a newer run took over
+			return nil // a newer run took over, or runID went back to 0
 		}
 		done := metav1.NewTime(r.now().UTC())
 		code := int32(exit)
 		cur.Status.CompletionTime, cur.Status.ExitCode, cur.Status.Output, cur.Status.Message = &done, &code, out, msg
-		if exit == 0 {
+		switch {
+		case exit == 0:
 			cur.Status.Phase = slessv1alpha1.JobPhaseSucceeded
-			setJobConditions(cur, metav1.ConditionTrue, ReasonSucceeded, "")
-		} else {
+			setJobCondition(cur, slessv1alpha1.JobConditionComplete, metav1.ConditionTrue, jobrec.ReasonSucceeded, "the run succeeded")
+		case late:
 			cur.Status.Phase = slessv1alpha1.JobPhaseFailed
-			setJobConditions(cur, metav1.ConditionFalse, ReasonFailed, msg)
+			setJobCondition(cur, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonDeadlineExceeded, msg)
+		default:
+			cur.Status.Phase = slessv1alpha1.JobPhaseFailed
+			setJobCondition(cur, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonFailed, msg)
 		}
 		return r.store.Status().Update(ctx, cur)
 	})
 }
 
 // execJob runs the job-mode wrapper of function fn and returns its
-// termination message, its exit code and, on failure, why.
-func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision string, payload []byte, timeout time.Duration) (string, int, string) {
+// termination message, its exit code, on failure why, and whether the run
+// ran out of time.
+func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, requestID string, payload []byte, timeout time.Duration) (string, int, string, bool) {
 	tmp, err := os.MkdirTemp("", "sless-job-")
 	if err != nil {
-		return "", 1, err.Error()
+		return "", 1, err.Error(), false
 	}
 	defer os.RemoveAll(tmp)
 	term := filepath.Join(tmp, "termination-log")
 	opts := r.server.opts.Tools
 	opts.FunctionName, opts.Namespace, opts.Revision = key.Name, key.Namespace, revision
 	opts.TimeoutSeconds = timeout.Seconds()
-	opts.Env = spec.env
+	opts.Env = append(append([]string(nil), spec.env...), "SLESS_REQUEST_ID="+requestID)
 	cmd, err := runtimes.LocalJobCommand(spec.dir, opts, payload, term)
 	if err != nil {
-		return "", 1, err.Error()
+		return "", 1, err.Error(), false
 	}
 	logs := &tailBuffer{max: 4096}
 	out, closeOut := r.server.output(key)
@@ -625,9 +650,9 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision str
 	result, _ := os.ReadFile(term)
 	switch {
 	case runErr == nil:
-		return strings.TrimSpace(string(result)), 0, ""
+		return strings.TrimSpace(string(result)), 0, "", false
 	case errors.Is(runErr, context.DeadlineExceeded):
-		return strings.TrimSpace(string(result)), 124, fmt.Sprintf("the run did not finish within %s", timeout)
+		return strings.TrimSpace(string(result)), 124, fmt.Sprintf("the run did not finish within %s", timeout), true
 	default:
 		code := 1
 		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {
@@ -637,15 +662,25 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision str
 		if msg == "" {
 			msg = lastLines(logs.String(), 5)
 		}
-		return msg, code, msg
+		return msg, code, msg, wrapperTimedOut(result)
 	}
 }
 
-func setJobConditions(fj *slessv1alpha1.FunctionJob, s metav1.ConditionStatus, reason, msg string) {
-	for _, typ := range []string{slessv1alpha1.JobConditionComplete, slessv1alpha1.JobConditionReady} {
-		meta.SetStatusCondition(&fj.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: fj.Generation})
+// wrapperTimedOut tells whether a job-mode wrapper's termination message is
+// its own timeout error: the wrappers stop the handler at timeoutSeconds and
+// exit 1 before sless's deadline would, and over HTTP the same timeout is a
+// 504, so the run counts as past its deadline rather than as failed.
+func wrapperTimedOut(termination []byte) bool {
+	var body struct {
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
 	}
-	fj.Status.ObservedGeneration = fj.Generation
+	return json.Unmarshal(termination, &body) == nil && body.Error.Type == "Timeout"
+}
+
+func setJobCondition(fj *slessv1alpha1.FunctionJob, typ string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&fj.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: fj.Generation})
 }
 
 func (r *Runs) jobStatus(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {

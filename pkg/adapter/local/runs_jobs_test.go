@@ -1,0 +1,177 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
+	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// A FunctionJob in local mode reports as docs/triggers.md says and the
+// cluster's job reconciler does: FunctionNotFound while its function is
+// missing, the run's request id in the record and in the handler's
+// context, 504 and DeadlineExceeded past the timeout, Idle for runID 0.
+func TestFunctionJobMatchesCluster(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	store, _ := openTestStore(t)
+	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	builder, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close()
+	server := NewServer(ServerOptions{Dir: builder.Dir, IdleTimeout: time.Minute})
+	defer server.Close()
+	recs, err := store.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
+	defer recorder.Close(context.Background())
+	runs := NewRuns(store, server, recorder)
+	defer runs.Close()
+
+	// A job runs the function's build; no revision needs to serve.
+	fn := newFunction("ns", "calc")
+	if err := store.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	code := "import time\n\ndef handler(event, context):\n    time.sleep((event['body'] or {}).get('sleep', 0))\n    return {'requestId': context.request_id}\n"
+	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
+	bs := awaitBuild(t, builder, fn, in, time.Minute)
+	fn.Status.Image, fn.Status.LatestReadyRevision = bs.Image, "calc-00001"
+	if err := store.Status().Update(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
+	go jobLoop.Run(ctx, nil, 1)
+
+	// The helpers take the subtest's t: failing the parent from a subtest
+	// is not allowed.
+	create := func(t *testing.T, name, function string, runID int64, payload string, timeout *int32) {
+		t.Helper()
+		j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: slessv1alpha1.FunctionJobSpec{Function: function, RunID: runID, TimeoutSeconds: timeout,
+				Payload: &apiextensionsv1.JSON{Raw: []byte(payload)}}}
+		if err := store.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// await polls job name until done says it is there.
+	await := func(t *testing.T, name string, done func(*slessv1alpha1.FunctionJob) bool) *slessv1alpha1.FunctionJob {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			j := &slessv1alpha1.FunctionJob{}
+			if err := store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: name}, j); err != nil {
+				t.Fatal(err)
+			}
+			if done(j) {
+				return j
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s: status %+v", name, j.Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	finished := func(runID int64) func(*slessv1alpha1.FunctionJob) bool {
+		return func(j *slessv1alpha1.FunctionJob) bool {
+			return j.Status.RunID == runID && (j.Status.Phase == slessv1alpha1.JobPhaseSucceeded || j.Status.Phase == slessv1alpha1.JobPhaseFailed)
+		}
+	}
+	record := func(t *testing.T, requestID string) invoke.Record {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p, err := recs.List(ctx, invoke.Query{Namespace: "ns", Function: "calc", Trigger: invoke.TriggerJob, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range p.Items {
+				if r.RequestID == requestID {
+					return r
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no job record with request id %q among %+v", requestID, p.Items)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	cond := func(j *slessv1alpha1.FunctionJob, typ string) metav1.Condition {
+		if c := meta.FindStatusCondition(j.Status.Conditions, typ); c != nil {
+			return *c
+		}
+		return metav1.Condition{}
+	}
+
+	t.Run("function-not-found", func(t *testing.T) {
+		create(t, "orphan", "nope", 1, `{}`, nil)
+		j := await(t, "orphan", func(j *slessv1alpha1.FunctionJob) bool { return j.Status.RunID == 1 })
+		if c := cond(j, slessv1alpha1.JobConditionReady); j.Status.Phase != slessv1alpha1.JobPhasePending ||
+			c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonFunctionNotFound {
+			t.Errorf("phase %s, Ready %s/%s; want Pending, False/%s", j.Status.Phase, c.Status, c.Reason, jobrec.ReasonFunctionNotFound)
+		}
+	})
+
+	t.Run("request-id", func(t *testing.T) {
+		create(t, "rid", "calc", 1, `{}`, nil)
+		j := await(t, "rid", finished(1))
+		want := "job-" + string(j.UID) + "-1"
+		var out struct {
+			RequestID string `json:"requestId"`
+		}
+		if err := json.Unmarshal([]byte(j.Status.Output), &out); err != nil || out.RequestID != want {
+			t.Errorf("handler's context.requestId from output %q: %q, want %q", j.Status.Output, out.RequestID, want)
+		}
+		if rec := record(t, want); rec.Status != 200 {
+			t.Errorf("record %+v, want status 200", rec)
+		}
+		if c := cond(j, slessv1alpha1.JobConditionComplete); c.Status != metav1.ConditionTrue || c.Reason != jobrec.ReasonSucceeded {
+			t.Errorf("Complete %s/%s", c.Status, c.Reason)
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		create(t, "slow", "calc", 1, `{"sleep": 30}`, ptr.To[int32](1))
+		j := await(t, "slow", finished(1))
+		if c := cond(j, slessv1alpha1.JobConditionComplete); j.Status.Phase != slessv1alpha1.JobPhaseFailed ||
+			c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonDeadlineExceeded {
+			t.Errorf("phase %s, Complete %s/%s (%s); want Failed, False/%s", j.Status.Phase, c.Status, c.Reason, c.Message, jobrec.ReasonDeadlineExceeded)
+		}
+		if rec := record(t, "job-"+string(j.UID)+"-1"); rec.Status != 504 {
+			t.Errorf("record status %d, want 504", rec.Status)
+		}
+	})
+
+	t.Run("back-to-idle", func(t *testing.T) {
+		j := await(t, "rid", finished(1))
+		j.Spec.RunID = 0
+		if err := store.Update(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		j = await(t, "rid", func(j *slessv1alpha1.FunctionJob) bool { return j.Status.ObservedGeneration == j.Generation })
+		if c := cond(j, slessv1alpha1.JobConditionReady); j.Status.Phase != slessv1alpha1.JobPhaseIdle || j.Status.RunID != 0 ||
+			j.Status.Output != "" || c.Status != metav1.ConditionTrue || c.Reason != jobrec.ReasonIdle {
+			t.Errorf("status %+v; want Idle, run 0, Ready True/%s", j.Status, jobrec.ReasonIdle)
+		}
+		if c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete); c != nil {
+			t.Errorf("Complete %+v kept for no run", c)
+		}
+	})
+}
