@@ -141,8 +141,25 @@ func runDev(ctx context.Context, args []string) error {
 		ResolveEnv:  envFromStore(store),
 		Address:     func(ns, name string) string { return "local://" + ns + "/" + name },
 		OnChange:    enqueue,
+		StateDir:    filepath.Join(data, "serving"),
 	})
 	defer server.Close()
+	// The server serves again the revisions it kept; one of a Function no
+	// longer stored (deleted while its removal could not be recorded) must
+	// not linger.
+	stored, err := keysOf(ctx, store, "Function")
+	if err != nil {
+		return err
+	}
+	keep := map[types.NamespacedName]bool{}
+	for _, k := range stored {
+		keep[k] = true
+	}
+	for _, k := range server.Functions() {
+		if !keep[k] {
+			server.Remove(k.Namespace, k.Name)
+		}
+	}
 
 	resolver, err := local.NewResolver(ctx, store, server)
 	if err != nil {

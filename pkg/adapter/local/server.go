@@ -65,6 +65,14 @@ type ServerOptions struct {
 	// started again (it doubles per failure up to five minutes), as a
 	// crash-looping pod is restarted. Default 10 s.
 	RetryBackoff time.Duration
+	// StateDir keeps, per function, the revision that serves it
+	// (<namespace>/<name>.json), and NewServer serves those revisions
+	// again. On a cluster Revisions outlive the controller; without this a
+	// restarted server would know only the revision the reconciler asks
+	// for, which may be the one that fails, and nothing at all of a
+	// function whose latest build failed (the reconciler then asks for
+	// none). Empty: nothing is kept.
+	StateDir string
 }
 
 // Server is adapter.Server for one machine: every revision of a function is a
@@ -87,6 +95,15 @@ type Server struct {
 	fns  map[types.NamespacedName]*service
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	// procs holds every process that runs, whoever started it: an
+	// instance the reaper idles out drains on a goroutine of its own, and
+	// a start may be under way while Close runs, so Close stops what is
+	// left here rather than trusting the revisions to know it all. Once
+	// closed, no process starts.
+	procMu sync.Mutex
+	procs  map[*instance]struct{}
+	closed bool
 }
 
 var _ adapter.Server = (*Server)(nil)
@@ -130,7 +147,8 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.OnChange == nil {
 		opts.OnChange = func(string, string) {}
 	}
-	s := &Server{opts: opts, fns: map[types.NamespacedName]*service{}, done: make(chan struct{})}
+	s := &Server{opts: opts, fns: map[types.NamespacedName]*service{}, done: make(chan struct{}), procs: map[*instance]struct{}{}}
+	s.restore()
 	s.wg.Add(1)
 	go s.reap()
 	return s
@@ -152,6 +170,13 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 		return st, nil
 	}
 	s.mu.Lock()
+	select {
+	case <-s.done:
+		// A rollout begun now would start a process Close no longer stops.
+		s.mu.Unlock()
+		return adapter.ServeState{}, errServerClosed
+	default:
+	}
 	svc := s.fns[key]
 	created, updated := svc == nil, false
 	if svc == nil {
@@ -175,6 +200,7 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	} else {
 		r := svc.latest
 		r.mu.Lock()
+		rescaled := r.minScale != spec.minScale
 		r.minScale = spec.minScale
 		retry := r.failure != "" && r.starting == nil && !r.retired && time.Now().After(r.retryAt)
 		if retry {
@@ -182,6 +208,9 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 			r.failure = ""
 		}
 		r.mu.Unlock()
+		if rescaled && r == svc.active {
+			s.save(svc.key, r)
+		}
 		if retry {
 			s.wg.Add(1)
 			go s.rollout(svc, r)
@@ -274,13 +303,17 @@ func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, i
 		}
 		spec.env = append(spec.env, e.Name+"="+v)
 	}
-	// minScale is left out: changing it changes how many instances run, not
-	// what they run (Knative makes a new revision for it; locally there is
-	// no need).
+	spec.hash = specHash(spec)
+	return spec, "", nil
+}
+
+// specHash tells revisions apart by what they run. minScale is left out:
+// changing it changes how many instances run, not what they run (Knative
+// makes a new revision for it; locally there is no need).
+func specHash(spec revisionSpec) string {
 	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout, spec.concurrency})
 	sum := sha256.Sum256(raw)
-	spec.hash = hex.EncodeToString(sum[:])
-	return spec, "", nil
+	return hex.EncodeToString(sum[:])
 }
 
 // rollout starts a new revision once and moves traffic to it when healthy.
@@ -310,6 +343,9 @@ func (s *Server) rollout(svc *service, r *revision) {
 		r.mu.Lock()
 		r.failures = 0
 		r.mu.Unlock()
+		// Under s.mu, so that the file follows the order revisions took
+		// traffic in.
+		s.save(svc.key, r)
 	} else {
 		r.mu.Lock()
 		wait := min(s.opts.RetryBackoff<<min(r.failures, 10), 5*time.Minute)
@@ -428,6 +464,7 @@ func (s *Server) Remove(namespace, name string) {
 	s.mu.Lock()
 	svc := s.fns[key]
 	delete(s.fns, key)
+	s.forget(key)
 	s.mu.Unlock()
 	if svc == nil {
 		return
@@ -440,6 +477,107 @@ func (s *Server) Remove(namespace, name string) {
 	}
 }
 
+// Functions lists the functions the server serves or deploys, restored
+// ones included.
+func (s *Server) Functions() []types.NamespacedName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]types.NamespacedName, 0, len(s.fns))
+	for k := range s.fns {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// savedRevision is what StateDir keeps of the revision serving a function:
+// enough to run it again without the Function's spec, which by then may
+// describe a revision that fails.
+type savedRevision struct {
+	Name        string   `json:"name"`
+	Image       string   `json:"image"`
+	Env         []string `json:"env,omitempty"`
+	Timeout     int32    `json:"timeoutSeconds"`
+	Concurrency int64    `json:"containerConcurrency,omitempty"`
+	MinScale    int32    `json:"minScale,omitempty"`
+}
+
+func (s *Server) statePath(key types.NamespacedName) string {
+	return filepath.Join(s.opts.StateDir, key.Namespace, key.Name+".json")
+}
+
+// save records r as the revision serving key. It is best effort: what
+// fails to be kept only costs a restart the revision, as before StateDir.
+func (s *Server) save(key types.NamespacedName, r *revision) {
+	if s.opts.StateDir == "" {
+		return
+	}
+	r.mu.Lock()
+	minScale := r.minScale
+	r.mu.Unlock()
+	raw, err := json.Marshal(savedRevision{Name: r.name, Image: r.spec.image, Env: r.spec.env,
+		Timeout: r.spec.timeout, Concurrency: r.spec.concurrency, MinScale: minScale})
+	if err != nil {
+		return
+	}
+	p := s.statePath(key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return
+	}
+	// 0600: env values may have come from Secrets. Renamed into place so a
+	// crash leaves the previous record, not half of this one.
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+	}
+}
+
+func (s *Server) forget(key types.NamespacedName) {
+	if s.opts.StateDir != "" {
+		_ = os.Remove(s.statePath(key))
+	}
+}
+
+// restore serves again the revisions StateDir kept. Nothing starts here: an
+// instance starts on the first call, or at once for min scale, as after an
+// idle stop. A record whose build is gone is passed over; the reconciler
+// then deploys the function as if it were new.
+func (s *Server) restore() {
+	if s.opts.StateDir == "" {
+		return
+	}
+	nss, _ := os.ReadDir(s.opts.StateDir)
+	for _, ns := range nss {
+		if !ns.IsDir() {
+			continue
+		}
+		files, _ := os.ReadDir(filepath.Join(s.opts.StateDir, ns.Name()))
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".json")
+			if !ok || f.IsDir() {
+				continue
+			}
+			key := types.NamespacedName{Namespace: ns.Name(), Name: name}
+			raw, err := os.ReadFile(s.statePath(key))
+			var saved savedRevision
+			if err != nil || json.Unmarshal(raw, &saved) != nil || saved.Name == "" {
+				continue
+			}
+			dir, err := s.opts.Dir(saved.Image)
+			if err != nil {
+				continue
+			}
+			spec := revisionSpec{dir: dir, image: saved.Image, env: saved.Env, timeout: saved.Timeout,
+				minScale: saved.MinScale, concurrency: saved.Concurrency}
+			spec.hash = specHash(spec)
+			r := newRevision(s, key, saved.Name, spec)
+			s.fns[key] = &service{key: key, active: r, latest: r}
+		}
+	}
+}
+
 // Close stops every process and waits for them to exit.
 func (s *Server) Close() {
 	select {
@@ -448,6 +586,9 @@ func (s *Server) Close() {
 	default:
 	}
 	close(s.done)
+	s.procMu.Lock()
+	s.closed = true
+	s.procMu.Unlock()
 	s.mu.Lock()
 	var revs []*revision
 	for _, svc := range s.fns {
@@ -464,6 +605,20 @@ func (s *Server) Close() {
 	}
 	wg.Wait()
 	s.wg.Wait()
+	// What the revisions did not stop: instances idled out and still in
+	// their drain grace, or started by a call racing this Close. No new one
+	// can start now, so this is the last of them.
+	s.procMu.Lock()
+	var left []*instance
+	for inst := range s.procs {
+		left = append(left, inst)
+	}
+	s.procMu.Unlock()
+	for _, inst := range left {
+		wg.Add(1)
+		go func(inst *instance) { defer wg.Done(); inst.stop(0, inst.drain) }(inst)
+	}
+	wg.Wait()
 }
 
 // retire stops a revision from taking calls and, after grace, stops its
@@ -709,7 +864,10 @@ func (r *revision) stop() {
 	}
 }
 
-var errPortTaken = errors.New("port taken")
+var (
+	errPortTaken    = errors.New("port taken")
+	errServerClosed = errors.New("the server is closed")
+)
 
 // instance is one wrapper process.
 type instance struct {
@@ -718,6 +876,9 @@ type instance struct {
 	exited  chan struct{}
 	logs    *tailBuffer
 	closeFn func()
+	// drain is how long the wrapper may take to finish its calls after
+	// SIGTERM: the revision's timeout.
+	drain time.Duration
 }
 
 func (r *revision) spawn() (*instance, error) {
@@ -740,18 +901,33 @@ func (r *revision) spawn() (*instance, error) {
 	// which then drains the functions, not the functions directly.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &tailBuffer{max: 4096},
-		url: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}}
+		url:   &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
+		drain: time.Duration(r.spec.timeout) * time.Second}
 	out, closeOut := s.output(r.key)
 	inst.closeFn = closeOut
 	w := io.MultiWriter(out, inst.logs)
 	cmd.Stdout, cmd.Stderr = w, w
+	// Checking closed and registering the process in one hold of procMu
+	// means Close either refuses this start or finds the process.
+	s.procMu.Lock()
+	if s.closed {
+		s.procMu.Unlock()
+		closeOut()
+		return nil, errServerClosed
+	}
 	if err := cmd.Start(); err != nil {
+		s.procMu.Unlock()
 		closeOut()
 		return nil, err
 	}
+	s.procs[inst] = struct{}{}
+	s.procMu.Unlock()
 	go func() {
 		_ = cmd.Wait()
 		closeOut()
+		s.procMu.Lock()
+		delete(s.procs, inst)
+		s.procMu.Unlock()
 		close(inst.exited)
 	}()
 	if err := inst.waitHealthy(s.opts.StartTimeout); err != nil {

@@ -28,10 +28,16 @@ type serverBed struct {
 	blobs   *Blobs
 	builder *Builder
 	server  *Server
+	opts    ServerOptions
 	changes chan string
 }
 
 func newServerBed(t *testing.T, idle time.Duration) *serverBed {
+	return newServerBedWith(t, idle, nil)
+}
+
+// newServerBedWith lets tune change the server's options before it starts.
+func newServerBedWith(t *testing.T, idle time.Duration, tune func(*ServerOptions)) *serverBed {
 	dir := t.TempDir()
 	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
 	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
@@ -39,13 +45,30 @@ func newServerBed(t *testing.T, idle time.Duration) *serverBed {
 		t.Fatal(err)
 	}
 	bed := &serverBed{t: t, blobs: blobs, builder: b, changes: make(chan string, 100)}
-	bed.server = NewServer(ServerOptions{
+	opts := ServerOptions{
 		Dir: b.Dir, IdleTimeout: idle, DrainGrace: 50 * time.Millisecond,
-		LogDir:   filepath.Join(dir, "logs"),
-		OnChange: func(ns, name string) { bed.changes <- ns + "/" + name },
-	})
+		LogDir: filepath.Join(dir, "logs"),
+		OnChange: func(ns, name string) {
+			select {
+			case bed.changes <- ns + "/" + name:
+			default: // nobody waits; a later state read sees the change
+			}
+		},
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	bed.opts = opts
+	bed.server = NewServer(opts)
 	t.Cleanup(func() { bed.server.Close(); b.Close() })
 	return bed
+}
+
+// restart closes the server and starts another with the same options, as
+// a restarted sless dev does.
+func (bed *serverBed) restart() {
+	bed.server.Close()
+	bed.server = NewServer(bed.opts)
 }
 
 // image builds a Python function answering with reply and returns its image.
@@ -409,5 +432,105 @@ func TestServerRetriesAFailedStart(t *testing.T) {
 	}
 	if body, _, err := bed.call("ns", "flaky"); err != nil || !strings.Contains(body, "second start") {
 		t.Fatalf("call after the retry: %s %v", body, err)
+	}
+}
+
+// The revision serving a function is kept in StateDir: a restarted server
+// serves it again, whether the function's latest revision fails to start
+// (the reconciler then asks for that one) or its latest build failed (the
+// reconciler asks for none), and reports it as the latest ready revision.
+func TestServerRestartKeepsTheLastReadyRevision(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "serving")
+	bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.StateDir = state })
+	startFails := fnNamed("ns", "start-fails")
+	startFails.Generation = 1
+	good := bed.image(startFails, replyCode("good"))
+	bed.awaitState(startFails, good, ready)
+	startFails.Generation = 2
+	broken := bed.image(startFails, "raise RuntimeError('broken at import')\n")
+	bed.awaitState(startFails, broken, func(st adapter.ServeState) bool { return st.Failed })
+
+	buildFails := fnNamed("ns", "build-fails")
+	buildFails.Generation = 1
+	built := bed.image(buildFails, replyCode("built"))
+	bed.awaitState(buildFails, built, ready)
+	// Its next build fails: the reconciler never calls EnsureService again.
+
+	gone := fnNamed("ns", "gone")
+	gone.Generation = 1
+	bed.awaitState(gone, good, ready)
+	bed.server.Remove("ns", "gone")
+
+	bed.restart()
+	for name, reply := range map[string]string{"start-fails": "good", "build-fails": "built"} {
+		rev, running, ok := bed.server.Serving("ns", name)
+		if !ok || running || rev != name+"-00001" {
+			t.Fatalf("%s after restart: serving %q running=%v ok=%v, want %s-00001 stopped", name, rev, running, ok, name)
+		}
+		body, cold, err := bed.call("ns", name)
+		if err != nil || !cold || !strings.Contains(body, reply) || !strings.Contains(body, name+"-00001") {
+			t.Fatalf("%s after restart: %s cold=%v %v", name, body, cold, err)
+		}
+	}
+	if _, _, ok := bed.server.Serving("ns", "gone"); ok {
+		t.Fatal("a removed function is served again after a restart")
+	}
+	// The reconciler asks again for the failing revision: it fails again,
+	// and the restored one is still the latest ready and still serves.
+	st := bed.awaitState(startFails, broken, func(st adapter.ServeState) bool { return st.Failed })
+	if st.LatestReadyRevision != "start-fails-00001" || st.LatestCreatedRevision != "start-fails-00002" ||
+		!strings.Contains(st.Message, "broken at import") {
+		t.Fatalf("failing revision after restart: %+v", st)
+	}
+	if body, _, err := bed.call("ns", "start-fails"); err != nil || !strings.Contains(body, "good") {
+		t.Fatalf("after the failing revision failed again: %s %v", body, err)
+	}
+	// Asked for the revision it restored (a function whose build is fine
+	// after the restart), the server reports it ready, no new revision.
+	if st, err := bed.server.EnsureService(context.Background(), buildFails, built); err != nil || !st.Ready ||
+		st.Created || st.Updated || st.LatestReadyRevision != "build-fails-00001" || st.LatestCreatedRevision != "build-fails-00001" {
+		t.Fatalf("the restored revision asked for again: %+v %v", st, err)
+	}
+}
+
+// Close stops every process, also one the reaper idled out that is still
+// in its drain grace and one a call started right after, and no process
+// starts once Close began.
+func TestServerCloseStopsEveryProcess(t *testing.T) {
+	bed := newServerBedWith(t, 200*time.Millisecond, func(o *ServerOptions) { o.DrainGrace = time.Minute })
+	fn := fnNamed("ns", "idler")
+	fn.Generation = 1
+	img := bed.image(fn, replyCode("idle"))
+	bed.awaitState(fn, img, ready)
+	idled := bed.server.Processes("ns", "idler")
+	if len(idled) != 1 {
+		t.Fatalf("processes %v, want one", idled)
+	}
+	// The reaper takes it out of service; it drains for a minute.
+	awaitNoProcesses(t, bed.server, "ns", "idler", 10*time.Second)
+	if syscall.Kill(idled[0], 0) != nil {
+		t.Fatal("the idled instance exited before its drain grace")
+	}
+	if _, cold, err := bed.call("ns", "idler"); err != nil || !cold {
+		t.Fatalf("call after the idle stop: cold=%v %v", cold, err)
+	}
+	started := bed.server.Processes("ns", "idler")
+	begun := time.Now()
+	bed.server.Close()
+	if d := time.Since(begun); d > 30*time.Second {
+		t.Errorf("Close took %s: it waited out a drain grace", d)
+	}
+	for _, pid := range append(idled, started...) {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("process %d outlived Close", pid)
+		}
+	}
+	other := fnNamed("ns", "late")
+	other.Generation = 1
+	if _, err := bed.server.EnsureService(context.Background(), other, img); err == nil {
+		t.Error("EnsureService after Close accepted a revision to start")
+	}
+	if p := bed.server.Processes("ns", "late"); len(p) != 0 {
+		t.Errorf("processes %v started after Close", p)
 	}
 }
