@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:35fde29dcb31e36c55c104f8ebb18c755062ad9ba253a539abc3f7110c0f43c0"
+const goldenDigest = "sha256:2529edac2a4d3b7ff4280ed01940d50ef866a7574d9922ff50c46d0c43f01149"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())
