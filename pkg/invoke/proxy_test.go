@@ -549,6 +549,51 @@ func TestProxyActivate(t *testing.T) {
 	}
 }
 
+// A chunked body past the cap ends the call at once with 413, however long
+// the function's timeout, and the function's read of it fails: it never
+// takes the part it got for the whole body.
+func TestProxyChunkedBodyOverCapEndsTheCall(t *testing.T) {
+	r := newRig(t, invoke.Options{MaxRequestBytes: 1000})
+	got := make(chan error, 1)
+	stop := make(chan struct{})
+	fn := function(t, func(w http.ResponseWriter, req *http.Request) {
+		read := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, req.Body)
+			read <- err
+		}()
+		select {
+		case err := <-read:
+			got <- err
+		case <-stop: // failed: let the servers close
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	t.Cleanup(func() { close(stop) })
+	r.targets.set("ns", "reader", invoke.Target{Address: fn, Ready: true, Public: true, Timeout: time.Hour})
+	// The caller gives up long before the function's hour: an answer that
+	// waited for the deadline fails here.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.url+"/fn/ns/reader", io.MultiReader(strings.NewReader(strings.Repeat("x", 5000))))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no answer before the caller gave up: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get(invoke.ErrorHeader) != invoke.ReasonBodyTooLarge {
+		t.Fatalf("status %d %q, want 413 %s", resp.StatusCode, resp.Header.Get(invoke.ErrorHeader), invoke.ReasonBodyTooLarge)
+	}
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("the function read the cut body as a whole one")
+		}
+	case <-ctx.Done():
+		t.Fatal("the function is still reading the body")
+	}
+}
+
 // An activation's Done runs once per call, after the whole answer is
 // copied (so a local instance is not counted idle, nor given another call
 // past its containerConcurrency, while it still streams), and also when

@@ -246,10 +246,21 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 		}
 	} else {
 		written = make(chan error, 1)
+		src := &sourceBody{ReadCloser: req.Body}
+		out := *req
+		out.Body = src
 		go func() {
-			err := req.Write(c.bw)
+			err := out.Write(c.bw)
 			if err == nil {
 				err = c.bw.Flush()
+			}
+			if src.err != nil {
+				// The request's own body failed (past the proxy's cap, the
+				// caller gone): the function would wait for the rest of it
+				// until the deadline. Closing the connection ends its read
+				// with an error, so it never takes the part sent for a
+				// whole body, and ends the wait for its answer here.
+				_ = c.nc.Close()
 			}
 			written <- err
 		}()
@@ -268,6 +279,22 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	b.rc = resp.Body
 	resp.Body = b
 	return resp, nil
+}
+
+// sourceBody notes the error reading a request's body returned, which
+// Request.Write does not tell apart from a failed write to the connection.
+// Only the writing goroutine reads it.
+type sourceBody struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *sourceBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // wrap reports the context's error when it ended the call: a connection
