@@ -350,3 +350,33 @@ func TestConcurrentUploads(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentPatches sends many merge patches without preconditions to
+// one function at once, each setting its own label. A patch without a
+// precondition means "make it so": every one answers 200, however often it
+// lost the update race, and none undoes another.
+func TestConcurrentPatches(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("alice")
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("crowded")), http.StatusCreated)
+	const writers = 30
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := `{"metadata":{"labels":{"writer-` + strconv.Itoa(i) + `":"yes"}}}`
+			r := e.do("PATCH", e.path("functions", "crowded"), tok, body, "Content-Type", api.MergePatchContentType)
+			if r.Code != http.StatusOK {
+				t.Errorf("writer %d: %d %s", i, r.Code, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	labels := e.getFunction("crowded").Labels
+	for i := range writers {
+		if labels["writer-"+strconv.Itoa(i)] != "yes" {
+			t.Errorf("writer %d's label is missing: %v", i, labels)
+		}
+	}
+}

@@ -28,10 +28,6 @@ import (
 // MergePatchContentType is the only PATCH body the API takes (RFC 7396).
 const MergePatchContentType = "application/merge-patch+json"
 
-// maxUpdateRetries bounds read-modify-write loops that lost a race without a
-// precondition from the client.
-const maxUpdateRetries = 5
-
 // List is the body of a list answer: the objects and, when more remain, the
 // cursor that continues the list.
 type List struct {
@@ -259,7 +255,8 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
 	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
-	for attempt := 0; ; attempt++ {
+	retry := newRaceRetry()
+	for {
 		cur := k.newObj()
 		if err := s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cur); err != nil {
 			writeProblem(c, storeProblem(err))
@@ -303,7 +300,7 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 			case bodyRV != "":
 				writeProblem(c, conflict("metadata.resourceVersion %s is not the current version: read the object again", bodyRV))
 				return
-			case attempt < maxUpdateRetries:
+			case retry.again(ctx):
 				continue
 			}
 		}
@@ -317,7 +314,8 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 		ctx := c.Request.Context()
 		key := client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}
 		ifMatch, hasIfMatch := c.Request.Header["If-Match"]
-		for attempt := 0; ; attempt++ {
+		retry := newRaceRetry()
+		for {
 			cur := k.newObj()
 			if err := s.live.Get(ctx, key, cur); err != nil {
 				writeProblem(c, storeProblem(err))
@@ -333,7 +331,7 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 				pre.ResourceVersion = &rv
 			}
 			err := s.objects.Delete(ctx, cur, pre)
-			if apierrors.IsConflict(err) && !hasIfMatch && attempt < maxUpdateRetries {
+			if apierrors.IsConflict(err) && !hasIfMatch && retry.again(ctx) {
 				continue // recreated under the same name meanwhile: look again
 			}
 			if apierrors.IsConflict(err) && hasIfMatch {

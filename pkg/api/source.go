@@ -162,7 +162,8 @@ func (s *Server) putSource(c *gin.Context) {
 	// Point the Function at the archive, re-reading on a lost race: two
 	// uploads at once each store their own bytes, and the Function ends up
 	// naming exactly one of them.
-	for attempt := 0; ; attempt++ {
+	retry := newRaceRetry()
+	for {
 		if fn.DeletionTimestamp != nil {
 			writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
 			return
@@ -192,7 +193,7 @@ func (s *Server) putSource(c *gin.Context) {
 			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: true, Function: s.shown(next)})
 			return
 		}
-		if !apierrors.IsConflict(err) || attempt >= maxUpdateRetries {
+		if !apierrors.IsConflict(err) || !retry.again(ctx) {
 			writeProblem(c, storeProblem(err))
 			return
 		}
