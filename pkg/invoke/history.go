@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // History lists a function's invocations, newest first. pkg/adapter/postgres
@@ -88,6 +90,9 @@ func ParseCursor(s string) (Cursor, error) {
 	return Cursor{StartedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
 }
 
+// invalidValue is the field error type of a value ParseQuery refuses.
+const invalidValue = string(field.ErrorTypeInvalid)
+
 // ParseQuery reads the listing's query parameters: status (2xx, 3xx, 4xx,
 // 5xx), trigger, since and until (RFC 3339), limit (1 to 1000, default 50)
 // and cursor (a previous page's next). Every bad value is reported, each
@@ -101,7 +106,7 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 			return "", false
 		}
 		if len(vals) > 1 {
-			errs = append(errs, FieldError{Field: name, Detail: "give it once"})
+			errs = append(errs, FieldError{Field: name, Detail: "give it once", Type: string(field.ErrorTypeDuplicate)})
 			return "", false
 		}
 		return vals[0], true
@@ -110,14 +115,14 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 		if len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx") {
 			q.StatusClass = int(s[0] - '0')
 		} else {
-			errs = append(errs, FieldError{Field: "status", Detail: "must be a status class: 1xx, 2xx, 3xx, 4xx or 5xx"})
+			errs = append(errs, FieldError{Field: "status", Detail: "must be a status class: 1xx, 2xx, 3xx, 4xx or 5xx", Type: invalidValue})
 		}
 	}
 	if s, ok := get("trigger"); ok {
 		if ValidTrigger(s) {
 			q.Trigger = s
 		} else {
-			errs = append(errs, FieldError{Field: "trigger", Detail: "must be one of http, cron, queue, job"})
+			errs = append(errs, FieldError{Field: "trigger", Detail: "must be one of http, cron, queue, job", Type: invalidValue})
 		}
 	}
 	for _, p := range []struct {
@@ -127,19 +132,19 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 		if s, ok := get(p.name); ok {
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				errs = append(errs, FieldError{Field: p.name, Detail: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"})
+				errs = append(errs, FieldError{Field: p.name, Detail: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z", Type: invalidValue})
 				continue
 			}
 			*p.into = t
 		}
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		errs = append(errs, FieldError{Field: "until", Detail: "must be after since"})
+		errs = append(errs, FieldError{Field: "until", Detail: "must be after since", Type: invalidValue})
 	}
 	if s, ok := get("limit"); ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxListLimit {
-			errs = append(errs, FieldError{Field: "limit", Detail: "must be a whole number from 1 to " + strconv.Itoa(MaxListLimit)})
+			errs = append(errs, FieldError{Field: "limit", Detail: "must be a whole number from 1 to " + strconv.Itoa(MaxListLimit), Type: invalidValue})
 		} else {
 			q.Limit = n
 		}
@@ -147,7 +152,7 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 	if s, ok := get("cursor"); ok {
 		c, err := ParseCursor(s)
 		if err != nil {
-			errs = append(errs, FieldError{Field: "cursor", Detail: "must be the next value of a previous page"})
+			errs = append(errs, FieldError{Field: "cursor", Detail: "must be the next value of a previous page", Type: invalidValue})
 		} else {
 			q.After = &c
 		}
@@ -216,7 +221,7 @@ func (h ListHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ns == "" || name == "" {
 		var ok bool
 		if ns, name, ok = invocationsPath(r.URL.Path); !ok {
-			writeProblem(w, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound, Detail: "path is not /v1/namespaces/{namespace}/functions/{name}/invocations"})
+			writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound, "path is not /v1/namespaces/{namespace}/functions/{name}/invocations"))
 			return
 		}
 	}
@@ -241,16 +246,18 @@ func invocationsPath(p string) (ns, name string, ok bool) {
 func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, function string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeProblem(w, Problem{Status: http.StatusMethodNotAllowed, Detail: "invocations are read with GET"})
+		writeProblem(w, listProblem(r, http.StatusMethodNotAllowed, "method-not-allowed", "", "invocations are read with GET"))
 		return
 	}
 	if !validNamespace(namespace) || !validFunctionName(function) {
-		writeProblem(w, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound, Detail: "no function " + strconv.Quote(namespace+"/"+function)})
+		writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound, "no function "+strconv.Quote(namespace+"/"+function)))
 		return
 	}
 	q, errs := ParseQuery(namespace, function, r.URL.Query())
 	if len(errs) > 0 {
-		writeProblem(w, Problem{Status: http.StatusBadRequest, Reason: ReasonInvalid, Detail: "invalid query parameters", Errors: errs})
+		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "invalid query parameters")
+		p.Title, p.Errors = "Query is invalid", errs
+		writeProblem(w, p)
 		return
 	}
 	page, err := h.History.List(r.Context(), q)
@@ -259,7 +266,7 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 			return // the client went away
 		}
 		w.Header().Set("Retry-After", "5")
-		writeProblem(w, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonUnavailable, Detail: "invocation history is unavailable: " + err.Error()})
+		writeProblem(w, listProblem(r, http.StatusServiceUnavailable, "unavailable", ReasonUnavailable, "invocation history is unavailable: "+err.Error()))
 		return
 	}
 	out := InvocationList{Items: make([]Invocation, len(page.Items))}
@@ -271,7 +278,7 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 	}
 	body, err := json.Marshal(out)
 	if err != nil {
-		writeProblem(w, Problem{Status: http.StatusInternalServerError, Detail: err.Error()})
+		writeProblem(w, listProblem(r, http.StatusInternalServerError, "internal", "", err.Error()))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -280,4 +287,10 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+}
+
+// listProblem is a problem of the listing, shaped as the REST API's are:
+// a type URI and the request's path as instance.
+func listProblem(r *http.Request, status int, slug, reason, detail string) Problem {
+	return Problem{Type: problemBase + slug, Status: status, Reason: reason, Detail: detail, Instance: r.URL.Path}
 }

@@ -81,11 +81,15 @@ func TestListHandlerRefusesBadInput(t *testing.T) {
 			if err := json.Unmarshal(b, &p); err != nil {
 				t.Fatal(err)
 			}
+			// Shaped as every REST API problem is (docs/api.md).
+			if p.Type != "https://sless.dev/problems/invalid" || p.Instance != "/v1/namespaces/ns/functions/fn/invocations" || p.Reason != invoke.ReasonInvalid {
+				t.Errorf("type %q, instance %q, reason %q", p.Type, p.Instance, p.Reason)
+			}
 			var got []string
 			for _, e := range p.Errors {
 				got = append(got, e.Field)
-				if e.Detail == "" {
-					t.Errorf("field %s without detail", e.Field)
+				if e.Detail == "" || (e.Type != "FieldValueInvalid" && e.Type != "FieldValueDuplicate") {
+					t.Errorf("field %s: detail %q, type %q", e.Field, e.Detail, e.Type)
 				}
 			}
 			if len(got) != len(tc.fields) {

@@ -42,11 +42,17 @@ type Problem struct {
 	Errors []FieldError `json:"errors,omitempty"`
 }
 
-// FieldError is one invalid input.
+// FieldError is one invalid input. Type is the Kubernetes field error type
+// (FieldValueInvalid, FieldValueDuplicate), as in the REST API's problems.
 type FieldError struct {
 	Field  string `json:"field"`
 	Detail string `json:"detail"`
+	Type   string `json:"type"`
 }
+
+// problemBase prefixes the type URI of the invocations listing's problems,
+// which belong to the REST API and so read as its problems do.
+const problemBase = "https://sless.dev/problems/"
 
 func writeProblem(w http.ResponseWriter, p Problem) {
 	if p.Title == "" {
