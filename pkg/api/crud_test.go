@@ -380,3 +380,37 @@ func TestConcurrentPatches(t *testing.T) {
 		}
 	}
 }
+
+// TestListCursorBoundToItsList: a cursor continues only the list that gave
+// it. Passed to another kind's list, with another selector, or forged, it is
+// a 400 naming cursor rather than a silent start part-way through.
+func TestListCursorBoundToItsList(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("alice")
+	for _, name := range []string{"a", "b"} {
+		want(t, e.do("POST", e.path("functions"), tok, pythonFunction(name)), http.StatusCreated)
+		body := map[string]any{"metadata": map[string]any{"name": name}, "spec": map[string]any{"function": name, "type": "http"}}
+		want(t, e.do("POST", e.path("triggers"), tok, body), http.StatusCreated)
+	}
+	r := e.do("GET", e.path("functions")+"?limit=1", tok, nil)
+	want(t, r, http.StatusOK)
+	next := decode[api.List](t, r).Next
+	if next == "" {
+		t.Fatal("no cursor after the first of two functions")
+	}
+	want(t, e.do("GET", e.path("functions")+"?limit=1&cursor="+next, tok, nil), http.StatusOK)
+	for name, path := range map[string]string{
+		"another kind":     e.path("triggers") + "?limit=1&cursor=" + next,
+		"another selector": e.path("functions") + "?limit=1&labelSelector=app&cursor=" + next,
+		"forged":           e.path("functions") + "?limit=1&cursor=" + next[:len(next)-2],
+	} {
+		r := e.do("GET", path, tok, nil)
+		if r.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", name, r.Code, r.Body)
+			continue
+		}
+		if p := decode[api.Problem](t, r); len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
+			t.Errorf("%s: errors %+v, want one naming cursor", name, p.Errors)
+		}
+	}
+}

@@ -48,6 +48,7 @@ func (s *Server) list(k *kind) gin.HandlerFunc {
 			limit = n
 		}
 		opts := []client.ListOption{client.InNamespace(ns), client.Limit(limit)}
+		of := listCursor{Kind: k.kind, Namespace: ns}
 		// The selector is parsed here rather than passed through raw so a
 		// malformed one is a 400 naming the parameter whichever store is
 		// behind the API, and the store gets a validated selector.
@@ -58,10 +59,16 @@ func (s *Server) list(k *kind) gin.HandlerFunc {
 				return
 			}
 			opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+			of.Selector = sel.String()
 		}
 		cur := c.Query("cursor")
 		if cur != "" {
-			opts = append(opts, client.Continue(cur))
+			token, ok := continueOf(cur, of)
+			if !ok {
+				writeProblem(c, badRequestField("cursor", cur, "not a cursor of this list: pass the next of the previous page, with the same labelSelector"))
+				return
+			}
+			opts = append(opts, client.Continue(token))
 		}
 		l := k.newList()
 		if err := s.objects.List(c.Request.Context(), l, opts...); err != nil {
@@ -72,7 +79,11 @@ func (s *Server) list(k *kind) gin.HandlerFunc {
 			writeProblem(c, p)
 			return
 		}
-		out := List{Items: []json.RawMessage{}, Next: l.GetContinue()}
+		out := List{Items: []json.RawMessage{}}
+		if token := l.GetContinue(); token != "" {
+			of.Continue = token
+			out.Next = of.encode()
+		}
 		for _, o := range k.items(l) {
 			b, err := s.render(k, o)
 			if err != nil {
