@@ -57,8 +57,9 @@ type Run struct {
 	Started   time.Time
 	Duration  time.Duration
 	// Status is 200 for a run that succeeded, 500 for one that failed, 504
-	// for one stopped at its deadline: the codes the same failure has when
-	// the function is called over HTTP.
+	// for one that outlived its timeout (the Job's deadline or the wrapper's
+	// Timeout exit): the codes the same failure has when the function is
+	// called over HTTP.
 	Status int
 	Error  string
 }
@@ -235,7 +236,7 @@ func (r *Reconciler) observe(ctx context.Context, fj *slessv1alpha1.FunctionJob,
 		st.Output = message
 		reason := ReasonFailed
 		why := failureMessage(c, term)
-		if c.Reason == batchv1.JobReasonDeadlineExceeded {
+		if c.Reason == batchv1.JobReasonDeadlineExceeded || wrapperTimedOut(term) {
 			reason = ReasonDeadlineExceeded
 		}
 		st.Message = why
@@ -306,19 +307,44 @@ func completionTime(job *batchv1.Job, c *batchv1.JobCondition) *metav1.Time {
 	return c.LastTransitionTime.DeepCopy()
 }
 
+// wrapperError is the error a runtime wrapper's job mode writes as the
+// termination message of a run that failed: {"error": {"type", "message"}}.
+// ok is false when the message is something else (the handler's result, or
+// the tail of the log of a runtime that died before writing one).
+func wrapperError(term *corev1.ContainerStateTerminated) (typ, message string, ok bool) {
+	if term == nil || term.Message == "" {
+		return "", "", false
+	}
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(term.Message), &body) != nil || body.Error.Type == "" {
+		return "", "", false
+	}
+	return body.Error.Type, body.Error.Message, true
+}
+
+// wrapperTimedOut tells whether the run ended on the wrapper's own timeout:
+// the wrappers stop the handler at timeoutSeconds, well before the Job's
+// activeDeadlineSeconds (which adds the start-up allowance), and exit 1 with
+// a "Timeout" error, so the Job fails as BackoffLimitExceeded. Over HTTP the
+// same timeout is a 504, and local mode reports it as DeadlineExceeded too,
+// so the run counts as past its deadline, not as failed.
+func wrapperTimedOut(term *corev1.ContainerStateTerminated) bool {
+	typ, _, ok := wrapperError(term)
+	return ok && term.ExitCode != 0 && typ == "Timeout"
+}
+
 // failureMessage says why a run failed: the function's own error when its
 // runtime wrote one, else the Job's reason.
 func failureMessage(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) string {
 	msg := ""
 	if term != nil && term.Message != "" {
-		var body struct {
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal([]byte(term.Message), &body) == nil && body.Error.Type != "" {
-			msg = fmt.Sprintf("the function failed with exit code %d: %s: %s", term.ExitCode, body.Error.Type, body.Error.Message)
+		if typ, message, ok := wrapperError(term); ok {
+			msg = fmt.Sprintf("the function failed with exit code %d: %s: %s", term.ExitCode, typ, message)
 		} else {
 			msg = fmt.Sprintf("the function failed with exit code %d: %s", term.ExitCode, strings.TrimSpace(term.Message))
 		}

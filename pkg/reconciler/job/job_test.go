@@ -397,27 +397,70 @@ func TestFunctionJobLifecycle(t *testing.T) {
 	}
 }
 
+// TestFunctionJobDeadlineExceeded: a run that outlives its timeout ends
+// DeadlineExceeded with a 504 record, however it was stopped — by the Job's
+// activeDeadlineSeconds, or by the runtime wrapper, which stops the handler
+// at timeoutSeconds (well before that deadline) and exits 1 with its
+// "Timeout" error as the termination message.
 func TestFunctionJobDeadlineExceeded(t *testing.T) {
-	e := start(t)
-	ctx := context.Background()
-	e.createFunction("slow", image)
-	fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: e.ns}, Spec: slessv1alpha1.FunctionJobSpec{Function: "slow", RunID: 3}}
-	if err := e.c.Create(ctx, fj); err != nil {
-		t.Fatal(err)
-	}
-	j := e.waitJob("slow-3")
-	now := time.Now().Truncate(time.Second)
-	e.finishJob(j, now.Add(-90*time.Second), now, false, batchv1.JobReasonDeadlineExceeded)
-	got := e.waitPhase("slow", 3, slessv1alpha1.JobPhaseFailed)
-	if cc := condition(got, "Complete"); cc.Reason != job.ReasonDeadlineExceeded || !strings.Contains(cc.Message, "deadline") {
-		t.Errorf("Complete condition %+v", cc)
-	}
-	if got.Status.CompletionTime == nil || !got.Status.CompletionTime.Time.Equal(now) {
-		t.Errorf("completion time %v, want the Failed condition's %v", got.Status.CompletionTime, now)
-	}
-	e.eventually("recorded", func() (bool, string) { return len(e.rec.list()) == 1, "" })
-	if r := e.rec.list()[0]; r.Status != 504 {
-		t.Errorf("recorded status %d, want 504", r.Status)
+	for _, tc := range []struct {
+		name string
+		// term is the function container's end; nil: no Pod reported one.
+		term *corev1.ContainerStateTerminated
+		// jobReason is the reason of the Job's Failed condition.
+		jobReason   string
+		wantMessage string
+	}{{
+		name:        "Job past activeDeadlineSeconds",
+		jobReason:   batchv1.JobReasonDeadlineExceeded,
+		wantMessage: "deadline",
+	}, {
+		name: "wrapper's Timeout exit",
+		term: &corev1.ContainerStateTerminated{
+			ExitCode: 1, Reason: "Error",
+			Message: `{"error": {"type": "Timeout", "message": "function exceeded its timeout of 30s"}, "requestId": "r"}`,
+		},
+		jobReason:   batchv1.JobReasonBackoffLimitExceeded,
+		wantMessage: "function exceeded its timeout of 30s",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t)
+			ctx := context.Background()
+			e.createFunction("slow", image)
+			fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: e.ns}, Spec: slessv1alpha1.FunctionJobSpec{Function: "slow", RunID: 3}}
+			if err := e.c.Create(ctx, fj); err != nil {
+				t.Fatal(err)
+			}
+			j := e.waitJob("slow-3")
+			now := time.Now().Truncate(time.Second)
+			begin := now.Add(-30 * time.Second)
+			if tc.term != nil {
+				p := e.pod(j)
+				term := tc.term.DeepCopy()
+				term.StartedAt, term.FinishedAt = metav1.NewTime(begin), metav1.NewTime(now)
+				e.setContainer(p, corev1.PodFailed, corev1.ContainerState{Terminated: term})
+				// The Job controller fails the Job only after it saw the Pod
+				// fail; wait for the Pod to reach this controller's cache
+				// too, as it does on a cluster, so the Job's failure meets
+				// the termination message.
+				e.eventually("exit code", func() (bool, string) {
+					got := e.get("slow")
+					return got.Status.ExitCode != nil, describe(got)
+				})
+			}
+			e.finishJob(j, begin, now, false, tc.jobReason)
+			got := e.waitPhase("slow", 3, slessv1alpha1.JobPhaseFailed)
+			if cc := condition(got, "Complete"); cc.Status != metav1.ConditionFalse || cc.Reason != job.ReasonDeadlineExceeded || !strings.Contains(cc.Message, tc.wantMessage) {
+				t.Errorf("Complete condition %+v, want False %s mentioning %q", cc, job.ReasonDeadlineExceeded, tc.wantMessage)
+			}
+			if got.Status.CompletionTime == nil || !got.Status.CompletionTime.Time.Equal(now) {
+				t.Errorf("completion time %v, want the Failed condition's %v", got.Status.CompletionTime, now)
+			}
+			e.eventually("recorded", func() (bool, string) { return len(e.rec.list()) == 1, "" })
+			if r := e.rec.list()[0]; r.Status != 504 || !strings.Contains(r.Error, tc.wantMessage) {
+				t.Errorf("recorded run %+v, want status 504 and an error mentioning %q", r, tc.wantMessage)
+			}
+		})
 	}
 }
 
