@@ -75,6 +75,10 @@ type ServeState struct {
 	// asked for when it names a digest, else the digest its tag was
 	// resolved to (empty until it is).
 	Image string
+	// ServingImage is the image LatestReadyRevision runs, pinned by digest:
+	// Image when that is the revision asked for, else the older revision's
+	// own (empty when no revision is ready, or its image is not known).
+	ServingImage string
 	// Created and Updated say what this call changed: it created the
 	// service, or updated it to match the function (a new revision). Both
 	// are false when the service already matched.

@@ -49,6 +49,9 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	if st.Image, err = s.servedImage(ctx, fn.Namespace, image, st); err != nil {
 		return adapter.ServeState{}, err
 	}
+	if st.ServingImage, err = s.servingImage(ctx, fn.Namespace, st); err != nil {
+		return adapter.ServeState{}, err
+	}
 	return st, nil
 }
 
@@ -109,19 +112,47 @@ func (s *Server) servedImage(ctx context.Context, ns, image string, st adapter.S
 	if st.Revision == "" || st.LatestCreatedRevision != st.Revision {
 		return "", nil
 	}
+	return s.revisionImage(ctx, ns, st.Revision)
+}
+
+// servingImage is the image of the revision that serves, pinned by digest.
+// Once the revision asked for is the ready one, that is image as
+// servedImage found it. While a newer revision deploys, or after it failed,
+// Knative keeps the last ready revision serving, and that one runs an older
+// image: it is read from its Revision.
+func (s *Server) servingImage(ctx context.Context, ns string, st adapter.ServeState) (string, error) {
+	switch {
+	case st.LatestReadyRevision == "":
+		return "", nil
+	case st.LatestReadyRevision == st.Revision && st.Image != "":
+		return st.Image, nil
+	}
+	return s.revisionImage(ctx, ns, st.LatestReadyRevision)
+}
+
+// revisionImage is the image Revision name runs, pinned by digest: the
+// digest Knative resolved (status.containerStatuses), else the image of
+// its spec when that names a digest; "" while neither is known or when
+// the Revision does not exist.
+func (s *Server) revisionImage(ctx context.Context, ns, name string) (string, error) {
 	// Read past the cache: a cache would hold every Revision in the
-	// cluster to serve the few Functions whose image is a tag.
+	// cluster to serve the few Functions that need one read.
 	rev := &servingv1.Revision{}
-	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.Revision}, rev)
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rev)
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", nil
 	case err != nil:
-		return "", fmt.Errorf("Knative Revision %s/%s: %w", ns, st.Revision, err)
+		return "", fmt.Errorf("Knative Revision %s/%s: %w", ns, name, err)
 	}
 	for _, cs := range rev.Status.ContainerStatuses {
 		if cs.Name == resources.ContainerName && adapter.Pinned(cs.ImageDigest) {
 			return cs.ImageDigest, nil
+		}
+	}
+	for _, c := range rev.Spec.Containers {
+		if c.Name == resources.ContainerName && adapter.Pinned(c.Image) {
+			return c.Image, nil
 		}
 	}
 	return "", nil

@@ -517,11 +517,13 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotFound, "Function "+fj.Spec.Function+" does not exist")
 		return write(wait)
 	}
-	if fn.Status.Image == "" || fn.Status.LatestReadyRevision == "" {
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet")
+	// The run executes the serving revision's code, as on a cluster: not
+	// status.image while a newer revision starts or after it failed.
+	if reason, message := jobrec.WaitReason(fn); reason != "" {
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, reason, message)
 		return write(wait)
 	}
-	spec, reason, err := r.server.revisionSpec(ctx, fn, fn.Status.Image)
+	spec, reason, err := r.server.revisionSpec(ctx, fn, fn.Status.ServingImage)
 	if err != nil {
 		st.Phase, st.Message = slessv1alpha1.JobPhaseFailed, err.Error()
 		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, reason, err.Error())

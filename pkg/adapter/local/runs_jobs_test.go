@@ -45,7 +45,8 @@ func TestFunctionJobMatchesCluster(t *testing.T) {
 	runs := NewRuns(store, server, recorder)
 	defer runs.Close()
 
-	// A job runs the function's build; no revision needs to serve.
+	// A job runs the serving revision's build, as the status names them
+	// (no process needs to run).
 	fn := newFunction("ns", "calc")
 	if err := store.Create(ctx, fn); err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestFunctionJobMatchesCluster(t *testing.T) {
 	code := "import time\n\ndef handler(event, context):\n    time.sleep((event['body'] or {}).get('sleep', 0))\n    return {'requestId': context.request_id}\n"
 	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
 	bs := awaitBuild(t, builder, fn, in, time.Minute)
-	fn.Status.Image, fn.Status.LatestReadyRevision = bs.Image, "calc-00001"
+	fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, bs.Image, "calc-00001"
 	if err := store.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestRunsJobsAndCron(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ss.Ready {
-			fn.Status.Image, fn.Status.LatestReadyRevision = bs.Image, ss.LatestReadyRevision
+			fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, ss.ServingImage, ss.LatestReadyRevision
 			break
 		}
 		if time.Now().After(deadline) {

@@ -244,6 +244,7 @@ func (s *Server) state(key types.NamespacedName) adapter.ServeState {
 	}
 	if svc.active != nil {
 		st.LatestReadyRevision = svc.active.name
+		st.ServingImage = pinnedOrNone(svc.active.spec.image)
 	}
 	if r := svc.latest; r != nil {
 		st.Revision, st.LatestCreatedRevision = r.name, r.name

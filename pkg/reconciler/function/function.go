@@ -195,6 +195,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 	st.Image = ss.Image
 	st.LatestCreatedRevision = ss.LatestCreatedRevision
 	st.LatestReadyRevision = ss.LatestReadyRevision
+	st.ServingImage = ss.ServingImage
 	if ss.Address != "" {
 		st.Address = ss.Address
 	}

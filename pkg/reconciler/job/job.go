@@ -32,6 +32,7 @@ const (
 	ReasonIdle              = "Idle"
 	ReasonFunctionNotFound  = "FunctionNotFound"
 	ReasonFunctionNotBuilt  = "FunctionNotBuilt"
+	ReasonFunctionNotReady  = "FunctionNotReady"
 	ReasonJobCreated        = "JobCreated"
 	ReasonJobConflict       = "JobConflict"
 	ReasonJobGone           = "JobGone"
@@ -179,10 +180,8 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		}
 		return err
 	}
-	if !strings.Contains(fn.Status.Image, "@sha256:") {
-		// Only a built, digest-pinned image runs: a run must execute exactly
-		// the code the function serves.
-		r.setReady(fj, metav1.ConditionFalse, ReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet")
+	if reason, message := WaitReason(fn); reason != "" {
+		r.setReady(fj, metav1.ConditionFalse, reason, message)
 		return nil
 	}
 	job := resources.MakeJob(fj, fn, r.Config)
@@ -198,6 +197,23 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 	r.setReady(fj, metav1.ConditionTrue, ReasonJobCreated, "Job "+job.Name+" runs run "+strconv.FormatInt(fj.Spec.RunID, 10))
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: slessv1alpha1.JobConditionComplete, Status: metav1.ConditionUnknown, Reason: ReasonPending, Message: "the Job's Pod has not started", ObservedGeneration: fj.Generation})
 	return nil
+}
+
+// WaitReason says why a run of fn cannot start yet, as the reason and
+// message of the FunctionJob's Ready condition; "" when it can. A run must
+// execute exactly the code the function serves: the image of the revision
+// calls reach (status.servingImage, digest-pinned), which is not the
+// latest image while a newer revision deploys or after it failed.
+// Local mode's runs wait on the same terms.
+func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
+	switch {
+	case resources.Runnable(fn):
+		return "", ""
+	case !strings.Contains(fn.Status.Image, "@sha256:"):
+		return ReasonFunctionNotBuilt, "Function " + fn.Name + " has no built image yet"
+	default:
+		return ReasonFunctionNotReady, "Function " + fn.Name + " has no ready revision yet"
+	}
 }
 
 // observe copies the Job's and its Pod's state into the status.

@@ -103,7 +103,7 @@ func (e *env) createFunction(name, img string) *slessv1alpha1.Function {
 		e.t.Fatal(err)
 	}
 	if img != "" {
-		fn.Status.Image = img
+		fn.Status.Image, fn.Status.ServingImage = img, img
 		fn.Status.LatestReadyRevision = name + "-00001"
 		if err := e.c.Status().Update(ctx, fn); err != nil {
 			e.t.Fatal(err)
@@ -484,8 +484,9 @@ func TestFunctionJobWaitsForItsFunction(t *testing.T) {
 	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "early-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a Job exists before the function has an image: %v", err)
 	}
-	// The function gets its image: the Function's watch starts the run.
-	fn.Status.Image = image
+	// The function gets its image and its revision serves: the Function's
+	// watch starts the run.
+	fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = image, image, "later-00001"
 	if err := e.c.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

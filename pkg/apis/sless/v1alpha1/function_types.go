@@ -251,7 +251,7 @@ type FunctionStatus struct {
 	SourceDigest string `json:"sourceDigest,omitempty"`
 	// Image is the image of the current revision, always pinned by digest:
 	// the one built, or the digest a prebuilt tag resolved to (empty until
-	// it is resolved).
+	// it is resolved). That revision may not serve yet (see ServingImage).
 	// +optional
 	Image string `json:"image,omitempty"`
 	// BuildRef names the PipelineRun that built Image.
@@ -263,6 +263,12 @@ type FunctionStatus struct {
 	// LatestReadyRevision is the revision that serves traffic.
 	// +optional
 	LatestReadyRevision string `json:"latestReadyRevision,omitempty"`
+	// ServingImage is the image LatestReadyRevision runs, pinned by digest.
+	// It differs from Image while a newer revision is deploying or has
+	// failed to become ready; FunctionJob runs use it, so that they run the
+	// code calls reach. Empty until a revision is ready.
+	// +optional
+	ServingImage string `json:"servingImage,omitempty"`
 	// URL is where the function is invoked through sless.
 	// +optional
 	URL string `json:"url,omitempty"`

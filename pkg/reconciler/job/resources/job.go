@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -76,10 +77,19 @@ func Labels(j *slessv1alpha1.FunctionJob, runID int64) map[string]string {
 	}
 }
 
-// MakeJob builds the Job of the FunctionJob's current run: the function's
-// image, digest-pinned, in the runtime's job mode, which calls the handler
-// once with the payload and writes the result to the termination message.
-// A run is never retried (backoffLimit 0): a new run is a new runID.
+// Runnable tells whether fn has what a run executes: a ready revision
+// and that revision's image, pinned by digest.
+func Runnable(fn *slessv1alpha1.Function) bool {
+	return fn.Status.LatestReadyRevision != "" && strings.Contains(fn.Status.ServingImage, "@sha256:")
+}
+
+// MakeJob builds the Job of the FunctionJob's current run: the image of the
+// function's serving revision (status.servingImage, digest-pinned), in the
+// runtime's job mode, which calls the handler once with the payload and
+// writes the result to the termination message. That is the code calls
+// reach: not status.image while a newer revision deploys or after it
+// failed. A run is never retried (backoffLimit 0): a new run is a new runID.
+// fn must be Runnable.
 func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, cfg Config) *batchv1.Job {
 	runID := j.Spec.RunID
 	timeout := Timeout(j, fn)
@@ -137,7 +147,7 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, cfg Confi
 					},
 					Containers: []corev1.Container{{
 						Name:      ContainerName,
-						Image:     fn.Status.Image,
+						Image:     fn.Status.ServingImage,
 						Env:       env,
 						Resources: res,
 						SecurityContext: &corev1.SecurityContext{

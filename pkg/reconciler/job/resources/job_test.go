@@ -14,7 +14,11 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-const image = "registry.example.com/fn/hello@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const (
+	// image is the serving revision's; newerImage a later revision's.
+	image      = "registry.example.com/fn/hello@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	newerImage = "registry.example.com/fn/hello@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+)
 
 func function(mut ...func(*slessv1alpha1.Function)) *slessv1alpha1.Function {
 	fn := &slessv1alpha1.Function{
@@ -24,7 +28,7 @@ func function(mut ...func(*slessv1alpha1.Function)) *slessv1alpha1.Function {
 			Entrypoint: "main.handler",
 			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return 1"}}},
 		},
-		Status: slessv1alpha1.FunctionStatus{Image: image, LatestReadyRevision: "hello-00003"},
+		Status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: image, LatestCreatedRevision: "hello-00003", LatestReadyRevision: "hello-00003"},
 	}
 	for _, m := range mut {
 		m(fn)
@@ -111,6 +115,20 @@ func TestMakeJob(t *testing.T) {
 			Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(512*1024*1024, resource.BinarySI), corev1.ResourceCPU: resource.MustParse("250m")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(512*1024*1024, resource.BinarySI)},
 		},
+	}, {
+		// Knative keeps the last ready revision serving; a run executes
+		// the code calls reach and is named after it, not the newer image.
+		name: "newer revision failed: the serving revision's image runs",
+		job:  functionJob(),
+		fn: function(func(fn *slessv1alpha1.Function) {
+			fn.Status.Image = newerImage
+			fn.Status.LatestCreatedRevision = "hello-00004"
+		}),
+		wantName:     "nightly-7",
+		wantEnv:      base("null", "30", "7", nil),
+		wantDeadline: 30 + StartupAllowanceSeconds,
+		wantTTL:      DefaultTTLSecondsAfterFinished,
+		wantRes:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem128}, Limits: corev1.ResourceList{corev1.ResourceMemory: mem128}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
