@@ -660,25 +660,16 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {
 			code = cmd.ProcessState.ExitCode()
 		}
-		msg := strings.TrimSpace(string(result))
+		out := strings.TrimSpace(string(result))
+		// Worded as the cluster's reconciler words it, from the same
+		// termination message; without one, the process's last lines
+		// stand where a Pod's exit reason would.
+		msg := jobresources.FailureMessage(int32(code), out)
 		if msg == "" {
-			msg = lastLines(logs.String(), 5)
+			msg = fmt.Sprintf("the function exited with code %d: %s", code, lastLines(logs.String(), 5))
 		}
-		return msg, code, msg, wrapperTimedOut(result)
+		return out, code, jobresources.Truncate(msg), jobresources.WrapperTimedOut(int32(code), out)
 	}
-}
-
-// wrapperTimedOut tells whether a job-mode wrapper's termination message is
-// its own timeout error: the wrappers stop the handler at timeoutSeconds and
-// exit 1 before sless's deadline would, and over HTTP the same timeout is a
-// 504, so the run counts as past its deadline rather than as failed.
-func wrapperTimedOut(termination []byte) bool {
-	var body struct {
-		Error struct {
-			Type string `json:"type"`
-		} `json:"error"`
-	}
-	return json.Unmarshal(termination, &body) == nil && body.Error.Type == "Timeout"
 }
 
 func setJobCondition(fj *slessv1alpha1.FunctionJob, typ string, s metav1.ConditionStatus, reason, msg string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,20 @@ func TestFunctionJobMatchesCluster(t *testing.T) {
 	if err := store.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	code := "import time\n\ndef handler(event, context):\n    time.sleep((event['body'] or {}).get('sleep', 0))\n    return {'requestId': context.request_id}\n"
+	code := `import time
+
+class Timeout(Exception):
+    pass
+
+def handler(event, context):
+    body = event['body'] or {}
+    if body.get('fail') == 'value':
+        raise ValueError('no rows for 2026-12-02')
+    if body.get('fail') == 'own-timeout':
+        raise Timeout('the upstream took too long')
+    time.sleep(body.get('sleep', 0))
+    return {'requestId': context.request_id}
+`
 	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
 	bs := awaitBuild(t, builder, fn, in, time.Minute)
 	fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, bs.Image, "calc-00001"
@@ -155,10 +169,34 @@ func TestFunctionJobMatchesCluster(t *testing.T) {
 			c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonDeadlineExceeded {
 			t.Errorf("phase %s, Complete %s/%s (%s); want Failed, False/%s", j.Status.Phase, c.Status, c.Reason, c.Message, jobrec.ReasonDeadlineExceeded)
 		}
+		if c := cond(j, slessv1alpha1.JobConditionComplete); !strings.Contains(c.Message, "function exceeded its timeout of 1s") {
+			t.Errorf("Complete message %q does not name the timeout", c.Message)
+		}
 		if rec := record(t, "job-"+string(j.UID)+"-1"); rec.Status != 504 {
 			t.Errorf("record status %d, want 504", rec.Status)
 		}
 	})
+
+	// A handler's error reads as on a cluster: worded from the wrapper's
+	// termination message, not the raw JSON; a handler's own exception
+	// called Timeout is its failure, not the platform's deadline.
+	for _, tc := range []struct{ fail, message string }{
+		{"value", "the function failed with exit code 1: ValueError: no rows for 2026-12-02"},
+		{"own-timeout", "the function failed with exit code 1: Timeout: the upstream took too long"},
+	} {
+		t.Run("fails-"+tc.fail, func(t *testing.T) {
+			create(t, "fails-"+tc.fail, "calc", 1, `{"fail": "`+tc.fail+`"}`, nil)
+			j := await(t, "fails-"+tc.fail, finished(1))
+			c := cond(j, slessv1alpha1.JobConditionComplete)
+			if j.Status.Phase != slessv1alpha1.JobPhaseFailed || c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonFailed ||
+				c.Message != tc.message || j.Status.Message != tc.message {
+				t.Errorf("phase %s, Complete %s/%s %q, message %q; want Failed, False/%s %q", j.Status.Phase, c.Status, c.Reason, c.Message, j.Status.Message, jobrec.ReasonFailed, tc.message)
+			}
+			if rec := record(t, "job-"+string(j.UID)+"-1"); rec.Status != 500 || rec.Error != tc.message {
+				t.Errorf("record status %d error %q, want 500 %q", rec.Status, rec.Error, tc.message)
+			}
+		})
+	}
 
 	t.Run("back-to-idle", func(t *testing.T) {
 		j := await(t, "rid", finished(1))

@@ -6,7 +6,6 @@ package job
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -43,7 +42,6 @@ const (
 	ReasonDeadlineExceeded  = "DeadlineExceeded"
 	ReasonCreateFailed      = "CreateFailed"
 	TriggerJob              = "job"
-	maxMessageLength        = 1024
 	terminationMessageLimit = 4096
 )
 
@@ -252,7 +250,7 @@ func (r *Reconciler) observe(ctx context.Context, fj *slessv1alpha1.FunctionJob,
 		st.Output = message
 		reason := ReasonFailed
 		why := failureMessage(c, term)
-		if c.Reason == batchv1.JobReasonDeadlineExceeded || wrapperTimedOut(term) {
+		if c.Reason == batchv1.JobReasonDeadlineExceeded || term != nil && resources.WrapperTimedOut(term.ExitCode, term.Message) {
 			reason = ReasonDeadlineExceeded
 		}
 		st.Message = why
@@ -323,49 +321,15 @@ func completionTime(job *batchv1.Job, c *batchv1.JobCondition) *metav1.Time {
 	return c.LastTransitionTime.DeepCopy()
 }
 
-// wrapperError is the error a runtime wrapper's job mode writes as the
-// termination message of a run that failed: {"error": {"type", "message"}}.
-// ok is false when the message is something else (the handler's result, or
-// the tail of the log of a runtime that died before writing one).
-func wrapperError(term *corev1.ContainerStateTerminated) (typ, message string, ok bool) {
-	if term == nil || term.Message == "" {
-		return "", "", false
-	}
-	var body struct {
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal([]byte(term.Message), &body) != nil || body.Error.Type == "" {
-		return "", "", false
-	}
-	return body.Error.Type, body.Error.Message, true
-}
-
-// wrapperTimedOut tells whether the run ended on the wrapper's own timeout:
-// the wrappers stop the handler at timeoutSeconds, well before the Job's
-// activeDeadlineSeconds (which adds the start-up allowance), and exit 1 with
-// a "Timeout" error, so the Job fails as BackoffLimitExceeded. Over HTTP the
-// same timeout is a 504, and local mode reports it as DeadlineExceeded too,
-// so the run counts as past its deadline, not as failed.
-func wrapperTimedOut(term *corev1.ContainerStateTerminated) bool {
-	typ, _, ok := wrapperError(term)
-	return ok && term.ExitCode != 0 && typ == "Timeout"
-}
-
 // failureMessage says why a run failed: the function's own error when its
 // runtime wrote one, else the Job's reason.
 func failureMessage(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) string {
 	msg := ""
-	if term != nil && term.Message != "" {
-		if typ, message, ok := wrapperError(term); ok {
-			msg = fmt.Sprintf("the function failed with exit code %d: %s: %s", term.ExitCode, typ, message)
-		} else {
-			msg = fmt.Sprintf("the function failed with exit code %d: %s", term.ExitCode, strings.TrimSpace(term.Message))
+	if term != nil {
+		msg = resources.FailureMessage(term.ExitCode, term.Message)
+		if msg == "" {
+			msg = fmt.Sprintf("the function's container exited with code %d (%s)", term.ExitCode, term.Reason)
 		}
-	} else if term != nil {
-		msg = fmt.Sprintf("the function's container exited with code %d (%s)", term.ExitCode, term.Reason)
 	}
 	if c.Reason == batchv1.JobReasonDeadlineExceeded {
 		msg = strings.TrimSpace("the run exceeded its deadline (timeoutSeconds plus start-up allowance). " + msg)
@@ -373,10 +337,7 @@ func failureMessage(c *batchv1.JobCondition, term *corev1.ContainerStateTerminat
 	if msg == "" {
 		msg = strings.TrimSpace(c.Reason + ": " + c.Message)
 	}
-	if len(msg) > maxMessageLength {
-		msg = msg[:maxMessageLength]
-	}
-	return msg
+	return resources.Truncate(msg)
 }
 
 func (r *Reconciler) finish(fj *slessv1alpha1.FunctionJob, phase slessv1alpha1.JobPhase, reason, msg string) {
