@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
@@ -91,6 +93,26 @@ type ServeState struct {
 // no change when they already match.
 type Server interface {
 	EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (ServeState, error)
+}
+
+// RevisionSettings are what a revision runs with besides its image, as
+// that revision was made: a FunctionJob run of the serving revision takes
+// them from it rather than from the Function's spec, which may already
+// describe a newer revision that is deploying or failed.
+type RevisionSettings struct {
+	// Env is the function's own env (spec.env) as the revision has it,
+	// without the runtime contract's SLESS_* variables.
+	Env []corev1.EnvVar
+	// Resources are the revision's: memory as request and limit, CPU as request.
+	Resources corev1.ResourceRequirements
+	// TimeoutSeconds is the function's timeout as the revision has it.
+	TimeoutSeconds int32
+}
+
+// RevisionReader reads the settings of one of a function's revisions by
+// name; found is false when no such revision exists.
+type RevisionReader interface {
+	ReadRevision(ctx context.Context, fn *slessv1alpha1.Function, name string) (settings RevisionSettings, found bool, err error)
 }
 
 // Pinned tells an image reference that names its digest.

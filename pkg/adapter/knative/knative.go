@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,7 +37,10 @@ type Server struct {
 	Config    resources.Config
 }
 
-var _ adapter.Server = (*Server)(nil)
+var (
+	_ adapter.Server         = (*Server)(nil)
+	_ adapter.RevisionReader = (*Server)(nil)
+)
 
 // EnsureService gets or creates fn's Service and updates it only when it
 // differs from what MakeService builds in a field sless sets, so neither
@@ -135,15 +139,9 @@ func (s *Server) servingImage(ctx context.Context, ns string, st adapter.ServeSt
 // its spec when that names a digest; "" while neither is known or when
 // the Revision does not exist.
 func (s *Server) revisionImage(ctx context.Context, ns, name string) (string, error) {
-	// Read past the cache: a cache would hold every Revision in the
-	// cluster to serve the few Functions that need one read.
-	rev := &servingv1.Revision{}
-	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rev)
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("Knative Revision %s/%s: %w", ns, name, err)
+	rev, err := s.revision(ctx, ns, name)
+	if rev == nil || err != nil {
+		return "", err
 	}
 	for _, cs := range rev.Status.ContainerStatuses {
 		if cs.Name == resources.ContainerName && adapter.Pinned(cs.ImageDigest) {
@@ -156,6 +154,47 @@ func (s *Server) revisionImage(ctx context.Context, ns, name string) (string, er
 		}
 	}
 	return "", nil
+}
+
+// revision reads Revision name past the cache: a cache would hold every
+// Revision in the cluster to serve the few reads sless needs. It is nil
+// when the Revision does not exist.
+func (s *Server) revision(ctx context.Context, ns, name string) (*servingv1.Revision, error) {
+	rev := &servingv1.Revision{}
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rev)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("Knative Revision %s/%s: %w", ns, name, err)
+	}
+	return rev, nil
+}
+
+// ReadRevision reads the settings fn's Revision name was made with, from
+// that Revision (MakeService wrote them into its template): the function's
+// env, resources and timeout as they were then, whatever fn's spec says now.
+// A Revision that is not fn's Service's, or lacks the function's container,
+// is not found.
+func (s *Server) ReadRevision(ctx context.Context, fn *slessv1alpha1.Function, name string) (adapter.RevisionSettings, bool, error) {
+	rev, err := s.revision(ctx, fn.Namespace, name)
+	if rev == nil || err != nil {
+		return adapter.RevisionSettings{}, false, err
+	}
+	if rev.Labels[serving.ServiceLabelKey] != names.Service(fn) {
+		return adapter.RevisionSettings{}, false, nil
+	}
+	for _, c := range rev.Spec.Containers {
+		if c.Name != resources.ContainerName {
+			continue
+		}
+		timeout := int32(slessv1alpha1.DefaultTimeoutSeconds)
+		if t := rev.Spec.TimeoutSeconds; t != nil {
+			timeout = int32(*t)
+		}
+		return adapter.RevisionSettings{Env: resources.UserEnv(c.Env), Resources: *c.Resources.DeepCopy(), TimeoutSeconds: timeout}, true, nil
+	}
+	return adapter.RevisionSettings{}, false, nil
 }
 
 // Differs says whether the existing Service must be updated to want. It

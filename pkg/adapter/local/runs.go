@@ -523,12 +523,15 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, reason, message)
 		return write(wait)
 	}
-	spec, reason, err := r.server.revisionSpec(ctx, fn, fn.Status.ServingImage)
-	if err != nil {
-		st.Phase, st.Message = slessv1alpha1.JobPhaseFailed, err.Error()
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, reason, err.Error())
-		setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, reason, err.Error())
-		return write(reconcile.Result{})
+	// Its env and timeout are that revision's too, not the spec's, which
+	// may be the newer revision's.
+	spec, ok := r.server.servingSpec(types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, fn.Status.LatestReadyRevision)
+	if !ok {
+		// The status names a revision the server no longer serves (a newer
+		// one took over and the status has yet to say so): look again.
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotReady,
+			"revision "+fn.Status.LatestReadyRevision+" of Function "+fn.Name+" does not serve")
+		return write(wait)
 	}
 	if running {
 		// An earlier run still goes; this one starts when it ends.
@@ -544,7 +547,7 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	if err := r.store.Status().Update(ctx, fj); err != nil {
 		return reconcile.Result{}, err
 	}
-	timeout := time.Duration(jobresources.Timeout(fj, fn)) * time.Second
+	timeout := time.Duration(jobresources.Timeout(fj, spec.timeout)) * time.Second
 	r.mu.Lock()
 	r.jobs[req.NamespacedName] = fj.Spec.RunID
 	r.mu.Unlock()

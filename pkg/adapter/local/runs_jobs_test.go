@@ -46,8 +46,8 @@ func TestFunctionJobMatchesCluster(t *testing.T) {
 	runs := NewRuns(store, server, recorder)
 	defer runs.Close()
 
-	// A job runs the serving revision's build, as the status names them
-	// (no process needs to run).
+	// A job runs the serving revision's build with its settings, as the
+	// server holds them and the status names them.
 	fn := newFunction("ns", "calc")
 	if err := store.Create(ctx, fn); err != nil {
 		t.Fatal(err)
@@ -68,7 +68,21 @@ def handler(event, context):
 `
 	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
 	bs := awaitBuild(t, builder, fn, in, time.Minute)
-	fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, bs.Image, "calc-00001"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ss, err := server.EnsureService(ctx, fn, bs.Image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ss.Ready {
+			fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, ss.ServingImage, ss.LatestReadyRevision
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("function not ready: %+v", ss)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err := store.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

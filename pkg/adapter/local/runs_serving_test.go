@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -77,11 +79,14 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 		}
 	}
 
-	good := "def handler(event, context):\n    return {'version': 'good', 'revision': context.revision}\n"
+	good := "import os\n\ndef handler(event, context):\n    return {'version': 'good', 'revision': context.revision, " +
+		"'greeting': os.environ.get('GREETING'), 'onlyNew': os.environ.get('ONLY_NEW'), 'timeout': os.environ.get('SLESS_TIMEOUT_SECONDS')}\n"
 	bad := "import os\nif os.environ.get('SLESS_MODE') != 'job':\n    raise RuntimeError('broken at import')\n\n" +
 		"def handler(event, context):\n    return {'version': 'bad', 'revision': context.revision}\n"
 	fn := newFunction("ns", "calc")
 	fn.Spec.Source.Inline.Files = map[string]string{"main.py": good}
+	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "old"}}
+	fn.Spec.TimeoutSeconds = ptr.To[int32](45)
 	if err := store.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +97,10 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 
 	fn = get()
 	fn.Spec.Source.Inline.Files = map[string]string{"main.py": bad}
+	// The bad deploy changes the settings too; the run must not take them
+	// to the old code.
+	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "new"}, {Name: "ONLY_NEW", Value: "1"}}
+	fn.Spec.TimeoutSeconds = ptr.To[int32](900)
 	if err := store.Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +139,10 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 	if j.Status.Phase != slessv1alpha1.JobPhaseSucceeded || !strings.Contains(j.Status.Output, `"version": "good"`) ||
 		!strings.Contains(j.Status.Output, `"revision": "`+want+`"`) {
 		t.Errorf("run: phase %s output %s; want the serving revision %s's code (version good)", j.Status.Phase, j.Status.Output, want)
+	}
+	if !strings.Contains(j.Status.Output, `"greeting": "old"`) || !strings.Contains(j.Status.Output, `"onlyNew": null`) ||
+		!regexp.MustCompile(`"timeout": "45(\.0)?"`).MatchString(j.Status.Output) {
+		t.Errorf("run output %s; want the serving revision's env (GREETING old, no ONLY_NEW) and timeout 45", j.Status.Output)
 	}
 	requestID := "job-" + string(j.UID) + "-1"
 	deadline = time.Now().Add(10 * time.Second)

@@ -264,6 +264,21 @@ func (s *Server) state(key types.NamespacedName) adapter.ServeState {
 	return st
 }
 
+// servingSpec is what revision name of function key runs while it is the
+// revision that serves: its build, its env (valueFrom resolved when it
+// rolled out) and its timeout, which a FunctionJob run of it takes rather
+// than the function's spec, which may already be a newer revision's.
+// false when another revision serves, or none.
+func (s *Server) servingSpec(key types.NamespacedName, name string) (revisionSpec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	svc := s.fns[key]
+	if svc == nil || svc.active == nil || svc.active.name != name {
+		return revisionSpec{}, false
+	}
+	return svc.active.spec, true
+}
+
 // revisionSpec is what a revision runs, and a hash of it that tells whether
 // fn and image still match the latest revision.
 type revisionSpec struct {

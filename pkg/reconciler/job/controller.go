@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/knative"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
@@ -24,11 +26,15 @@ import (
 // +kubebuilder:rbac:groups=sless.dev,resources=functions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=serving.knative.dev,resources=revisions,verbs=get
 
 // Options configure the FunctionJob controller.
 type Options struct {
 	Config   resources.Config
 	Recorder Recorder
+	// Revisions reads the serving revision's settings; nil means Knative's
+	// Revisions, read past the manager's cache.
+	Revisions adapter.RevisionReader
 	// MaxConcurrentReconciles; 1 if zero.
 	MaxConcurrentReconciles int
 }
@@ -56,7 +62,11 @@ func CacheByObject() map[client.Object]cache.ByObject {
 
 // SetupWithManager registers the FunctionJob controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	r := &Reconciler{Client: mgr.GetClient(), Config: opts.Config, Recorder: opts.Recorder}
+	revisions := opts.Revisions
+	if revisions == nil {
+		revisions = &knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	}
+	r := &Reconciler{Client: mgr.GetClient(), Revisions: revisions, Config: opts.Config, Recorder: opts.Recorder}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &slessv1alpha1.FunctionJob{}, functionIndex, func(o client.Object) []string {
 		return []string{o.(*slessv1alpha1.FunctionJob).Spec.Function}
 	}); err != nil {

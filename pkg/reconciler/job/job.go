@@ -6,6 +6,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
@@ -72,9 +74,12 @@ type Recorder interface {
 
 // Reconciler makes the batch Job of a FunctionJob's current run and reports on it.
 type Reconciler struct {
-	Client   ctrl.Client
-	Config   resources.Config
-	Recorder Recorder
+	Client ctrl.Client
+	// Revisions reads the serving revision's settings, which a run takes
+	// (Knative's Revisions on a cluster).
+	Revisions adapter.RevisionReader
+	Config    resources.Config
+	Recorder  Recorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -182,7 +187,23 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		r.setReady(fj, metav1.ConditionFalse, reason, message)
 		return nil
 	}
-	job := resources.MakeJob(fj, fn, r.Config)
+	// The run takes the serving revision's env, resources and timeout along
+	// with its image: fn's spec may already be a newer revision's, still
+	// deploying or failed, and its code would run with settings made for
+	// other code.
+	rev, found, err := r.Revisions.ReadRevision(ctx, fn, fn.Status.LatestReadyRevision)
+	if err != nil {
+		return err
+	}
+	if !found {
+		// Knative keeps the revision that serves; not finding it is a
+		// moment's disagreement with the Function's status, looked at again
+		// with backoff.
+		message := "revision " + fn.Status.LatestReadyRevision + " of Function " + fn.Name + " was not found"
+		r.setReady(fj, metav1.ConditionFalse, ReasonFunctionNotReady, message)
+		return errors.New(message)
+	}
+	job := resources.MakeJob(fj, fn, rev, r.Config)
 	if err := r.Client.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// A reconcile racing this one made it (the name is the run's);

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	fnresources "github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -54,6 +56,9 @@ type env struct {
 	c   client.Client
 	ns  string
 	rec *runs
+	// knative plays Knative: it makes the Revisions a run reads its
+	// settings from.
+	knative *testbed.KnativeSim
 }
 
 // start runs the FunctionJob controller in a manager watching one fresh namespace.
@@ -86,10 +91,13 @@ func start(t *testing.T) *env {
 			t.Errorf("manager: %v", err)
 		}
 	})
-	return &env{t: t, c: kube.Client, ns: ns, rec: rec}
+	return &env{t: t, c: kube.Client, ns: ns, rec: rec, knative: testbed.SharedKnative(t)}
 }
 
-func (e *env) createFunction(name, img string) *slessv1alpha1.Function {
+// createFunction makes a Function and, given an image, serves it (see
+// serve) with its status saying so, as the Function reconciler would:
+// revision <name>-00001 ready with img. mut, if any, changes its spec first.
+func (e *env) createFunction(name, img string, mut ...func(*slessv1alpha1.FunctionSpec)) *slessv1alpha1.Function {
 	e.t.Helper()
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
@@ -98,18 +106,54 @@ func (e *env) createFunction(name, img string) *slessv1alpha1.Function {
 			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
 		},
 	}
+	for _, m := range mut {
+		m(&fn.Spec)
+	}
 	ctx := context.Background()
 	if err := e.c.Create(ctx, fn); err != nil {
 		e.t.Fatal(err)
 	}
 	if img != "" {
 		fn.Status.Image, fn.Status.ServingImage = img, img
-		fn.Status.LatestReadyRevision = name + "-00001"
+		fn.Status.LatestCreatedRevision = e.serve(fn, img)
+		fn.Status.LatestReadyRevision = fn.Status.LatestCreatedRevision
 		if err := e.c.Status().Update(ctx, fn); err != nil {
 			e.t.Fatal(err)
 		}
 	}
 	return fn
+}
+
+// serve plays the Function reconciler's part with Knative: it makes or
+// updates fn's Knative Service for img as the Knative adapter does, and
+// waits for the simulator to make the revision of fn's generation and
+// settle it (ready, or failed by the namespace's policy). It returns that
+// revision's name.
+func (e *env) serve(fn *slessv1alpha1.Function, img string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	want := fnresources.MakeService(fn, img, fnresources.Config{})
+	svc := &servingv1.Service{}
+	err := e.c.Get(ctx, client.ObjectKeyFromObject(want), svc)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = e.c.Create(ctx, want)
+	case err == nil:
+		svc.Spec.Template = want.Spec.Template
+		err = e.c.Update(ctx, svc)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.eventually("revision "+want.Spec.Template.Name+" settled", func() (bool, string) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(want), svc); err != nil {
+			return false, err.Error()
+		}
+		c := svc.Status.GetCondition(servingv1.ServiceConditionReady)
+		return svc.Status.ObservedGeneration == svc.Generation && svc.Status.LatestCreatedRevisionName == want.Spec.Template.Name &&
+			c != nil && !c.IsUnknown(), "status " + svc.Status.LatestCreatedRevisionName + "/" + svc.Status.LatestReadyRevisionName
+	})
+	return want.Spec.Template.Name
 }
 
 // eventually polls cond until it holds or the deadline passes.
@@ -486,7 +530,8 @@ func TestFunctionJobWaitsForItsFunction(t *testing.T) {
 	}
 	// The function gets its image and its revision serves: the Function's
 	// watch starts the run.
-	fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = image, image, "later-00001"
+	fn.Status.Image, fn.Status.ServingImage = image, image
+	fn.Status.LatestReadyRevision = e.serve(fn, image)
 	if err := e.c.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

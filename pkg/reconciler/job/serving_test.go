@@ -7,10 +7,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // newerImage is the image of a revision made after image's.
@@ -20,13 +24,35 @@ const newerImage = "registry.example.com/fn/hello@sha256:fedcba9876543210fedcba9
 // latest revision built but failed to become ready — Knative keeps the
 // older revision serving, so calls reach its image: the run's Job runs that
 // image too, and the Job, the handler's SLESS_REVISION and the record name
-// that revision, not the one whose image failed.
+// that revision, not the one whose image failed. The failed deploy also
+// changed the function's env, memory, CPU and timeout: the run has the
+// serving revision's, as its Knative Revision has them, since the old code
+// is not meant for the new settings.
 func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 	e := start(t)
 	ctx := context.Background()
-	fn := e.createFunction("hello", image)
+	fn := e.createFunction("hello", image, func(s *slessv1alpha1.FunctionSpec) {
+		s.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "old"}}
+		s.MemoryMB = ptr.To[int32](256)
+		s.TimeoutSeconds = ptr.To[int32](45)
+	})
+	served := fn.Status.LatestReadyRevision
+
+	// A bad deploy: the new spec's revision fails, the first keeps serving.
+	e.knative.SetPolicy(e.ns, testbed.ServePolicy{Mode: testbed.ServeFail, Message: "Unable to fetch image: 401 Unauthorized."})
+	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "new"}, {Name: "ONLY_NEW", Value: "1"}}
+	fn.Spec.MemoryMB = ptr.To[int32](1024)
+	fn.Spec.CPU = ptr.To(resource.MustParse("2"))
+	fn.Spec.TimeoutSeconds = ptr.To[int32](900)
+	if err := e.c.Update(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	failed := e.serve(fn, newerImage)
+	if failed == served {
+		t.Fatalf("the new spec made no new revision (%s)", failed)
+	}
 	fn.Status.Image = newerImage
-	fn.Status.LatestCreatedRevision = "hello-00002"
+	fn.Status.LatestCreatedRevision = failed
 	fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
 	if err := e.c.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
@@ -43,14 +69,23 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 	if c.Image != image {
 		t.Errorf("the run's image is %q, want the serving revision's %q (not the failed revision's %q)", c.Image, image, newerImage)
 	}
-	rev := ""
+	envs := map[string]string{}
 	for _, ev := range c.Env {
-		if ev.Name == "SLESS_REVISION" {
-			rev = ev.Value
-		}
+		envs[ev.Name] = ev.Value
 	}
-	if rev != "hello-00001" || j.Annotations["sless.dev/revision"] != "hello-00001" {
+	if rev := envs["SLESS_REVISION"]; rev != "hello-00001" || j.Annotations["sless.dev/revision"] != "hello-00001" {
 		t.Errorf("SLESS_REVISION %q, revision annotation %q; want hello-00001", rev, j.Annotations["sless.dev/revision"])
+	}
+	if _, leaked := envs["ONLY_NEW"]; envs["GREETING"] != "old" || leaked || envs["SLESS_TIMEOUT_SECONDS"] != "45" {
+		t.Errorf("the run's env %v: want the serving revision's GREETING=old and SLESS_TIMEOUT_SECONDS=45, nothing of the failed spec's", c.Env)
+	}
+	mem256 := *resource.NewQuantity(256*1024*1024, resource.BinarySI)
+	wantRes := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem256}, Limits: corev1.ResourceList{corev1.ResourceMemory: mem256}}
+	if !equality.Semantic.DeepEqual(c.Resources, wantRes) {
+		t.Errorf("the run's resources %+v, want the serving revision's %+v", c.Resources, wantRes)
+	}
+	if d := j.Spec.ActiveDeadlineSeconds; d == nil || *d != 45+60 {
+		t.Errorf("activeDeadlineSeconds %d, want the serving revision's timeout 45 + 60", ptr.Deref(d, 0))
 	}
 
 	start1 := time.Now().Add(-2 * time.Second).Truncate(time.Second)
@@ -91,7 +126,7 @@ func TestFunctionJobWaitsForAReadyRevision(t *testing.T) {
 		r := condition(got, "Ready")
 		return r.Status == metav1.ConditionFalse && r.Reason == job.ReasonFunctionNotReady && got.Status.Phase == slessv1alpha1.JobPhasePending, describe(got)
 	})
-	fn.Status.LatestReadyRevision, fn.Status.ServingImage = "fresh-00001", newerImage
+	fn.Status.LatestReadyRevision, fn.Status.ServingImage = e.serve(fn, newerImage), newerImage
 	if err := e.c.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

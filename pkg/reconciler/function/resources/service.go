@@ -2,6 +2,7 @@ package resources
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,6 +70,19 @@ func env(fn *slessv1alpha1.Function) []corev1.EnvVar {
 		out = append(out, corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: fn.Spec.Entrypoint})
 	}
 	return append(out, fn.Spec.CoreEnv()...)
+}
+
+// UserEnv is the function's own part of a revision container's env as env
+// built it: every variable but the runtime contract's, whose SLESS_* names
+// the API keeps users from taking.
+func UserEnv(containerEnv []corev1.EnvVar) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range containerEnv {
+		if !strings.HasPrefix(e.Name, "SLESS_") {
+			out = append(out, *e.DeepCopy())
+		}
+	}
+	return out
 }
 
 // computeResources gives each instance its memory as request and limit (a

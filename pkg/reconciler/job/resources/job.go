@@ -10,10 +10,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 )
@@ -53,12 +53,13 @@ type Config struct {
 	TTLSecondsAfterFinished int32
 }
 
-// Timeout is the run's budget in seconds: the FunctionJob's own, else the function's.
-func Timeout(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function) int32 {
+// Timeout is the run's budget in seconds: the FunctionJob's own, else
+// revisionTimeout, the function's timeout as its serving revision has it.
+func Timeout(j *slessv1alpha1.FunctionJob, revisionTimeout int32) int32 {
 	if j.Spec.TimeoutSeconds != nil {
 		return *j.Spec.TimeoutSeconds
 	}
-	return fn.Timeout()
+	return revisionTimeout
 }
 
 // RequestID of run runID: the handler's context.requestId and the request id
@@ -88,16 +89,22 @@ func Runnable(fn *slessv1alpha1.Function) bool {
 // runtime's job mode, which calls the handler once with the payload and
 // writes the result to the termination message. That is the code calls
 // reach: not status.image while a newer revision deploys or after it
-// failed. A run is never retried (backoffLimit 0): a new run is a new runID.
-// fn must be Runnable.
-func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, cfg Config) *batchv1.Job {
+// failed. For the same reason the env, resources and default timeout are
+// rev's, the settings of that revision, not fn's spec, which may describe
+// the newer one. A run is never retried (backoffLimit 0): a new run is a
+// new runID. fn must be Runnable.
+func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapter.RevisionSettings, cfg Config) *batchv1.Job {
 	runID := j.Spec.RunID
-	timeout := Timeout(j, fn)
+	timeout := Timeout(j, rev.TimeoutSeconds)
 	ttl := cfg.TTLSecondsAfterFinished
 	if ttl <= 0 {
 		ttl = DefaultTTLSecondsAfterFinished
 	}
-	env := append(fn.Spec.CoreEnv(),
+	var env []corev1.EnvVar
+	for _, e := range rev.Env {
+		env = append(env, *e.DeepCopy())
+	}
+	env = append(env,
 		corev1.EnvVar{Name: "SLESS_MODE", Value: "job"},
 		corev1.EnvVar{Name: "SLESS_PAYLOAD", Value: payloadJSON(j)},
 		corev1.EnvVar{Name: "SLESS_TERMINATION_MESSAGE_PATH", Value: TerminationMessagePath},
@@ -107,18 +114,7 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, cfg Confi
 		corev1.EnvVar{Name: "SLESS_REVISION", Value: fn.Status.LatestReadyRevision},
 		corev1.EnvVar{Name: "SLESS_REQUEST_ID", Value: RequestID(j, runID)},
 	)
-	memory := int64(slessv1alpha1.DefaultMemoryMB)
-	if fn.Spec.MemoryMB != nil {
-		memory = int64(*fn.Spec.MemoryMB)
-	}
-	mem := *resource.NewQuantity(memory*1024*1024, resource.BinarySI)
-	res := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: mem},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
-	}
-	if fn.Spec.CPU != nil {
-		res.Requests[corev1.ResourceCPU] = fn.Spec.CPU.DeepCopy()
-	}
+	res := *rev.Resources.DeepCopy()
 	labels := Labels(j, runID)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{

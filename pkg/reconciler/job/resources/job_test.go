@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
@@ -51,6 +52,12 @@ func env(extra ...corev1.EnvVar) []corev1.EnvVar { return extra }
 
 func TestMakeJob(t *testing.T) {
 	mem128 := *resource.NewQuantity(128*1024*1024, resource.BinarySI)
+	// served is the settings of the serving revision as a function with
+	// the defaults made it.
+	served := adapter.RevisionSettings{
+		Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem128}, Limits: corev1.ResourceList{corev1.ResourceMemory: mem128}},
+		TimeoutSeconds: 30,
+	}
 	base := func(payload, timeout string, runID string, extraEnv []corev1.EnvVar) []corev1.EnvVar {
 		return append(extraEnv,
 			corev1.EnvVar{Name: "SLESS_MODE", Value: "job"},
@@ -67,6 +74,7 @@ func TestMakeJob(t *testing.T) {
 		name string
 		job  *slessv1alpha1.FunctionJob
 		fn   *slessv1alpha1.Function
+		rev  adapter.RevisionSettings
 		cfg  Config
 		// what differs from the default shape
 		wantName     string
@@ -78,6 +86,7 @@ func TestMakeJob(t *testing.T) {
 		name:         "defaults: function timeout, no payload, default TTL",
 		job:          functionJob(),
 		fn:           function(),
+		rev:          served,
 		wantName:     "nightly-7",
 		wantEnv:      base("null", "30", "7", nil),
 		wantDeadline: 30 + StartupAllowanceSeconds,
@@ -91,6 +100,7 @@ func TestMakeJob(t *testing.T) {
 			j.Spec.Payload = &apiextensionsv1.JSON{Raw: []byte(`{ "day": "2026-01-01",  "n": [1, 2] }`)}
 		}),
 		fn:           function(),
+		rev:          served,
 		cfg:          Config{TTLSecondsAfterFinished: 60},
 		wantName:     "nightly-9223372036854775807",
 		wantEnv:      base(`{"day":"2026-01-01","n":[1,2]}`, "3600", "9223372036854775807", nil),
@@ -98,14 +108,17 @@ func TestMakeJob(t *testing.T) {
 		wantTTL:      60,
 		wantRes:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem128}, Limits: corev1.ResourceList{corev1.ResourceMemory: mem128}},
 	}, {
-		name: "function env first, memory and cpu from the function",
+		name: "the revision's env first, its memory, cpu and timeout",
 		job:  functionJob(),
-		fn: function(func(fn *slessv1alpha1.Function) {
-			fn.Spec.TimeoutSeconds = ptr.To[int32](120)
-			fn.Spec.MemoryMB = ptr.To[int32](512)
-			fn.Spec.CPU = ptr.To(resource.MustParse("250m"))
-			fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}
-		}),
+		fn:   function(),
+		rev: adapter.RevisionSettings{
+			Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(512*1024*1024, resource.BinarySI), corev1.ResourceCPU: resource.MustParse("250m")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(512*1024*1024, resource.BinarySI)},
+			},
+			TimeoutSeconds: 120,
+		},
 		wantName: "nightly-7",
 		wantEnv: base("null", "120", "7", env(corev1.EnvVar{Name: "A", Value: "1"},
 			corev1.EnvVar{Name: "B", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}})),
@@ -117,13 +130,19 @@ func TestMakeJob(t *testing.T) {
 		},
 	}, {
 		// Knative keeps the last ready revision serving; a run executes
-		// the code calls reach and is named after it, not the newer image.
-		name: "newer revision failed: the serving revision's image runs",
+		// the code calls reach and is named after it, not the newer image,
+		// with that revision's settings, not the newer spec's.
+		name: "newer revision failed: the serving revision's image and settings run",
 		job:  functionJob(),
 		fn: function(func(fn *slessv1alpha1.Function) {
 			fn.Status.Image = newerImage
 			fn.Status.LatestCreatedRevision = "hello-00004"
+			fn.Spec.TimeoutSeconds = ptr.To[int32](900)
+			fn.Spec.MemoryMB = ptr.To[int32](1024)
+			fn.Spec.CPU = ptr.To(resource.MustParse("2"))
+			fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "NEW", Value: "1"}}
 		}),
+		rev:          served,
 		wantName:     "nightly-7",
 		wantEnv:      base("null", "30", "7", nil),
 		wantDeadline: 30 + StartupAllowanceSeconds,
@@ -173,7 +192,7 @@ func TestMakeJob(t *testing.T) {
 					},
 				},
 			}
-			got := MakeJob(tc.job, tc.fn, tc.cfg)
+			got := MakeJob(tc.job, tc.fn, tc.rev, tc.cfg)
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("MakeJob (-want +got):\n%s", d)
 			}
@@ -184,16 +203,16 @@ func TestMakeJob(t *testing.T) {
 	}
 }
 
-func TestMakeJobDoesNotAliasTheFunction(t *testing.T) {
-	fn := function(func(fn *slessv1alpha1.Function) {
-		fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "A", Value: "1"}}
-		fn.Spec.CPU = ptr.To(resource.MustParse("1"))
-	})
-	job := MakeJob(functionJob(), fn, Config{})
+func TestMakeJobDoesNotAliasTheRevision(t *testing.T) {
+	rev := adapter.RevisionSettings{
+		Env:            []corev1.EnvVar{{Name: "A", Value: "1"}},
+		Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+		TimeoutSeconds: 30,
+	}
+	job := MakeJob(functionJob(), function(), rev, Config{})
 	job.Spec.Template.Spec.Containers[0].Env[0].Value = "changed"
-	q := job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
-	q.Add(resource.MustParse("1"))
-	if fn.Spec.Env[0].Value != "1" || fn.Spec.CPU.String() != "1" {
-		t.Fatalf("the Job shares memory with the Function: env %q cpu %s", fn.Spec.Env[0].Value, fn.Spec.CPU)
+	job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3")
+	if cpu := rev.Resources.Requests[corev1.ResourceCPU]; rev.Env[0].Value != "1" || cpu.String() != "1" {
+		t.Fatalf("the Job shares memory with the revision's settings: env %q cpu %s", rev.Env[0].Value, cpu.String())
 	}
 }
