@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
-	"github.com/sless-dev/sless/runtimes"
 )
 
 // A FunctionJob in local mode reports as docs/triggers.md says and the
@@ -27,31 +25,11 @@ import (
 func TestFunctionJobMatchesCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := t.TempDir()
-	store, _ := openTestStore(t)
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
-	builder, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer builder.Close()
-	server := NewServer(ServerOptions{Dir: builder.Dir, IdleTimeout: time.Minute})
-	defer server.Close()
-	recs, err := store.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
-	defer recorder.Close(context.Background())
-	runs := NewRuns(store, server, recorder)
-	defer runs.Close()
+	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	store, recs, runs := rig.store, rig.records, rig.runs
 
 	// A job runs the serving revision's build with its settings, as the
 	// server holds them and the status names them.
-	fn := newFunction("ns", "calc")
-	if err := store.Create(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
 	code := `import time
 
 class Timeout(Exception):
@@ -66,26 +44,7 @@ def handler(event, context):
     time.sleep(body.get('sleep', 0))
     return {'requestId': context.request_id}
 `
-	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
-	bs := awaitBuild(t, builder, fn, in, time.Minute)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ss, err := server.EnsureService(ctx, fn, bs.Image)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ss.Ready {
-			fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, ss.ServingImage, ss.LatestReadyRevision
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("function not ready: %+v", ss)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := store.Status().Update(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
+	rig.serve(ctx, t, newFunction("ns", "calc"), code)
 	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
 	go jobLoop.Run(ctx, nil, 1)
 

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
-	"github.com/sless-dev/sless/runtimes"
 )
 
 // A FunctionJob runs the code the function serves, as on a cluster. The
@@ -30,24 +28,8 @@ import (
 func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := t.TempDir()
-	store, _ := openTestStore(t)
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
-	builder, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer builder.Close()
-	server := NewServer(ServerOptions{Dir: builder.Dir, IdleTimeout: time.Minute, DrainGrace: 50 * time.Millisecond})
-	defer server.Close()
-	recs, err := store.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
-	defer recorder.Close(context.Background())
-	runs := NewRuns(store, server, recorder)
-	defer runs.Close()
+	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute, DrainGrace: 50 * time.Millisecond})
+	store, blobs, builder, server, recs, runs := rig.store, rig.blobs, rig.builder, rig.server, rig.records, rig.runs
 	fnRec := &function.Reconciler{Client: store, Builder: builder, Server: server, Store: blobs,
 		Config: function.Config{PublicBaseURL: "http://127.0.0.1:8080"}}
 

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	"github.com/sless-dev/sless/runtimes"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -32,25 +30,9 @@ func TestMain(m *testing.M) { testbed.Main(m) }
 func TestRunsJobsAndCron(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := t.TempDir()
-	store, _ := openTestStore(t)
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
-	builder, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer builder.Close()
-	server := NewServer(ServerOptions{Dir: builder.Dir, IdleTimeout: time.Minute})
-	defer server.Close()
-	recs, err := store.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
-	defer recorder.Close(context.Background())
-	runs := NewRuns(store, server, recorder)
+	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	store, recs, runs := rig.store, rig.records, rig.runs
 	runs.Broker = testbed.AMQPURL(t)
-	defer runs.Close()
 	// The clock is set, before the cron trigger is made, to one second
 	// before a minute boundary, so its "* * * * *" fires in about a second.
 	var offset atomic.Int64
@@ -58,30 +40,8 @@ func TestRunsJobsAndCron(t *testing.T) {
 
 	// A function, built and served as the Function reconciler would.
 	fn := newFunction("ns", "calc")
-	if err := store.Create(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
 	code := "def handler(event, context):\n    b = event['body'] or {}\n    if b.get('fail'):\n        raise ValueError('asked to fail')\n    return {'doubled': b.get('n', 0) * 2, 'function': context.function_name}\n"
-	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
-	bs := awaitBuild(t, builder, fn, in, time.Minute)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ss, err := server.EnsureService(ctx, fn, bs.Image)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ss.Ready {
-			fn.Status.Image, fn.Status.ServingImage, fn.Status.LatestReadyRevision = bs.Image, ss.ServingImage, ss.LatestReadyRevision
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("function not ready: %+v", ss)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := store.Status().Update(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
+	rig.serve(ctx, t, fn, code)
 
 	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
 	trigLoop := NewLoop("trigger", store, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger").GroupKind(), runs.TriggerReconciler(), nil)
@@ -140,7 +100,7 @@ func TestRunsJobsAndCron(t *testing.T) {
 	if err := store.Create(ctx, trig); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := &slessv1alpha1.Trigger{}
 		_ = store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "every-minute"}, got)
