@@ -107,6 +107,10 @@ type RevisionSettings struct {
 	Resources corev1.ResourceRequirements
 	// TimeoutSeconds is the function's timeout as the revision has it.
 	TimeoutSeconds int32
+	// Entrypoint is the SLESS_ENTRYPOINT the revision was given, empty when
+	// it was given none: an image sless built carries its own, a prebuilt
+	// one may depend on it.
+	Entrypoint string
 }
 
 // RevisionReader reads the settings of one of a function's revisions by

@@ -192,7 +192,14 @@ func (s *Server) ReadRevision(ctx context.Context, fn *slessv1alpha1.Function, n
 		if t := rev.Spec.TimeoutSeconds; t != nil {
 			timeout = int32(*t)
 		}
-		return adapter.RevisionSettings{Env: resources.UserEnv(c.Env), Resources: *c.Resources.DeepCopy(), TimeoutSeconds: timeout}, true, nil
+		entrypoint := ""
+		for _, e := range c.Env {
+			if e.Name == "SLESS_ENTRYPOINT" {
+				entrypoint = e.Value
+			}
+		}
+		return adapter.RevisionSettings{Env: resources.UserEnv(c.Env), Resources: *c.Resources.DeepCopy(),
+			TimeoutSeconds: timeout, Entrypoint: entrypoint}, true, nil
 	}
 	return adapter.RevisionSettings{}, false, nil
 }

@@ -75,8 +75,8 @@ func TestReadRevision(t *testing.T) {
 	}
 	wantEnv := []corev1.EnvVar{{Name: "GREETING", Value: "old"}}
 	wantRes := revisionOf(made, "x", "f", digestA).Spec.Containers[0].Resources
-	if !equality.Semantic.DeepEqual(got.Env, wantEnv) || !equality.Semantic.DeepEqual(got.Resources, wantRes) || got.TimeoutSeconds != 45 {
-		t.Errorf("f-00001: env %v, resources %v, timeout %d; want %v, %v, 45", got.Env, got.Resources, got.TimeoutSeconds, wantEnv, wantRes)
+	if !equality.Semantic.DeepEqual(got.Env, wantEnv) || !equality.Semantic.DeepEqual(got.Resources, wantRes) || got.TimeoutSeconds != 45 || got.Entrypoint != "index.handler" {
+		t.Errorf("f-00001: env %v, resources %v, timeout %d, entrypoint %q; want %v, %v, 45, index.handler", got.Env, got.Resources, got.TimeoutSeconds, got.Entrypoint, wantEnv, wantRes)
 	}
 	if got, _, _ := s.ReadRevision(ctx, now, "f-00002"); got.TimeoutSeconds != slessv1alpha1.DefaultTimeoutSeconds {
 		t.Errorf("a Revision without timeoutSeconds: %d, want the default %d", got.TimeoutSeconds, slessv1alpha1.DefaultTimeoutSeconds)

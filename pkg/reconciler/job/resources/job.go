@@ -114,6 +114,11 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 		corev1.EnvVar{Name: "SLESS_REVISION", Value: fn.Status.LatestReadyRevision},
 		corev1.EnvVar{Name: "SLESS_REQUEST_ID", Value: RequestID(j, runID)},
 	)
+	if rev.Entrypoint != "" {
+		// As the revision's pods have it: a prebuilt image may not carry
+		// the handler's name itself.
+		env = append(env, corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: rev.Entrypoint})
+	}
 	res := *rev.Resources.DeepCopy()
 	labels := Labels(j, runID)
 	return &batchv1.Job{

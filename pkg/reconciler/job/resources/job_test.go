@@ -129,6 +129,16 @@ func TestMakeJob(t *testing.T) {
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(512*1024*1024, resource.BinarySI)},
 		},
 	}, {
+		name:         "the revision's entrypoint, for a prebuilt image",
+		job:          functionJob(),
+		fn:           function(),
+		rev:          adapter.RevisionSettings{Resources: served.Resources, TimeoutSeconds: 30, Entrypoint: "app.main"},
+		wantName:     "nightly-7",
+		wantEnv:      append(base("null", "30", "7", nil), corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: "app.main"}),
+		wantDeadline: 30 + StartupAllowanceSeconds,
+		wantTTL:      DefaultTTLSecondsAfterFinished,
+		wantRes:      served.Resources,
+	}, {
 		// Knative keeps the last ready revision serving; a run executes
 		// the code calls reach and is named after it, not the newer image,
 		// with that revision's settings, not the newer spec's.
