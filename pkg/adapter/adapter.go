@@ -91,8 +91,16 @@ type ServeState struct {
 // Server runs a function's image and reports whether it serves. EnsureService
 // creates or updates the service to match the function and image, and makes
 // no change when they already match.
+//
+// Observe reports what serves fn now and changes nothing: the ready
+// revision, its image and the address (Ready, Failed and Reason are of
+// the revision asked for last). found is false when fn has no service. It
+// keeps the status current while a newer generation builds and
+// EnsureService is not called: an older revision may become ready
+// meanwhile.
 type Server interface {
 	EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (ServeState, error)
+	Observe(ctx context.Context, fn *slessv1alpha1.Function) (st ServeState, found bool, err error)
 }
 
 // RevisionSettings are what a revision runs with besides its image, as

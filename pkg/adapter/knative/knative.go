@@ -59,6 +59,35 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	return st, nil
 }
 
+// Observe reads fn's Service from the cache and, when the revision that
+// serves is not the one fn's status already names, that Revision's image.
+func (s *Server) Observe(ctx context.Context, fn *slessv1alpha1.Function) (adapter.ServeState, bool, error) {
+	key := client.ObjectKey{Namespace: fn.Namespace, Name: names.Service(fn)}
+	svc := &servingv1.Service{}
+	switch err := s.Client.Get(ctx, key, svc); {
+	case apierrors.IsNotFound(err):
+		return adapter.ServeState{}, false, nil
+	case err != nil:
+		return adapter.ServeState{}, false, fmt.Errorf("Knative Service %s: %w", key, err)
+	}
+	if !metav1.IsControlledBy(svc, fn) || !svc.DeletionTimestamp.IsZero() {
+		return adapter.ServeState{}, false, nil
+	}
+	st := State(svc)
+	switch {
+	case st.LatestReadyRevision == "":
+	case st.LatestReadyRevision == fn.Status.LatestReadyRevision && fn.Status.ServingImage != "":
+		st.ServingImage = fn.Status.ServingImage
+	default:
+		img, err := s.revisionImage(ctx, fn.Namespace, st.LatestReadyRevision)
+		if err != nil {
+			return adapter.ServeState{}, false, err
+		}
+		st.ServingImage = img
+	}
+	return st, true, nil
+}
+
 func (s *Server) ensure(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
 	want := resources.MakeService(fn, image, s.Config)
 	key := client.ObjectKeyFromObject(want)

@@ -233,6 +233,18 @@ func pinnedOrNone(image string) string {
 	return ""
 }
 
+// Observe reports the function's revisions as they stand.
+func (s *Server) Observe(_ context.Context, fn *slessv1alpha1.Function) (adapter.ServeState, bool, error) {
+	key := types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}
+	s.mu.Lock()
+	_, found := s.fns[key]
+	s.mu.Unlock()
+	if !found {
+		return adapter.ServeState{}, false, nil
+	}
+	return s.state(key), true, nil
+}
+
 func (s *Server) state(key types.NamespacedName) adapter.ServeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -172,7 +172,13 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonWaitingForBuild,
 				"the service is deployed once the image is built")
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		// Building, or the build failed: the service is left as it is, but
+		// a revision asked for before may become ready meanwhile, and then
+		// it is what calls reach and runs execute.
+		return r.observeServing(ctx, fn)
 	}
 
 	// The build succeeded (or none was needed): point the service at the
@@ -209,6 +215,25 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionFalse, orDefault(ss.Reason, ReasonServiceError), ss.Message)
 	default:
 		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, orDefault(ss.Reason, ReasonDeploying), ss.Message)
+	}
+	return nil
+}
+
+// observeServing copies what serves fn now into its status, without
+// touching the service or its condition, which are the current
+// generation's.
+func (r *Reconciler) observeServing(ctx context.Context, fn *slessv1alpha1.Function) error {
+	ss, found, err := r.Server.Observe(ctx, fn)
+	if err != nil || !found {
+		return err
+	}
+	st := &fn.Status
+	st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage = ss.LatestCreatedRevision, ss.LatestReadyRevision, ss.ServingImage
+	if ss.Address != "" {
+		st.Address = ss.Address
+	}
+	if st.LatestReadyRevision != "" {
+		st.URL = r.Config.InvokeURL(fn.Namespace, fn.Name)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package function_test
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,4 +52,45 @@ func TestServingImageFollowsTheReadyRevision(t *testing.T) {
 	if want := testbed.ResolvedImage(v3); got.Status.ServingImage != want || got.Status.Image != want {
 		t.Errorf("after the good deploy: servingImage %q, image %q; want both %q", got.Status.ServingImage, got.Status.Image, want)
 	}
+}
+
+// A revision that becomes ready while a newer generation is still building
+// is what serves from then on, and the status says so before that build
+// ends: deploy v2, then v3 before v2 is ready, then v2 becomes ready.
+func TestStatusFollowsTheServiceDuringABuild(t *testing.T) {
+	w := newWorld(t)
+	w.startController()
+	ctx := context.Background()
+	w.create(pythonFunction(w.ns, "busy", `"v1"`))
+	v1 := w.waitReady("busy")
+
+	w.knative.SetPolicy(w.ns, testbed.ServePolicy{Mode: testbed.ServeHold})
+	w.update("busy", func(fn *slessv1alpha1.Function) {
+		fn.Spec.Source.Inline.Files["main.py"] = "def handler(e, c):\n    return \"v2\"\n"
+	})
+	var v2 *slessv1alpha1.Function
+	w.eventually("v2 built and deploying", func() (bool, string) {
+		v2 = w.fn("busy")
+		return v2.Status.ObservedGeneration == v2.Generation && v2.Status.Image != v1.Status.Image &&
+			v2.Status.LatestCreatedRevision != v1.Status.LatestReadyRevision, describe(v2)
+	})
+
+	w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+	w.update("busy", func(fn *slessv1alpha1.Function) {
+		fn.Spec.Source.Inline.Files["main.py"] = "def handler(e, c):\n    return \"v3\"\n"
+	})
+	w.eventually("v3 building", func() (bool, string) {
+		got := w.fn("busy")
+		return got.Status.ObservedGeneration == got.Generation && got.Status.Phase == slessv1alpha1.FunctionPhaseBuilding, describe(got)
+	})
+
+	if err := w.knative.Ready(ctx, w.ns, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("v2 serving while v3 builds", func() (bool, string) {
+		got := w.fn("busy")
+		return got.Status.Phase == slessv1alpha1.FunctionPhaseBuilding &&
+				got.Status.LatestReadyRevision == v2.Status.LatestCreatedRevision && got.Status.ServingImage == v2.Status.Image, describe(got) +
+				" servingImage " + got.Status.ServingImage + " latestReady " + got.Status.LatestReadyRevision
+	})
 }
