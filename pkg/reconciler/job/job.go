@@ -228,7 +228,7 @@ func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
 	switch {
 	case resources.Runnable(fn):
 		return "", ""
-	case !strings.Contains(fn.Status.Image, "@sha256:"):
+	case !adapter.Pinned(fn.Status.Image):
 		return ReasonFunctionNotBuilt, "Function " + fn.Name + " has no built image yet"
 	default:
 		return ReasonFunctionNotReady, "Function " + fn.Name + " has no ready revision yet"

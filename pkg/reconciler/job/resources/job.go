@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +80,7 @@ func Labels(j *slessv1alpha1.FunctionJob, runID int64) map[string]string {
 // Runnable tells whether fn has what a run executes: a ready revision
 // and that revision's image, pinned by digest.
 func Runnable(fn *slessv1alpha1.Function) bool {
-	return fn.Status.LatestReadyRevision != "" && strings.Contains(fn.Status.ServingImage, "@sha256:")
+	return fn.Status.LatestReadyRevision != "" && adapter.Pinned(fn.Status.ServingImage)
 }
 
 // MakeJob builds the Job of the FunctionJob's current run: the image of the
