@@ -199,15 +199,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 			"updated service %s to revision %s of image %s", names.Service(fn), ss.Revision, image))
 	}
 	st.Image = ss.Image
-	st.LatestCreatedRevision = ss.LatestCreatedRevision
-	st.LatestReadyRevision = ss.LatestReadyRevision
-	st.ServingImage = ss.ServingImage
-	if ss.Address != "" {
-		st.Address = ss.Address
-	}
-	if st.LatestReadyRevision != "" {
-		st.URL = r.Config.InvokeURL(fn.Namespace, fn.Name)
-	}
+	r.copyServing(fn, ss)
 	switch {
 	case ss.Ready:
 		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, ReasonReady, "")
@@ -227,15 +219,23 @@ func (r *Reconciler) observeServing(ctx context.Context, fn *slessv1alpha1.Funct
 	if err != nil || !found {
 		return err
 	}
+	r.copyServing(fn, ss)
+	return nil
+}
+
+// copyServing writes the revisions, the serving image and the addresses
+// of ss into fn's status.
+func (r *Reconciler) copyServing(fn *slessv1alpha1.Function, ss adapter.ServeState) {
 	st := &fn.Status
-	st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage = ss.LatestCreatedRevision, ss.LatestReadyRevision, ss.ServingImage
+	st.LatestCreatedRevision = ss.LatestCreatedRevision
+	st.LatestReadyRevision = ss.LatestReadyRevision
+	st.ServingImage = ss.ServingImage
 	if ss.Address != "" {
 		st.Address = ss.Address
 	}
 	if st.LatestReadyRevision != "" {
 		st.URL = r.Config.InvokeURL(fn.Namespace, fn.Name)
 	}
-	return nil
 }
 
 // image is the image to serve: the prebuilt one, or the one the builder
