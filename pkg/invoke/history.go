@@ -90,9 +90,6 @@ func ParseCursor(s string) (Cursor, error) {
 	return Cursor{StartedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
 }
 
-// invalidValue is the field error type of a value ParseQuery refuses.
-const invalidValue = string(field.ErrorTypeInvalid)
-
 // ParseQuery reads the listing's query parameters: status (2xx, 3xx, 4xx,
 // 5xx), trigger, since and until (RFC 3339), limit (1 to 1000, default 50)
 // and cursor (a previous page's next). Every bad value is reported, each
@@ -100,6 +97,9 @@ const invalidValue = string(field.ErrorTypeInvalid)
 func ParseQuery(namespace, function string, v map[string][]string) (Query, []FieldError) {
 	q := Query{Namespace: namespace, Function: function, Limit: DefaultListLimit}
 	var errs []FieldError
+	invalid := func(name, detail string) {
+		errs = append(errs, FieldError{Field: name, Detail: detail, Type: string(field.ErrorTypeInvalid)})
+	}
 	get := func(name string) (string, bool) {
 		vals, ok := v[name]
 		if !ok {
@@ -115,14 +115,14 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 		if len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx") {
 			q.StatusClass = int(s[0] - '0')
 		} else {
-			errs = append(errs, FieldError{Field: "status", Detail: "must be a status class: 1xx, 2xx, 3xx, 4xx or 5xx", Type: invalidValue})
+			invalid("status", "must be a status class: 1xx, 2xx, 3xx, 4xx or 5xx")
 		}
 	}
 	if s, ok := get("trigger"); ok {
 		if ValidTrigger(s) {
 			q.Trigger = s
 		} else {
-			errs = append(errs, FieldError{Field: "trigger", Detail: "must be one of http, cron, queue, job", Type: invalidValue})
+			invalid("trigger", "must be one of http, cron, queue, job")
 		}
 	}
 	for _, p := range []struct {
@@ -132,19 +132,19 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 		if s, ok := get(p.name); ok {
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				errs = append(errs, FieldError{Field: p.name, Detail: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z", Type: invalidValue})
+				invalid(p.name, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
 				continue
 			}
 			*p.into = t
 		}
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		errs = append(errs, FieldError{Field: "until", Detail: "must be after since", Type: invalidValue})
+		invalid("until", "must be after since")
 	}
 	if s, ok := get("limit"); ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxListLimit {
-			errs = append(errs, FieldError{Field: "limit", Detail: "must be a whole number from 1 to " + strconv.Itoa(MaxListLimit), Type: invalidValue})
+			invalid("limit", "must be a whole number from 1 to "+strconv.Itoa(MaxListLimit))
 		} else {
 			q.Limit = n
 		}
@@ -152,7 +152,7 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 	if s, ok := get("cursor"); ok {
 		c, err := ParseCursor(s)
 		if err != nil {
-			errs = append(errs, FieldError{Field: "cursor", Detail: "must be the next value of a previous page", Type: invalidValue})
+			invalid("cursor", "must be the next value of a previous page")
 		} else {
 			q.After = &c
 		}
