@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
@@ -55,7 +56,7 @@ func triggersPlugin(fs *flag.FlagSet) ControllerSetup {
 			}
 			if *image == "" {
 				log.Warn("--sless-image (SLESS_IMAGE) is not set: cron and queue triggers stay not Ready")
-			} else if !strings.Contains(*image, "@sha256:") {
+			} else if !adapter.Pinned(*image) {
 				log.Warn("--sless-image is not pinned by digest; cron runs and consumers may run different sless versions", "image", *image)
 			}
 			var tokens *trigger.HS256Tokens
