@@ -145,6 +145,45 @@ func TestConformance(t *testing.T) {
 				c.do("POST", "/echo", map[string]string{"Content-Type": "application/json"}, []byte("{nope")).
 					status(400).errorType("BadRequest")
 			})
+			all := make([]byte, 256)
+			for i := range all {
+				all[i] = byte(i)
+			}
+			t.Run("json bodies are RFC 8259 JSON", func(t *testing.T) {
+				c.t = t
+				// What JSON.parse and Go refuse, Python's json.loads takes
+				// (NaN, Infinity, a BOM), and what Python and Go refuse or pass
+				// raw, Node.js's utf8 decoding turns into U+FFFD: each of these
+				// is one 400 in every language.
+				for _, body := range []string{
+					"NaN", "Infinity", "-Infinity", `{"a":NaN}`, `[1,-Infinity]`,
+					"\xef\xbb\xbf{}",
+					"\"a\xffb\"", "{\"k\":\"\xc3\"}", "{\"\xed\xa0\x80\":1}",
+				} {
+					c.do("POST", "/echo", map[string]string{"Content-Type": "application/json"}, []byte(body)).
+						status(400).errorType("BadRequest")
+				}
+				ev := c.do("POST", "/echo", map[string]string{"Content-Type": "application/json"}, []byte("{\"k\":\"caf\u00e9 \u2615\",\"n\":1e308}")).
+					status(200).event()
+				if b, _ := json.Marshal(ev["body"]); string(b) != `{"k":"café ☕","n":1e+308}` {
+					t.Errorf("body = %s", b)
+				}
+			})
+			t.Run("results are JSON", func(t *testing.T) {
+				c.t = t
+				// NaN and Infinity have no JSON: Python would write the
+				// non-JSON token NaN, Node.js null; both are a BadResult, as in Go.
+				for _, v := range []string{"nan", "inf", "-inf"} {
+					for _, as := range []string{"value", "body"} {
+						c.do("GET", "/nonfinite?v="+v+"&as="+as, nil, nil).status(500).errorType("BadResult")
+					}
+				}
+				// Bytes anywhere in a result are base64, whatever their type; an
+				// object that merely looks like a serialized Buffer is data.
+				c.do("GET", "/nested-bytes", nil, nil).status(200).jsonEq(fmt.Sprintf(
+					`{"b":%q,"list":["AQI="],"lookalike":{"type":"Buffer","data":[104,105]}}`,
+					base64.StdEncoding.EncodeToString(all)))
+			})
 			t.Run("status and headers", func(t *testing.T) {
 				c.t = t
 				r := c.do("GET", "/status", nil, nil)
@@ -153,10 +192,6 @@ func TestConformance(t *testing.T) {
 					t.Errorf("body = %q", r.body)
 				}
 			})
-			all := make([]byte, 256)
-			for i := range all {
-				all[i] = byte(i)
-			}
 			t.Run("binary response", func(t *testing.T) {
 				c.t = t
 				r := c.do("GET", "/binary", nil, nil).status(200).header("Content-Type", "image/png")
@@ -398,6 +433,14 @@ func TestConformance(t *testing.T) {
 				}
 				if err := json.Unmarshal(term, &fail); err != nil || fail.Error.Type != "Boom" || fail.Error.Message != "job failed on purpose" {
 					t.Errorf("termination message on error = %s (%v)", term, err)
+				}
+				// A result with no JSON fails the run as over HTTP: exit 1 with
+				// a BadResult, not a missing termination message (Node.js) or
+				// a NaN that is not JSON (Python).
+				code, term, out = fn.runJob(t, `{"nonfinite":true}`)
+				fail.Error.Type = ""
+				if err := json.Unmarshal(term, &fail); code != 1 || err != nil || fail.Error.Type != "BadResult" {
+					t.Errorf("unencodable result: exit code %d, termination message %q (%v)\n%s", code, term, err, out)
 				}
 			})
 		}

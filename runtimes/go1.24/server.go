@@ -247,9 +247,14 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 	if r.Host != "" {
 		ev.Headers["host"] = r.Host
 	}
-	if len(body) > 0 && ev.IsJSON() && !json.Valid(body) {
-		writeJSON(w, 400, newErrorBody("BadRequest", "request body is not valid JSON", requestID))
-		return 400
+	if len(body) > 0 && ev.IsJSON() {
+		// json.Valid passes bytes that are not UTF-8 inside strings, which
+		// Unmarshal then turns into U+FFFD; RFC 8259 JSON is UTF-8, and the
+		// Python and Node.js wrappers refuse such a body too.
+		if msg := jsonProblem(body); msg != "" {
+			writeJSON(w, 400, newErrorBody("BadRequest", "request body is not valid JSON: "+msg, requestID))
+			return 400
+		}
 	}
 	ctx, cancel := s.cfg.invocation(r.Context(), requestID)
 	defer cancel()
@@ -464,6 +469,22 @@ func serve(cfg config, h handler, ready chan<- string) error {
 	}
 	baseLogger.Info("stopped")
 	return nil
+}
+
+// jsonProblem says why b is not a JSON text, or "" when it is one.
+func jsonProblem(b []byte) string {
+	if json.Valid(b) {
+		if utf8.Valid(b) {
+			return ""
+		}
+		return "it is not UTF-8"
+	}
+	// Only a refused body pays for decoding, which names the fault.
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err.Error()
+	}
+	return "it does not parse"
 }
 
 // runJob calls the handler once with SLESS_PAYLOAD as the body and writes the

@@ -99,6 +99,15 @@ function splitTarget(target) {
   return [url.pathname || '/', url.search.slice(1)];
 }
 
+// A JSON text as RFC 8259 has it, read as Python's and Go's wrappers read it:
+// toString('utf8') would turn bytes that are not UTF-8 into U+FFFD, and a
+// TextDecoder by default drops a byte order mark, where JSON.parse refuses one.
+const strictUTF8 = new util.TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function parseJSON(bytes) {
+  return JSON.parse(strictUTF8.decode(bytes));
+}
+
 function makeEvent(req, body) {
   const [path, rawQuery] = splitTarget(req.url);
   const query = {};
@@ -122,7 +131,7 @@ function makeEvent(req, body) {
   if (body.length > 0) {
     if (isJSON(headers['content-type'])) {
       try {
-        event.body = JSON.parse(body.toString('utf8'));
+        event.body = parseJSON(body);
       } catch (e) {
         throw new RequestError(400, 'BadRequest', `request body is not valid JSON: ${e.message}`);
       }
@@ -152,8 +161,20 @@ function makeContext(cfg, requestId, deadlineMs) {
   };
 }
 
+// The JSON of a result. Bytes anywhere in it become base64 strings: the
+// holder's own value (this[k]) is looked at, because a Buffer's toJSON has
+// already turned v into {type, data} and a Uint8Array has none. NaN and
+// Infinity throw: JSON.stringify would write null, quietly changing the
+// result, where Python and Go refuse to encode them.
 function jsonBytes(value) {
-  const s = JSON.stringify(value, (k, v) => (v && v.type === 'Buffer' && Array.isArray(v.data) ? Buffer.from(v.data).toString('base64') : v));
+  const s = JSON.stringify(value, function replace(k, v) {
+    const raw = this[k];
+    if (raw instanceof Uint8Array) return Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64');
+    if ((typeof v === 'number' || v instanceof Number) && !Number.isFinite(Number(v))) {
+      throw new TypeError(`${Number(v)} is not a JSON value`);
+    }
+    return v;
+  });
   return Buffer.from(s === undefined ? 'null' : s, 'utf8');
 }
 
@@ -388,13 +409,27 @@ async function runJob(cfg, fn) {
     log('error', 'function timed out', { timeoutSeconds: cfg.timeoutMs / 1000 }, requestId);
     return finishJob(cfg, errorBody('Timeout', `function exceeded its timeout of ${cfg.timeoutMs / 1000}s`, requestId), 1);
   }
+  // Encoded before the run counts as finished: a result that has no JSON is
+  // the run's BadResult error (exit 1), as in Python and Go, not a failure to
+  // write the termination message.
+  let out;
+  try {
+    out = jsonBytes(result === undefined ? null : result);
+  } catch (e) {
+    log('error', `cannot encode the function's result: ${e.message}`, { errorType: errorType(e), stack: e.stack }, requestId);
+    return finishJob(cfg, errorBody('BadResult', `cannot encode the function's result: ${e.message}`, requestId), 1);
+  }
   log('info', 'job finished', {}, requestId);
-  return finishJob(cfg, result === undefined ? null : result, 0);
+  return writeTermination(cfg, out, 0);
 }
 
 function finishJob(cfg, value, code) {
+  return writeTermination(cfg, jsonBytes(value), code);
+}
+
+function writeTermination(cfg, data, code) {
   try {
-    fs.writeFileSync(cfg.terminationPath, jsonBytes(value));
+    fs.writeFileSync(cfg.terminationPath, data);
   } catch (e) {
     log('error', `cannot write the termination message: ${e.message}`);
     return 2;

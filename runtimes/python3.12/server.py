@@ -172,7 +172,7 @@ def make_event(method, target, headers, body):
     if body:
         if _is_json(hdrs.get("content-type", "")):
             try:
-                event["body"] = json.loads(body)
+                event["body"] = parse_json(body)
             except ValueError as e:
                 raise HandlerError(400, "BadRequest", "request body is not valid JSON: %s" % e)
         else:
@@ -184,8 +184,25 @@ def make_event(method, target, headers, body):
     return event
 
 
+def _refuse_constant(name):
+    raise ValueError("%s is not a JSON value" % name)
+
+
+def parse_json(data):
+    """Parses a JSON text as RFC 8259 has it, as JSON.parse and Go's
+    encoding/json do: UTF-8 without a byte order mark, no NaN or Infinity.
+    json.loads alone takes all three, so a body the other wrappers answer 400
+    would reach a Python handler."""
+    # A strict decode refuses bytes that are not UTF-8; json.loads then refuses
+    # a BOM left in the text, where on bytes it would skip it.
+    return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+
+
 def _json_bytes(value):
-    return json.dumps(value, ensure_ascii=False, default=_json_default).encode("utf-8")
+    # allow_nan=False: json.dumps would write NaN and Infinity, which are not
+    # JSON; no client's parser reads them. A result holding one is a BadResult,
+    # as in Node.js and Go.
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_json_default).encode("utf-8")
 
 
 def _json_default(o):
@@ -466,7 +483,7 @@ def run_job(cfg, fn):
     """Job mode: one call on SLESS_PAYLOAD, result or error to the termination file."""
     request_id = os.environ.get("SLESS_REQUEST_ID") or uuid.uuid4().hex
     try:
-        payload = json.loads(cfg.payload) if cfg.payload.strip() else None
+        payload = json.loads(cfg.payload, parse_constant=_refuse_constant) if cfg.payload.strip() else None
     except ValueError as e:
         return finish_job(cfg, error_body("BadPayload", "SLESS_PAYLOAD is not valid JSON: %s" % e, request_id), 1)
     event = {"method": "POST", "path": "/", "query": {}, "rawQuery": "",
@@ -484,6 +501,8 @@ def run_job(cfg, fn):
     try:
         out = _json_bytes(inv.result)
     except Exception as e:
+        log("error", "cannot encode the function's result: %s" % e, request_id,
+            errorType=type(e).__name__, stack=traceback.format_exc())
         return finish_job(cfg, error_body("BadResult", "cannot encode the function's result: %s" % e, request_id), 1)
     log("info", "job finished", request_id)
     return finish_job(cfg, out, 0)

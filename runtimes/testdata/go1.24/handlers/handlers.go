@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 		}
 		if payload["fail"] == true {
 			return nil, &Boom{"job failed on purpose"}
+		}
+		if payload["nonfinite"] == true {
+			return map[string]any{"x": math.NaN()}, nil
 		}
 		return map[string]any{"job": payload}, nil
 	}
@@ -82,6 +86,15 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 		// A float, as a status decoded from JSON would be.
 		code, _ := strconv.ParseFloat(ev.Query["c"], 64)
 		return map[string]any{"statusCode": code, "body": "x"}, nil
+	case "/nonfinite":
+		x := map[string]float64{"nan": math.NaN(), "inf": math.Inf(1), "-inf": math.Inf(-1)}[ev.Query["v"]]
+		if ev.Query["as"] == "body" {
+			return &sless.Response{StatusCode: 200, Body: map[string]any{"x": x}}, nil
+		}
+		return map[string]any{"x": x}, nil
+	case "/nested-bytes":
+		return map[string]any{"b": allBytes(), "list": []any{[]byte{1, 2}},
+			"lookalike": map[string]any{"type": "Buffer", "data": []int{104, 105}}}, nil
 	case "/dep":
 		if _, err := uuid.Parse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); err != nil {
 			return nil, err

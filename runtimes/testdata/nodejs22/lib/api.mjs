@@ -17,6 +17,7 @@ export async function handle(event, context) {
   const path = event.path;
   if (path === '/' && event.method === 'POST') { // job mode
     if (event.body && event.body.fail) throw new Boom('job failed on purpose');
+    if (event.body && event.body.nonfinite) return { x: NaN };
     return { job: event.body };
   }
   switch (path.startsWith('/echo/') ? '/echo' : path) {
@@ -52,6 +53,12 @@ export async function handle(event, context) {
       return { statusCode: 200, headers: { 'Content-Length': '0', 'Transfer-Encoding': 'chunked', 'X-Request-Id': 'from-handler' }, body: 'framed' };
     case '/code':
       return { statusCode: Number(event.query.c || '200'), body: 'x' };
+    case '/nonfinite': {
+      const x = { nan: NaN, inf: Infinity, '-inf': -Infinity }[event.query.v || 'nan'];
+      return event.query.as === 'body' ? { statusCode: 200, body: { x } } : { x };
+    }
+    case '/nested-bytes':
+      return { b: Buffer.from([...Array(256).keys()]), list: [new Uint8Array([1, 2])], lookalike: { type: 'Buffer', data: [104, 105] } };
     case '/dep':
       return { dep: isNumber(5) ? 'DEP!' : 'no' };
     case '/print':

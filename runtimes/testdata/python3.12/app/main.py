@@ -14,6 +14,8 @@ def handler(event, context):
     if path == "/" and event["method"] == "POST":  # job mode
         if isinstance(event["body"], dict) and event["body"].get("fail"):
             raise Boom("job failed on purpose")
+        if isinstance(event["body"], dict) and event["body"].get("nonfinite"):
+            return {"x": float("nan")}
         return {"job": event["body"]}
     if path == "/echo" or path.startswith("/echo/"):
         return {"event": event, "context": {
@@ -48,6 +50,12 @@ def handler(event, context):
         raw = event["query"].get("c", "200")
         code = float(raw) if "." in raw else int(raw)
         return {"statusCode": code, "body": "x"}
+    if path == "/nonfinite":
+        q = event["query"]
+        x = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}[q.get("v", "nan")]
+        return {"statusCode": 200, "body": {"x": x}} if q.get("as") == "body" else {"x": x}
+    if path == "/nested-bytes":
+        return {"b": bytes(range(256)), "list": [bytearray([1, 2])], "lookalike": {"type": "Buffer", "data": [104, 105]}}
     if path == "/dep":
         return {"dep": tinydep.shout("dep")}
     if path == "/print":
