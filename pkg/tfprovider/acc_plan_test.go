@@ -134,6 +134,7 @@ func TestAccPlanKnowsSourceDigest(t *testing.T) {
 	zipPath := filepath.Join(t.TempDir(), "code.zip")
 	writeFile(t, zipPath, a.Zip)
 	config := hcl(`  endpoint  = "http://127.0.0.1:9"
+  token     = "unused"
   namespace = "acc"`, fmt.Sprintf(`resource "sless_function" "dir" {
   name       = "from-dir"
   runtime    = "python3.12"

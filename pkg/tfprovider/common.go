@@ -36,28 +36,34 @@ func configureResource(providerData any, diags *diag.Diagnostics) *apiData {
 	return d
 }
 
-// importID splits "namespace/name" (or a bare name, in the provider's
-// namespace) for terraform import.
-func importID(ctx context.Context, d *apiData, id string) (ns, name string, err error) {
+// importID splits "namespace/name" for terraform import; a bare name gives
+// ns "" (the provider's namespace).
+func importID(id string) (ns, name string, err error) {
 	parts := strings.Split(id, "/")
 	switch {
 	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
 		return parts[0], parts[1], nil
 	case len(parts) == 1 && parts[0] != "":
-		if d == nil {
-			return "", "", errors.New("the provider is not configured")
-		}
-		ns, err := d.defaultNamespace(ctx)
-		return ns, parts[0], err
+		return "", parts[0], nil
 	}
 	return "", "", fmt.Errorf("import ID %q must be namespace/name (or a name in the provider's namespace)", id)
 }
 
 func importInto(ctx context.Context, d *apiData, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ns, name, err := importID(ctx, d, req.ID)
+	ns, name, err := importID(req.ID)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID", err.Error())
 		return
+	}
+	if ns == "" {
+		if d == nil {
+			resp.Diagnostics.AddError("Provider not configured", "the provider is not configured; this is a bug in the provider")
+			return
+		}
+		if ns, err = d.defaultNamespace(ctx); err != nil {
+			addNamespaceError(&resp.Diagnostics, err)
+			return
+		}
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), ns+"/"+name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)

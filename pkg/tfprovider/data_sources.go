@@ -116,7 +116,7 @@ func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadReques
 	}
 	ns, err := planNamespace(ctx, d.api, cfg.Namespace)
 	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+		addNamespaceError(&resp.Diagnostics, err)
 		return
 	}
 	fn, err := d.api.client.GetFunction(ctx, ns.ValueString(), cfg.Name.ValueString())
@@ -172,7 +172,7 @@ func (d *functionsDataSource) Read(ctx context.Context, req datasource.ReadReque
 	}
 	ns, err := planNamespace(ctx, d.api, cfg.Namespace)
 	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+		addNamespaceError(&resp.Diagnostics, err)
 		return
 	}
 	fns, err := d.api.client.AllFunctions(ctx, ns.ValueString())

@@ -245,7 +245,7 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if state == nil {
 		ns, err := planNamespace(ctx, r.api, config.Namespace)
 		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+			addNamespaceError(&resp.Diagnostics, err)
 			return
 		}
 		plan.Namespace = ns

@@ -159,7 +159,7 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 	if req.State.Raw.IsNull() {
 		ns, err := planNamespace(ctx, r.api, config.Namespace)
 		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+			addNamespaceError(&resp.Diagnostics, err)
 			return
 		}
 		plan.Namespace = ns

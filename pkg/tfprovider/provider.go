@@ -11,10 +11,12 @@ package tfprovider
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -53,6 +55,11 @@ type apiData struct {
 
 	mu        sync.Mutex
 	namespace string
+	// nsErr is why the namespace could not be found. It is kept: every
+	// resource that names no namespace asks, and an unreachable endpoint
+	// costs the client's whole retry budget, so asking again would make a
+	// plan wait that long once per dependent resource.
+	nsErr error
 }
 
 // defaultNamespace is the namespace set on the provider, else the token's
@@ -60,18 +67,32 @@ type apiData struct {
 func (d *apiData) defaultNamespace(ctx context.Context) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.namespace != "" {
-		return d.namespace, nil
+	if d.namespace != "" || d.nsErr != nil {
+		return d.namespace, d.nsErr
 	}
 	id, err := d.client.Whoami(ctx)
-	if err != nil {
-		return "", fmt.Errorf("finding the token's namespace (set namespace on the provider to skip this): %w", err)
+	switch {
+	case err != nil:
+		d.nsErr = fmt.Errorf("finding the token's namespace (set namespace on the provider to skip this): %w", err)
+	case id.Namespace == "":
+		d.nsErr = fmt.Errorf("whoami names no namespace for this token; set namespace on the provider")
+	default:
+		d.namespace = id.Namespace
 	}
-	if id.Namespace == "" {
-		return "", fmt.Errorf("whoami names no namespace for this token; set namespace on the provider")
+	return d.namespace, d.nsErr
+}
+
+// addNamespaceError reports why the provider's namespace is not known. A
+// token the API refuses is named as such: it is what the user must fix, and
+// it is the first call of a plan that meets it.
+func addNamespaceError(diags *diag.Diagnostics, err error) {
+	switch client.StatusOf(err) {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		diags.AddAttributeError(path.Root("namespace"), "The sless API refused the token",
+			err.Error()+"\n\nCheck token in the provider block or the "+EnvToken+" environment variable.")
+	default:
+		diags.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
 	}
-	d.namespace = id.Namespace
-	return d.namespace, nil
 }
 
 func (p *slessProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -118,6 +139,14 @@ func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	if endpoint == "" {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Missing sless endpoint",
 			"Set endpoint in the provider block or the "+EnvEndpoint+" environment variable to the sless API's URL.")
+		return
+	}
+	if token == "" {
+		// Every /v1 call needs a bearer token; without one the first call
+		// would fail with a 401 on some resource instead of here.
+		resp.Diagnostics.AddAttributeError(path.Root("token"), "Missing sless token",
+			"Set token in the provider block or the "+EnvToken+" environment variable to a bearer token for the sless API "+
+				"(for sless dev: its --dev-token, or the contents of <data-dir>/dev-token).")
 		return
 	}
 	c, err := client.New(endpoint, token, client.WithUserAgent("terraform-provider-sless/"+p.version))

@@ -263,7 +263,7 @@ func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	ns, err := planNamespace(ctx, r.api, config.Namespace)
 	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("namespace"), "Cannot find the namespace", err.Error())
+		addNamespaceError(&resp.Diagnostics, err)
 		return
 	}
 	plan.Namespace = ns

@@ -456,13 +456,15 @@ func TestFieldMapper(t *testing.T) {
 
 func TestImportID(t *testing.T) {
 	for _, id := range []string{"", "/", "a/", "/b", "a/b/c"} {
-		if _, _, err := importID(context.Background(), nil, id); err == nil {
+		if _, _, err := importID(id); err == nil {
 			t.Errorf("import ID %q accepted", id)
 		}
 	}
-	ns, name, err := importID(context.Background(), nil, "team-a/hello")
-	if err != nil || ns != "team-a" || name != "hello" {
-		t.Errorf("got %q %q %v", ns, name, err)
+	for id, want := range map[string][2]string{"team-a/hello": {"team-a", "hello"}, "hello": {"", "hello"}} {
+		ns, name, err := importID(id)
+		if err != nil || ns != want[0] || name != want[1] {
+			t.Errorf("importID(%q) = %q %q %v, want %q %q", id, ns, name, err, want[0], want[1])
+		}
 	}
 }
 
