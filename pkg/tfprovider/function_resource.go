@@ -175,10 +175,12 @@ func (r *functionResource) ValidateConfig(ctx context.Context, req resource.Vali
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	validateFunctionConfig(ctx, &m, &resp.Diagnostics)
+	validateFunctionConfig(ctx, &m, failingAttributes(ctx, resourceAttributes(ctx, r), req.Config), &resp.Diagnostics)
 }
 
-func validateFunctionConfig(ctx context.Context, m *functionModel, diags *diag.Diagnostics) {
+// validateFunctionConfig reports what the API would refuse in m, but not on
+// the attributes in refused (their own validators do).
+func validateFunctionConfig(ctx context.Context, m *functionModel, refused map[string]bool, diags *diag.Diagnostics) {
 	var set []string
 	unknown := false
 	for _, s := range []struct {
@@ -223,7 +225,7 @@ func validateFunctionConfig(ctx context.Context, m *functionModel, diags *diag.D
 		}
 		errs = append(errs, e)
 	}
-	functionMapper(envPaths).addFieldErrors(diags, errs)
+	functionMapper(envPaths).addFieldErrors(diags, errs, refused)
 }
 
 func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

@@ -238,7 +238,7 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 		}
 		errs = append(errs, e)
 	}
-	triggerMapper.addFieldErrors(&resp.Diagnostics, errs)
+	triggerMapper.addFieldErrors(&resp.Diagnostics, errs, failingAttributes(ctx, resourceAttributes(ctx, r), req.Config))
 }
 
 func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

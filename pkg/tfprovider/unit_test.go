@@ -296,7 +296,7 @@ func TestValidateFunctionConfig(t *testing.T) {
 			m := baseFunction()
 			tc.edit(&m)
 			var diags diag.Diagnostics
-			validateFunctionConfig(context.Background(), &m, &diags)
+			validateFunctionConfig(context.Background(), &m, nil, &diags)
 			var got []string
 			for _, d := range diags.Errors() {
 				wp, ok := d.(diag.DiagnosticWithPath)

@@ -11,8 +11,12 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/sless-dev/sless/pkg/client"
@@ -22,6 +26,66 @@ import (
 // (Terraform shows them next to the attribute). The authoritative check is
 // the resource's ValidateConfig, which runs the API's own validation
 // function over the configuration and names the attribute of each error.
+// Where both would refuse the same attribute, the attribute's validator
+// speaks alone (failingAttributes): one mistake, one error, with the value
+// as the user wrote it.
+
+// attrError reports a refused attribute. The path leads the detail, as in
+// fieldMapper.addFieldErrors: for a nested attribute the CLI can only point
+// at the enclosing block.
+func attrError(diags *diag.Diagnostics, p path.Path, summary, detail string) {
+	diags.AddAttributeError(p, summary, p.String()+": "+detail)
+}
+
+// resourceAttributes is r's schema's attributes.
+func resourceAttributes(ctx context.Context, r resource.Resource) map[string]schema.Attribute {
+	var resp resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &resp)
+	return resp.Schema.Attributes
+}
+
+// failingAttributes runs the attribute validators of attrs (and of single
+// nested attributes in them) over the configuration and returns the paths
+// they refuse, so ValidateConfig can leave those attributes to them.
+func failingAttributes(ctx context.Context, attrs map[string]schema.Attribute, cfg tfsdk.Config) map[string]bool {
+	bad := map[string]bool{}
+	var walk func(attrs map[string]schema.Attribute, parent path.Path)
+	walk = func(attrs map[string]schema.Attribute, parent path.Path) {
+		for name, a := range attrs {
+			p := parent.AtName(name)
+			var diags diag.Diagnostics
+			switch a := a.(type) {
+			case schema.StringAttribute:
+				var v types.String
+				if cfg.GetAttribute(ctx, p, &v).HasError() {
+					continue
+				}
+				for _, val := range a.Validators {
+					var resp validator.StringResponse
+					val.ValidateString(ctx, validator.StringRequest{Path: p, PathExpression: p.Expression(), Config: cfg, ConfigValue: v}, &resp)
+					diags.Append(resp.Diagnostics...)
+				}
+			case schema.Int64Attribute:
+				var v types.Int64
+				if cfg.GetAttribute(ctx, p, &v).HasError() {
+					continue
+				}
+				for _, val := range a.Validators {
+					var resp validator.Int64Response
+					val.ValidateInt64(ctx, validator.Int64Request{Path: p, PathExpression: p.Expression(), Config: cfg, ConfigValue: v}, &resp)
+					diags.Append(resp.Diagnostics...)
+				}
+			case schema.SingleNestedAttribute:
+				walk(a.Attributes, p)
+			}
+			if diags.HasError() {
+				bad[p.String()] = true
+			}
+		}
+	}
+	walk(attrs, path.Empty())
+	return bad
+}
 
 var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -37,7 +101,7 @@ func (v dnsLabel) ValidateString(_ context.Context, req validator.StringRequest,
 	}
 	s := req.ConfigValue.ValueString()
 	if !dnsLabelRE.MatchString(s) || len(s) > v.max {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value",
+		attrError(&resp.Diagnostics, req.Path, "Invalid value",
 			fmt.Sprintf("%q must be %s: lower-case letters, digits and '-', starting and ending with a letter or digit", s, v.Description(context.Background())))
 	}
 }
@@ -58,7 +122,7 @@ func (v oneOf) ValidateString(_ context.Context, req validator.StringRequest, re
 			return
 		}
 	}
-	resp.Diagnostics.AddAttributeError(req.Path, "Unsupported value",
+	attrError(&resp.Diagnostics, req.Path, "Unsupported value",
 		fmt.Sprintf("%q is not supported: must be %s", s, v.Description(context.Background())))
 }
 
@@ -73,7 +137,7 @@ func (v between) ValidateInt64(_ context.Context, req validator.Int64Request, re
 		return
 	}
 	if n := req.ConfigValue.ValueInt64(); n < v.lo || n > v.hi {
-		resp.Diagnostics.AddAttributeError(req.Path, "Value out of range",
+		attrError(&resp.Diagnostics, req.Path, "Value out of range",
 			fmt.Sprintf("%d is out of range: must be %s", n, v.Description(context.Background())))
 	}
 }
@@ -84,7 +148,7 @@ func (notEmpty) Description(context.Context) string               { return "not 
 func (v notEmpty) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 func (notEmpty) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueString() == "" {
-		resp.Diagnostics.AddAttributeError(req.Path, "Empty value",
+		attrError(&resp.Diagnostics, req.Path, "Empty value",
 			"must not be empty; leave the attribute out instead of setting \"\"")
 	}
 }
@@ -100,7 +164,7 @@ func (v durationString) ValidateString(_ context.Context, req validator.StringRe
 		return
 	}
 	if d, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil || d <= 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration",
+		attrError(&resp.Diagnostics, req.Path, "Invalid duration",
 			fmt.Sprintf("%q must be %s", req.ConfigValue.ValueString(), v.Description(context.Background())))
 	}
 }
@@ -114,7 +178,7 @@ func (jsonString) ValidateString(_ context.Context, req validator.StringRequest,
 		return
 	}
 	if !json.Valid([]byte(req.ConfigValue.ValueString())) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid JSON",
+		attrError(&resp.Diagnostics, req.Path, "Invalid JSON",
 			"must be a JSON document; build it with jsonencode(...)")
 	}
 }
@@ -129,9 +193,9 @@ func (v quantity) ValidateString(_ context.Context, req validator.StringRequest,
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	q, err := resource.ParseQuantity(req.ConfigValue.ValueString())
+	q, err := apiresource.ParseQuantity(req.ConfigValue.ValueString())
 	if err != nil || q.Sign() <= 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CPU quantity",
+		attrError(&resp.Diagnostics, req.Path, "Invalid CPU quantity",
 			fmt.Sprintf("%q must be %s", req.ConfigValue.ValueString(), v.Description(context.Background())))
 	}
 }
@@ -164,10 +228,14 @@ func (m fieldMapper) attr(apiField string) (path.Path, bool) {
 }
 
 // addFieldErrors reports the API validation function's errors on the
-// attributes they concern.
-func (m fieldMapper) addFieldErrors(diags *diag.Diagnostics, errs field.ErrorList) {
+// attributes they concern, except on the attributes in refused, whose own
+// validators report them already.
+func (m fieldMapper) addFieldErrors(diags *diag.Diagnostics, errs field.ErrorList, refused map[string]bool) {
 	for _, e := range errs {
 		if p, ok := m.attr(e.Field); ok {
+			if refused[p.String()] {
+				continue
+			}
 			// The path leads the detail: for a nested attribute the CLI can
 			// only point at the enclosing block.
 			diags.AddAttributeError(p, "Invalid configuration", p.String()+": "+e.ErrorBody())

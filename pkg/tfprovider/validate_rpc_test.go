@@ -1,0 +1,125 @@
+package tfprovider
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// validateConfig sends a resource configuration through the provider's
+// ValidateResourceConfig, as the CLI does at plan: attrs are the set
+// attributes (nested objects as maps of their set attributes), the rest null.
+func validateConfig(t *testing.T, typeName string, attrs map[string]any) []*tfprotov6.Diagnostic {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := providerserver.NewProtocol6WithError(New("test")())()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas, err := srv.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := schemas.ResourceSchemas[typeName].ValueType().(tftypes.Object)
+	dv, err := tfprotov6.NewDynamicValue(typ, tfValue(t, typ, attrs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.ValidateResourceConfig(ctx, &tfprotov6.ValidateResourceConfigRequest{TypeName: typeName, Config: &dv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Diagnostics
+}
+
+func tfValue(t *testing.T, typ tftypes.Object, attrs map[string]any) tftypes.Value {
+	t.Helper()
+	vals := map[string]tftypes.Value{}
+	for name, at := range typ.AttributeTypes {
+		v, ok := attrs[name]
+		switch v := v.(type) {
+		case nil:
+			if ok {
+				t.Fatalf("attribute %s: nil", name)
+			}
+			vals[name] = tftypes.NewValue(at, nil)
+		case map[string]any:
+			vals[name] = tfValue(t, at.(tftypes.Object), v)
+		case int:
+			vals[name] = tftypes.NewValue(at, int64(v))
+		default:
+			vals[name] = tftypes.NewValue(at, v)
+		}
+	}
+	for name := range attrs {
+		if _, ok := typ.AttributeTypes[name]; !ok {
+			t.Fatalf("no attribute %s", name)
+		}
+	}
+	return tftypes.NewValue(typ, vals)
+}
+
+// Each refused value is reported once, by the attribute's own validator
+// when it has one (with the value as written: the spec the API validation
+// judges clamps numbers to int32) and by the API's validation otherwise,
+// and the detail names the attribute even when it is nested.
+func TestEachMistakeIsReportedOnce(t *testing.T) {
+	fn := func(extra map[string]any) map[string]any {
+		m := map[string]any{"name": "hello", "runtime": "python3.12", "entrypoint": "main.handler", "source_dir": "./src"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		typeName string
+		attrs    map[string]any
+		// detail must match the one error's detail.
+		detail string
+	}{
+		{"memory below the limit", "sless_function", fn(map[string]any{"memory_mb": -10}), `^memory_mb: -10 is out of range: must be between 64 and 4096$`},
+		{"memory beyond int32", "sless_function", fn(map[string]any{"memory_mb": 10000000000}), `^memory_mb: 10000000000 is out of range`},
+		{"timeout zero", "sless_function", fn(map[string]any{"timeout_sec": 0}), `^timeout_sec: 0 is out of range: must be between 1 and 900$`},
+		{"zero cpu", "sless_function", fn(map[string]any{"cpu": "0"}), `^cpu: "0" must be a positive CPU quantity`},
+		{"name with capitals", "sless_function", fn(map[string]any{"name": "Hello"}), `^name: "Hello" must be a DNS label`},
+		// Only the API's validation knows a function name starts with a letter.
+		{"name starting with a digit", "sless_function", fn(map[string]any{"name": "1hello"}), `^name: Invalid value: "1hello": name must be a DNS-1035 label$`},
+		{"nested scale target", "sless_function", fn(map[string]any{"scale": map[string]any{"target": 0}}), `^scale\.target: 0 is out of range: must be between 1 and 1000$`},
+		{"nested container concurrency", "sless_function", fn(map[string]any{"scale": map[string]any{"container_concurrency": -1}}), `^scale\.container_concurrency: -1 is out of range`},
+		{"scale max below min", "sless_function", fn(map[string]any{"scale": map[string]any{"min": 5, "max": 2}}), `^scale\.max: Invalid value: 2: max must be greater than or equal to min$`},
+		{"trigger deadline zero", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "http", "starting_deadline_seconds": 0},
+			`^starting_deadline_seconds: 0 is out of range: must be between 1 and 86400$`},
+		{"queue prefetch zero", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
+			"queue": map[string]any{"connection_secret": "amqp", "queue": "q", "prefetch": 0}}, `^queue\.prefetch: 0 is out of range: must be between 1 and 1000$`},
+		{"job name too long", "sless_job", map[string]any{"name": strings.Repeat("a", 41), "function": "f"}, `^name: "a+" must be a DNS label of at most 40 characters`},
+		{"job timeout zero", "sless_job", map[string]any{"name": "j", "function": "f", "timeout_sec": 0}, `^timeout_sec: 0 is out of range: must be between 1 and 86400$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var errs []*tfprotov6.Diagnostic
+			for _, d := range validateConfig(t, tc.typeName, tc.attrs) {
+				if d.Severity == tfprotov6.DiagnosticSeverityError {
+					errs = append(errs, d)
+				}
+			}
+			if len(errs) != 1 {
+				var got []string
+				for _, d := range errs {
+					got = append(got, d.Summary+": "+d.Detail)
+				}
+				t.Fatalf("%d errors, want 1:\n%s", len(errs), strings.Join(got, "\n"))
+			}
+			if !regexp.MustCompile(tc.detail).MatchString(errs[0].Detail) {
+				t.Errorf("detail %q does not match %s", errs[0].Detail, tc.detail)
+			}
+			if errs[0].Attribute == nil {
+				t.Errorf("error %q names no attribute", errs[0].Detail)
+			}
+		})
+	}
+}
