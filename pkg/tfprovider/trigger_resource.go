@@ -254,8 +254,11 @@ func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !req.State.Raw.IsNull() {
 		var state triggerModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-		// Enabling or disabling an http trigger opens or closes its route.
-		if !plan.Enabled.Equal(state.Enabled) || !plan.Function.Equal(state.Function) {
+		// Enabling or disabling an http trigger opens or closes its route;
+		// other types have no URL whatever they are set to (the type never
+		// changes in place: a new type replaces the trigger).
+		if plan.Type.ValueString() == string(slessv1alpha1.TriggerTypeHTTP) &&
+			(!plan.Enabled.Equal(state.Enabled) || !plan.Function.Equal(state.Function)) {
 			plan.URL = types.StringUnknown()
 			resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		}
