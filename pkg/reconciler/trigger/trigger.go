@@ -475,13 +475,9 @@ func Schedule(spec, tz string) (cron.Schedule, error) {
 	if err := slessv1alpha1.ParseSchedule(spec); err != nil {
 		return nil, err
 	}
-	loc := time.UTC
-	if tz != "" {
-		l, err := time.LoadLocation(tz)
-		if err != nil {
-			return nil, fmt.Errorf("time zone %q: %w", tz, err)
-		}
-		loc = l
+	loc, err := slessv1alpha1.LoadTimeZone(tz)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q: %w", tz, err)
 	}
 	s, err := cron.ParseStandard(spec)
 	if err != nil {

@@ -531,3 +531,34 @@ func TestTriggerPausedWhileFunctionMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleTimeZone holds the controller's reading of a stored trigger's
+// time zone to what its CronJob takes: a Trigger stored before the schema
+// refused Local must not get next run times in the controller's own zone.
+func TestScheduleTimeZone(t *testing.T) {
+	from := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		tz   string
+		next time.Time // zero: refused
+	}{
+		{tz: "", next: time.Date(2026, 12, 3, 2, 30, 0, 0, time.UTC)},
+		{tz: "UTC", next: time.Date(2026, 12, 3, 2, 30, 0, 0, time.UTC)},
+		{tz: "Europe/Berlin", next: time.Date(2026, 12, 3, 1, 30, 0, 0, time.UTC)},
+		{tz: "Local"},
+		{tz: "local"},
+		{tz: "Mars/Olympus_Mons"},
+	} {
+		s, err := trigger.Schedule("30 2 * * *", tc.tz)
+		if tc.next.IsZero() {
+			if err == nil {
+				t.Errorf("time zone %q accepted, next run %v", tc.tz, s.Next(from))
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("time zone %q: %v", tc.tz, err)
+		} else if got := s.Next(from); !got.Equal(tc.next) {
+			t.Errorf("time zone %q: next run %v, want %v", tc.tz, got.UTC(), tc.next)
+		}
+	}
+}

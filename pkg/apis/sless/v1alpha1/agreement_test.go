@@ -129,6 +129,12 @@ var specCases = []specCase{
 	{name: "queue with dead letters", doc: trg("ok-dlq", "  type: queue\n  queue:\n    connectionSecret: amqp.prod\n    queue: orders\n    deadLetterQueue: orders.dead\n"), valid: true},
 	{name: "pre-warm above", doc: trg("bad-prewarm", "  type: cron\n  schedule: \"@hourly\"\n  preWarmSeconds: 4000\n"), field: "spec.preWarmSeconds"},
 	{name: "bad function ref", doc: "apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: bad-ref\nspec:\n  function: Bad_Name\n  type: http\n", field: "spec.function"},
+	{name: "time zone with offset", doc: trg("ok-tz-gmt", "  type: cron\n  schedule: \"@daily\"\n  timeZone: Etc/GMT+5\n"), valid: true},
+	{name: "time zone of three parts", doc: trg("ok-tz-three", "  type: cron\n  schedule: \"@daily\"\n  timeZone: America/Argentina/ComodRivadavia\n"), valid: true},
+	{name: "time zone Local", doc: trg("bad-tz-local", "  type: cron\n  schedule: \"@daily\"\n  timeZone: Local\n"), field: "spec.timeZone", msg: "not Local"},
+	{name: "time zone local", doc: trg("bad-tz-lower", "  type: cron\n  schedule: \"@daily\"\n  timeZone: local\n"), field: "spec.timeZone", msg: "not Local"},
+	{name: "time zone part too long", doc: trg("bad-tz-long", "  type: cron\n  schedule: \"@daily\"\n  timeZone: Europe/Berlin_and_Brandenburg\n"), field: "spec.timeZone"},
+	{name: "time zone part starts with a dash", doc: trg("bad-tz-dash", "  type: cron\n  schedule: \"@daily\"\n  timeZone: Etc/-5\n"), field: "spec.timeZone"},
 	{name: "unknown time zone", doc: trg("bad-tz", "  type: cron\n  schedule: \"@daily\"\n  timeZone: Mars/Olympus_Mons\n"), field: "spec.timeZone", goOnly: true},
 
 	// FunctionJobs.

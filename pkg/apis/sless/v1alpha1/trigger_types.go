@@ -87,9 +87,12 @@ type TriggerSpec struct {
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 
-	// TimeZone of the schedule, an IANA name such as Europe/Berlin; UTC if unset.
+	// TimeZone of the schedule, an IANA name such as Europe/Berlin; UTC if
+	// unset. "Local" is refused, as CronJobs refuse it: it would be the
+	// controller's own zone.
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]{0,13}(/[A-Za-z0-9_+][A-Za-z0-9_+-]{0,13})*$`
+	// +kubebuilder:validation:XValidation:rule="self.lowerAscii() != 'local'",message="timeZone must name an IANA time zone such as Europe/Berlin, not Local"
 	// +optional
 	TimeZone string `json:"timeZone,omitempty"`
 

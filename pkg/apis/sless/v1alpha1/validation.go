@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -21,7 +22,7 @@ var (
 	imageRE        = regexp.MustCompile(`^[a-z0-9]+([._:/@-][A-Za-z0-9]+)*$`)
 	envNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	sha256RE       = regexp.MustCompile(`^[a-f0-9]{64}$`)
-	timeZoneRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`)
+	timeZoneRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]{0,13}(/[A-Za-z0-9_+][A-Za-z0-9_+-]{0,13})*$`)
 	descriptorRE   = regexp.MustCompile(`^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$`)
 )
 
@@ -252,12 +253,8 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 		} else if err := ParseSchedule(s.Schedule); err != nil {
 			errs = append(errs, field.Invalid(p.Child("schedule"), s.Schedule, err.Error()))
 		}
-		if s.TimeZone != "" {
-			if !timeZoneRE.MatchString(s.TimeZone) || len(s.TimeZone) > 64 {
-				errs = append(errs, field.Invalid(p.Child("timeZone"), s.TimeZone, "must be an IANA time zone name"))
-			} else if _, err := time.LoadLocation(s.TimeZone); err != nil {
-				errs = append(errs, field.Invalid(p.Child("timeZone"), s.TimeZone, "unknown time zone"))
-			}
+		if _, err := LoadTimeZone(s.TimeZone); err != nil {
+			errs = append(errs, field.Invalid(p.Child("timeZone"), s.TimeZone, err.Error()))
 		}
 		switch s.ConcurrencyPolicy {
 		case "", ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
@@ -314,6 +311,27 @@ func validateRef(p *field.Path, name string) field.ErrorList {
 		return field.ErrorList{field.TooLong(p, name, MaxNameLength)}
 	}
 	return nil
+}
+
+// LoadTimeZone loads a cron trigger's time zone as batch/v1 CronJobs take
+// it: UTC when tz is empty, else an IANA name of at most 14 characters a
+// part that the time zone database knows. Local is refused, as CronJobs
+// refuse it: it would be the zone of whichever process reads it, and the
+// controller's next run time would disagree with the CronJob's.
+func LoadTimeZone(tz string) (*time.Location, error) {
+	switch {
+	case tz == "":
+		return time.UTC, nil
+	case strings.EqualFold(tz, "Local"):
+		return nil, errors.New("timeZone must name an IANA time zone such as Europe/Berlin, not Local")
+	case !timeZoneRE.MatchString(tz) || len(tz) > 64:
+		return nil, errors.New("must be an IANA time zone name such as Europe/Berlin")
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %s", tz)
+	}
+	return loc, nil
 }
 
 // ParseSchedule reports whether a cron schedule is one sless runs: five
