@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -652,7 +653,7 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		}
 	}()
 	runErr := runGroup(ctx, cmd)
-	result, _ := os.ReadFile(term)
+	result := readTermination(term)
 	switch {
 	case runErr == nil:
 		return strings.TrimSpace(string(result)), 0, "", false
@@ -673,6 +674,42 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		}
 		return out, code, jobresources.Truncate(msg), jobresources.WrapperTimedOut(int32(code), out)
 	}
+}
+
+// terminationMessageLimit is what a kubelet keeps of a container's
+// termination message (MaxContainerTerminationMessageLength).
+const terminationMessageLimit = 4 << 10
+
+// readTermination reads a termination message as a kubelet does, so a job's
+// status.output, exit reason and record are what they would be on a
+// cluster: the last terminationMessageLimit bytes of the file (the kubelet
+// reads it from its end), without a UTF-8 sequence cut at the front, whose
+// stray bytes the apiserver would turn into U+FFFD. A missing file is "".
+func readTermination(path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	if fi.Size() > terminationMessageLimit {
+		if _, err := f.Seek(-terminationMessageLimit, io.SeekEnd); err != nil {
+			return nil
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, terminationMessageLimit))
+	if err != nil {
+		return nil
+	}
+	if fi.Size() > terminationMessageLimit {
+		for len(b) > 0 && !utf8.RuneStart(b[0]) {
+			b = b[1:]
+		}
+	}
+	return b
 }
 
 func setJobCondition(fj *slessv1alpha1.FunctionJob, typ string, s metav1.ConditionStatus, reason, msg string) {

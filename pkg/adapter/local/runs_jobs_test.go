@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,8 @@ def handler(event, context):
         raise ValueError('no rows for 2026-12-02')
     if body.get('fail') == 'own-timeout':
         raise Timeout('the upstream took too long')
+    if body.get('big'):
+        return {'head': 'H' * 6000, 'tail': 'T' * 100}
     time.sleep(body.get('sleep', 0))
     return {'requestId': context.request_id}
 `
@@ -171,6 +175,18 @@ def handler(event, context):
 		})
 	}
 
+	// A kubelet keeps the last 4 KiB of a termination message; a result
+	// that fits locally but not on a cluster must not look fine here.
+	t.Run("output-is-the-last-4KiB", func(t *testing.T) {
+		create(t, "big", "calc", 1, `{"big": true}`, nil)
+		j := await(t, "big", finished(1))
+		full := `{"head": "` + strings.Repeat("H", 6000) + `", "tail": "` + strings.Repeat("T", 100) + `"}`
+		if want := full[len(full)-4096:]; j.Status.Phase != slessv1alpha1.JobPhaseSucceeded || j.Status.Output != want {
+			t.Errorf("phase %s, output of %d bytes starting %.20q; want Succeeded and the last 4096 bytes of the %d-byte result",
+				j.Status.Phase, len(j.Status.Output), j.Status.Output, len(full))
+		}
+	})
+
 	t.Run("back-to-idle", func(t *testing.T) {
 		j := await(t, "rid", finished(1))
 		j.Spec.RunID = 0
@@ -186,4 +202,37 @@ def handler(event, context):
 			t.Errorf("Complete %+v kept for no run", c)
 		}
 	})
+}
+
+// readTermination keeps what a kubelet keeps of a termination file: its
+// last 4096 bytes, here without a UTF-8 sequence cut at the front.
+func TestReadTermination(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"empty", "", ""},
+		{"small", `{"ok": true}`, `{"ok": true}`},
+		{"exactly the limit", strings.Repeat("a", 4096), strings.Repeat("a", 4096)},
+		{"one byte over", "b" + strings.Repeat("a", 4096), strings.Repeat("a", 4096)},
+		{"long", strings.Repeat("x", 10000) + "end", strings.Repeat("x", 4093) + "end"},
+		// 4096 bytes from the end starts on the second byte of an é: that
+		// byte is dropped, not kept to become U+FFFD.
+		{"cut inside a sequence", "é" + strings.Repeat("a", 4095), strings.Repeat("a", 4095)},
+		{"two-byte text over the limit", strings.Repeat("é", 3000), strings.Repeat("é", 2048)},
+		{"three-byte text over the limit", strings.Repeat("€", 2000), strings.Repeat("€", 1365)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(readTermination(path)); got != tc.want {
+				t.Errorf("got %d bytes %.12q…, want %d bytes %.12q…", len(got), got, len(tc.want), tc.want)
+			}
+		})
+	}
+	if got := readTermination(filepath.Join(dir, "missing")); got != nil {
+		t.Errorf("missing file: %q, want nothing", got)
+	}
 }
