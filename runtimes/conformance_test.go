@@ -248,6 +248,20 @@ func TestConformance(t *testing.T) {
 					}
 					return false
 				})
+				// Writes straight to stdout and stderr are log lines as well,
+				// an unterminated one included: raw text would break the
+				// JSON lines, and glue itself to the next one.
+				c.do("GET", "/write-raw?marker=m-43", map[string]string{"X-Request-Id": "req-log-2"}, nil).status(200)
+				for _, want := range []struct{ msg, level string }{{"raw-out m-43", "info"}, {"raw-err m-43", "error"}} {
+					waitFor(t, 5*time.Second, "the raw write "+want.msg+" as a JSON log line", func() bool {
+						for _, rec := range logRecords(in.stdout.String()) {
+							if rec["msg"] == want.msg && rec["level"] == want.level && rec["source"] == "function" {
+								return !tc.tagsPrints || rec["requestId"] == "req-log-2"
+							}
+						}
+						return false
+					})
+				}
 				if !tc.tagsPrints {
 					waitFor(t, 5*time.Second, "the Logger(ctx) line with the request id", func() bool {
 						for _, rec := range logRecords(in.stdout.String()) {
@@ -269,6 +283,30 @@ func TestConformance(t *testing.T) {
 							t.Errorf("log line without %q: %s", k, line)
 						}
 					}
+				}
+			})
+			t.Run("long printed line", func(t *testing.T) {
+				c.t = t
+				// Longer than the Go wrapper's 1 MiB log line: it is logged
+				// in pieces, and what the handler prints later still goes
+				// out (a pump that stopped at the long line blocked every
+				// later print, so each call ran into its deadline).
+				const n = 2<<20 + 5
+				for i := 0; i < 2; i++ {
+					c.do("GET", fmt.Sprintf("/print-long?n=%d", n), nil, nil).status(200)
+				}
+				c.do("GET", "/print?marker=after-long", nil, nil).status(200)
+				waitFor(t, 5*time.Second, "the line printed after the long ones", func() bool {
+					return strings.Contains(in.stdout.String(), "printed after-long")
+				})
+				total := 0
+				for _, rec := range logRecords(in.stdout.String()) {
+					if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "LLLL") {
+						total += len(msg)
+					}
+				}
+				if total != 2*n {
+					t.Errorf("the long lines logged %d bytes, want %d", total, 2*n)
 				}
 			})
 			t.Run("deadline", func(t *testing.T) {
@@ -460,7 +498,7 @@ func TestNodeInstallWithoutLock(t *testing.T) {
 func logRecords(out string) []map[string]any {
 	var recs []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), 16<<20) // Python and Node.js log a long printed line whole
 	for sc.Scan() {
 		var rec map[string]any
 		if json.Unmarshal(sc.Bytes(), &rec) == nil {

@@ -119,11 +119,9 @@ func captureOutput() (flush func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64*1024), 1024*1024)
-			for sc.Scan() {
-				baseLogger.Log(context.Background(), level, sc.Text(), "source", "function")
-			}
+			pumpLines(r, func(line string) {
+				baseLogger.Log(context.Background(), level, line, "source", "function")
+			})
 		}()
 	}
 	pump(&os.Stdout, slog.LevelInfo)
@@ -153,6 +151,38 @@ func Start[E, T any](h func(context.Context, E) (T, error)) {
 	}
 	flush()
 	os.Exit(code)
+}
+
+// maxOutputLine is the longest log line a printed line becomes; a longer
+// one is logged in pieces of this size.
+const maxOutputLine = 1 << 20
+
+// pumpLines calls emit with each line read from r until r ends, a line
+// longer than maxOutputLine in pieces. It must never stop reading before
+// r ends: a pipe nobody reads fills up, and then every fmt.Print of the
+// handler blocks for good (a bufio.Scanner gives up at its first too-long
+// line, which wedged the function until its process was restarted).
+func pumpLines(r io.Reader, emit func(string)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	split := false // part of the current line went out already
+	for {
+		chunk, more, err := br.ReadLine()
+		if err != nil {
+			return // the writers closed; ReadLine returned any unterminated last line before
+		}
+		line = append(line, chunk...)
+		for len(line) >= maxOutputLine {
+			emit(string(line[:maxOutputLine]))
+			line, split = line[maxOutputLine:], true
+		}
+		if !more {
+			if len(line) > 0 || !split {
+				emit(string(line))
+			}
+			line, split = line[:0], false
+		}
+	}
 }
 
 func newRequestID() string {

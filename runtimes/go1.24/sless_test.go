@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,5 +117,33 @@ func TestParseQueryMatchesPythonAndNode(t *testing.T) {
 		if got := parseQuery(raw); !maps.Equal(got, want) {
 			t.Errorf("parseQuery(%q) = %q, want %q", raw, got, want)
 		}
+	}
+}
+
+// What a Go handler prints is pumped into log lines; a line longer than the
+// limit goes out in pieces, and the pump keeps reading after it: a pipe
+// left unread blocks every later print of the handler.
+func TestPumpLines(t *testing.T) {
+	long := strings.Repeat("a", maxOutputLine)
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"lines", "one\ntwo\n", []string{"one", "two"}},
+		{"empty lines kept", "a\n\nb\n", []string{"a", "", "b"}},
+		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
+		{"unterminated last line", "a\nrest", []string{"a", "rest"}},
+		{"exactly the limit", long + "\nafter\n", []string{long, "after"}},
+		{"over the limit", long + "bc\nafter\n", []string{long, "bc", "after"}},
+		{"twice the limit", long + long + "\nafter\n", []string{long, long, "after"}},
+		{"over the limit, unterminated", "x\n" + long + "z", []string{"x", long, "z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			pumpLines(strings.NewReader(tc.in), func(l string) { got = append(got, l) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %d lines %.40q, want %d lines %.40q", len(got), got, len(tc.want), tc.want)
+			}
+		})
 	}
 }

@@ -53,6 +53,54 @@ function captureConsole() {
   }
 }
 
+// What is written to process.stdout or process.stderr directly — by the
+// handler, a library, console.dir or console.table — becomes JSON log lines
+// too (level info and error, as Python's sys.stdout and sys.stderr): raw text
+// would break the one-object-per-line stdout, and an unterminated write would
+// glue itself to the front of the next JSON line, the wrapper's request line
+// included. Unterminated text waits, per call, for its newline or the end of
+// the call (flushOutput).
+const pendingOutput = new Map(); // level + '\0' + request id -> text without its newline yet
+
+function captureStreams() {
+  for (const [stream, level] of [[process.stdout, 'info'], [process.stderr, 'error']]) {
+    stream.write = (chunk, encoding, cb) => {
+      if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+      let text;
+      if (typeof chunk === 'string') {
+        text = encoding && !/^utf-?8$/i.test(encoding) ? Buffer.from(chunk, encoding).toString('utf8') : chunk;
+      } else {
+        text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8');
+      }
+      const rid = requestStore.getStore() || '';
+      const key = `${level}\0${rid}`;
+      const lines = ((pendingOutput.get(key) || '') + text).split('\n');
+      const rest = lines.pop();
+      if (rest) pendingOutput.set(key, rest);
+      else pendingOutput.delete(key);
+      for (const line of lines) log(level, line, { source: 'function' }, rid || undefined);
+      if (cb) process.nextTick(cb);
+      return true;
+    };
+  }
+}
+
+// flushOutput logs what a call (or, with no id, code outside any call) wrote
+// without a final newline.
+function flushOutput(requestId) {
+  for (const level of ['info', 'error']) {
+    const key = `${level}\0${requestId || ''}`;
+    const rest = pendingOutput.get(key);
+    if (rest === undefined) continue;
+    pendingOutput.delete(key);
+    log(level, rest, { source: 'function' }, requestId || undefined);
+  }
+}
+
+function flushAllOutput() {
+  for (const key of [...pendingOutput.keys()]) flushOutput(key.slice(key.indexOf('\0') + 1));
+}
+
 async function loadHandler(cfg) {
   const ep = cfg.entrypoint;
   const dot = ep.lastIndexOf('.');
@@ -352,6 +400,7 @@ function serve(cfg, fn) {
       log('error', `wrapper error: ${errorMessage(e)}`, { stack: e && e.stack }, requestId);
       sendJSON(500, errorBody('InternalError', errorMessage(e), requestId));
     } finally {
+      flushOutput(requestId);
       const durationMs = Number(process.hrtime.bigint() - start) / 1e6;
       log('info', 'request', { method: req.method, path: req.url.split('?')[0], status, durationMs: Math.round(durationMs * 1000) / 1000 }, requestId);
       inFlight--;
@@ -368,6 +417,7 @@ function serve(cfg, fn) {
     server.close(); // stop accepting; open connections end after their response
     server.closeIdleConnections();
     const finish = () => {
+      flushAllOutput();
       log('info', 'stopped');
       process.exit(0);
     };
@@ -440,6 +490,7 @@ function writeTermination(cfg, data, code) {
 async function main() {
   const cfg = config(process.env);
   captureConsole();
+  captureStreams();
   try {
     process.chdir(cfg.functionDir);
   } catch {
@@ -449,13 +500,16 @@ async function main() {
   try {
     fn = await loadHandler(cfg);
   } catch (e) {
+    flushAllOutput();
     log('error', `cannot load handler ${JSON.stringify(cfg.entrypoint)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });
     if (cfg.mode === 'job') process.exit(finishJob(cfg, errorBody('LoadError', errorMessage(e), ''), 1));
     process.exit(1);
   }
   if (cfg.mode === 'job') {
     // exit explicitly: a handler's leftover timers must not keep a job alive.
-    process.exit(await runJob(cfg, fn));
+    const code = await runJob(cfg, fn);
+    flushAllOutput();
+    process.exit(code);
   }
   process.on('unhandledRejection', (e) => {
     log('error', `unhandled rejection: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,16 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 			return nil, err
 		}
 		return map[string]any{"dep": "DEP!"}, nil
+	case "/print-long":
+		n, _ := strconv.Atoi(ev.Query["n"])
+		fmt.Println(strings.Repeat("L", n))
+		return "ok", nil
+	case "/write-raw": // written straight to the streams; Go's pipes cannot end a line at the end of the call
+		m := ev.Query["marker"]
+		os.Stdout.WriteString("raw-out ")
+		os.Stdout.WriteString(m + "\n")
+		os.Stderr.WriteString("raw-err " + m + "\n")
+		return "ok", nil
 	case "/print":
 		fmt.Println("printed", ev.Query["marker"])
 		sless.Logger(ctx).Info("logged " + ev.Query["marker"])

@@ -61,6 +61,16 @@ export async function handle(event, context) {
       return { b: Buffer.from([...Array(256).keys()]), list: [new Uint8Array([1, 2])], lookalike: { type: 'Buffer', data: [104, 105] } };
     case '/dep':
       return { dep: isNumber(5) ? 'DEP!' : 'no' };
+    case '/print-long':
+      console.log('L'.repeat(Number(event.query.n)));
+      return 'ok';
+    case '/write-raw': { // written straight to the streams, the last line unterminated
+      const m = event.query.marker || '';
+      process.stdout.write('raw-out ');
+      process.stdout.write(Buffer.from(`${m}\n`));
+      process.stderr.write(`raw-err ${m}`);
+      return 'ok';
+    }
     case '/print':
       console.log('printed', event.query.marker || '');
       return 'ok';

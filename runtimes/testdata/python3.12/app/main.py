@@ -1,5 +1,6 @@
 """Conformance function for the python3.12 runtime (see conformance_test.go)."""
 import base64
+import sys
 import time
 
 import tinydep
@@ -58,6 +59,15 @@ def handler(event, context):
         return {"b": bytes(range(256)), "list": [bytearray([1, 2])], "lookalike": {"type": "Buffer", "data": [104, 105]}}
     if path == "/dep":
         return {"dep": tinydep.shout("dep")}
+    if path == "/print-long":
+        print("L" * int(event["query"]["n"]))
+        return "ok"
+    if path == "/write-raw":  # written straight to the streams, the last line unterminated
+        m = event["query"].get("marker", "")
+        sys.stdout.write("raw-out ")
+        sys.stdout.write(m + "\n")
+        sys.stderr.write("raw-err " + m)
+        return "ok"
     if path == "/print":
         print("printed", event["query"].get("marker", ""))
         return "ok"
