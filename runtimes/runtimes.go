@@ -352,8 +352,25 @@ func LocalCommand(dir string, opts LocalOptions) (*exec.Cmd, error) {
 	args := rt.ServeArgs(filepath.ToSlash(abs), interp)
 	cmd := exec.Command(filepath.FromSlash(args[0]), args[1:]...)
 	cmd.Dir = filepath.Join(abs, FunctionDir)
-	cmd.Env = append(os.Environ(), opts.env(m, filepath.Join(abs, FunctionDir))...)
+	cmd.Env = append(inheritedEnv(), opts.env(m, filepath.Join(abs, FunctionDir))...)
 	return cmd, nil
+}
+
+// inheritedEnv is the environment a function's process starts from: this
+// process's, less its SLESS_* variables. Those are the platform's — the
+// contract sets its own below, and a Function may not name one — so, as on
+// a cluster, the function sees none it was not given: not sless dev's own
+// settings (the dev token, database and broker URLs with their passwords),
+// nor a stray SLESS_MODE or SLESS_TIMEOUT_SECONDS from the shell that would
+// change how the wrapper runs.
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLESS_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // LocalJobCommand is LocalCommand in job mode: one call on payload, its

@@ -2,6 +2,8 @@ package runtimes_test
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -101,5 +103,62 @@ func TestSteps(t *testing.T) {
 func TestLocalCommandNeedsAContext(t *testing.T) {
 	if _, err := runtimes.LocalCommand(t.TempDir(), runtimes.LocalOptions{}); err == nil {
 		t.Fatal("LocalCommand accepted a directory without sless.json")
+	}
+}
+
+// A function's process inherits the environment of whoever starts it, but
+// none of its SLESS_* variables: sless dev's own settings (its dev token,
+// database URL) are not the function's, and a stray SLESS_MODE or
+// SLESS_TIMEOUT_SECONDS would change how the wrapper runs. The contract's
+// own variables are set, and the rest of the environment passes.
+func TestLocalCommandEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, runtimes.ManifestFile), []byte(`{"runtime":"python3.12","entrypoint":"main.handler"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"SLESS_DEV_TOKEN": "dev-token-of-the-platform", "SLESS_DATABASE_URL": "postgres://u:secret@db/sless",
+		"SLESS_MODE": "job", "SLESS_TIMEOUT_SECONDS": "1", "SLESS_PAYLOAD": `{"stray":true}`,
+		"HOME_FOR_TEST": "kept",
+	} {
+		t.Setenv(k, v)
+	}
+	opts := runtimes.LocalOptions{Port: 9000, FunctionName: "fn", Namespace: "ns", Revision: "fn-00001",
+		Python: "/usr/bin/python3", Env: []string{"GREETING=hi"}}
+	serve, err := runtimes.LocalCommand(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := runtimes.LocalJobCommand(dir, opts, []byte(`{"x":1}`), "/tmp/term")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want map[string]string // "" for must be absent
+	}{
+		{"serve", serve.Env, map[string]string{
+			"SLESS_DEV_TOKEN": "", "SLESS_DATABASE_URL": "", "SLESS_MODE": "", "SLESS_TIMEOUT_SECONDS": "", "SLESS_PAYLOAD": "",
+			"SLESS_FUNCTION_NAME": "fn", "SLESS_REVISION": "fn-00001", "PORT": "9000", "GREETING": "hi", "HOME_FOR_TEST": "kept",
+		}},
+		{"job", job.Env, map[string]string{
+			"SLESS_DEV_TOKEN": "", "SLESS_DATABASE_URL": "", "SLESS_TIMEOUT_SECONDS": "",
+			"SLESS_MODE": "job", "SLESS_PAYLOAD": `{"x":1}`, "GREETING": "hi", "HOME_FOR_TEST": "kept",
+		}},
+	} {
+		// exec.Cmd uses the last of duplicate keys, and so does this.
+		got := map[string]string{}
+		for _, kv := range tc.env {
+			k, v, _ := strings.Cut(kv, "=")
+			got[k] = v
+		}
+		for k, want := range tc.want {
+			if v, ok := got[k]; want == "" && ok {
+				t.Errorf("%s: %s=%q is passed to the function", tc.name, k, v)
+			} else if want != "" && v != want {
+				t.Errorf("%s: %s=%q, want %q", tc.name, k, v, want)
+			}
+		}
 	}
 }
