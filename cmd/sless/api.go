@@ -58,6 +58,7 @@ func runAPI(ctx context.Context, args []string) error {
 	deleteWait := fs.Duration("delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
 	maxUploads := fs.Int("max-uploads", api.DefaultMaxUploads, "source uploads in progress at once (each holds its zip and unpacked files in memory)")
 	uploadQueueWait := fs.Duration("upload-queue-wait", api.DefaultUploadQueueWait, "how long an upload waits for a free slot before it is refused with 503")
+	bodyIdle := fs.Duration("body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408 (an upload gives back its slot)")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
@@ -75,6 +76,9 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *uploadQueueWait <= 0 {
 		return fmt.Errorf("-upload-queue-wait must be positive")
+	}
+	if *bodyIdle <= 0 {
+		return fmt.Errorf("-body-idle-timeout must be positive")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
@@ -181,7 +185,7 @@ func runAPI(ctx context.Context, args []string) error {
 		Objects: cl, Live: cl, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
 		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
 		DeleteWait: *deleteWait,
-		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait,
+		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,
 		Invoke: proxy, Invocations: list,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Ready: func(ctx context.Context) error {

@@ -394,9 +394,11 @@ func (s *Server) readBody(c *gin.Context, limit int64) ([]byte, *Problem) {
 	if c.Request.ContentLength > limit {
 		return nil, tooLarge("the body is %d bytes, the limit is %d", c.Request.ContentLength, limit)
 	}
+	stop := s.watchBody(c)
 	b, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
+	stop()
 	if err != nil {
-		return nil, badRequest("reading the body: %v", err)
+		return nil, s.bodyReadProblem(c, "body", err)
 	}
 	if int64(len(b)) > limit {
 		return nil, tooLarge("the body is larger than the limit of %d bytes", limit)

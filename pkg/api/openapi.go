@@ -44,16 +44,16 @@ func operations() []operation {
 		item := col + "/{name}"
 		ops = append(ops,
 			operation{method: "GET", path: col, id: "list" + k.kind, summary: "List " + k.plural + " (keyset-paginated: limit, cursor; filtered by labelSelector)", kind: k.kind, ok: 200, okSchema: k.kind + "List", errs: []int{400, 401, 403, 410, 503}},
-			operation{method: "POST", path: col, id: "create" + k.kind, summary: "Create a " + k.kind, kind: k.kind, body: "object", ok: 201, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 413, 415, 503}},
+			operation{method: "POST", path: col, id: "create" + k.kind, summary: "Create a " + k.kind, kind: k.kind, body: "object", ok: 201, okSchema: k.kind, errs: []int{400, 401, 403, 404, 408, 409, 413, 415, 503}},
 			operation{method: "GET", path: item, id: "get" + k.kind, summary: "Read a " + k.kind, kind: k.kind, ok: 200, okSchema: k.kind, errs: commonErrs},
-			operation{method: "PUT", path: item, id: "replace" + k.kind, summary: "Replace a " + k.kind + "'s spec, labels and annotations (If-Match honoured)", kind: k.kind, body: "object", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 412, 413, 415, 503}},
-			operation{method: "PATCH", path: item, id: "patch" + k.kind, summary: "Change a " + k.kind + " with a JSON merge patch (If-Match honoured)", kind: k.kind, body: "patch", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 409, 412, 413, 415, 503}},
+			operation{method: "PUT", path: item, id: "replace" + k.kind, summary: "Replace a " + k.kind + "'s spec, labels and annotations (If-Match honoured)", kind: k.kind, body: "object", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 408, 409, 412, 413, 415, 503}},
+			operation{method: "PATCH", path: item, id: "patch" + k.kind, summary: "Change a " + k.kind + " with a JSON merge patch (If-Match honoured)", kind: k.kind, body: "patch", ok: 200, okSchema: k.kind, errs: []int{400, 401, 403, 404, 408, 409, 412, 413, 415, 503}},
 			operation{method: "DELETE", path: item, id: "delete" + k.kind, summary: "Delete a " + k.kind + ": 204 when gone, 202 while finalizers run", kind: k.kind, ok: 204, errs: []int{400, 401, 403, 404, 412, 503}},
 		)
 	}
 	fn := "/v1/namespaces/{ns}/functions/{name}"
 	ops = append(ops,
-		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 409, 412, 413, 415, 503}},
+		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 408, 409, 412, 413, 415, 503}},
 		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
 		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 	)

@@ -79,6 +79,10 @@ type Options struct {
 	// answered 503 with Retry-After before its archive is read or stored.
 	MaxUploads      int
 	UploadQueueWait time.Duration
+	// BodyIdleTimeout is how long a request body may send nothing before
+	// the request is answered 408 (and an upload gives back its slot); 0
+	// means DefaultBodyIdleTimeout.
+	BodyIdleTimeout time.Duration
 	// Ready reports whether the server can serve (for /readyz); nil is always ready.
 	Ready func(ctx context.Context) error
 
@@ -132,8 +136,11 @@ func New(opts Options) (*Server, error) {
 	if opts.DeleteWait <= 0 {
 		opts.DeleteWait = DefaultDeleteWait
 	}
-	if opts.MaxUploads < 0 || opts.UploadQueueWait < 0 {
-		return nil, errors.New("api: MaxUploads and UploadQueueWait must not be negative")
+	if opts.MaxUploads < 0 || opts.UploadQueueWait < 0 || opts.BodyIdleTimeout < 0 {
+		return nil, errors.New("api: MaxUploads, UploadQueueWait and BodyIdleTimeout must not be negative")
+	}
+	if opts.BodyIdleTimeout == 0 {
+		opts.BodyIdleTimeout = DefaultBodyIdleTimeout
 	}
 	if opts.MaxUploads == 0 {
 		opts.MaxUploads = DefaultMaxUploads

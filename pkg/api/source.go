@@ -75,20 +75,26 @@ func (s *Server) putSource(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
+	// A client that stops sending is cut off after BodyIdleTimeout, so it
+	// cannot keep an upload slot from others.
+	stopWatching := s.watchBody(c)
 	body, p := s.openArchive(c)
 	if p != nil {
+		stopWatching()
 		s.metrics.uploads.WithLabelValues("refused").Inc()
 		writeProblem(c, p)
 		return
 	}
 	release, p := s.takeUploadSlot(ctx)
 	if p != nil {
+		stopWatching()
 		s.metrics.uploads.WithLabelValues("busy").Inc()
 		writeProblem(c, p)
 		return
 	}
 	defer release()
 	zipBytes, p := s.readArchive(c, body)
+	stopWatching()
 	if p != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
 		writeProblem(c, p)
@@ -334,6 +340,9 @@ func (s *Server) openArchive(c *gin.Context) (io.Reader, *Problem) {
 			if err == io.EOF {
 				return nil, badRequest("the multipart body has no file part")
 			}
+			if errors.Is(err, errBodyStalled) {
+				return nil, s.bodyReadProblem(c, "multipart body", err)
+			}
 			if err != nil {
 				return nil, badRequest("malformed multipart body: %v", err)
 			}
@@ -356,7 +365,7 @@ func (s *Server) readArchive(c *gin.Context, r io.Reader) ([]byte, *Problem) {
 	}
 	n, err := io.Copy(&buf, io.LimitReader(r, limit+1))
 	if err != nil {
-		return nil, badRequest("reading the archive: %v", err)
+		return nil, s.bodyReadProblem(c, "archive", err)
 	}
 	if n > limit {
 		return nil, tooLarge("the archive is larger than the limit of %d bytes", limit)

@@ -414,3 +414,70 @@ func TestArchiveCheckTakesUploadSlot(t *testing.T) {
 	want(t, held.finish(t), http.StatusOK)
 	want(t, e.do("POST", e.path("functions"), tok, body), http.StatusCreated)
 }
+
+// TestStalledBodyIsCutOff: a client that starts an upload and stops sending
+// is answered 408 once BodyIdleTimeout passes without a byte, and its upload
+// slot serves the next upload; before, it held the slot for as long as it
+// kept the connection open, so MaxUploads such clients refused every upload.
+// A JSON body that stalls is answered the same way.
+func TestStalledBodyIsCutOff(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	e := newEnv(t, func(o *api.Options) { o.MaxUploads, o.UploadQueueWait, o.BodyIdleTimeout = 1, time.Minute, idle })
+	tok := e.token("alice")
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("slow")), http.StatusCreated)
+	before := e.snapshot()
+
+	answered := func(reply chan *response) *response {
+		t.Helper()
+		select {
+		case r := <-reply:
+			return r
+		case <-time.After(20 * idle):
+			t.Fatalf("a body that stopped arriving was not answered within %s", 20*idle)
+			return nil
+		}
+	}
+	stalled := e.holdUpload(tok, "slow", pythonZip(t, `"never"`))
+	r := answered(stalled.reply)
+	want(t, r, http.StatusRequestTimeout)
+	if p := r.problem(t); !strings.HasSuffix(p.Type, "/body-timeout") {
+		t.Fatalf("problem type %q", p.Type)
+	}
+	if after := e.snapshot(); !slices.Equal(before, after) {
+		t.Fatalf("a stalled upload changed the world:\nbefore %v\nafter  %v", before, after)
+	}
+	e.awaitMetric("sless_api_source_uploads_in_progress 0")
+
+	zip := pythonZip(t, `"next"`)
+	want(t, e.do("PUT", e.path("functions", "slow", "source"), tok, zip, "Content-Type", "application/zip"), http.StatusOK)
+	if a := e.getFunction("slow").Spec.Source.Archive; a == nil || a.SHA256 != sha256hex(zip) {
+		t.Fatalf("the upload after the stalled one did not land: %+v", a)
+	}
+
+	// A create whose JSON body stops half-way.
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.CloseWithError(errors.New("test over")) })
+	req, err := http.NewRequest("POST", e.url+e.path("functions"), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	reply := make(chan *response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			reply <- &response{Code: -1, Body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		reply <- &response{Code: resp.StatusCode, Header: resp.Header, Body: b}
+	}()
+	if _, err := pw.Write([]byte(`{"metadata":{"name":"half"`)); err != nil {
+		t.Fatal(err)
+	}
+	r = answered(reply)
+	want(t, r, http.StatusRequestTimeout)
+	r.problem(t)
+}
