@@ -3,9 +3,11 @@
 # one-shot job that runs it once on a payload.
 #
 #   export SLESS_ENDPOINT=http://127.0.0.1:8080 SLESS_TOKEN=...   # e.g. `sless dev`
-#   terraform init && terraform apply
+#   terraform apply
 #
-# See docs/terraform.md for installing the provider from this repository.
+# The provider is not in a registry: docs/terraform.md says how to build it
+# and point the CLI at it with dev_overrides, under which `terraform init` is
+# skipped (it would look the provider up in the registry and fail).
 
 terraform {
   required_providers {

@@ -183,6 +183,11 @@ func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
 // the configuration holds (source_dir, source_zip, wait_timeout).
 func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *functionModel) (functionModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
+	// A field the CRD defaults means its default when a server leaves it
+	// unset (sless dev stores objects as written): memory_mb and the
+	// timeouts always have a value in state, as they do in a plan.
+	fn = fn.DeepCopy()
+	fn.SetDefaults()
 	m := functionModel{
 		ID:              types.StringValue(fn.Namespace + "/" + fn.Name),
 		Name:            types.StringValue(fn.Name),

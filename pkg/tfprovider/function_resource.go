@@ -288,11 +288,8 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		plan.URL, plan.ResolvedImage, plan.Revision = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 		plan.Phase = types.StringValue(string(slessv1alpha1.FunctionPhaseReady))
 	default:
-		rebuild := !plan.Runtime.Equal(state.Runtime) || !plan.Entrypoint.Equal(state.Entrypoint) ||
-			!plan.Image.Equal(state.Image) || !plan.SourceSHA256.Equal(state.SourceSHA256)
-		redeploy := rebuild || !plan.Env.Equal(state.Env) || !plan.SecretEnv.Equal(state.SecretEnv) ||
-			!plan.MemoryMB.Equal(state.MemoryMB) || !plan.CPU.Equal(state.CPU) || !plan.TimeoutSec.Equal(state.TimeoutSec) ||
-			!plan.BuildTimeoutSec.Equal(state.BuildTimeoutSec) || !plan.Scale.Equal(state.Scale)
+		rebuild := codeChanged(&plan, state)
+		redeploy := specChanged(&plan, state)
 		plan.URL = state.URL
 		plan.ResolvedImage, plan.Revision, plan.Phase = state.ResolvedImage, state.Revision, state.Phase
 		if rebuild {
@@ -307,6 +304,23 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		}
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// codeChanged says whether the apply builds new code: the code, or what
+// it is built and started with, differs from the state.
+func codeChanged(plan, state *functionModel) bool {
+	return !plan.Runtime.Equal(state.Runtime) || !plan.Entrypoint.Equal(state.Entrypoint) ||
+		!plan.Image.Equal(state.Image) || !plan.SourceSHA256.Equal(state.SourceSHA256)
+}
+
+// specChanged says whether anything the API holds differs between plan and
+// state. When nothing does, the attributes that changed live only in the
+// configuration (source_dir or source_zip with the same digest,
+// wait_timeout, or all of them on the first apply after an import).
+func specChanged(plan, state *functionModel) bool {
+	return codeChanged(plan, state) || !plan.Env.Equal(state.Env) || !plan.SecretEnv.Equal(state.SecretEnv) ||
+		!plan.MemoryMB.Equal(state.MemoryMB) || !plan.CPU.Equal(state.CPU) || !plan.TimeoutSec.Equal(state.TimeoutSec) ||
+		!plan.BuildTimeoutSec.Equal(state.BuildTimeoutSec) || !plan.Scale.Equal(state.Scale)
 }
 
 // planArchive zips the configured source (nil when it is an image or not
@@ -444,6 +458,32 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	mapper := functionMapper(envPaths)
 	a, ok := applyArchive(&plan, &resp.Diagnostics)
 	if !ok {
+		return
+	}
+	if !specChanged(&plan, &state) {
+		// Nothing to write: a patch would at best change nothing, and on a
+		// server that leaves defaults unset it would write them out and
+		// make a new generation the plan did not show.
+		fn, err := r.api.client.GetFunction(ctx, ns, name)
+		if err != nil {
+			resp.Diagnostics.AddError("Reading the function failed", err.Error())
+			return
+		}
+		st, d := functionState(ctx, fn, &plan)
+		resp.Diagnostics.Append(d...)
+		// What the plan promised of the computed attributes (the state's
+		// own) stands; a later refresh reads anything that moved since.
+		for _, kept := range []struct {
+			to   *types.String
+			from types.String
+		}{
+			{&st.URL, plan.URL}, {&st.ResolvedImage, plan.ResolvedImage}, {&st.Revision, plan.Revision}, {&st.Phase, plan.Phase},
+		} {
+			if !kept.from.IsUnknown() {
+				*kept.to = kept.from
+			}
+		}
+		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 		return
 	}
 	sourceChanged := !plan.SourceSHA256.Equal(state.SourceSHA256) || !plan.Image.Equal(state.Image)

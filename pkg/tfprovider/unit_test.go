@@ -395,6 +395,33 @@ func TestFunctionStateKeepsNullsAndSpelling(t *testing.T) {
 	}
 }
 
+// A server that stores a Function as written (sless dev) leaves the CRD's
+// defaults unset; state holds the defaults, as a plan of the same
+// configuration does, and the Function passed in is not changed.
+func TestFunctionStateFillsDefaults(t *testing.T) {
+	fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{
+		Runtime: "python3.12", Entrypoint: "main.handler",
+		Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}},
+	}}
+	fn.Namespace, fn.Name = "ns", "hello"
+	st, diags := functionState(context.Background(), fn, &functionModel{})
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	for name, c := range map[string][2]types.Int64{
+		"memory_mb":         {st.MemoryMB, types.Int64Value(slessv1alpha1.DefaultMemoryMB)},
+		"timeout_sec":       {st.TimeoutSec, types.Int64Value(slessv1alpha1.DefaultTimeoutSeconds)},
+		"build_timeout_sec": {st.BuildTimeoutSec, types.Int64Value(slessv1alpha1.DefaultBuildTimeoutSeconds)},
+	} {
+		if !c[0].Equal(c[1]) {
+			t.Errorf("%s = %v, want %v", name, c[0], c[1])
+		}
+	}
+	if fn.Spec.MemoryMB != nil {
+		t.Errorf("functionState changed its argument: memoryMB = %d", *fn.Spec.MemoryMB)
+	}
+}
+
 func TestSpecPatchRemovesUnsetFields(t *testing.T) {
 	m := baseFunction()
 	spec, _, diags := specFromModel(context.Background(), &m)
