@@ -207,6 +207,23 @@ func TestConformance(t *testing.T) {
 					t.Errorf("bytes result = %x", r.body)
 				}
 			})
+			t.Run("base64 bodies", func(t *testing.T) {
+				c.t = t
+				// Standard base64, padded, line breaks skipped: what Go's
+				// StdEncoding takes. Python's b64decode dropped stray and
+				// URL-safe characters, Node.js's Buffer took anything; each
+				// sent other bytes where this is a BadResult.
+				for b, want := range map[string]string{
+					"aGk=": "hi", "aGVsbG8g\r\nd29ybGQ=": "hello world", "": "", "/w==": "\xff",
+				} {
+					if r := c.do("GET", "/base64?"+url.Values{"b": {b}}.Encode(), nil, nil).status(200); string(r.body) != want {
+						t.Errorf("base64 body %q sent as %q, want %q", b, r.body, want)
+					}
+				}
+				for _, b := range []string{"aGk", "aGk=aGk=", "aGk-_w==", "not base64!!", " aGk=", "a===", "====", "aG=k"} {
+					c.do("GET", "/base64?"+url.Values{"b": {b}}.Encode(), nil, nil).status(500).errorType("BadResult")
+				}
+			})
 			t.Run("plain value", func(t *testing.T) {
 				c.t = t
 				c.do("GET", "/print?marker=plain", nil, nil).status(200).header("Content-Type", "application/json").jsonEq(`"ok"`)

@@ -258,6 +258,24 @@ function responseHeaders(given) {
   return headers;
 }
 
+// decodeBase64 decodes a base64 body as every wrapper does (Go's
+// StdEncoding): the standard alphabet, padded to a multiple of four, line
+// breaks skipped. Buffer.from(b, 'base64') takes anything — the URL-safe
+// alphabet, missing padding, stray characters it drops — so a wrong body
+// would be sent instead of a BadResult.
+function decodeBase64(text) {
+  const s = text.replace(/[\r\n]/g, '');
+  let end = s.length;
+  while (end > 0 && s.charCodeAt(end - 1) === 61 /* = */) end--;
+  let ok = s.length % 4 === 0 && s.length - end <= 2;
+  for (let i = 0; ok && i < end; i++) {
+    const c = s.charCodeAt(i);
+    ok = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 43 || c === 47;
+  }
+  if (!ok) throw new Error('body is not base64 (the standard alphabet, padded to a multiple of 4 characters)');
+  return Buffer.from(s, 'base64');
+}
+
 // Turns what a handler returned into { status, headers, body: Buffer }.
 function encodeResult(value) {
   if (isResponse(value)) {
@@ -271,7 +289,7 @@ function encodeResult(value) {
     let type;
     const b = value.body;
     if (value.isBase64Encoded && typeof b === 'string') {
-      body = Buffer.from(b, 'base64');
+      body = decodeBase64(b);
       type = 'application/octet-stream';
     } else if (b === undefined || b === null) {
       body = Buffer.alloc(0);

@@ -271,6 +271,22 @@ def response_headers(given):
     return pairs
 
 
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def decode_base64(text):
+    """Decodes a base64 body as every wrapper does (Go's StdEncoding): the
+    standard alphabet, padded to a multiple of four, line breaks skipped.
+    b64decode alone drops characters outside the alphabet (so URL-safe text
+    decodes to other bytes) and, before Python 3.11, anything after the
+    padding: a wrong body would be sent instead of a BadResult."""
+    s = text.replace("\r", "").replace("\n", "")
+    data = s.rstrip("=")
+    if len(s) % 4 or len(s) - len(data) > 2 or not set(data) <= _BASE64_CHARS:
+        raise ValueError("body is not base64 (the standard alphabet, padded to a multiple of 4 characters)")
+    return base64.b64decode(s)
+
+
 def encode_result(value):
     """Turns what a handler returned into (status, header pairs, body bytes)."""
     status = _status_of(value)
@@ -282,7 +298,7 @@ def encode_result(value):
         has_type = any(k.lower() == "content-type" for k, _ in headers)
         body = value.get("body")
         if value.get("isBase64Encoded") and isinstance(body, str):
-            data = base64.b64decode(body)
+            data = decode_base64(body)
             default_ct = "application/octet-stream"
         elif body is None:
             data, default_ct = b"", None

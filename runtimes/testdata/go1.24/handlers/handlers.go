@@ -62,6 +62,8 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 		return &sless.Response{StatusCode: 200, Headers: map[string]string{"Content-Type": "image/png"}, Body: allBytes()}, nil
 	case "/binary64":
 		return &sless.Response{StatusCode: 202, Body: base64.StdEncoding.EncodeToString(allBytes()), IsBase64Encoded: true}, nil
+	case "/base64":
+		return &sless.Response{StatusCode: 200, Body: ev.Query["b"], IsBase64Encoded: true}, nil
 	case "/bytes":
 		return allBytes(), nil
 	case "/error":

@@ -35,6 +35,8 @@ export async function handle(event, context) {
       return { statusCode: 200, headers: { 'Content-Type': 'image/png' }, body: Buffer.from([...Array(256).keys()]) };
     case '/binary64':
       return { statusCode: 202, body: Buffer.from([...Array(256).keys()]).toString('base64'), isBase64Encoded: true };
+    case '/base64':
+      return { statusCode: 200, body: event.query.b || '', isBase64Encoded: true };
     case '/bytes':
       return Buffer.from([...Array(256).keys()]);
     case '/error':

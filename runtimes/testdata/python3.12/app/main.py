@@ -29,6 +29,8 @@ def handler(event, context):
         return {"statusCode": 200, "headers": {"Content-Type": "image/png"}, "body": bytes(range(256))}
     if path == "/binary64":
         return {"statusCode": 202, "body": base64.b64encode(bytes(range(256))).decode(), "isBase64Encoded": True}
+    if path == "/base64":
+        return {"statusCode": 200, "body": event["query"].get("b", ""), "isBase64Encoded": True}
     if path == "/bytes":
         return bytes(range(256))
     if path == "/error":
