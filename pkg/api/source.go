@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -109,8 +110,18 @@ func (s *Server) putSource(c *gin.Context) {
 		return
 	}
 
+	// Preconditions and deletion are decided before anything is stored: an
+	// upload refused after storing would leave its blobs behind, and for a
+	// Function being deleted after the finalizer has emptied its prefix,
+	// for good.
+	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
 	fn := &slessv1alpha1.Function{}
 	err = s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fn)
+	if apierrors.IsNotFound(err) && hasIfMatch {
+		// If-Match holds only for a current version (RFC 9110 13.1.1).
+		writeProblem(c, preconditionFailed("If-Match %s names a version of Function %q, which does not exist", strings.Join(ifMatch, ", "), name))
+		return
+	}
 	if apierrors.IsNotFound(err) {
 		if p := s.putOnce(ctx, archive.Key, zipBytes, "application/zip"); p != nil {
 			writeProblem(c, p)
@@ -125,8 +136,12 @@ func (s *Server) putSource(c *gin.Context) {
 		writeProblem(c, storeProblem(err))
 		return
 	}
-	if ifMatch, ok := c.Request.Header["If-Match"]; ok && !etagMatches(ifMatch, fn.ResourceVersion) {
-		writeProblem(c, preconditionFailed("If-Match does not match the Function's current version %s", etag(fn)))
+	if hasIfMatch && !etagMatches(ifMatch, fn.ResourceVersion) {
+		writeProblem(c, preconditionFailed("If-Match %s does not match the Function's current version %s", strings.Join(ifMatch, ", "), etag(fn)))
+		return
+	}
+	if fn.DeletionTimestamp != nil {
+		writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
 		return
 	}
 
@@ -167,7 +182,8 @@ func (s *Server) putSource(c *gin.Context) {
 
 	// Point the Function at the archive, re-reading on a lost race: two
 	// uploads at once each store their own bytes, and the Function ends up
-	// naming exactly one of them.
+	// naming exactly one of them. With If-Match the race is lost for good:
+	// the version the client named is no longer current.
 	retry := newRaceRetry()
 	for {
 		if fn.DeletionTimestamp != nil {
@@ -197,6 +213,10 @@ func (s *Server) putSource(c *gin.Context) {
 			s.metrics.upBytes.Add(float64(len(zipBytes)))
 			c.Header("ETag", etag(next))
 			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: true, Function: s.shown(next)})
+			return
+		}
+		if apierrors.IsConflict(err) && hasIfMatch {
+			writeProblem(c, preconditionFailed("Function %q changed after If-Match was checked", name))
 			return
 		}
 		if !apierrors.IsConflict(err) || !retry.again(ctx) {
