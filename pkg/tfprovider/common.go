@@ -22,6 +22,29 @@ import (
 
 func asAPIError(err error, target **client.Error) bool { return errors.As(err, target) }
 
+// unconfiguredDetail says why a provider has no client during a plan.
+const unconfiguredDetail = "The provider's endpoint or token depends on values known only after apply " +
+	"(attributes of other resources), so the sless API cannot be called during this plan. Give them values " +
+	"known at plan (variables, or the " + EnvEndpoint + " and " + EnvToken + " environment variables), or apply " +
+	"the resources they come from first (terraform apply -target=...)."
+
+// requireAPI reports, and says false, when the provider has no client to
+// call the API with.
+func requireAPI(d *apiData, diags *diag.Diagnostics) bool {
+	if d != nil {
+		return true
+	}
+	diags.AddError("The sless provider is not configured", unconfiguredDetail)
+	return false
+}
+
+// unrefreshed is what a resource's Read does without a client: the state
+// stays as it was (Terraform refreshes it on a later run) and a warning
+// says so.
+func unrefreshed(diags *diag.Diagnostics, kind string, id types.String) {
+	diags.AddWarning("Not refreshed", fmt.Sprintf("%s %s keeps its last known state. %s", kind, id.ValueString(), unconfiguredDetail))
+}
+
 // configureResource takes the provider's data in a resource's Configure.
 func configureResource(providerData any, diags *diag.Diagnostics) *apiData {
 	if providerData == nil {
@@ -71,12 +94,12 @@ func importInto(ctx context.Context, d *apiData, req resource.ImportStateRequest
 }
 
 // planNamespace is the namespace a new object goes to: the configured one,
-// else the provider's default.
+// else the provider's default (unknown while the provider's settings are).
 func planNamespace(ctx context.Context, d *apiData, configured types.String) (types.String, error) {
 	if !configured.IsNull() {
 		return configured, nil
 	}
-	if d == nil {
+	if d == nil || d.namespaceUnknown {
 		return types.StringUnknown(), nil
 	}
 	ns, err := d.defaultNamespace(ctx)

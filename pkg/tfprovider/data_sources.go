@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -17,6 +18,20 @@ import (
 
 func newFunctionDataSource() datasource.DataSource  { return &functionDataSource{} }
 func newFunctionsDataSource() datasource.DataSource { return &functionsDataSource{} }
+
+// dataNamespace is the namespace a data source reads: the configured one,
+// else the provider's, which must be known (a data source is read now).
+func dataNamespace(ctx context.Context, d *apiData, configured types.String, diags *diag.Diagnostics) (types.String, bool) {
+	if !configured.IsNull() {
+		return configured, true
+	}
+	ns, err := d.defaultNamespace(ctx)
+	if err != nil {
+		addNamespaceError(diags, err)
+		return types.StringUnknown(), false
+	}
+	return types.StringValue(ns), true
+}
 
 func configureDataSource(req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) *apiData {
 	return configureResource(req.ProviderData, &resp.Diagnostics)
@@ -109,14 +124,16 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 }
 
 func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if !requireAPI(d.api, &resp.Diagnostics) {
+		return
+	}
 	var cfg functionDataModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ns, err := planNamespace(ctx, d.api, cfg.Namespace)
-	if err != nil {
-		addNamespaceError(&resp.Diagnostics, err)
+	ns, ok := dataNamespace(ctx, d.api, cfg.Namespace, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	fn, err := d.api.client.GetFunction(ctx, ns.ValueString(), cfg.Name.ValueString())
@@ -165,14 +182,16 @@ func (d *functionsDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 }
 
 func (d *functionsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if !requireAPI(d.api, &resp.Diagnostics) {
+		return
+	}
 	var cfg functionsDataModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ns, err := planNamespace(ctx, d.api, cfg.Namespace)
-	if err != nil {
-		addNamespaceError(&resp.Diagnostics, err)
+	ns, ok := dataNamespace(ctx, d.api, cfg.Namespace, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	fns, err := d.api.client.AllFunctions(ctx, ns.ValueString())

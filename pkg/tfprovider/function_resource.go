@@ -336,6 +336,9 @@ func planArchive(m *functionModel) (*archive, error) {
 }
 
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var plan functionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -430,6 +433,10 @@ func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if r.api == nil {
+		unrefreshed(&resp.Diagnostics, "function", prior.ID)
+		return
+	}
 	fn, err := r.api.client.GetFunction(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
 	if client.IsNotFound(err) {
 		// Deleted outside Terraform: the next plan creates it again.
@@ -446,6 +453,9 @@ func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, r
 }
 
 func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var plan, state functionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -525,6 +535,9 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 }
 
 func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var state functionModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

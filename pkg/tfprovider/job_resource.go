@@ -180,6 +180,9 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 }
 
 func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var plan jobModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -262,6 +265,10 @@ func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if r.api == nil {
+		unrefreshed(&resp.Diagnostics, "job", prior.ID)
+		return
+	}
 	j, err := r.api.client.GetJob(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
 	if client.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
@@ -276,6 +283,9 @@ func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 }
 
 func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var plan, state jobModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -305,6 +315,9 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 }
 
 func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var state jobModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

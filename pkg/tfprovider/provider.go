@@ -10,6 +10,7 @@ package tfprovider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -55,6 +56,9 @@ type apiData struct {
 
 	mu        sync.Mutex
 	namespace string
+	// namespaceUnknown is true while the provider's namespace depends on
+	// values known only after apply.
+	namespaceUnknown bool
 	// nsErr is why the namespace could not be found. It is kept: every
 	// resource that names no namespace asks, and an unreachable endpoint
 	// costs the client's whole retry budget, so asking again would make a
@@ -67,6 +71,9 @@ type apiData struct {
 func (d *apiData) defaultNamespace(ctx context.Context) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.namespaceUnknown {
+		return "", errors.New("the provider's namespace depends on values known only after apply; name the namespace here, or give the provider one known at plan")
+	}
 	if d.namespace != "" || d.nsErr != nil {
 		return d.namespace, d.nsErr
 	}
@@ -128,14 +135,21 @@ func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if m.Endpoint.IsUnknown() || m.Token.IsUnknown() || m.Namespace.IsUnknown() {
+	if m.Endpoint.IsUnknown() || m.Token.IsUnknown() {
 		// Known only after another resource applies; Terraform configures
-		// the provider again then.
+		// the provider again then. Until then there is no client: the
+		// resources and data sources say so (requireAPI) rather than call.
 		return
 	}
 	endpoint := stringOr(m.Endpoint, os.Getenv(EnvEndpoint))
 	token := stringOr(m.Token, os.Getenv(EnvToken))
 	ns := stringOr(m.Namespace, os.Getenv(EnvNamespace))
+	if m.Namespace.IsUnknown() {
+		// Not the environment's: the configuration names one, known later.
+		// Objects already in state carry their own namespace and can still
+		// be read; only new ones wait for it (planNamespace).
+		ns = ""
+	}
 	if endpoint == "" {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Missing sless endpoint",
 			"Set endpoint in the provider block or the "+EnvEndpoint+" environment variable to the sless API's URL.")
@@ -154,7 +168,7 @@ func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureReq
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid sless endpoint", err.Error())
 		return
 	}
-	data := &apiData{client: c, namespace: ns}
+	data := &apiData{client: c, namespace: ns, namespaceUnknown: m.Namespace.IsUnknown()}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 }

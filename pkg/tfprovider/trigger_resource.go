@@ -281,6 +281,9 @@ func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 }
 
 func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var plan triggerModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -331,6 +334,10 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if r.api == nil {
+		unrefreshed(&resp.Diagnostics, "trigger", prior.ID)
+		return
+	}
 	t, err := r.api.client.GetTrigger(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
 	if client.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
@@ -346,6 +353,9 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 }
 
 func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var plan, state triggerModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -376,6 +386,9 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !requireAPI(r.api, &resp.Diagnostics) {
+		return
+	}
 	var state triggerModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
