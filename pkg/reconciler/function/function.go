@@ -51,6 +51,8 @@ const (
 	ReasonBuildSucceeded     = "Succeeded"
 	ReasonDeploying          = "Deploying"
 	ReasonServiceError       = "ServiceError"
+	ReasonServiceRejected    = "ServiceRejected"
+	ReasonBuildRejected      = "BuildRejected"
 	ReasonReady              = "Ready"
 )
 
@@ -187,7 +189,11 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 	// tells the two apart.
 	ss, err := r.Server.EnsureService(ctx, fn, image)
 	if err != nil {
-		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
+		if rejected(err) {
+			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionFalse, ReasonServiceRejected, err.Error())
+		} else {
+			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
+		}
 		return err
 	}
 	switch {
@@ -268,7 +274,11 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs 
 	prevRef, prevFinal := st.BuildRef, isFinal(fn, slessv1alpha1.FunctionConditionBuildSucceeded)
 	bs, err := r.Builder.EnsureBuild(ctx, fn, in)
 	if err != nil {
-		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonBuildError, err.Error())
+		if rejected(err) {
+			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionFalse, ReasonBuildRejected, err.Error())
+		} else {
+			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonBuildError, err.Error())
+		}
 		return "", err
 	}
 	// The status already tells this build's end: it is not told again.
@@ -391,6 +401,17 @@ func (r *Reconciler) finalize(ctx context.Context, fn *slessv1alpha1.Function) e
 	r.mu.Unlock()
 	controllerutil.RemoveFinalizer(fn, names.Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, fn))
+}
+
+// rejected tells a write the apiserver or an admission webhook refused
+// (Knative's refusing a timeoutSeconds above its max-revision-timeout-seconds,
+// a quota, missing RBAC) from one that may pass as it is when retried. A
+// refusal is a Failed Function, not one Deploying for ever: the same write
+// is refused until the spec or the cluster changes. It is still retried
+// with backoff, so a cluster fixed meanwhile is picked up.
+func rejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
 }
 
 func setCondition(fn *slessv1alpha1.Function, typ string, status metav1.ConditionStatus, reason, message string) {

@@ -50,6 +50,9 @@ const (
 	ReasonPreWarmFailed            = "PreWarmFailed"
 	ReasonConflict                 = "Conflict"
 	ReasonNoCallerImage            = "NoCallerImage"
+	// ReasonRejected: the apiserver or a webhook (a quota, a policy)
+	// refused a child as the trigger asks for it.
+	ReasonRejected = "Rejected"
 )
 
 // connectionRecheck is how often a queue trigger whose connection Secret is
@@ -275,7 +278,7 @@ func (r *Reconciler) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want,
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
 	if apierrors.IsNotFound(err) {
 		if err := r.Client.Create(ctx, want); err != nil {
-			return err
+			return r.rejected(t, want, err)
 		}
 		// The caller reads status from got: a fresh object has none.
 		return r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
@@ -299,7 +302,7 @@ func (r *Reconciler) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want,
 	}
 	a[SpecHashAnnotation] = hash
 	got.SetAnnotations(a)
-	return r.Client.Update(ctx, got)
+	return r.rejected(t, got, r.Client.Update(ctx, got))
 }
 
 func kindOf(o client.Object) string {
@@ -354,9 +357,21 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 		err = r.Client.Update(ctx, s)
 	}
 	if err != nil {
-		return 0, err
+		return 0, r.rejected(t, want, err)
 	}
 	return exp.Add(-DefaultTokenLifetime / 4).Sub(now), nil
+}
+
+// rejected tells a write of child that the apiserver or a webhook refused
+// on t's Ready condition: it is refused again on each retry until the
+// trigger or the cluster changes, and without it the trigger would show no
+// reason at all, the refusal only in the controller's log. err is returned
+// as it is, so the write is retried with backoff.
+func (r *Reconciler) rejected(t *slessv1alpha1.Trigger, child client.Object, err error) error {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
+		r.setReady(t, metav1.ConditionFalse, ReasonRejected, fmt.Sprintf("%s %s was refused: %v", kindOf(child), child.GetName(), err))
+	}
+	return err
 }
 
 // pauseChildren suspends the trigger's CronJob and scales its consumer to

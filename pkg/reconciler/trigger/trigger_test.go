@@ -562,3 +562,62 @@ func TestScheduleTimeZone(t *testing.T) {
 		}
 	}
 }
+
+// A child the apiserver or a webhook refuses (a policy of the cluster, a
+// quota) is refused again on every retry: the trigger says so on its Ready
+// condition, with the refusal, instead of keeping no status at all while
+// the error is only in the controller's log. The reconcile still fails, so
+// the write is retried with backoff.
+func TestTriggerRejectedChild(t *testing.T) {
+	probeJob := batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+	labels := map[string]string{"app": "probe"}
+	for _, tc := range []struct {
+		name    string
+		refusal testbed.Refusal
+		spec    slessv1alpha1.TriggerSpec
+		child   string
+	}{{
+		name: "CronJob",
+		refusal: testbed.Refusal{Group: "batch", Version: "v1", Resource: "cronjobs",
+			Expression: "!object.metadata.name.startsWith('nightly')", Message: "no CronJobs called nightly here",
+			Probe: &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly-probe"}, Spec: batchv1.CronJobSpec{Schedule: "@daily", JobTemplate: probeJob}}},
+		spec:  slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily"},
+		child: "CronJob nightly",
+	}, {
+		name: "consumer Deployment",
+		refusal: testbed.Refusal{Group: "apps", Version: "v1", Resource: "deployments",
+			Expression: "!object.metadata.name.startsWith('nightly')", Message: "no Deployments called nightly here",
+			Probe: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "nightly-probe"}, Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: probeJob.Spec.Template.Spec.Containers}}}}},
+		spec:  slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeQueue, Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"}},
+		child: "Deployment nightly-consumer",
+	}, {
+		name: "credential Secret",
+		refusal: testbed.Refusal{Group: "", Version: "v1", Resource: "secrets",
+			Expression: "!object.metadata.name.startsWith('nightly')", Message: "no Secrets called nightly here",
+			Probe: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nightly-probe"}}},
+		spec:  slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily"},
+		child: "Secret nightly-trigger-token",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+			testbed.SharedKube(t).Refuse(t, e.ns, tc.refusal)
+			e.function("report")
+			e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}, Spec: tc.spec})
+			_, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.ns, Name: "nightly"}})
+			if err == nil {
+				t.Fatalf("reconcile succeeded though the apiserver refused a child: %+v", e.get("nightly").Status)
+			}
+			tr := e.get("nightly")
+			c := ready(tr)
+			if c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonRejected || !strings.Contains(c.Message, tc.child) ||
+				!strings.Contains(c.Message, tc.refusal.Message) || c.ObservedGeneration != tr.Generation || tr.Status.ObservedGeneration != tr.Generation {
+				t.Errorf("Ready %+v (observed generation %d of %d), want False %s naming %s and the refusal %q",
+					c, tr.Status.ObservedGeneration, tr.Generation, trigger.ReasonRejected, tc.child, tc.refusal.Message)
+			}
+		})
+	}
+}
