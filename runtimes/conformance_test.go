@@ -377,6 +377,25 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			})
+			t.Run("header values", func(t *testing.T) {
+				c.t = t
+				// Scalars read as JavaScript's String(v) has them in every
+				// language: Python sent 2.0 and 1e-07, Go 1000000000000000000000
+				// and 0.0000001. A map, a nested list, NaN have no agreed text
+				// (Python sent its repr, Node.js [object Object], Go map[a:1]).
+				for k, want := range map[string][]string{
+					"float": {"1.5"}, "intf": {"2"}, "big": {"1e+21"}, "small": {"1e-7"}, "micro": {"0.000001"},
+					"neg": {"-0.5"}, "int": {"7"}, "bool": {"true"}, "null": {"null"}, "list": {"1.5", "null", "false"},
+				} {
+					r := c.do("GET", "/header-value?k="+k, nil, nil).status(200)
+					if got := r.resp.Header.Values("X-V"); !slices.Equal(got, want) {
+						t.Errorf("%s: X-V %q, want %q", k, got, want)
+					}
+				}
+				for _, k := range []string{"obj", "nested", "nan", "inf"} {
+					c.do("GET", "/header-value?k="+k, nil, nil).status(500).errorType("BadResult").header("X-V", "")
+				}
+			})
 			t.Run("framing headers are the wrapper's", func(t *testing.T) {
 				c.t = t
 				conn := dialRaw(t, in.base)

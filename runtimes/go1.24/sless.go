@@ -257,7 +257,11 @@ func encodeResult(v any) (encoded, error) {
 			case map[string]any:
 				lists = make(map[string][]string, len(hs))
 				for k, v := range hs {
-					lists[k] = headerValues(v)
+					vs, err := headerValues(k, v)
+					if err != nil {
+						return encoded{}, err
+					}
+					lists[k] = vs
 				}
 			case map[string]string:
 				resp.Headers = hs
@@ -272,30 +276,52 @@ func encodeResult(v any) (encoded, error) {
 
 // headerValues is a header value of a map result as lines: a list is one
 // line per element, and scalars read as Node.js's String(v) would have them.
-func headerValues(v any) []string {
+func headerValues(name string, v any) ([]string, error) {
 	switch x := v.(type) {
 	case []any:
 		out := make([]string, 0, len(x))
 		for _, e := range x {
-			out = append(out, headerText(e))
+			t, err := headerText(name, e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
 		}
-		return out
+		return out, nil
 	case []string:
-		return x
+		return x, nil
 	}
-	return []string{headerText(v)}
+	t, err := headerText(name, v)
+	return []string{t}, err
 }
 
-func headerText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
+// headerText is a scalar header value as text, the same in every wrapper:
+// JavaScript's String(v), whose numbers encoding/json writes alike (2, not
+// 2.0; 1e+21; 1e-7). Anything else — a map, a nested list, a struct — has no
+// agreed text (fmt.Sprint would send "map[a:1]"), nor has NaN or an infinity.
+func headerText(name string, v any) (string, error) {
+	if v == nil {
+		return "null", nil
 	}
-	return fmt.Sprint(v)
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.String:
+		return rv.String(), nil
+	case reflect.Bool:
+		return strconv.FormatBool(rv.Bool()), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(rv.Int(), 10), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return strconv.FormatUint(rv.Uint(), 10), nil
+	case reflect.Float32, reflect.Float64:
+		f := rv.Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return "", fmt.Errorf("header %s has the value %v, which is not a finite number", name, f)
+		}
+		b, err := json.Marshal(f)
+		return string(b), err
+	}
+	return "", fmt.Errorf("header %s has a value of type %T; a header value is a string, number, boolean or null, or a list of them", name, v)
 }
 
 func intValue(v any) (int, bool) {

@@ -239,6 +239,25 @@ const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 // client or proxy on a shared connection reads as the start of another response.
 const WRAPPER_HEADERS = new Set(['content-length', 'transfer-encoding', 'x-request-id']);
 
+// A scalar header value as text, the same in every wrapper: String(v).
+// Anything else — an object, a nested array — has no agreed text (String
+// would send "[object Object]"), nor has NaN or an infinity.
+function headerText(name, v) {
+  switch (typeof v) {
+    case 'string':
+      return v;
+    case 'boolean':
+    case 'bigint':
+      return String(v);
+    case 'number':
+      if (!Number.isFinite(v)) throw new Error(`header ${name} has the value ${v}, which is not a finite number`);
+      return String(v);
+    default:
+      if (v === null) return 'null';
+      throw new Error(`header ${name} has a value of type ${Array.isArray(v) ? 'array' : typeof v}; a header value is a string, number, boolean or null, or a list of them`);
+  }
+}
+
 // The handler's headers, checked, as { name: [values] }; a list value is one
 // header line per element. A name that is not an HTTP token, or a value with a
 // control character (CR and LF would let it write headers or a response of its
@@ -248,7 +267,8 @@ function responseHeaders(given) {
   for (const [name, value] of Object.entries(given || {})) {
     if (!TOKEN.test(name)) throw new Error(`header name ${JSON.stringify(name)} is not an HTTP token`);
     if (WRAPPER_HEADERS.has(name.toLowerCase())) continue;
-    const values = (Array.isArray(value) ? value : [value]).map(String);
+    if (value === undefined) continue; // as JSON leaves an undefined property out
+    const values = (Array.isArray(value) ? value : [value]).map((v) => headerText(name, v));
     for (const v of values) {
       if (CONTROL.test(v)) throw new Error(`header ${name} has a control character in its value ${JSON.stringify(v)}`);
     }

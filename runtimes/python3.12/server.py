@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import datetime
+import decimal
 import importlib
 import inspect
 import io
@@ -242,13 +243,48 @@ _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHI
 WRAPPER_HEADERS = frozenset(("content-length", "transfer-encoding", "x-request-id"))
 
 
-def _header_text(v):
-    # The same text Node.js's String(v) gives, so a result means one thing everywhere.
+def _header_text(name, v):
+    """A scalar header value as text, the same in every wrapper: Node.js's
+    String(v), so a result means one thing everywhere. Anything else —
+    a dict, a nested list, an object — has no agreed text (str() would
+    send Python's repr), nor has a NaN or an infinity: ValueError."""
     if v is None:
         return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
-    return str(v)
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("header %s has the value %r, which is not a finite number" % (name, v))
+        return js_number(v)
+    raise ValueError("header %s has a %s value; a header value is a string, number, boolean or null, or a list of them"
+                     % (name, type(v).__name__))
+
+
+def js_number(x):
+    """A finite float as JavaScript's Number#toString writes it (and Go's
+    encoding/json): the shortest digits that read back as x, in plain
+    notation from 1e-6 up to below 1e21 and in exponent notation beyond —
+    2 not 2.0, 1e-7 not 1e-07, 1e+21."""
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    _, digits, exp = decimal.Decimal(repr(abs(x))).as_tuple()
+    d = "".join(map(str, digits)).rstrip("0")
+    exp += len(digits) - len(d)
+    k, n = len(d), len(d) + exp  # x = 0.d * 10**n
+    if k <= n <= 21:
+        return sign + d + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + d[:n] + "." + d[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + d
+    e = n - 1
+    mant = d if k == 1 else d[0] + "." + d[1:]
+    return "%s%se%s%d" % (sign, mant, "+" if e > 0 else "-", abs(e))
 
 
 def response_headers(given):
@@ -264,7 +300,7 @@ def response_headers(given):
         if name.lower() in WRAPPER_HEADERS:
             continue
         for v in value if isinstance(value, (list, tuple)) else (value,):
-            text = _header_text(v)
+            text = _header_text(name, v)
             if any((c < " " and c != "\t") or c == "\x7f" for c in text):
                 raise ValueError("header %s has a control character in its value %r" % (name, text))
             pairs.append((name, text))

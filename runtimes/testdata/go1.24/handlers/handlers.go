@@ -79,6 +79,11 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 			name = "X-Echo"
 		}
 		return &sless.Response{StatusCode: 200, Headers: map[string]string{name: ev.Query["value"]}, Body: "ok"}, nil
+	case "/header-value": // a header value of each type, by name
+		v := map[string]any{"float": 1.5, "intf": 2.0, "big": 1e21, "small": 1e-7, "micro": 1e-6, "neg": -0.5, "int": 7,
+			"bool": true, "null": nil, "list": []any{1.5, nil, false}, "obj": map[string]any{"a": 1}, "nested": []any{[]any{1}},
+			"nan": math.NaN(), "inf": math.Inf(1)}[ev.Query["k"]]
+		return map[string]any{"statusCode": 200, "headers": map[string]any{"X-V": v}, "body": "ok"}, nil
 	case "/headers-list":
 		return map[string]any{"statusCode": 200, "headers": map[string]any{
 			"X-Multi": []any{"a", "b"}, "Set-Cookie": []string{"c1=1", "c2=2"}, "X-Num": 7}, "body": "ok"}, nil

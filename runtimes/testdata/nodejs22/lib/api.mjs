@@ -49,6 +49,13 @@ export async function handle(event, context) {
     }
     case '/header': // echoes a header the caller chose, as a careless handler would
       return { statusCode: 200, headers: { [event.query.name || 'X-Echo']: event.query.value || '' }, body: 'ok' };
+    case '/header-value': { // a header value of each type, by name
+      const v = {
+        float: 1.5, intf: 2.0, big: 1e21, small: 1e-7, micro: 1e-6, neg: -0.5, int: 7, bool: true,
+        null: null, list: [1.5, null, false], obj: { a: 1 }, nested: [[1]], nan: NaN, inf: Infinity,
+      }[event.query.k];
+      return { statusCode: 200, headers: { 'X-V': v }, body: 'ok' };
+    }
     case '/headers-list':
       return { statusCode: 200, headers: { 'X-Multi': ['a', 'b'], 'Set-Cookie': ['c1=1', 'c2=2'], 'X-Num': 7 }, body: 'ok' };
     case '/framing':

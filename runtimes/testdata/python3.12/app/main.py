@@ -43,6 +43,11 @@ def handler(event, context):
     if path == "/header":  # echoes a header the caller chose, as a careless handler would
         q = event["query"]
         return {"statusCode": 200, "headers": {q.get("name", "X-Echo"): q.get("value", "")}, "body": "ok"}
+    if path == "/header-value":  # a header value of each type, by name
+        v = {"float": 1.5, "intf": 2.0, "big": 1e21, "small": 1e-7, "micro": 1e-6, "neg": -0.5, "int": 7, "bool": True,
+             "null": None, "list": [1.5, None, False], "obj": {"a": 1}, "nested": [[1]], "nan": float("nan"),
+             "inf": float("inf")}[event["query"]["k"]]
+        return {"statusCode": 200, "headers": {"X-V": v}, "body": "ok"}
     if path == "/headers-list":
         return {"statusCode": 200, "headers": {"X-Multi": ["a", "b"], "Set-Cookie": ["c1=1", "c2=2"], "X-Num": 7},
                 "body": "ok"}
