@@ -113,6 +113,12 @@ func TestBadRequests(t *testing.T) {
 		{name: "wrong apiVersion", method: "POST", path: fns, body: map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "k"}, "spec": map[string]any{}}, code: 400, field: "apiVersion"},
 		{name: "namespace mismatch", method: "POST", path: fns, body: map[string]any{"metadata": map[string]any{"name": "k", "namespace": "elsewhere"}, "spec": map[string]any{}}, code: 400, field: "metadata.namespace"},
 		{name: "text/plain body", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "text/plain"}, code: 415},
+		{name: "JSON declared latin-1", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "application/json; charset=iso-8859-1"}, code: 415},
+		{name: "unparsable content type", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "application/json; charset"}, code: 415},
+		{name: "latin-1 byte in inline code", method: "POST", path: fns, body: `{"metadata":{"name":"l1"},"spec":{"runtime":"python3.12","entrypoint":"main.handler","source":{"inline":{"files":{"main.py":"# caf` + "\xe9" + `\ndef handler(e, c):\n    return 1\n"}}}}}`, code: 400, field: "spec.source.inline.files[main.py]"},
+		{name: "lone surrogate in an env value", method: "POST", path: fns, body: `{"metadata":{"name":"l2"},"spec":{"runtime":"python3.12","entrypoint":"main.handler","env":[{"name":"A","value":"x"},{"name":"B","value":"\ud800"}],"source":{"inline":{"files":{"main.py":"def handler(e, c):\n    return 1\n"}}}}}`, code: 400, field: "spec.env[1].value"},
+		{name: "bad UTF-8 in a label value", method: "POST", path: fns, body: "{\"metadata\":{\"name\":\"l3\",\"labels\":{\"team\":\"\xff\"}},\"spec\":{}}", code: 400, field: "metadata.labels[team]"},
+		{name: "bad UTF-8 in a key", method: "POST", path: e.path("jobs"), body: "{\"metadata\":{\"name\":\"l4\"},\"spec\":{\"function\":\"base\",\"payload\":{\"k\xc3\":1}}}", code: 400},
 		{name: "oversized body", method: "POST", path: fns, body: hugeJSON, code: 413},
 
 		// Names.
@@ -164,6 +170,8 @@ func TestBadRequests(t *testing.T) {
 		{name: "PATCH invalid memory", method: "PATCH", path: item, body: `{"spec":{"memoryMB":99999}}`, headers: []string{"Content-Type", mp}, code: 400, field: "spec.memoryMB"},
 		{name: "PATCH unknown field", method: "PATCH", path: item, body: `{"spec":{"replicas":3}}`, headers: []string{"Content-Type", mp}, code: 400, field: "spec.replicas"},
 		{name: "PATCH not an object", method: "PATCH", path: item, body: `[1]`, headers: []string{"Content-Type", mp}, code: 400},
+		{name: "PATCH with bad UTF-8", method: "PATCH", path: item, body: "{\"spec\":{\"source\":{\"inline\":{\"files\":{\"main.py\":\"\xe9\"}}}}}", headers: []string{"Content-Type", mp}, code: 400, field: "spec.source.inline.files[main.py]"},
+		{name: "PATCH declared latin-1", method: "PATCH", path: item, body: `{"spec":{}}`, headers: []string{"Content-Type", mp + "; charset=latin1"}, code: 415},
 		{name: "PATCH stale If-Match", method: "PATCH", path: item, body: `{"spec":{"memoryMB":256}}`, headers: []string{"Content-Type", mp, "If-Match", `"1"`}, code: 412},
 		{name: "DELETE missing", method: "DELETE", path: e.path("triggers", "ghost"), code: 404},
 		{name: "DELETE stale If-Match", method: "DELETE", path: e.path("jobs", "job"), headers: []string{"If-Match", `"1"`}, code: 412},
@@ -276,5 +284,18 @@ func TestProblemBodiesAreJSON(t *testing.T) {
 	}
 	if n := len(raw["errors"].([]any)); n != 2 {
 		t.Errorf("want both field errors, got %d: %s", n, r.Body)
+	}
+}
+
+// TestUnicodeKeptExactly: text that is valid Unicode however it is written
+// (raw UTF-8, \u escapes, a surrogate pair, U+FFFD itself) is stored as sent.
+func TestUnicodeKeptExactly(t *testing.T) {
+	e := newEnv(t)
+	code := "# café ☕ \uFFFD 😀 <&>\ndef handler(e, c):\n    return 1\n"
+	body := `{"metadata":{"name":"uni"},"spec":{"runtime":"python3.12","entrypoint":"main.handler","source":{"inline":{"files":{"main.py":` +
+		`"# caf\u00e9 ☕ \ufffd \ud83d\ude00 \u003c\u0026>\ndef handler(e, c):\n    return 1\n"}}}}}`
+	want(t, e.do("POST", e.path("functions"), e.token("alice"), body, "Content-Type", "application/json; charset=UTF-8"), http.StatusCreated)
+	if got := e.getFunction("uni").Spec.Source.Inline.Files["main.py"]; got != code {
+		t.Fatalf("stored %q, sent %q", got, code)
 	}
 }

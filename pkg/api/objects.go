@@ -206,8 +206,16 @@ func (s *Server) patch(k *kind) gin.HandlerFunc {
 				"PATCH takes a JSON merge patch (Content-Type: %s), not %q", MergePatchContentType, mt))
 			return
 		}
+		if p := checkJSONCharset(c.GetHeader("Content-Type")); p != nil {
+			writeProblem(c, p)
+			return
+		}
 		body, p := s.readBody(c, s.opts.MaxObjectBytes)
 		if p != nil {
+			writeProblem(c, p)
+			return
+		}
+		if p := checkUTF8(body); p != nil {
 			writeProblem(c, p)
 			return
 		}
@@ -372,8 +380,14 @@ func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
 		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
 			"the body must be application/json, not %q", mt)
 	}
+	if p := checkJSONCharset(c.GetHeader("Content-Type")); p != nil {
+		return nil, p
+	}
 	body, p := s.readBody(c, s.opts.MaxObjectBytes)
 	if p != nil {
+		return nil, p
+	}
+	if p := checkUTF8(body); p != nil {
 		return nil, p
 	}
 	in := k.newObj()
