@@ -171,9 +171,14 @@ type ArchiveSource struct {
 }
 
 // EnvVar is one environment variable: a literal value or one taken from a
-// Secret, ConfigMap or field (Kubernetes' EnvVarSource).
+// Secret, ConfigMap or field (Kubernetes' EnvVarSource). valueFrom takes
+// exactly one source, as a Pod's env does; fileKeyRef is refused, since a
+// function has no volumes and Knative refuses it.
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.valueFrom))",message="env entries take value or valueFrom, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || (!has(self.valueFrom.fileKeyRef) && (has(self.valueFrom.secretKeyRef) ? 1 : 0) + (has(self.valueFrom.configMapKeyRef) ? 1 : 0) + (has(self.valueFrom.fieldRef) ? 1 : 0) + (has(self.valueFrom.resourceFieldRef) ? 1 : 0) == 1)",message="valueFrom takes exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef",fieldPath=".valueFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || !has(self.valueFrom.secretKeyRef) || (has(self.valueFrom.secretKeyRef.name) && size(self.valueFrom.secretKeyRef.name) > 0)",message="secretKeyRef must name a Secret",fieldPath=".valueFrom.secretKeyRef.name",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || !has(self.valueFrom.configMapKeyRef) || (has(self.valueFrom.configMapKeyRef.name) && size(self.valueFrom.configMapKeyRef.name) > 0)",message="configMapKeyRef must name a ConfigMap",fieldPath=".valueFrom.configMapKeyRef.name",reason="FieldValueRequired"
 type EnvVar struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -205,6 +206,31 @@ func validateEnv(s *FunctionSpec, p *field.Path) field.ErrorList {
 		if e.Value != "" && e.ValueFrom != nil {
 			errs = append(errs, field.Invalid(ep, e.Name, "env entries take value or valueFrom, not both"))
 		}
+		if vf := e.ValueFrom; vf != nil {
+			errs = append(errs, validateEnvSource(vf, ep.Child("valueFrom"))...)
+		}
+	}
+	return errs
+}
+
+// validateEnvSource holds valueFrom to what a Pod's env takes and Knative
+// passes: one source, and a named Secret or ConfigMap.
+func validateEnvSource(vf *corev1.EnvVarSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	n := 0
+	for _, set := range []bool{vf.SecretKeyRef != nil, vf.ConfigMapKeyRef != nil, vf.FieldRef != nil, vf.ResourceFieldRef != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 || vf.FileKeyRef != nil {
+		errs = append(errs, field.Invalid(p, "", "valueFrom takes exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef"))
+	}
+	if r := vf.SecretKeyRef; r != nil && r.Name == "" {
+		errs = append(errs, field.Required(p.Child("secretKeyRef", "name"), "secretKeyRef must name a Secret"))
+	}
+	if r := vf.ConfigMapKeyRef; r != nil && r.Name == "" {
+		errs = append(errs, field.Required(p.Child("configMapKeyRef", "name"), "configMapKeyRef must name a ConfigMap"))
 	}
 	return errs
 }
