@@ -404,6 +404,9 @@ func TestAccDataSources(t *testing.T) {
   entrypoint = "main.handler"
   source_dir = %q
   env        = { A = "1" }
+  scale      = { max = 2 }
+
+  build_timeout_sec = 300
 }
 `, name, dir)
 	resource.Test(t, resource.TestCase{
@@ -425,6 +428,11 @@ data "sless_functions" "all" {
 					statecheck.CompareValuePairs("data.sless_function.f", tfjsonpath.New("source_sha256"), "sless_function.f", tfjsonpath.New("source_sha256"), compare.ValuesSame()),
 					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("ready"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("env").AtMapKey("A"), knownvalue.StringExact("1")),
+					// Every setting, not only some: scale and the build timeout too.
+					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("scale").AtMapKey("max"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("scale").AtMapKey("min"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("build_timeout_sec"), knownvalue.Int64Exact(300)),
+					statecheck.ExpectKnownValue("data.sless_function.f", tfjsonpath.New("secret_env"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("data.sless_functions.all", tfjsonpath.New("namespace"), knownvalue.StringExact(api.Namespace)),
 					statecheck.ExpectKnownValue("data.sless_functions.all", tfjsonpath.New("functions"),
 						knownvalue.ListPartial(map[int]knownvalue.Check{})),

@@ -39,29 +39,34 @@ func configureDataSource(req datasource.ConfigureRequest, resp *datasource.Confi
 
 // functionDataModel is what both data sources tell of one function.
 type functionDataModel struct {
-	ID            types.String `tfsdk:"id"`
-	Name          types.String `tfsdk:"name"`
-	Namespace     types.String `tfsdk:"namespace"`
-	Runtime       types.String `tfsdk:"runtime"`
-	Entrypoint    types.String `tfsdk:"entrypoint"`
-	Image         types.String `tfsdk:"image"`
-	SourceSHA256  types.String `tfsdk:"source_sha256"`
-	Env           types.Map    `tfsdk:"env"`
-	MemoryMB      types.Int64  `tfsdk:"memory_mb"`
-	CPU           types.String `tfsdk:"cpu"`
-	TimeoutSec    types.Int64  `tfsdk:"timeout_sec"`
-	URL           types.String `tfsdk:"url"`
-	ResolvedImage types.String `tfsdk:"resolved_image"`
-	Revision      types.String `tfsdk:"revision"`
-	Phase         types.String `tfsdk:"phase"`
-	Ready         types.Bool   `tfsdk:"ready"`
+	ID              types.String `tfsdk:"id"`
+	Name            types.String `tfsdk:"name"`
+	Namespace       types.String `tfsdk:"namespace"`
+	Runtime         types.String `tfsdk:"runtime"`
+	Entrypoint      types.String `tfsdk:"entrypoint"`
+	Image           types.String `tfsdk:"image"`
+	SourceSHA256    types.String `tfsdk:"source_sha256"`
+	Env             types.Map    `tfsdk:"env"`
+	SecretEnv       types.Map    `tfsdk:"secret_env"`
+	MemoryMB        types.Int64  `tfsdk:"memory_mb"`
+	CPU             types.String `tfsdk:"cpu"`
+	TimeoutSec      types.Int64  `tfsdk:"timeout_sec"`
+	BuildTimeoutSec types.Int64  `tfsdk:"build_timeout_sec"`
+	Scale           types.Object `tfsdk:"scale"`
+	URL             types.String `tfsdk:"url"`
+	ResolvedImage   types.String `tfsdk:"resolved_image"`
+	Revision        types.String `tfsdk:"revision"`
+	Phase           types.String `tfsdk:"phase"`
+	Ready           types.Bool   `tfsdk:"ready"`
 }
 
 var functionDataAttrTypes = map[string]attr.Type{
 	"id": types.StringType, "name": types.StringType, "namespace": types.StringType, "runtime": types.StringType,
 	"entrypoint": types.StringType, "image": types.StringType, "source_sha256": types.StringType,
-	"env": types.MapType{ElemType: types.StringType}, "memory_mb": types.Int64Type, "cpu": types.StringType,
-	"timeout_sec": types.Int64Type, "url": types.StringType, "resolved_image": types.StringType,
+	"env": types.MapType{ElemType: types.StringType}, "secret_env": types.MapType{ElemType: types.ObjectType{AttrTypes: secretRefAttrTypes}},
+	"memory_mb": types.Int64Type, "cpu": types.StringType, "timeout_sec": types.Int64Type,
+	"build_timeout_sec": types.Int64Type, "scale": types.ObjectType{AttrTypes: scaleAttrTypes},
+	"url": types.StringType, "resolved_image": types.StringType,
 	"revision": types.StringType, "phase": types.StringType, "ready": types.BoolType,
 }
 
@@ -70,17 +75,29 @@ func functionDataAttributes(nameRequired bool) map[string]schema.Attribute {
 		return schema.StringAttribute{Computed: true, Description: desc}
 	}
 	attrs := map[string]schema.Attribute{
-		"id":             computed("namespace/name."),
-		"name":           computed("Name."),
-		"namespace":      computed("Namespace."),
-		"runtime":        computed("Runtime."),
-		"entrypoint":     computed("Handler as module.function."),
-		"image":          computed("The prebuilt image it serves, when it is not built from code."),
-		"source_sha256":  computed("sha256 of the source zip."),
-		"env":            schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Plain environment variables."},
-		"memory_mb":      schema.Int64Attribute{Computed: true, Description: "Memory limit in MiB."},
-		"cpu":            computed("CPU request."),
-		"timeout_sec":    schema.Int64Attribute{Computed: true, Description: "Invocation timeout in seconds."},
+		"id":            computed("namespace/name."),
+		"name":          computed("Name."),
+		"namespace":     computed("Namespace."),
+		"runtime":       computed("Runtime."),
+		"entrypoint":    computed("Handler as module.function."),
+		"image":         computed("The prebuilt image it serves, when it is not built from code."),
+		"source_sha256": computed("sha256 of the source zip."),
+		"env":           schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Plain environment variables."},
+		"secret_env": schema.MapNestedAttribute{Computed: true, Description: "Environment variables from Kubernetes Secrets.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"secret": computed("Secret name."), "key": computed("Key in the Secret."),
+			}}},
+		"memory_mb":         schema.Int64Attribute{Computed: true, Description: "Memory limit in MiB."},
+		"cpu":               computed("CPU request."),
+		"timeout_sec":       schema.Int64Attribute{Computed: true, Description: "Invocation timeout in seconds."},
+		"build_timeout_sec": schema.Int64Attribute{Computed: true, Description: "Build timeout in seconds."},
+		"scale": schema.SingleNestedAttribute{Computed: true, Description: "Autoscaling bounds and target; null when none are set.",
+			Attributes: map[string]schema.Attribute{
+				"min":                   schema.Int64Attribute{Computed: true, Description: "Minimum instances."},
+				"max":                   schema.Int64Attribute{Computed: true, Description: "Maximum instances."},
+				"target":                schema.Int64Attribute{Computed: true, Description: "Concurrent requests per instance the autoscaler aims for."},
+				"container_concurrency": schema.Int64Attribute{Computed: true, Description: "Hard limit of concurrent requests per instance."},
+			}},
 		"url":            computed("Where it is invoked."),
 		"resolved_image": computed("The image serving it, pinned by digest."),
 		"revision":       computed("The revision serving traffic."),
@@ -103,8 +120,8 @@ func functionData(fn *slessv1alpha1.Function) (functionDataModel, error) {
 	}
 	return functionDataModel{
 		ID: st.ID, Name: st.Name, Namespace: st.Namespace, Runtime: st.Runtime, Entrypoint: st.Entrypoint,
-		Image: st.Image, SourceSHA256: st.SourceSHA256, Env: st.Env, MemoryMB: st.MemoryMB, CPU: st.CPU,
-		TimeoutSec: st.TimeoutSec, URL: st.URL, ResolvedImage: st.ResolvedImage, Revision: st.Revision,
+		Image: st.Image, SourceSHA256: st.SourceSHA256, Env: st.Env, SecretEnv: st.SecretEnv, MemoryMB: st.MemoryMB, CPU: st.CPU,
+		TimeoutSec: st.TimeoutSec, BuildTimeoutSec: st.BuildTimeoutSec, Scale: st.Scale, URL: st.URL, ResolvedImage: st.ResolvedImage, Revision: st.Revision,
 		Phase: st.Phase, Ready: types.BoolValue(fn.IsReady()),
 	}, nil
 }
