@@ -124,6 +124,32 @@ func TestConformance(t *testing.T) {
 					t.Error("no generated X-Request-Id")
 				}
 			})
+			t.Run("chunked body", func(t *testing.T) {
+				c.t = t
+				// A reader of unknown length: the client sends it chunked.
+				req, err := http.NewRequest("POST", in.base+"/echo", io.MultiReader(strings.NewReader("sent in "), strings.NewReader("chunks")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "text/plain")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var got struct {
+					Event struct {
+						Headers map[string]string
+						Body    any
+					}
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("status %d, %v", resp.StatusCode, err)
+				}
+				if got.Event.Body != "sent in chunks" || got.Event.Headers["transfer-encoding"] != "chunked" {
+					t.Errorf("body %q, transfer-encoding header %q; want the whole body and chunked", got.Event.Body, got.Event.Headers["transfer-encoding"])
+				}
+			})
 			t.Run("binary body", func(t *testing.T) {
 				c.t = t
 				raw := []byte{0xff, 0xfe, 0x00, 0x01}

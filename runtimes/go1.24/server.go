@@ -274,8 +274,13 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 	for k, vs := range r.Header {
 		ev.Headers[strings.ToLower(k)] = strings.Join(vs, ", ")
 	}
+	// net/http moves these two out of r.Header; the other wrappers show them
+	// as the client sent them.
 	if r.Host != "" {
 		ev.Headers["host"] = r.Host
+	}
+	if len(r.TransferEncoding) > 0 {
+		ev.Headers["transfer-encoding"] = strings.Join(r.TransferEncoding, ", ")
 	}
 	if len(body) > 0 && ev.IsJSON() {
 		// json.Valid passes bytes that are not UTF-8 inside strings, which
