@@ -422,6 +422,27 @@ func TestConformance(t *testing.T) {
 					c.do("GET", "/header-value?k="+k, nil, nil).status(500).errorType("BadResult").header("X-V", "")
 				}
 			})
+			t.Run("date and server headers", func(t *testing.T) {
+				c.t = t
+				// One Date, the handler's when it gives one, and no Server
+				// line of the wrapper's: Python sent its own Date and Server
+				// beside the handler's, two Date headers.
+				const date = "Mon, 01 Jan 2024 00:00:00 GMT"
+				for _, tc := range []struct{ path, date, server string }{
+					{"/echo", "", ""},
+					{"/header?" + url.Values{"name": {"Date"}, "value": {date}}.Encode(), date, ""},
+					{"/header?" + url.Values{"name": {"Server"}, "value": {"mine"}}.Encode(), "", "mine"},
+				} {
+					r := c.do("GET", tc.path, nil, nil).status(200)
+					dates, servers := r.resp.Header.Values("Date"), r.resp.Header.Values("Server")
+					if len(dates) != 1 || tc.date != "" && dates[0] != tc.date {
+						t.Errorf("%s: Date %q, want one %q", tc.path, dates, tc.date)
+					}
+					if want := []string{tc.server}; tc.server == "" && len(servers) != 0 || tc.server != "" && !slices.Equal(servers, want) {
+						t.Errorf("%s: Server %q, want %q", tc.path, servers, tc.server)
+					}
+				}
+			})
 			t.Run("framing headers are the wrapper's", func(t *testing.T) {
 				c.t = t
 				conn := dialRaw(t, in.base)

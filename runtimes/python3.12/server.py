@@ -430,20 +430,28 @@ class Server(ThreadingHTTPServer):
 
 class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Only what http.server answers itself (send_error on a malformed
+    # request) names a server; without these it would name the Python version.
+    server_version = "sless-python"
+    sys_version = ""
     # Headers and body are separate writes: with Nagle's algorithm the body
     # waits for the peer's delayed ACK (~40 ms a request).
     disable_nagle_algorithm = True
-    server_version = "sless-python"
-    sys_version = ""
 
     def log_message(self, format, *args):  # the wrapper logs requests itself
         pass
 
     def _send(self, status, headers, body, request_id):
-        self.send_response(status)
+        # Not send_response: it adds its own Server and Date lines, so a
+        # handler's Date went out next to the wrapper's (two Date headers,
+        # which HTTP forbids) and a Server line no other wrapper sends. As
+        # in Go and Node.js, Date is the handler's when it gives one.
+        self.send_response_only(status)
         for k, v in headers:
             # send_header encodes Latin-1; this sends the value's UTF-8 bytes, as Go and Node do.
             self.send_header(k, v.encode("utf-8").decode("latin-1"))
+        if not any(k.lower() == "date" for k, _ in headers):
+            self.send_header("Date", self.date_time_string())
         self.send_header("X-Request-Id", request_id)
         no_body = status in (204, 304)
         if not no_body:
