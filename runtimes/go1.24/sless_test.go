@@ -91,6 +91,13 @@ func TestAdaptDecodesIntoUserTypes(t *testing.T) {
 	if err != nil || out != "hi Ada" {
 		t.Fatalf("got %v, %v", out, err)
 	}
+	// An event that does not fit the type is the caller's 400 (docs/runtimes.md);
+	// the handler is not called.
+	_, err = h(context.Background(), &Event{Headers: map[string]string{"content-type": "application/json"}, Body: []byte(`[1,2]`)})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 400 || e.Type != "BadRequest" || !strings.Contains(e.Message, "cannot decode the event into") {
+		t.Errorf("array body for a struct: %v, want a 400 BadRequest", err)
+	}
 }
 
 // The expectations are what Python's parse_qsl and Node.js's URLSearchParams
