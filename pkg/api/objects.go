@@ -221,7 +221,7 @@ func (s *Server) patch(k *kind) gin.HandlerFunc {
 		}
 		var shape any
 		if err := json.Unmarshal(body, &shape); err != nil {
-			writeProblem(c, malformed(err))
+			writeProblem(c, malformed(body, err, nil))
 			return
 		}
 		if _, ok := shape.(map[string]any); !ok {
@@ -428,7 +428,7 @@ func (s *Server) readBody(c *gin.Context, limit int64) ([]byte, *Problem) {
 func decodeStrict(body []byte, obj client.Object) *Problem {
 	strict, err := sigsjson.UnmarshalStrict(body, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
-		return malformed(err)
+		return malformed(body, err, strictDecoder(obj))
 	}
 	if len(strict) == 0 {
 		return nil
@@ -447,10 +447,6 @@ func decodeStrict(body []byte, obj client.Object) *Problem {
 		p.Errors = append(p.Errors, FieldError{Field: f, Detail: msg, Type: typ})
 	}
 	return p
-}
-
-func malformed(err error) *Problem {
-	return problem(http.StatusBadRequest, "malformed", "Malformed JSON", "the body is not valid JSON for this resource: %v", err)
 }
 
 func checkTypeMeta(k *kind, obj client.Object) *Problem {
