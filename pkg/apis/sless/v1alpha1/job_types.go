@@ -18,6 +18,7 @@ const MaxJobTimeoutSeconds = 86400
 // +kubebuilder:printcolumn:name="Function",type=string,JSONPath=`.spec.function`
 // +kubebuilder:printcolumn:name="Run",type=integer,JSONPath=`.spec.runID`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status!="True")].reason`,description="Why the run waits (Ready's reason) or has not succeeded (Complete's)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="name must be a DNS-1123 label"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="name must be at most 40 characters"
