@@ -199,22 +199,23 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/openapi.json", s.openapi)
 
 	v1 := r.Group("/v1", s.authenticate)
-	v1.GET("/whoami", s.whoami)
+	none := s.query()
+	v1.GET("/whoami", none, s.whoami)
 	nsr := v1.Group("/namespaces/:ns", s.authorize)
 	for _, k := range allKinds {
 		col := "/" + k.plural
 		item := col + "/:name"
 		named := s.named(k)
-		nsr.GET(col, s.list(k))
-		nsr.POST(col, s.create(k))
-		nsr.GET(item, named, s.get(k))
-		nsr.PUT(item, named, s.replace(k))
-		nsr.PATCH(item, named, s.patch(k))
-		nsr.DELETE(item, named, s.remove(k))
+		nsr.GET(col, s.query("limit", "cursor", "labelSelector"), s.list(k))
+		nsr.POST(col, none, s.create(k))
+		nsr.GET(item, named, none, s.get(k))
+		nsr.PUT(item, named, none, s.replace(k))
+		nsr.PATCH(item, named, none, s.patch(k))
+		nsr.DELETE(item, named, none, s.remove(k))
 	}
 	fnNamed := s.named(functions)
-	nsr.PUT("/functions/:name/source", fnNamed, s.putSource)
-	nsr.GET("/functions/:name/source", fnNamed, s.getSource)
+	nsr.PUT("/functions/:name/source", fnNamed, s.query("runtime", "entrypoint"), s.putSource)
+	nsr.GET("/functions/:name/source", fnNamed, none, s.getSource)
 	invocations := s.opts.Invocations
 	if invocations == nil {
 		// The route exists whatever the server keeps, so a client told by
