@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
@@ -49,5 +50,38 @@ func TestAccCronTriggerPlansNoURL(t *testing.T) {
 			{Config: cfg(false, "somewhere"), ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: noURL}},
 			{Config: cfg(true, "elsewhere"), ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: noURL}},
 		},
+	})
+}
+
+// An http trigger whose function does not exist gets no URL; the apply
+// learns that from the trigger's Ready condition and ends, rather than
+// waiting out its 30 s for a URL that cannot come.
+func TestAccHTTPTriggerOfMissingFunctionDoesNotWait(t *testing.T) {
+	startAPI(t)
+	name := "tf-nofn-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	addr := "sless_trigger.http"
+	var started time.Time
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		Steps: []resource.TestStep{{
+			PreConfig: func() { started = time.Now() },
+			Config: hcl("", fmt.Sprintf(`resource "sless_trigger" "http" {
+  name     = %q
+  function = "not-there"
+  type     = "http"
+}
+`, name)),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("url"), knownvalue.Null()),
+			},
+			Check: func(*terraform.State) error {
+				// The plan and apply themselves take a few seconds under
+				// Terraform; the wait for a URL alone took 30.
+				if d := time.Since(started); d > 25*time.Second {
+					return fmt.Errorf("apply took %s: it waited for a URL a trigger of a missing function never gets", d.Round(time.Second))
+				}
+				return nil
+			},
+		}},
 	})
 }

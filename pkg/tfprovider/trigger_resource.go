@@ -2,6 +2,7 @@ package tfprovider
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -315,7 +316,22 @@ func (r *triggerResource) settle(ctx context.Context, plan *triggerModel, t *sle
 }) {
 	if t.Spec.Type == slessv1alpha1.TriggerTypeHTTP && t.IsEnabled() && t.Status.URL == "" {
 		p := newPoller(30 * time.Second)
-		for t.Status.URL == "" && p.wait(ctx) == nil {
+		for t.Status.URL == "" {
+			// A trigger the controller refused for this generation (its
+			// function does not exist, say) gets no URL however long the
+			// wait: say why now instead of after the whole wait, in silence.
+			if ready := condition(t.Status.Conditions, slessv1alpha1.TriggerConditionReady); ready != nil &&
+				ready.Status == metav1.ConditionFalse && t.Status.ObservedGeneration == t.Generation {
+				diags.AddWarning("Trigger has no URL",
+					fmt.Sprintf("trigger %s/%s is not ready (%s): %s. Its url stays null until it is; a later refresh reads it.",
+						t.Namespace, t.Name, ready.Reason, ready.Message))
+				break
+			}
+			if p.wait(ctx) != nil {
+				diags.AddWarning("Trigger has no URL yet",
+					fmt.Sprintf("trigger %s/%s got no URL within 30s; its url stays null until a later refresh reads it.", t.Namespace, t.Name))
+				break
+			}
 			next, err := r.api.client.GetTrigger(ctx, t.Namespace, t.Name)
 			if err != nil {
 				break
