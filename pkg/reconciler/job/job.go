@@ -229,10 +229,21 @@ func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
 	case resources.Runnable(fn):
 		return "", ""
 	case !adapter.Pinned(fn.Status.Image):
-		return ReasonFunctionNotBuilt, "Function " + fn.Name + " has no built image yet"
+		reason, message = ReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet"
 	default:
-		return ReasonFunctionNotReady, "Function " + fn.Name + " has no ready revision yet"
+		reason, message = ReasonFunctionNotReady, "Function "+fn.Name+" has no ready revision yet"
 	}
+	// A Failed Function gets no image or revision until its spec changes:
+	// the run says why it waits, rather than sounding as if it soon starts.
+	if c := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady); c != nil && c.Status == metav1.ConditionFalse &&
+		fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed && fn.Status.ObservedGeneration == fn.Generation {
+		message += ": it failed (" + c.Reason + ")"
+		if c.Message != "" {
+			message += ": " + c.Message
+		}
+		message = resources.Truncate(message)
+	}
+	return reason, message
 }
 
 // observe copies the Job's and its Pod's state into the status.

@@ -3,8 +3,10 @@ package job_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -136,24 +138,44 @@ func TestFunctionJobWaitsForAReadyRevision(t *testing.T) {
 }
 
 func TestWaitReason(t *testing.T) {
+	failed := func(st slessv1alpha1.FunctionStatus, reason, message string) slessv1alpha1.FunctionStatus {
+		st.Phase, st.ObservedGeneration = slessv1alpha1.FunctionPhaseFailed, 1
+		st.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: reason, Message: message}}
+		return st
+	}
 	tests := []struct {
 		name   string
 		status slessv1alpha1.FunctionStatus
 		want   string
+		// says is what the message must contain beyond the wait itself.
+		says string
 	}{
-		{"nothing built", slessv1alpha1.FunctionStatus{}, job.ReasonFunctionNotBuilt},
-		{"built, no revision ready", slessv1alpha1.FunctionStatus{Image: image, LatestCreatedRevision: "f-00001"}, job.ReasonFunctionNotReady},
-		{"a tag not yet resolved", slessv1alpha1.FunctionStatus{Image: "registry.example.com/fn/hello:v1"}, job.ReasonFunctionNotBuilt},
-		{"ready", slessv1alpha1.FunctionStatus{Image: image, ServingImage: image, LatestReadyRevision: "f-00001"}, ""},
-		{"newer revision failed, older serves", slessv1alpha1.FunctionStatus{Image: newerImage, ServingImage: image, LatestReadyRevision: "f-00001"}, ""},
-		{"newer build failed, older serves", slessv1alpha1.FunctionStatus{ServingImage: image, LatestReadyRevision: "f-00001"}, ""},
-		{"serving image not pinned", slessv1alpha1.FunctionStatus{Image: image, ServingImage: "registry.example.com/fn/hello:v1", LatestReadyRevision: "f-00001"}, job.ReasonFunctionNotReady},
+		{name: "first build failed", status: failed(slessv1alpha1.FunctionStatus{}, "BuildFailed", `step "build-and-push" failed: exit 1`),
+			want: job.ReasonFunctionNotBuilt, says: `has no built image yet: it failed (BuildFailed): step "build-and-push" failed: exit 1`},
+		{name: "first revision refused", status: failed(slessv1alpha1.FunctionStatus{Image: image, LatestCreatedRevision: "f-00001"}, "ServiceRejected", "expected 0 <= 900 <= 600"),
+			want: job.ReasonFunctionNotReady, says: "has no ready revision yet: it failed (ServiceRejected): expected 0 <= 900 <= 600"},
+		{name: "failed message cut", status: failed(slessv1alpha1.FunctionStatus{}, "BuildFailed", strings.Repeat("é", 2000)),
+			want: job.ReasonFunctionNotBuilt, says: "it failed (BuildFailed): éé"},
+		{name: "nothing built", status: slessv1alpha1.FunctionStatus{}, want: job.ReasonFunctionNotBuilt},
+		{name: "built, no revision ready", status: slessv1alpha1.FunctionStatus{Image: image, LatestCreatedRevision: "f-00001"}, want: job.ReasonFunctionNotReady},
+		{name: "a tag not yet resolved", status: slessv1alpha1.FunctionStatus{Image: "registry.example.com/fn/hello:v1"}, want: job.ReasonFunctionNotBuilt},
+		{name: "ready", status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: image, LatestReadyRevision: "f-00001"}},
+		{name: "newer revision failed, older serves", status: slessv1alpha1.FunctionStatus{Image: newerImage, ServingImage: image, LatestReadyRevision: "f-00001"}},
+		{name: "newer build failed, older serves", status: slessv1alpha1.FunctionStatus{ServingImage: image, LatestReadyRevision: "f-00001"}},
+		{name: "serving image not pinned", status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: "registry.example.com/fn/hello:v1", LatestReadyRevision: "f-00001"}, want: job.ReasonFunctionNotReady},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "f"}, Status: tc.status}
-			if got, msg := job.WaitReason(fn); got != tc.want || (got == "") != (msg == "") {
+			fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "f", Generation: 1}, Status: tc.status}
+			got, msg := job.WaitReason(fn)
+			if got != tc.want || (got == "") != (msg == "") {
 				t.Errorf("WaitReason = %q (%q), want %q", got, msg, tc.want)
+			}
+			if !strings.Contains(msg, tc.says) || len(msg) > 1024 || !utf8.ValidString(msg) {
+				t.Errorf("WaitReason message %q (%d bytes) does not say %q in at most 1 KiB of UTF-8", msg, len(msg), tc.says)
+			}
+			if tc.says == "" && strings.Contains(msg, "failed") {
+				t.Errorf("WaitReason message %q tells a failure the Function has not", msg)
 			}
 		})
 	}
