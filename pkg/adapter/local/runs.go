@@ -659,6 +659,12 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		return strings.TrimSpace(string(result)), 0, "", false
 	case errors.Is(runErr, context.DeadlineExceeded):
 		return strings.TrimSpace(string(result)), 124, fmt.Sprintf("the run did not finish within %s", timeout), true
+	case errors.Is(runErr, context.Canceled):
+		// sless dev is stopping and killed the run with it: not the
+		// function's failure, and worded so. The exit code is what a
+		// kubelet reports for a killed container; the run fails as a Job
+		// whose Pod is evicted does (backoffLimit 0).
+		return "", 137, "the run was stopped: sless dev shut down while it ran (a new runID runs it again)", false
 	default:
 		code := 1
 		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {
@@ -670,7 +676,10 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		// stand where a Pod's exit reason would.
 		msg := jobresources.FailureMessage(int32(code), out)
 		if msg == "" {
-			msg = fmt.Sprintf("the function exited with code %d: %s", code, lastLines(logs.String(), 5))
+			msg = fmt.Sprintf("the function exited with code %d", code)
+			if tail := lastLines(logs.String(), 5); tail != "" {
+				msg += ": " + tail
+			}
 		}
 		return out, code, jobresources.Truncate(msg), jobresources.WrapperTimedOut(int32(code), out)
 	}

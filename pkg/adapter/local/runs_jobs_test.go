@@ -32,7 +32,7 @@ func TestFunctionJobMatchesCluster(t *testing.T) {
 
 	// A job runs the serving revision's build with its settings, as the
 	// server holds them and the status names them.
-	code := `import time
+	code := `import os, time
 
 class Timeout(Exception):
     pass
@@ -43,6 +43,8 @@ def handler(event, context):
         raise ValueError('no rows for 2026-12-02')
     if body.get('fail') == 'own-timeout':
         raise Timeout('the upstream took too long')
+    if body.get('fail') == 'exit':
+        os._exit(3)
     if body.get('big'):
         return {'head': 'H' * 6000, 'tail': 'T' * 100}
     time.sleep(body.get('sleep', 0))
@@ -160,6 +162,9 @@ def handler(event, context):
 	for _, tc := range []struct{ fail, message string }{
 		{"value", "the function failed with exit code 1: ValueError: no rows for 2026-12-02"},
 		{"own-timeout", "the function failed with exit code 1: Timeout: the upstream took too long"},
+		// No termination message and no output: the code alone, not a
+		// dangling "code 3: ".
+		{"exit", "the function exited with code 3"},
 	} {
 		t.Run("fails-"+tc.fail, func(t *testing.T) {
 			create(t, "fails-"+tc.fail, "calc", 1, `{"fail": "`+tc.fail+`"}`, nil)
@@ -234,5 +239,49 @@ func TestReadTermination(t *testing.T) {
 	}
 	if got := readTermination(filepath.Join(dir, "missing")); got != nil {
 		t.Errorf("missing file: %q, want nothing", got)
+	}
+}
+
+// Stopping sless dev kills a run in progress with it; the run then fails
+// saying so, not as if the function had exited with an error of its own.
+func TestFunctionJobStoppedWithSlessDev(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig.serve(ctx, t, newFunction("ns", "calc"), `import time
+
+def handler(event, context):
+    print("run started", flush=True)
+    time.sleep(60)
+`)
+	jobLoop := NewLoop("job", rig.store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), rig.runs.JobReconciler(), nil)
+	go jobLoop.Run(ctx, nil, 1)
+	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "long"},
+		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 1, TimeoutSeconds: ptr.To[int32](120)}}
+	if err := rig.store.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "ns", Name: "long"}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := rig.store.Get(ctx, key, j); err != nil {
+			t.Fatal(err)
+		}
+		if j.Status.Phase == slessv1alpha1.JobPhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not start: %+v", j.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rig.runs.Close() // what sless dev does when it stops; it waits for the run's status
+	if err := rig.store.Get(ctx, key, j); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete)
+	if j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 137 || c == nil ||
+		c.Reason != jobrec.ReasonFailed || !strings.Contains(c.Message, "sless dev shut down while it ran") {
+		t.Errorf("status %+v; want Failed, exit code 137, Complete False/%s saying sless dev stopped", j.Status, jobrec.ReasonFailed)
 	}
 }
