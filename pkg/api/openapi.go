@@ -173,6 +173,15 @@ func buildOpenAPI() obj {
 			o["security"] = []any{}
 		}
 		item[strings.ToLower(op.method)] = o
+		if _, listed := item["head"]; op.method == "GET" && !listed {
+			head := obj{}
+			for k, v := range o {
+				head[k] = v
+			}
+			head["operationId"] = op.id + "Head"
+			head["summary"] = op.summary + " (HEAD: the same status and headers, no body)"
+			item["head"] = head
+		}
 	}
 
 	resource := func(kind string) obj {

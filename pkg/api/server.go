@@ -193,29 +193,35 @@ func (s *Server) routes() *gin.Engine {
 		writeProblem(c, problem(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
 	})
 
-	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
-	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", gin.WrapH(s.metrics.handler(s.opts.Gatherer)))
-	r.GET("/openapi.json", s.openapi)
+	// Every GET answers HEAD too (RFC 9110 9.1): the same status and
+	// headers, no body, which net/http drops for HEAD.
+	get := func(g gin.IRoutes, path string, h ...gin.HandlerFunc) {
+		g.GET(path, h...)
+		g.HEAD(path, h...)
+	}
+	get(r, "/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	get(r, "/readyz", s.readyz)
+	get(r, "/metrics", gin.WrapH(s.metrics.handler(s.opts.Gatherer)))
+	get(r, "/openapi.json", s.openapi)
 
 	v1 := r.Group("/v1", s.authenticate)
 	none := s.query()
-	v1.GET("/whoami", none, s.whoami)
+	get(v1, "/whoami", none, s.whoami)
 	nsr := v1.Group("/namespaces/:ns", s.authorize)
 	for _, k := range allKinds {
 		col := "/" + k.plural
 		item := col + "/:name"
 		named := s.named(k)
-		nsr.GET(col, s.query("limit", "cursor", "labelSelector"), s.list(k))
+		get(nsr, col, s.query("limit", "cursor", "labelSelector"), s.list(k))
 		nsr.POST(col, none, s.create(k))
-		nsr.GET(item, named, none, s.get(k))
+		get(nsr, item, named, none, s.get(k))
 		nsr.PUT(item, named, none, s.replace(k))
 		nsr.PATCH(item, named, none, s.patch(k))
 		nsr.DELETE(item, named, none, s.remove(k))
 	}
 	fnNamed := s.named(functions)
 	nsr.PUT("/functions/:name/source", fnNamed, s.query("runtime", "entrypoint"), s.putSource)
-	nsr.GET("/functions/:name/source", fnNamed, none, s.getSource)
+	get(nsr, "/functions/:name/source", fnNamed, none, s.getSource)
 	invocations := s.opts.Invocations
 	if invocations == nil {
 		// The route exists whatever the server keeps, so a client told by
@@ -225,7 +231,7 @@ func (s *Server) routes() *gin.Engine {
 				"this server keeps no invocation records: it was started without a database (sless api --database-url)"))
 		}
 	}
-	nsr.GET("/functions/:name/invocations", fnNamed, invocations)
+	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
 	if s.opts.Invoke != nil {
 		h := gin.WrapH(s.opts.Invoke)
 		r.Any("/fn/:ns/:name", h)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -310,10 +311,21 @@ func (s *Server) getSource(c *gin.Context) {
 		return
 	}
 	defer rc.Close()
-	c.DataFromReader(http.StatusOK, size, "application/zip", rc, map[string]string{
+	headers := map[string]string{
 		"ETag":                `"` + a.SHA256 + `"`,
 		"Content-Disposition": fmt.Sprintf(`attachment; filename="%s.zip"`, fn.Name),
-	})
+	}
+	if c.Request.Method == http.MethodHead {
+		// The zip would be read from storage only to be thrown away.
+		for k, v := range headers {
+			c.Header(k, v)
+		}
+		c.Header("Content-Type", "application/zip")
+		c.Header("Content-Length", strconv.FormatInt(size, 10))
+		c.Status(http.StatusOK)
+		return
+	}
+	c.DataFromReader(http.StatusOK, size, "application/zip", rc, headers)
 }
 
 // takeUploadSlot waits up to UploadQueueWait, or until the request ends, for
