@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:c96e2a8756e2d2ba7cc2f33a1e31bbfb0bdc76bb22b27b9bc2214c2296e99349"
+const goldenDigest = "sha256:4124309f18e9f0f453ca4695cda13de07e304ffeee9b8a4ce69d3f9c690c573c"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())
