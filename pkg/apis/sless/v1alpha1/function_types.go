@@ -157,10 +157,12 @@ type InlineSource struct {
 
 // ArchiveSource points at an uploaded zip, content-addressed by its sha256.
 type ArchiveSource struct {
+	// Bucket holds the archive; it must be the bucket sless is configured with.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Bucket string `json:"bucket"`
+	// Key of the archive in the bucket.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +required
@@ -181,12 +183,15 @@ type ArchiveSource struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || !has(self.valueFrom.secretKeyRef) || (has(self.valueFrom.secretKeyRef.name) && size(self.valueFrom.secretKeyRef.name) > 0)",message="secretKeyRef must name a Secret",fieldPath=".valueFrom.secretKeyRef.name",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="!has(self.valueFrom) || !has(self.valueFrom.configMapKeyRef) || (has(self.valueFrom.configMapKeyRef.name) && size(self.valueFrom.configMapKeyRef.name) > 0)",message="configMapKeyRef must name a ConfigMap",fieldPath=".valueFrom.configMapKeyRef.name",reason="FieldValueRequired"
 type EnvVar struct {
+	// Name of the variable, a C identifier; PORT, K_SERVICE,
+	// K_CONFIGURATION, K_REVISION and SLESS_* are reserved.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
 	// +kubebuilder:validation:XValidation:rule="!(self in ['PORT', 'K_SERVICE', 'K_CONFIGURATION', 'K_REVISION']) && !self.startsWith('SLESS_')",message="env names PORT, K_SERVICE, K_CONFIGURATION, K_REVISION and SLESS_* are reserved"
 	// +required
 	Name string `json:"name"`
+	// Value is the variable's literal value.
 	// +kubebuilder:validation:MaxLength=32768
 	// +optional
 	Value string `json:"value,omitempty"`
@@ -248,6 +253,10 @@ type FunctionStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
 	Phase FunctionPhase `json:"phase,omitempty"`
+	// Conditions are SourceReady (the build context is stored),
+	// BuildSucceeded (the image is built), ServiceReady (Knative serves the
+	// current generation) and Ready (all three are True), each with the
+	// reason and message of its latest change.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -260,7 +269,8 @@ type FunctionStatus struct {
 	// it is resolved). That revision may not serve yet (see ServingImage).
 	// +optional
 	Image string `json:"image,omitempty"`
-	// BuildRef names the PipelineRun that built Image.
+	// BuildRef names the PipelineRun of the current source: the one
+	// building, the one that failed, or the one that built Image.
 	// +optional
 	BuildRef string `json:"buildRef,omitempty"`
 	// LatestCreatedRevision is the newest Knative revision.

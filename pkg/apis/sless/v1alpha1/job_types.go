@@ -49,7 +49,8 @@ type FunctionJobSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Payload *apiextensionsv1.JSON `json:"payload,omitempty"`
-	// TimeoutSeconds bounds the run; the function's timeoutSeconds if unset.
+	// TimeoutSeconds bounds the run; unset, the timeoutSeconds of the
+	// revision the function serves.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
@@ -76,10 +77,15 @@ const (
 
 // FunctionJobStatus is what sless observed of the latest run.
 type FunctionJobStatus struct {
+	// ObservedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
 	Phase JobPhase `json:"phase,omitempty"`
+	// Conditions are Ready (the run's Job is made, or False with why not
+	// yet: FunctionNotFound, FunctionNotBuilt, FunctionNotReady) and
+	// Complete (Unknown while the run goes, True when it succeeded, False
+	// with DeadlineExceeded or Failed).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -90,8 +96,10 @@ type FunctionJobStatus struct {
 	// JobName of the batch Job of that run.
 	// +optional
 	JobName string `json:"jobName,omitempty"`
+	// StartTime is when the run's Job started.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the run ended, in success or failure.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// ExitCode of the function's container.

@@ -74,6 +74,9 @@ type TriggerSpec struct {
 	// +required
 	Function string `json:"function"`
 
+	// Type is http (anyone may call the function through the invoke
+	// proxy), cron (sless calls it on a schedule) or queue (sless calls it
+	// for each message of a RabbitMQ queue).
 	// +required
 	Type TriggerType `json:"type"`
 
@@ -109,7 +112,7 @@ type TriggerSpec struct {
 	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
 
 	// StartingDeadlineSeconds: a run that could not start within this many
-	// seconds of its time is skipped.
+	// seconds of its time is skipped; 300 when unset.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
@@ -178,8 +181,12 @@ const (
 
 // TriggerStatus is what sless observed and did.
 type TriggerStatus struct {
+	// ObservedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions holds Ready: True while the trigger calls its function
+	// (Public, Scheduled, Consuming), False with the reason it does not
+	// (Disabled, FunctionNotFound, InvalidSchedule, Rejected, ...).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
