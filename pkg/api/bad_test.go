@@ -1,12 +1,14 @@
 package api_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -214,6 +216,7 @@ func TestBadRequests(t *testing.T) {
 		{name: "zip without entrypoint", method: "PUT", path: src, body: makeZip(t, zipEntry{name: "other.py", body: []byte("x=1")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "spec.entrypoint"},
 		{name: "zip too many entries", method: "PUT", path: src, body: makeZip(t, append(manyEntries, mainPy)...), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
 		{name: "zip too large", method: "PUT", path: src, body: big, headers: []string{"Content-Type", "application/zip"}, code: 413},
+		{name: "zip with a password", method: "PUT", path: src, body: encryptedZip(t), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
 		{name: "not a zip", method: "PUT", path: src, body: []byte("PK but not really a zip file"), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
 		{name: "empty upload", method: "PUT", path: src, body: []byte{}, headers: []string{"Content-Type", "application/zip"}, code: 400},
 		{name: "upload as text", method: "PUT", path: src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "text/plain"}, code: 415},
@@ -315,4 +318,25 @@ func TestUnicodeKeptExactly(t *testing.T) {
 	if got := e.getFunction("uni").Spec.Source.Inline.Files["main.py"]; got != code {
 		t.Fatalf("stored %q, sent %q", got, code)
 	}
+}
+
+// encryptedZip is a zip whose main.py is flagged as encrypted (ZipCrypto),
+// as zip -P makes it.
+func encryptedZip(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	cipher := []byte("0123456789ab-not-python-but-cipher-text")
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "main.py", Method: zip.Store, Flags: 0x1,
+		CRC32: crc32.ChecksumIEEE(cipher), CompressedSize64: uint64(len(cipher)), UncompressedSize64: uint64(len(cipher) - 12)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(cipher); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -78,6 +78,9 @@ const (
 	// ReasonBadPath: a backslash, a NUL or control character, invalid UTF-8,
 	// or an empty path.
 	ReasonBadPath = "BadPath"
+	// ReasonEncrypted: an entry encrypted with a password (ZipCrypto or
+	// stronger), which sless cannot read.
+	ReasonEncrypted = "Encrypted"
 	// ReasonSymlink: a symbolic link.
 	ReasonSymlink = "Symlink"
 	// ReasonNotRegular: a device, pipe, socket or other non-regular entry.
@@ -200,6 +203,11 @@ func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
 		if perr != nil {
 			return nil, perr
 		}
+		// Read as if it were not encrypted, an entry inflates to noise or
+		// fails its size or checksum check: say what it is instead.
+		if f.Flags&(zipFlagEncrypted|zipFlagStrongEncryption) != 0 {
+			return nil, newError(ReasonEncrypted, f.Name, "the entry is encrypted: make the zip without a password")
+		}
 		mode := f.Mode()
 		if mode&fs.ModeSymlink != 0 {
 			return nil, newError(ReasonSymlink, f.Name, "symbolic links are not allowed")
@@ -252,6 +260,12 @@ func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
 	}
 	return files, nil
 }
+
+// General purpose flags of a zip entry (APPNOTE 4.4.4).
+const (
+	zipFlagEncrypted        = 0x1
+	zipFlagStrongEncryption = 0x40
+)
 
 // markDir records dir and its parents as directories, refusing any that was
 // already recorded as a file.

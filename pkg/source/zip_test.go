@@ -22,6 +22,7 @@ type zentry struct {
 	rawMode uint32      // when set, written as is into the external attributes
 	// lie about sizes: when set, the header declares this instead.
 	declaredSize *uint64
+	flags        uint16 // general purpose flags, written as is
 }
 
 func u64(n uint64) *uint64 { return &n }
@@ -35,7 +36,7 @@ func makeZip(t testing.TB, entries ...zentry) []byte {
 		if e.store || strings.HasSuffix(e.name, "/") {
 			method = zip.Store
 		}
-		h := &zip.FileHeader{Name: e.name, Method: method}
+		h := &zip.FileHeader{Name: e.name, Method: method, Flags: e.flags}
 		switch {
 		case e.rawMode != 0:
 			h.CreatorVersion = 3 << 8 // Unix
@@ -124,6 +125,8 @@ func TestReadZipRejects(t *testing.T) {
 		{"header declares more than the data", makeZip(t, zentry{name: "short.txt", data: []byte("abc"), declaredSize: u64(3000)}), DefaultLimits, ReasonSizeMismatch, "short.txt"},
 		{"overlapping entries", overlappingZip(t), DefaultLimits, ReasonZipBomb, ""},
 		{"checksum mismatch", corruptStored(t), DefaultLimits, ReasonBadArchive, "x.txt"},
+		{"encrypted entry", makeZip(t, file("main.py", "x"), zentry{name: "secret.py", data: []byte("0123456789ab-cipher"), store: true, flags: 0x1}), DefaultLimits, ReasonEncrypted, "secret.py"},
+		{"strongly encrypted entry", makeZip(t, zentry{name: "secret.py", data: []byte("cipher"), flags: 0x41}), DefaultLimits, ReasonEncrypted, "secret.py"},
 		{"dot-dot", makeZip(t, file("../evil.py", "x")), DefaultLimits, ReasonPathTraversal, "../evil.py"},
 		{"dot-dot inside", makeZip(t, file("a/../../evil.py", "x")), DefaultLimits, ReasonPathTraversal, "a/../../evil.py"},
 		{"dot-dot that stays inside", makeZip(t, file("a/../b.py", "x")), DefaultLimits, ReasonPathTraversal, "a/../b.py"},
