@@ -193,6 +193,11 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 // Authenticate reads the bearer token of r and verifies it. Every failure is
 // an *Error (an HTTP 401).
 func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
+	// Two Authorization headers are refused rather than the first taken:
+	// a proxy in front may have checked or added the other one.
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		return nil, fail(ReasonMalformed, "the request has %d Authorization headers; send one", n)
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return nil, fail(ReasonMissingToken, "an Authorization: Bearer token is required")

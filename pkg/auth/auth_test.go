@@ -196,6 +196,26 @@ func TestAuthorizationHeader(t *testing.T) {
 			t.Errorf("header %q authenticated", h)
 		}
 	}
+	// A good token beside another Authorization header, in either order.
+	good, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "a", "exp": time.Now().Add(time.Hour).Unix()}).
+		SignedString([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]string{{"Bearer " + good, "Bearer forged"}, {"Basic Zm9vOmJhcg==", "Bearer " + good}, {"Bearer " + good, "Bearer " + good}} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Add("Authorization", pair[0])
+		r.Header.Add("Authorization", pair[1])
+		var ae *Error
+		if _, err := v.Authenticate(r); !asError(err, &ae) || ae.Reason != ReasonMalformed {
+			t.Errorf("two Authorization headers %q: %v, want %s", pair, err, ReasonMalformed)
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer "+good)
+	if _, err := v.Authenticate(r); err != nil {
+		t.Fatalf("one good header: %v", err)
+	}
 }
 
 func TestDevToken(t *testing.T) {
