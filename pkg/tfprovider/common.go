@@ -109,6 +109,31 @@ func planNamespace(ctx context.Context, d *apiData, configured types.String) (ty
 	return types.StringValue(ns), nil
 }
 
+// planExistingNamespace plans the namespace of an object that exists and
+// whose configuration names none: the provider's, as for a new object.
+// Removing namespace from a configuration so moves the object to the
+// provider's namespace, a replacement, rather than leaving it where it was
+// with no change planned. It says whether it replaces the object. While the
+// provider's namespace is not known the object stays where it is.
+func planExistingNamespace(ctx context.Context, d *apiData, configured types.String, planned *types.String, resp *resource.ModifyPlanResponse) bool {
+	if !configured.IsNull() {
+		// The configured one; changing it replaces the object by the
+		// attribute's plan modifier.
+		return false
+	}
+	ns, err := planNamespace(ctx, d, configured)
+	if err != nil {
+		addNamespaceError(&resp.Diagnostics, err)
+		return false
+	}
+	if ns.IsUnknown() || ns.Equal(*planned) {
+		return false
+	}
+	*planned = ns
+	resp.RequiresReplace = append(resp.RequiresReplace, path.Root("namespace"))
+	return true
+}
+
 // waitTimeout is the resource's wait_timeout, or def.
 func waitTimeout(v types.String, def time.Duration) time.Duration {
 	if v.IsNull() || v.IsUnknown() {

@@ -256,6 +256,8 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		} else {
 			plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
 		}
+	} else {
+		planExistingNamespace(ctx, r.api, config.Namespace, &plan.Namespace, resp)
 	}
 
 	// The code's digest, known at plan: an unchanged directory plans no change.

@@ -170,6 +170,7 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 	} else {
 		var state jobModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		planExistingNamespace(ctx, r.api, config.Namespace, &plan.Namespace, resp)
 		// Only a new run changes what a run produced.
 		plan.Phase, plan.Output, plan.ExitCode = state.Phase, state.Output, state.ExitCode
 		if !plan.RunID.Equal(state.RunID) {

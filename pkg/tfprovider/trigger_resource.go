@@ -255,12 +255,16 @@ func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !req.State.Raw.IsNull() {
 		var state triggerModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		changed := planExistingNamespace(ctx, r.api, config.Namespace, &plan.Namespace, resp)
 		// Enabling or disabling an http trigger opens or closes its route;
 		// other types have no URL whatever they are set to (the type never
 		// changes in place: a new type replaces the trigger).
 		if plan.Type.ValueString() == string(slessv1alpha1.TriggerTypeHTTP) &&
 			(!plan.Enabled.Equal(state.Enabled) || !plan.Function.Equal(state.Function)) {
 			plan.URL = types.StringUnknown()
+			changed = true
+		}
+		if changed {
 			resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		}
 		return
