@@ -481,6 +481,9 @@ func serve(cfg config, h handler, ready chan<- string) error {
 		Handler:           &server{cfg: cfg, h: h},
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       65 * time.Second,
+		// The Python and Node.js wrappers take the same: 1 MiB of request
+		// line and headers, any number of them.
+		MaxHeaderBytes: 1 << 20,
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

@@ -16,6 +16,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { pathToFileURL } = require('node:url');
 
 const HEALTH_PATH = '/_sless/health';
+const MAX_HEADER_BYTES = 1 << 20;
 const requestStore = new AsyncLocalStorage();
 
 function config(env) {
@@ -378,7 +379,10 @@ function serve(cfg, fn) {
   let inFlight = 0;
   let onIdle = null;
 
-  const server = http.createServer(async (req, res) => {
+  // Request headers as large as the Go and Python wrappers take (1 MiB, the
+  // platform's proxies' limit too); Node's default of 16 KiB answered 431 to
+  // a request with a big cookie the others serve. No count limit either.
+  const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, async (req, res) => {
     const requestId = req.headers['x-request-id'] || crypto.randomUUID().replaceAll('-', '');
     const send = (status, headers, body) => {
       if (res.headersSent || res.destroyed) return;
@@ -445,6 +449,7 @@ function serve(cfg, fn) {
       if (inFlight === 0 && onIdle) onIdle();
     }
   });
+  server.maxHeadersCount = 0;
   server.keepAliveTimeout = 65000;
   server.requestTimeout = 0;
 

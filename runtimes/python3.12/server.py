@@ -24,10 +24,19 @@ import threading
 import time
 import traceback
 import uuid
+import http.client
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 HEALTH_PATH = "/_sless/health"
+
+# Request headers as large as the Go and Node.js wrappers take (1 MiB, the
+# platform's proxies' limit too): http.server reads them with http.client's
+# limits of 100 headers and 64 KiB a line, and answered 431 to a request the
+# other wrappers serve. The count has no limit of its own there either.
+MAX_HEADER_BYTES = 1 << 20
+http.client._MAXHEADERS = MAX_HEADER_BYTES
+http.client._MAXLINE = MAX_HEADER_BYTES
 _real_stdout = sys.stdout
 _write_lock = threading.Lock()
 _local = threading.local()
