@@ -173,10 +173,17 @@ func (r *Reconciler) reconcileHTTP(t *slessv1alpha1.Trigger) error {
 func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (time.Duration, error) {
 	sched, err := Schedule(t.Spec.Schedule, t.Spec.TimeZone)
 	if err != nil {
-		// The API refuses these; a stored one can only come from an older
-		// sless or a changed time zone database.
-		r.setReady(t, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error())
-		return 0, nil
+		// kubectl lets through a well-formed time zone the database does
+		// not know (the schema cannot look it up); anything else comes from
+		// an older sless. A CronJob made of an earlier spec would go on
+		// calling on the old schedule while the trigger says it does not:
+		// it is suspended, as for a missing function, until the spec is fixed.
+		t.Status.NextScheduleTime = nil
+		r.setReady(t, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error()+": the trigger is paused until its schedule is fixed")
+		if err := r.pauseChildren(ctx, t); err != nil {
+			return 0, err
+		}
+		return 0, r.releasePreWarm(ctx, t)
 	}
 	renew, err := r.ensureToken(ctx, t)
 	if err != nil {

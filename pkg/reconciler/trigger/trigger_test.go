@@ -621,3 +621,49 @@ func TestTriggerRejectedChild(t *testing.T) {
 		})
 	}
 }
+
+// A schedule that becomes one the controller cannot run (a time zone the
+// database does not know passes the schema) pauses the trigger: its
+// CronJob, made of the earlier spec, must not go on calling on the old
+// schedule while Ready says the trigger does not call, nor keep a next run
+// time; fixing the spec brings it back.
+func TestInvalidSchedulePausesTheCronJob(t *testing.T) {
+	e := setup(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	e.function("report")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "30 2 * * *", TimeZone: "Europe/Berlin"}})
+	e.reconcile("nightly")
+	cronJob := func() *batchv1.CronJob {
+		cj := &batchv1.CronJob{}
+		if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "nightly"}, cj); err != nil {
+			t.Fatal(err)
+		}
+		return cj
+	}
+	if cj := cronJob(); ptr.Deref(cj.Spec.Suspend, false) || e.get("nightly").Status.NextScheduleTime == nil {
+		t.Fatalf("a valid trigger: suspend %v, next run %v", cj.Spec.Suspend, e.get("nightly").Status.NextScheduleTime)
+	}
+
+	e.update("nightly", func(tr *slessv1alpha1.Trigger) { tr.Spec.TimeZone = "Mars/Olympus_Mons" })
+	e.reconcile("nightly")
+	tr := e.get("nightly")
+	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonInvalidSchedule || c.ObservedGeneration != tr.Generation {
+		t.Errorf("unknown time zone: Ready %+v, want False InvalidSchedule of generation %d", c, tr.Generation)
+	}
+	if tr.Status.NextScheduleTime != nil {
+		t.Errorf("unknown time zone: next run %v, want none", tr.Status.NextScheduleTime)
+	}
+	if cj := cronJob(); !ptr.Deref(cj.Spec.Suspend, false) {
+		t.Errorf("unknown time zone: the CronJob of the old spec still runs (suspend %v, schedule %q in %v)", ptr.Deref(cj.Spec.Suspend, false), cj.Spec.Schedule, ptr.Deref(cj.Spec.TimeZone, ""))
+	}
+
+	e.update("nightly", func(tr *slessv1alpha1.Trigger) { tr.Spec.TimeZone = "Europe/Lisbon" })
+	e.reconcile("nightly")
+	if c := ready(e.get("nightly")); c.Status != metav1.ConditionTrue {
+		t.Errorf("fixed time zone: Ready %+v", c)
+	}
+	if cj := cronJob(); ptr.Deref(cj.Spec.Suspend, false) || ptr.Deref(cj.Spec.TimeZone, "") != "Europe/Lisbon" {
+		t.Errorf("fixed time zone: suspend %v, time zone %v", ptr.Deref(cj.Spec.Suspend, false), ptr.Deref(cj.Spec.TimeZone, ""))
+	}
+}
