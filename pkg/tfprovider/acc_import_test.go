@@ -11,13 +11,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
 // A function made outside Terraform and imported: the first plan shows
 // only what the configuration alone holds (source_dir, wait_timeout) and
-// no new code, and applying it leaves the function as it was: same
+// the configuration's spelling of the same CPU quantity, no new code and no
+// new revision, and applying it leaves the function as it was: same
 // generation, same revision (docs/terraform.md, Import).
 func TestAccImportThenApplyChangesNothing(t *testing.T) {
 	api := startAPI(t)
@@ -30,6 +32,7 @@ func TestAccImportThenApplyChangesNothing(t *testing.T) {
   runtime      = "python3.12"
   entrypoint   = "main.handler"
   source_dir   = %q
+  cpu          = "0.25"
   wait_timeout = "3m"
 }
 `, name, dir))
@@ -44,8 +47,9 @@ func TestAccImportThenApplyChangesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("upload: %v", err)
 		}
+		cpu := apiresource.MustParse("250m")
 		fn := functionObject(api.Namespace, name, slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler",
+			Runtime: "python3.12", Entrypoint: "main.handler", CPU: &cpu,
 			Source: slessv1alpha1.FunctionSource{Archive: &up.Archive},
 		})
 		if _, err := api.Client.CreateFunction(ctx, fn); err != nil {
@@ -91,6 +95,7 @@ func TestAccImportThenApplyChangesNothing(t *testing.T) {
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue(addr, tfjsonpath.New("source_dir"), knownvalue.StringExact(dir)),
 					plancheck.ExpectKnownValue(addr, tfjsonpath.New("wait_timeout"), knownvalue.StringExact("3m")),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("cpu"), knownvalue.StringExact("0.25")),
 					plancheck.ExpectKnownValue(addr, tfjsonpath.New("revision"), knownvalue.NotNull()),
 					plancheck.ExpectKnownValue(addr, tfjsonpath.New("resolved_image"), knownvalue.NotNull()),
 				}},

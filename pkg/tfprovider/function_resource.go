@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -321,8 +322,23 @@ func codeChanged(plan, state *functionModel) bool {
 // wait_timeout, or all of them on the first apply after an import).
 func specChanged(plan, state *functionModel) bool {
 	return codeChanged(plan, state) || !plan.Env.Equal(state.Env) || !plan.SecretEnv.Equal(state.SecretEnv) ||
-		!plan.MemoryMB.Equal(state.MemoryMB) || !plan.CPU.Equal(state.CPU) || !plan.TimeoutSec.Equal(state.TimeoutSec) ||
+		!plan.MemoryMB.Equal(state.MemoryMB) || !sameQuantity(plan.CPU, state.CPU) || !plan.TimeoutSec.Equal(state.TimeoutSec) ||
 		!plan.BuildTimeoutSec.Equal(state.BuildTimeoutSec) || !plan.Scale.Equal(state.Scale)
+}
+
+// sameQuantity says whether two CPU attributes mean the same quantity
+// ("0.25" and "250m"): the API stores one canonical form, so a change of
+// spelling alone changes nothing there.
+func sameQuantity(a, b types.String) bool {
+	if a.Equal(b) {
+		return true
+	}
+	if a.IsNull() || a.IsUnknown() || b.IsNull() || b.IsUnknown() {
+		return false
+	}
+	qa, errA := apiresource.ParseQuantity(a.ValueString())
+	qb, errB := apiresource.ParseQuantity(b.ValueString())
+	return errA == nil && errB == nil && qa.Cmp(qb) == 0
 }
 
 // planArchive zips the configured source (nil when it is an image or not
