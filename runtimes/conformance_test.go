@@ -582,6 +582,31 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// A Node.js handler may throw (or reject with) what is not an Error; the
+// answer still reads as the contract's error: its own name or "Error" as the
+// type (not typeof), and a message that says something.
+func TestNodeThrowsNonErrors(t *testing.T) {
+	requireTools(t, "node", "npm")
+	fn := prepare(t, runtimes.NodeJS22, "lib/api.handle", testdataFiles(t, runtimes.NodeJS22))
+	in := fn.start(t, runtimes.LocalOptions{FunctionName: "conf", TimeoutSeconds: conformanceTimeout})
+	c := &client{t: t, base: in.base}
+	for what, want := range map[string][2]string{
+		"string": {"Error", "plain text"},
+		"named":  {"NotFound", "no such order"},
+		"object": {"Error", `{"code":7}`},
+		"null":   {"Error", "null"},
+		"number": {"Error", "42"},
+	} {
+		var body struct {
+			Error struct{ Type, Message string }
+		}
+		c.do("GET", "/throw?what="+what, nil, nil).status(500).decode(&body)
+		if body.Error.Type != want[0] || body.Error.Message != want[1] {
+			t.Errorf("throw %s: type %q message %q, want %q %q", what, body.Error.Type, body.Error.Message, want[0], want[1])
+		}
+	}
+}
+
 func TestNodeInstallWithoutLock(t *testing.T) {
 	requireTools(t, "node", "npm")
 	files := testdataFiles(t, runtimes.NodeJS22)

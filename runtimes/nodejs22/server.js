@@ -337,13 +337,30 @@ function errorBody(type, message, requestId) {
   return { error: { type, message }, requestId };
 }
 
+// What a handler threw need not be an Error: a rejected promise often
+// carries a string or a plain {name, message} object. Its type is then its
+// own name when it has one, else "Error" — as a Go error without a type of
+// its own — not typeof ("string", "object"); its message is the string, the
+// message property, or the value as JSON, not "[object Object]".
 function errorType(e) {
   if (e instanceof Error) return e.name || (e.constructor && e.constructor.name) || 'Error';
-  return typeof e;
+  if (e !== null && typeof e === 'object' && typeof e.name === 'string' && e.name !== '') return e.name;
+  return 'Error';
 }
 
 function errorMessage(e) {
-  return e instanceof Error ? e.message : String(e);
+  if (e instanceof Error) return e.message;
+  if (typeof e === 'string') return e;
+  if (e !== null && typeof e === 'object') {
+    if (typeof e.message === 'string') return e.message;
+    try {
+      const s = JSON.stringify(e);
+      if (s !== undefined) return s;
+    } catch {
+      // a cycle or a BigInt: String below
+    }
+  }
+  return String(e);
 }
 
 const TIMED_OUT = Symbol('timed out');

@@ -41,6 +41,11 @@ export async function handle(event, context) {
       return Buffer.from([...Array(256).keys()]);
     case '/error':
       throw new Boom('boom');
+    case '/throw': // values that are not Errors, as rejected promises carry them
+      throw {
+        string: 'plain text', named: { name: 'NotFound', message: 'no such order' }, object: { code: 7 },
+        null: null, number: 42,
+      }[event.query.what];
     case '/slow': {
       const ms = Number(event.query.ms || 0);
       console.log(`slow start ms=${ms}`);
