@@ -323,7 +323,7 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 				continue
 			}
 		}
-		writeProblem(c, storeProblem(err))
+		writeProblem(c, lostRace(err))
 		return
 	}
 }
@@ -358,7 +358,7 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 				return
 			}
 			if err != nil {
-				writeProblem(c, storeProblem(err))
+				writeProblem(c, lostRace(err))
 				return
 			}
 			// A finalizer keeps the object until the controller has cleaned

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -138,5 +139,50 @@ func TestUploadPreconditions(t *testing.T) {
 	want(t, upload("raced"), http.StatusOK)
 	if fn := e.getFunction("raced"); fn.Spec.Source.Archive == nil || fn.Labels["writer"] != "again" {
 		t.Fatalf("after a lost race without If-Match: source %+v, labels %v", fn.Spec.Source, fn.Labels)
+	}
+}
+
+// TestLostRaceSaysRetryAfter: a write that keeps losing the update race
+// until its retries run out is a 409 with Retry-After, which a client may
+// come back on, unlike the 409 of a stale metadata.resourceVersion, which
+// has none. Before, both were bare 409s, so the Go client could not tell
+// them apart and retried either for two minutes.
+func TestLostRaceSaysRetryAfter(t *testing.T) {
+	t.Parallel()
+	var racing *racingStore
+	e := newEnv(t, func(o *api.Options) {
+		racing = &racingStore{Client: o.Objects.(client.Client)}
+		o.Objects = racing
+	})
+	tok := e.token("alice")
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("hot")), http.StatusCreated)
+	n := 0
+	var race func(ctx context.Context)
+	race = func(ctx context.Context) {
+		n++
+		fn := &slessv1alpha1.Function{}
+		if err := e.kube.Client.Get(ctx, clientKey(e.ns, "hot"), fn); err != nil {
+			t.Error(err)
+			return
+		}
+		fn.Labels["writer"] = strconv.Itoa(n)
+		if err := e.kube.Client.Update(ctx, fn); err != nil {
+			t.Error(err)
+		}
+		racing.arm(race) // and again on the next attempt
+	}
+	racing.arm(race)
+	r := e.do("PATCH", e.path("functions", "hot"), tok, `{"spec":{"memoryMB":256}}`, "Content-Type", api.MergePatchContentType)
+	racing.arm(nil)
+	want(t, r, http.StatusConflict)
+	r.problem(t)
+	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Fatalf("Retry-After = %q after %d lost races", r.Header.Get("Retry-After"), n)
+	}
+
+	stale := e.do("PATCH", e.path("functions", "hot"), tok, `{"metadata":{"resourceVersion":"1"},"spec":{"memoryMB":256}}`, "Content-Type", api.MergePatchContentType)
+	want(t, stale, http.StatusConflict)
+	if ra := stale.Header.Get("Retry-After"); ra != "" {
+		t.Fatalf("a stale resourceVersion says Retry-After %q", ra)
 	}
 }

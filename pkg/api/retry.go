@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -44,4 +45,15 @@ func (r *raceRetry) again(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// lostRace answers a write that still lost the update race when its retries
+// ran out. The 409 says Retry-After: the conflict passes once the other
+// writers do, unlike a stale metadata.resourceVersion, which no wait mends
+// (the Go client retries a 409 only when told to come back).
+func lostRace(err error) *Problem {
+	if !apierrors.IsConflict(err) {
+		return storeProblem(err)
+	}
+	return conflict("other writers kept changing the object for %s; try again", raceBudget).withRetry(1)
 }

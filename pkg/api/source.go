@@ -221,7 +221,7 @@ func (s *Server) putSource(c *gin.Context) {
 			return
 		}
 		if !apierrors.IsConflict(err) || !retry.again(ctx) {
-			writeProblem(c, storeProblem(err))
+			writeProblem(c, lostRace(err))
 			return
 		}
 		fn = &slessv1alpha1.Function{}

@@ -168,10 +168,12 @@ func (c *Client) retryable(method string, err error) (time.Duration, bool) {
 		case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
 			return min(apiErr.RetryAfter, c.retry.Max*4), true
 		case http.StatusConflict:
-			// A create that meets an object still being deleted is told to
-			// come back (Retry-After); a create that meets a live object is
-			// not, and retrying it would only delay the error.
-			if apiErr.HasRetryAfter || method != http.MethodPost {
+			// A 409 the API expects to pass (an object still being deleted,
+			// writers that kept winning the update race) says Retry-After.
+			// One without it does not pass by waiting — a live object of the
+			// same name, a metadata.resourceVersion that is no longer
+			// current — and retrying would only delay the error.
+			if apiErr.HasRetryAfter {
 				return min(apiErr.RetryAfter, c.retry.Max*4), true
 			}
 		}
