@@ -218,6 +218,18 @@ func TestConformance(t *testing.T) {
 						c.do("GET", "/nonfinite?v="+v+"&as="+as, nil, nil).status(500).errorType("BadResult")
 					}
 				}
+				// Logged as a handler's error is: one error line whose errorType
+				// is the answer's (Python and Node.js named the encoder's
+				// exception, Go left errorType out).
+				c.do("GET", "/nonfinite?v=nan&as=value", map[string]string{"X-Request-Id": "req-bad-1"}, nil).status(500)
+				waitFor(t, 5*time.Second, "a BadResult error log line with a stack", func() bool {
+					for _, rec := range logRecords(in.stdout.String()) {
+						if rec["level"] == "error" && rec["requestId"] == "req-bad-1" && rec["errorType"] == "BadResult" && rec["stack"] != "" && rec["stack"] != nil {
+							return true
+						}
+					}
+					return false
+				})
 				// Bytes anywhere in a result are base64, whatever their type; an
 				// object that merely looks like a serialized Buffer is data.
 				c.do("GET", "/nested-bytes", nil, nil).status(200).jsonEq(fmt.Sprintf(

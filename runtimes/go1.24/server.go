@@ -314,7 +314,7 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 	}
 	enc, err := encodeResult(out.value)
 	if err != nil {
-		baseLogger.Error("cannot encode the function's result", "requestId", requestID, "error", err.Error())
+		logBadResult(requestID, err)
 		writeJSON(w, 500, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID))
 		return 500
 	}
@@ -509,6 +509,13 @@ func serve(cfg config, h handler, ready chan<- string) error {
 	return nil
 }
 
+// logBadResult logs a result the wrapper cannot send as the other wrappers
+// do: one error line whose errorType is the answer's type.
+func logBadResult(requestID string, err error) {
+	baseLogger.Error("cannot encode the function's result: "+err.Error(), "requestId", requestID,
+		"errorType", "BadResult", "stack", err.Error())
+}
+
 // jsonProblem says why b is not a JSON text, or "" when it is one.
 func jsonProblem(b []byte) string {
 	if json.Valid(b) {
@@ -560,6 +567,7 @@ func runJob(cfg config, h handler) int {
 	}
 	b, err := json.Marshal(out.value)
 	if err != nil {
+		logBadResult(requestID, err)
 		return finishJob(cfg, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID), 1)
 	}
 	baseLogger.Info("job finished", "requestId", requestID)

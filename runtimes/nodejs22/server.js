@@ -449,7 +449,7 @@ function serve(cfg, fn) {
       try {
         out = encodeResult(result);
       } catch (e) {
-        log('error', `cannot encode the function's result: ${e.message}`, { errorType: errorType(e), stack: e.stack }, requestId);
+        log('error', `cannot encode the function's result: ${e.message}`, { errorType: 'BadResult', stack: e.stack }, requestId);
         sendJSON(500, errorBody('BadResult', `cannot encode the function's result: ${e.message}`, requestId));
         return;
       }
@@ -526,7 +526,7 @@ async function runJob(cfg, fn) {
   try {
     out = jsonBytes(result === undefined ? null : result);
   } catch (e) {
-    log('error', `cannot encode the function's result: ${e.message}`, { errorType: errorType(e), stack: e.stack }, requestId);
+    log('error', `cannot encode the function's result: ${e.message}`, { errorType: 'BadResult', stack: e.stack }, requestId);
     return finishJob(cfg, errorBody('BadResult', `cannot encode the function's result: ${e.message}`, requestId), 1);
   }
   log('info', 'job finished', {}, requestId);

@@ -531,7 +531,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             except Exception as e:
                 status = 500
                 log("error", "cannot encode the function's result: %s" % e, request_id,
-                    errorType=type(e).__name__, stack=traceback.format_exc())
+                    errorType="BadResult", stack=traceback.format_exc())
                 self._send_json(500, error_body("BadResult", "cannot encode the function's result: %s" % e,
                                                 request_id), request_id)
                 return
@@ -571,7 +571,7 @@ def run_job(cfg, fn):
         out = _json_bytes(inv.result)
     except Exception as e:
         log("error", "cannot encode the function's result: %s" % e, request_id,
-            errorType=type(e).__name__, stack=traceback.format_exc())
+            errorType="BadResult", stack=traceback.format_exc())
         return finish_job(cfg, error_body("BadResult", "cannot encode the function's result: %s" % e, request_id), 1)
     log("info", "job finished", request_id)
     return finish_job(cfg, out, 0)
