@@ -108,8 +108,8 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Optional:    true,
 				Description: "Environment variables taken from Kubernetes Secrets in the function's namespace.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"secret": schema.StringAttribute{Required: true, Description: "Secret name.", Validators: []validator.String{dnsLabel{max: 253}}},
-					"key":    schema.StringAttribute{Required: true, Description: "Key in the Secret.", Validators: []validator.String{notEmpty{}}},
+					"secret": schema.StringAttribute{Required: true, Description: "Secret name.", Validators: []validator.String{objectName{}}},
+					"key":    schema.StringAttribute{Required: true, Description: "Key in the Secret.", Validators: []validator.String{notEmpty{required: true}}},
 				}},
 			},
 			"memory_mb": schema.Int64Attribute{

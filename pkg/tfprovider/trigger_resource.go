@@ -132,9 +132,9 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Description: "Wake the function this many seconds before each cron run so the run has no cold start."},
 			"queue": schema.SingleNestedAttribute{Optional: true, Description: "The queue of a queue trigger.",
 				Attributes: map[string]schema.Attribute{
-					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{}},
+					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}},
 						Description: "Secret in the namespace whose key \"url\" holds the amqp:// URL."},
-					"queue": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{}}, Description: "Queue to consume."},
+					"queue": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}}, Description: "Queue to consume."},
 					"prefetch": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(10),
 						Validators: []validator.Int64{between{1, 1000}}, Description: "Unacknowledged messages a consumer holds."},
 					"concurrency": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),

@@ -41,20 +41,7 @@ func tfValue(t *testing.T, typ tftypes.Object, attrs map[string]any) tftypes.Val
 	t.Helper()
 	vals := map[string]tftypes.Value{}
 	for name, at := range typ.AttributeTypes {
-		v, ok := attrs[name]
-		switch v := v.(type) {
-		case nil:
-			if ok {
-				t.Fatalf("attribute %s: nil", name)
-			}
-			vals[name] = tftypes.NewValue(at, nil)
-		case map[string]any:
-			vals[name] = tfValue(t, at.(tftypes.Object), v)
-		case int:
-			vals[name] = tftypes.NewValue(at, int64(v))
-		default:
-			vals[name] = tftypes.NewValue(at, v)
-		}
+		vals[name] = toTF(t, at, attrs[name])
 	}
 	for name := range attrs {
 		if _, ok := typ.AttributeTypes[name]; !ok {
@@ -62,6 +49,31 @@ func tfValue(t *testing.T, typ tftypes.Object, attrs map[string]any) tftypes.Val
 		}
 	}
 	return tftypes.NewValue(typ, vals)
+}
+
+// toTF is v as a value of typ: nil is null, a map[string]any an object or
+// a map, an int a number.
+func toTF(t *testing.T, typ tftypes.Type, v any) tftypes.Value {
+	t.Helper()
+	switch v := v.(type) {
+	case nil:
+		return tftypes.NewValue(typ, nil)
+	case map[string]any:
+		switch typ := typ.(type) {
+		case tftypes.Object:
+			return tfValue(t, typ, v)
+		case tftypes.Map:
+			elems := map[string]tftypes.Value{}
+			for k, e := range v {
+				elems[k] = toTF(t, typ.ElementType, e)
+			}
+			return tftypes.NewValue(typ, elems)
+		}
+		t.Fatalf("a map for %s", typ)
+	case int:
+		return tftypes.NewValue(typ, int64(v))
+	}
+	return tftypes.NewValue(typ, v)
 }
 
 // Each refused value is reported once, by the attribute's own validator
@@ -80,7 +92,7 @@ func TestEachMistakeIsReportedOnce(t *testing.T) {
 		name     string
 		typeName string
 		attrs    map[string]any
-		// detail must match the one error's detail.
+		// detail must match the one error's detail; "" means no error.
 		detail string
 	}{
 		{"memory below the limit", "sless_function", fn(map[string]any{"memory_mb": -10}), `^memory_mb: -10 is out of range: must be between 64 and 4096$`},
@@ -98,6 +110,16 @@ func TestEachMistakeIsReportedOnce(t *testing.T) {
 		{"queue prefetch zero", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
 			"queue": map[string]any{"connection_secret": "amqp", "queue": "q", "prefetch": 0}}, `^queue\.prefetch: 0 is out of range: must be between 1 and 1000$`},
 		{"job name too long", "sless_job", map[string]any{"name": strings.Repeat("a", 41), "function": "f"}, `^name: "a+" must be a DNS label of at most 40 characters`},
+		// Secret names are DNS-1123 subdomains: dots are fine.
+		{"secret name with dots", "sless_function", fn(map[string]any{"secret_env": map[string]any{
+			"DB": map[string]any{"secret": "db.credentials", "key": "url"}}}), ""},
+		{"secret name with capitals", "sless_function", fn(map[string]any{"secret_env": map[string]any{
+			"DB": map[string]any{"secret": "Db_Credentials", "key": "url"}}}), `^secret_env\["DB"\]\.secret: "Db_Credentials" must be a DNS-1123 subdomain`},
+		// A required attribute cannot be left out: the message does not say to.
+		{"empty secret key", "sless_function", fn(map[string]any{"secret_env": map[string]any{
+			"DB": map[string]any{"secret": "db", "key": ""}}}), `^secret_env\["DB"\]\.key: must not be empty$`},
+		{"empty queue name", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
+			"queue": map[string]any{"connection_secret": "amqp", "queue": ""}}, `^queue\.queue: must not be empty$`},
 		{"job timeout zero", "sless_job", map[string]any{"name": "j", "function": "f", "timeout_sec": 0}, `^timeout_sec: 0 is out of range: must be between 1 and 86400$`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,12 +129,19 @@ func TestEachMistakeIsReportedOnce(t *testing.T) {
 					errs = append(errs, d)
 				}
 			}
-			if len(errs) != 1 {
+			want := 1
+			if tc.detail == "" {
+				want = 0
+			}
+			if len(errs) != want {
 				var got []string
 				for _, d := range errs {
 					got = append(got, d.Summary+": "+d.Detail)
 				}
-				t.Fatalf("%d errors, want 1:\n%s", len(errs), strings.Join(got, "\n"))
+				t.Fatalf("%d errors, want %d:\n%s", len(errs), want, strings.Join(got, "\n"))
+			}
+			if want == 0 {
+				return
 			}
 			if !regexp.MustCompile(tc.detail).MatchString(errs[0].Detail) {
 				t.Errorf("detail %q does not match %s", errs[0].Detail, tc.detail)

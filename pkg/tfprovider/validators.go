@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/sless-dev/sless/pkg/client"
@@ -142,14 +143,37 @@ func (v between) ValidateInt64(_ context.Context, req validator.Int64Request, re
 	}
 }
 
-type notEmpty struct{}
+// notEmpty refuses "". For an optional attribute the way to say "none" is
+// to leave it out, and the message says so; a required one just needs a value.
+type notEmpty struct{ required bool }
 
 func (notEmpty) Description(context.Context) string               { return "not empty" }
 func (v notEmpty) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (notEmpty) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+func (v notEmpty) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueString() == "" {
-		attrError(&resp.Diagnostics, req.Path, "Empty value",
-			"must not be empty; leave the attribute out instead of setting \"\"")
+		detail := "must not be empty; leave the attribute out instead of setting \"\""
+		if v.required {
+			detail = "must not be empty"
+		}
+		attrError(&resp.Diagnostics, req.Path, "Empty value", detail)
+	}
+}
+
+// objectName checks the name of a Kubernetes object such as a Secret: a
+// DNS-1123 subdomain (dots allowed), as the apiserver requires.
+type objectName struct{}
+
+func (objectName) Description(context.Context) string {
+	return "a DNS-1123 subdomain of at most 253 characters"
+}
+func (v objectName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v objectName) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if msgs := k8svalidation.IsDNS1123Subdomain(req.ConfigValue.ValueString()); len(msgs) > 0 {
+		attrError(&resp.Diagnostics, req.Path, "Invalid value",
+			fmt.Sprintf("%q must be %s: %s", req.ConfigValue.ValueString(), v.Description(context.Background()), strings.Join(msgs, "; ")))
 	}
 }
 
