@@ -320,7 +320,7 @@ func TestConformance(t *testing.T) {
 				// Writes straight to stdout and stderr are log lines as well,
 				// an unterminated one included: raw text would break the
 				// JSON lines, and glue itself to the next one.
-				c.do("GET", "/write-raw?marker=m-43", map[string]string{"X-Request-Id": "req-log-2"}, nil).status(200)
+				c.do("GET", "/write-raw?marker=m-43", map[string]string{"X-Request-Id": "req-log-2"}, nil).status(200).jsonEq(`"ok"`)
 				for _, want := range []struct{ msg, level string }{{"raw-out m-43", "info"}, {"raw-err m-43", "error"}} {
 					waitFor(t, 5*time.Second, "the raw write "+want.msg+" as a JSON log line", func() bool {
 						for _, rec := range logRecords(in.stdout.String()) {

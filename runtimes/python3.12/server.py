@@ -11,6 +11,7 @@ Standard library only: it runs on any CPython from 3.9 on.
 import asyncio
 import base64
 import binascii
+import codecs
 import datetime
 import decimal
 import importlib
@@ -61,15 +62,33 @@ def log(level, msg, request_id=None, **fields):
 
 class _LineLogger(io.TextIOBase):
     """Stands in for sys.stdout/sys.stderr so that what a handler prints
-    becomes JSON log lines tagged with the request id of its thread."""
+    becomes JSON log lines tagged with the request id of its thread.
 
-    def __init__(self, level):
+    It is a whole text stream to the code that uses it: it has a binary
+    buffer, an encoding and a descriptor, whose absence made
+    sys.stdout.buffer.write, libraries reading sys.stdout.encoding, and
+    subprocess or faulthandler handed sys.stdout fail the call."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, level, real):
         super().__init__()
         self._level = level
+        self._real = real
         self._buffers = threading.local()
+        self.buffer = _BinaryLines(self)
 
     def writable(self):
         return True
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        # What is written to the descriptor itself (a child process, C code)
+        # goes out as written, unstructured: only Go's wrapper captures it.
+        return self._real.fileno()
 
     def write(self, s):
         if not isinstance(s, str):
@@ -86,6 +105,33 @@ class _LineLogger(io.TextIOBase):
         if rest:
             self._buffers.text = ""
             log(self._level, rest, source="function")
+
+
+class _BinaryLines(io.RawIOBase):
+    """The buffer of a _LineLogger: bytes written to it are its text, decoded
+    as UTF-8 per thread so that a character split across writes stays whole."""
+
+    def __init__(self, text):
+        super().__init__()
+        self._text = text
+        self._decoders = threading.local()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        dec = getattr(self._decoders, "d", None)
+        if dec is None:
+            dec = self._decoders.d = codecs.getincrementaldecoder("utf-8")("replace")
+        data = bytes(b)
+        self._text.write(dec.decode(data))
+        return len(data)
+
+    def flush(self):
+        self._text.flush()
+
+    def fileno(self):
+        return self._text.fileno()
 
 
 class Config:
@@ -613,8 +659,8 @@ def serve(cfg, fn):
 
 def main():
     cfg = Config(os.environ)
-    sys.stdout = _LineLogger("info")
-    sys.stderr = _LineLogger("error")
+    sys.stdout = _LineLogger("info", sys.__stdout__)
+    sys.stderr = _LineLogger("error", sys.__stderr__)
     try:
         os.chdir(cfg.function_dir)
     except OSError:

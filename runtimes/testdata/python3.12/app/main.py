@@ -72,9 +72,10 @@ def handler(event, context):
     if path == "/write-raw":  # written straight to the streams, the last line unterminated
         m = event["query"].get("marker", "")
         sys.stdout.write("raw-out ")
-        sys.stdout.write(m + "\n")
+        sys.stdout.buffer.write((m + "\n").encode())  # bytes, as libraries write them
         sys.stderr.write("raw-err " + m)
-        return "ok"
+        # What code asks of a real stream: an encoding, a descriptor.
+        return "ok" if sys.stdout.encoding == "utf-8" and sys.stderr.fileno() == 2 else "not a whole stream"
     if path == "/print":
         print("printed", event["query"].get("marker", ""))
         return "ok"
