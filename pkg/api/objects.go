@@ -103,6 +103,9 @@ func (s *Server) get(k *kind) gin.HandlerFunc {
 			writeProblem(c, storeProblem(err))
 			return
 		}
+		if notModified(c, etag(obj)) {
+			return
+		}
 		s.respond(c, k, http.StatusOK, obj)
 	}
 }
@@ -285,6 +288,10 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 			writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
 			return
 		}
+		if p := checkIfNoneMatch(c, cur.GetResourceVersion()); p != nil {
+			writeProblem(c, p)
+			return
+		}
 		if bodyRV != "" && bodyRV != cur.GetResourceVersion() {
 			writeProblem(c, conflict("metadata.resourceVersion %s is not the current version %s: read the object again", bodyRV, cur.GetResourceVersion()))
 			return
@@ -342,6 +349,10 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 			}
 			if hasIfMatch && !etagMatches(ifMatch, cur.GetResourceVersion()) {
 				writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
+				return
+			}
+			if p := checkIfNoneMatch(c, cur.GetResourceVersion()); p != nil {
+				writeProblem(c, p)
 				return
 			}
 			uid, rv := cur.GetUID(), cur.GetResourceVersion()
@@ -542,6 +553,44 @@ func (s *Server) respond(c *gin.Context, k *kind, status int, obj client.Object)
 
 // etag is the strong entity tag of an object: its resourceVersion, quoted.
 func etag(obj client.Object) string { return `"` + obj.GetResourceVersion() + `"` }
+
+// noneMatch implements the comparison of If-None-Match (RFC 9110 13.1.2)
+// against an entity tag: "*" or any listed tag equal to it, weak or not.
+func noneMatch(header []string, tag string) bool {
+	for _, h := range header {
+		for _, t := range strings.Split(h, ",") {
+			t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+			if t == "*" || t == tag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// notModified answers a GET or HEAD whose If-None-Match names the current
+// tag with 304 and that tag, and says whether it did.
+func notModified(c *gin.Context, tag string) bool {
+	h, ok := c.Request.Header["If-None-Match"]
+	if !ok || !noneMatch(h, tag) {
+		return false
+	}
+	c.Header("ETag", tag)
+	c.Status(http.StatusNotModified)
+	c.Abort()
+	return true
+}
+
+// checkIfNoneMatch refuses a write whose If-None-Match names the object's
+// current version, or is "*" (the object exists): the client asked for the
+// change only if the object is not (or no longer) as it names.
+func checkIfNoneMatch(c *gin.Context, rv string) *Problem {
+	h, ok := c.Request.Header["If-None-Match"]
+	if !ok || !noneMatch(h, `"`+rv+`"`) {
+		return nil
+	}
+	return preconditionFailed("If-None-Match %s matches the current version \"%s\"", strings.Join(h, ", "), rv)
+}
 
 // etagMatches implements If-Match (RFC 9110 13.1.1) against a
 // resourceVersion: "*" or any listed tag equal to it. Weak tags never match.

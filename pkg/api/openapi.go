@@ -123,8 +123,14 @@ func buildOpenAPI() obj {
 		}
 		if op.method == "PUT" || op.method == "PATCH" || op.method == "DELETE" {
 			if !op.public {
-				params = append(params, obj{"name": "If-Match", "in": "header", "description": "The ETag (resourceVersion) the change applies to; 412 when stale.", "schema": obj{"type": "string"}})
+				params = append(params,
+					obj{"name": "If-Match", "in": "header", "description": "The ETag (resourceVersion) the change applies to; 412 when stale.", "schema": obj{"type": "string"}},
+					obj{"name": "If-None-Match", "in": "header", "description": "412 when it names the current ETag (resourceVersion) or is * and the object exists.", "schema": obj{"type": "string"}})
 			}
+		}
+		conditionalGet := op.method == "GET" && (op.id == "getFunctionSource" || (op.kind != "" && op.okSchema == op.kind))
+		if conditionalGet {
+			params = append(params, obj{"name": "If-None-Match", "in": "header", "description": "304 without a body when it names the current ETag.", "schema": obj{"type": "string"}})
 		}
 		if params != nil {
 			o["parameters"] = params
@@ -158,6 +164,9 @@ func buildOpenAPI() obj {
 			okResp["headers"] = obj{"ETag": obj{"description": "The resourceVersion, quoted.", "schema": obj{"type": "string"}}}
 		}
 		responses[itoa(op.ok)] = okResp
+		if conditionalGet {
+			responses["304"] = obj{"description": "Not modified: If-None-Match names the current ETag"}
+		}
 		if op.method == "DELETE" && op.kind != "" {
 			responses["202"] = obj{"description": "Deleting: finalizers still run", "content": obj{"application/json": obj{"schema": ref(op.kind)}}}
 		}

@@ -141,6 +141,11 @@ func (s *Server) putSource(c *gin.Context) {
 		writeProblem(c, preconditionFailed("If-Match %s does not match the Function's current version %s", strings.Join(ifMatch, ", "), etag(fn)))
 		return
 	}
+	// If-None-Match: * uploads only for a Function not created yet.
+	if p := checkIfNoneMatch(c, fn.ResourceVersion); p != nil {
+		writeProblem(c, p)
+		return
+	}
 	if fn.DeletionTimestamp != nil {
 		writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
 		return
@@ -189,6 +194,10 @@ func (s *Server) putSource(c *gin.Context) {
 	for {
 		if fn.DeletionTimestamp != nil {
 			writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
+			return
+		}
+		if p := checkIfNoneMatch(c, fn.ResourceVersion); p != nil {
+			writeProblem(c, p)
 			return
 		}
 		if fn.Spec.Source.Archive != nil && equality.Semantic.DeepEqual(*fn.Spec.Source.Archive, archive) && !target.changes(fn) {
@@ -300,6 +309,9 @@ func (s *Server) getSource(c *gin.Context) {
 	if a == nil {
 		writeProblem(c, notFound("Function %q has no uploaded archive", fn.Name))
 		return
+	}
+	if notModified(c, `"`+a.SHA256+`"`) {
+		return // the client has these bytes: storage is not read
 	}
 	rc, size, err := s.opts.Blobs.Get(ctx, a.Key)
 	if errors.Is(err, s3.ErrNotFound) {
