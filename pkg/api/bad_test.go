@@ -344,3 +344,24 @@ func encryptedZip(t *testing.T) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestUnsupportedMediaTypeSaysWhatIsAccepted: a PATCH in another patch format
+// (JSON Patch, strategic merge) is told the one it takes in Accept-Patch, and
+// a create in another format the one in Accept-Post.
+func TestUnsupportedMediaTypeSaysWhatIsAccepted(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("alice")
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("m")), http.StatusCreated)
+	for _, ct := range []string{"application/json-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml", "application/json"} {
+		r := e.do("PATCH", e.path("functions", "m"), tok, `[{"op":"replace","path":"/spec/memoryMB","value":256}]`, "Content-Type", ct)
+		want(t, r, http.StatusUnsupportedMediaType)
+		if got := r.Header.Get("Accept-Patch"); got != api.MergePatchContentType {
+			t.Errorf("PATCH as %s: Accept-Patch %q", ct, got)
+		}
+	}
+	r := e.do("POST", e.path("functions"), tok, "metadata:\n  name: y\n", "Content-Type", "application/yaml")
+	want(t, r, http.StatusUnsupportedMediaType)
+	if got := r.Header.Get("Accept-Post"); got != "application/json" {
+		t.Errorf("POST as YAML: Accept-Post %q", got)
+	}
+}

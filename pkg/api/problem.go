@@ -185,6 +185,16 @@ func writeProblem(c *gin.Context, p *Problem) {
 	if p.retryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(p.retryAfter))
 	}
+	if p.Status == http.StatusUnsupportedMediaType {
+		// Say what would have been taken (RFC 5789 2.2; Accept-Post of the
+		// W3C's Linked Data Platform for POST).
+		switch c.Request.Method {
+		case http.MethodPatch:
+			c.Header("Accept-Patch", MergePatchContentType)
+		case http.MethodPost:
+			c.Header("Accept-Post", "application/json")
+		}
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		b = []byte(`{"type":"` + problemBase + `internal","title":"Internal error","status":500}`)
