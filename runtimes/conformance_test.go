@@ -230,6 +230,11 @@ func TestConformance(t *testing.T) {
 					}
 					return false
 				})
+				// The result's own code failing while it is encoded (Python's
+				// default, a JS toJSON, a Go MarshalJSON that panics, which
+				// took the connection down) is a BadResult too.
+				c.do("GET", "/encode-fails", nil, nil).status(500).errorType("BadResult")
+				c.do("GET", "/echo", nil, nil).status(200)
 				// Bytes anywhere in a result are base64, whatever their type; an
 				// object that merely looks like a serialized Buffer is data.
 				c.do("GET", "/nested-bytes", nil, nil).status(200).jsonEq(fmt.Sprintf(
@@ -584,10 +589,12 @@ func TestConformance(t *testing.T) {
 				// A result with no JSON fails the run as over HTTP: exit 1 with
 				// a BadResult, not a missing termination message (Node.js) or
 				// a NaN that is not JSON (Python).
-				code, term, out = fn.runJob(t, `{"nonfinite":true}`)
-				fail.Error.Type = ""
-				if err := json.Unmarshal(term, &fail); code != 1 || err != nil || fail.Error.Type != "BadResult" {
-					t.Errorf("unencodable result: exit code %d, termination message %q (%v)\n%s", code, term, err, out)
+				for _, payload := range []string{`{"nonfinite":true}`, `{"encodefails":true}`} {
+					code, term, out = fn.runJob(t, payload)
+					fail.Error.Type = ""
+					if err := json.Unmarshal(term, &fail); code != 1 || err != nil || fail.Error.Type != "BadResult" {
+						t.Errorf("unencodable result %s: exit code %d, termination message %q (%v)\n%s", payload, code, term, err, out)
+					}
 				}
 			})
 		}

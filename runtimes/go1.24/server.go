@@ -312,7 +312,7 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 		writeJSON(w, status, newErrorBody(typ, out.err.Error(), requestID))
 		return status
 	}
-	enc, err := encodeResult(out.value)
+	enc, err := recoverTo(func() (encoded, error) { return encodeResult(out.value) })
 	if err != nil {
 		logBadResult(requestID, err)
 		writeJSON(w, 500, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID))
@@ -509,6 +509,20 @@ func serve(cfg config, h handler, ready chan<- string) error {
 	return nil
 }
 
+// recoverTo runs an encoding of the handler's result, a panic in the
+// result's own code (a MarshalJSON method) being its error: encoding/json
+// passes such a panic on, which took the connection down (a 502 from the
+// proxy) or, in job mode, the process, where Python and Node.js answer a
+// BadResult.
+func recoverTo[T any](encode func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic while encoding it: %v", r)
+		}
+	}()
+	return encode()
+}
+
 // logBadResult logs a result the wrapper cannot send as the other wrappers
 // do: one error line whose errorType is the answer's type.
 func logBadResult(requestID string, err error) {
@@ -565,7 +579,7 @@ func runJob(cfg config, h handler) int {
 		logFunctionError(requestID, typ, out)
 		return finishJob(cfg, newErrorBody(typ, out.err.Error(), requestID), 1)
 	}
-	b, err := json.Marshal(out.value)
+	b, err := recoverTo(func() ([]byte, error) { return json.Marshal(out.value) })
 	if err != nil {
 		logBadResult(requestID, err)
 		return finishJob(cfg, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID), 1)

@@ -21,6 +21,11 @@ type Boom struct{ msg string }
 
 func (b *Boom) Error() string { return b.msg }
 
+// panicky is a value whose MarshalJSON panics, as buggy encoding code does.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("cannot be JSON") }
+
 func allBytes() []byte {
 	b := make([]byte, 256)
 	for i := range b {
@@ -41,6 +46,9 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 		}
 		if payload["nonfinite"] == true {
 			return map[string]any{"x": math.NaN()}, nil
+		}
+		if payload["encodefails"] == true {
+			return map[string]any{"x": panicky{}}, nil
 		}
 		return map[string]any{"job": payload}, nil
 	}
@@ -100,6 +108,8 @@ func Handle(ctx context.Context, ev sless.Event) (any, error) {
 			return &sless.Response{StatusCode: 200, Body: map[string]any{"x": x}}, nil
 		}
 		return map[string]any{"x": x}, nil
+	case "/encode-fails": // the result's own code fails while it is encoded
+		return map[string]any{"x": panicky{}}, nil
 	case "/nested-bytes":
 		return map[string]any{"b": allBytes(), "list": []any{[]byte{1, 2}},
 			"lookalike": map[string]any{"type": "Buffer", "data": []int{104, 105}}}, nil

@@ -18,6 +18,7 @@ export async function handle(event, context) {
   if (path === '/' && event.method === 'POST') { // job mode
     if (event.body && event.body.fail) throw new Boom('job failed on purpose');
     if (event.body && event.body.nonfinite) return { x: NaN };
+    if (event.body && event.body.encodefails) return { x: { toJSON() { throw new Error('cannot be JSON'); } } };
     return { job: event.body };
   }
   switch (path.startsWith('/echo/') ? '/echo' : path) {
@@ -71,6 +72,8 @@ export async function handle(event, context) {
       const x = { nan: NaN, inf: Infinity, '-inf': -Infinity }[event.query.v || 'nan'];
       return event.query.as === 'body' ? { statusCode: 200, body: { x } } : { x };
     }
+    case '/encode-fails': // the result's own code fails while it is encoded
+      return { x: { toJSON() { throw new Error('cannot be JSON'); } } };
     case '/nested-bytes':
       return { b: Buffer.from([...Array(256).keys()]), list: [new Uint8Array([1, 2])], lookalike: { type: 'Buffer', data: [104, 105] } };
     case '/dep':

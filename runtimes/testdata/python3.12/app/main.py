@@ -17,6 +17,8 @@ def handler(event, context):
             raise Boom("job failed on purpose")
         if isinstance(event["body"], dict) and event["body"].get("nonfinite"):
             return {"x": float("nan")}
+        if isinstance(event["body"], dict) and event["body"].get("encodefails"):
+            return {"x": object()}
         return {"job": event["body"]}
     if path == "/echo" or path.startswith("/echo/"):
         return {"event": event, "context": {
@@ -62,6 +64,10 @@ def handler(event, context):
         q = event["query"]
         x = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}[q.get("v", "nan")]
         return {"statusCode": 200, "body": {"x": x}} if q.get("as") == "body" else {"x": x}
+    if path == "/encode-fails":  # the result's own code fails while it is encoded
+        class Weird:
+            pass
+        return {"x": Weird()}
     if path == "/nested-bytes":
         return {"b": bytes(range(256)), "list": [bytearray([1, 2])], "lookalike": {"type": "Buffer", "data": [104, 105]}}
     if path == "/dep":
