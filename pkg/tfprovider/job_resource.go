@@ -227,7 +227,18 @@ func (r *jobResource) waitRun(ctx context.Context, j *slessv1alpha1.FunctionJob,
 	ns, name, run := j.Namespace, j.Name, j.Spec.RunID
 	p := newPoller(timeout)
 	started := false
+	waitingFor := ""
 	for {
+		// Why the run has not started (its function does not exist or is
+		// not built yet): logged as it changes, and told if the wait ends.
+		blocked := condition(j.Status.Conditions, slessv1alpha1.JobConditionReady)
+		if blocked != nil && blocked.Status != metav1.ConditionFalse {
+			blocked = nil
+		}
+		if blocked != nil && blocked.Reason != waitingFor {
+			waitingFor = blocked.Reason
+			progress(ctx, "job", ns, name, "waiting: "+blocked.Reason+": "+blocked.Message, "run_id", run)
+		}
 		if j.Status.RunID == run {
 			switch j.Status.Phase {
 			case slessv1alpha1.JobPhaseSucceeded:
@@ -248,7 +259,11 @@ func (r *jobResource) waitRun(ctx context.Context, j *slessv1alpha1.FunctionJob,
 		}
 		if err := p.wait(ctx); err != nil {
 			if errors.Is(err, errTimeout) {
-				return j, fmt.Errorf("run %d of job %s/%s did not finish within %s (wait_timeout); it is %q", run, ns, name, timeout, j.Status.Phase)
+				why := ""
+				if blocked != nil {
+					why = fmt.Sprintf(" (%s: %s)", blocked.Reason, blocked.Message)
+				}
+				return j, fmt.Errorf("run %d of job %s/%s did not finish within %s (wait_timeout); it is %q%s", run, ns, name, timeout, j.Status.Phase, why)
 			}
 			return j, err
 		}
