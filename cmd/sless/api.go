@@ -85,8 +85,16 @@ func runAPI(ctx context.Context, args []string) error {
 	// Auth.
 	acfg := auth.Config{Issuer: *issuer, JWKSFile: *jwksFile, JWKSURL: *jwksURL,
 		NamespaceClaim: *nsClaim, AdminClaim: *adminClaim, NamespacePrefix: *nsPrefix, Leeway: 30 * time.Second}
-	if *audience != "" {
-		acfg.Audiences = strings.Split(*audience, ",")
+	auds, err := parseAudiences(*audience)
+	if err != nil {
+		return err
+	}
+	acfg.Audiences = auds
+	if (*jwksFile != "" || *jwksURL != "") && len(auds) == 0 {
+		// Unlike an HS256 secret of sless's own, a key set is an identity
+		// provider's, which signs tokens for every service it serves: without
+		// an audience, each of them would be a sless token too.
+		return errors.New("-jwks-file and -jwks-url need -jwt-audience: without it, a token the identity provider issued for any other service would be accepted")
 	}
 	if *secretFile != "" {
 		b, err := os.ReadFile(*secretFile)
@@ -196,7 +204,7 @@ func runAPI(ctx context.Context, args []string) error {
 			return err
 		},
 	}
-	opts.Invoke = triggerCalls(proxy, acfg.HS256Secret, *issuer, *audience, cl) // cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md)
+	opts.Invoke = triggerCalls(proxy, acfg.HS256Secret, *issuer, strings.Join(auds, ","), cl) // cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md)
 	if *provision {
 		opts.Tenants = &kube.Tenants{Client: cl}
 	}
@@ -221,6 +229,21 @@ func runAPI(ctx context.Context, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return hs.Shutdown(sctx)
+}
+
+// parseAudiences reads -jwt-audience: comma-separated, each trimmed, since
+// "sless, other" means two audiences, not "sless" and " other".
+func parseAudiences(flag string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(flag, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	if strings.TrimSpace(flag) != "" && len(out) == 0 {
+		return nil, fmt.Errorf("-jwt-audience %q names no audience", flag)
+	}
+	return out, nil
 }
 
 // apiScheme knows what sless api reads and writes: Namespaces, sless's

@@ -166,6 +166,10 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"zero queue wait", []string{"-upload-queue-wait", "0s"}, "-upload-queue-wait must be positive"},
 		{"queue wait not a duration", []string{"-upload-queue-wait", "2"}, "invalid value"},
 		{"path style not a boolean", nil, `SLESS_S3_PATH_STYLE="yes" (the default of -s3-path-style)`},
+		{"zero body idle timeout", []string{"-body-idle-timeout", "0s"}, "-body-idle-timeout must be positive"},
+		{"JWKS file without an audience", []string{"-jwks-file", "/nonexistent/jwks.json"}, "need -jwt-audience"},
+		{"JWKS URL without an audience", []string{"-jwks-url", "https://idp.example.com/jwks"}, "need -jwt-audience"},
+		{"audience of commas", []string{"-jwt-audience", " , "}, "names no audience"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,5 +181,19 @@ func TestAPIFlagsRefused(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseAudiences(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                nil,
+		"sless":           {"sless"},
+		"sless, other":    {"sless", "other"},
+		" sless ,,other ": {"sless", "other"},
+	} {
+		got, err := parseAudiences(in)
+		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("parseAudiences(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }
