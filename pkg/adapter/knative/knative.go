@@ -4,6 +4,8 @@ package knative
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -122,6 +124,15 @@ func (s *Server) ensure(ctx context.Context, fn *slessv1alpha1.Function, image s
 		upd.Labels = merge(upd.Labels, want.Labels)
 		upd.OwnerReferences = want.OwnerReferences
 		upd.Spec.Template = want.Spec.Template
+		if TemplateDiffers(&want.Spec.Template, &svc.Spec.Template) {
+			taken, err := s.nameTaken(ctx, fn.Namespace, &want.Spec.Template, &svc.Spec.Template)
+			if err != nil {
+				return adapter.ServeState{}, err
+			}
+			if taken {
+				upd.Spec.Template.Name = retemplated(fn, &want.Spec.Template)
+			}
+		}
 		if err := s.Client.Update(ctx, upd); err != nil {
 			return adapter.ServeState{}, fmt.Errorf("update Knative Service %s: %w", key, err)
 		}
@@ -249,17 +260,28 @@ func Differs(want, have *servingv1.Service) bool {
 	if !equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) {
 		return true
 	}
-	w, h := want.Spec.Template.DeepCopy(), have.Spec.Template.DeepCopy()
-	w.Name, h.Name = "", ""
+	return TemplateDiffers(&want.Spec.Template, &have.Spec.Template)
+}
+
+// TemplateDiffers is Differs for the revision template alone, whose change
+// makes a new revision.
+func TemplateDiffers(want, have *servingv1.RevisionTemplateSpec) bool {
 	// Semantic.DeepEqual takes nil and empty maps and slices as equal.
-	if !equality.Semantic.DeepEqual(w.Labels, h.Labels) || !equality.Semantic.DeepEqual(w.Annotations, h.Annotations) {
+	if !equality.Semantic.DeepEqual(want.Labels, have.Labels) || !equality.Semantic.DeepEqual(want.Annotations, have.Annotations) {
 		return true
 	}
-	if len(w.Spec.Containers) != len(h.Spec.Containers) {
+	return specDiffers(&want.Spec, &have.Spec)
+}
+
+// specDiffers compares a revision spec sless wrote with one Knative may
+// have defaulted.
+func specDiffers(want, have *servingv1.RevisionSpec) bool {
+	w, h := want.DeepCopy(), have.DeepCopy()
+	if len(w.Containers) != len(h.Containers) {
 		return true
 	}
-	for i := range w.Spec.Containers {
-		wc, hc := &w.Spec.Containers[i], &h.Spec.Containers[i]
+	for i := range w.Containers {
+		wc, hc := &w.Containers[i], &h.Containers[i]
 		if !equality.Semantic.DeepEqual(wc.Env, hc.Env) || !equality.Semantic.DeepEqual(wc.Resources, hc.Resources) {
 			return true
 		}
@@ -270,14 +292,49 @@ func Differs(want, have *servingv1.Service) bool {
 		}
 		wc.ReadinessProbe, hc.ReadinessProbe = nil, nil
 	}
-	if !equality.Semantic.DeepEqual(w.Spec.ContainerConcurrency, h.Spec.ContainerConcurrency) && w.Spec.ContainerConcurrency != nil {
+	if !equality.Semantic.DeepEqual(w.ContainerConcurrency, h.ContainerConcurrency) && w.ContainerConcurrency != nil {
 		return true
 	}
-	if w.Spec.ContainerConcurrency == nil && h.Spec.ContainerConcurrency != nil && *h.Spec.ContainerConcurrency != 0 {
+	if w.ContainerConcurrency == nil && h.ContainerConcurrency != nil && *h.ContainerConcurrency != 0 {
 		// Knative defaults it to 0 (no limit); anything else was ours.
 		return true
 	}
-	return !equality.Semantic.DeepDerivative(w.Spec, h.Spec)
+	return !equality.Semantic.DeepDerivative(*w, *h)
+}
+
+// nameTaken says whether the revision name of tmpl, a changed template,
+// cannot be used for it: Knative's webhook refuses a changed template that
+// keeps the live template's name (have's), and its Configuration fails when
+// the name is an existing Revision with another spec. Both happen when the
+// template changes while the Function's generation does not — a rebuild
+// after a sless upgrade changed the runtime wrapper, a changed controller
+// setting — since its revision name is the generation's.
+func (s *Server) nameTaken(ctx context.Context, ns string, tmpl, have *servingv1.RevisionTemplateSpec) (bool, error) {
+	if tmpl.Name == have.Name {
+		return true, nil
+	}
+	rev, err := s.revision(ctx, ns, tmpl.Name)
+	if rev == nil || err != nil {
+		return false, err
+	}
+	return specDiffers(&tmpl.Spec, &rev.Spec), nil
+}
+
+// retemplated names tmpl, a changed template whose revision name is
+// taken, from its content, keeping the suffix of a held template
+// (keepPrewarm) so that the trigger's release finds it.
+func retemplated(fn *slessv1alpha1.Function, tmpl *servingv1.RevisionTemplateSpec) string {
+	t := tmpl.DeepCopy()
+	t.Name = ""
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic(err) // an API type, which always marshals
+	}
+	name := names.RetemplatedRevision(fn, sha256.Sum256(b))
+	if strings.HasSuffix(tmpl.Name, names.WarmRevision("")) {
+		name = names.WarmRevision(name)
+	}
+	return name
 }
 
 // keepPrewarm honours cron triggers' pre-warm holds: while the Service

@@ -447,6 +447,9 @@ func TestServiceDriftRepaired(t *testing.T) {
 	ready := w.waitReady("drift")
 	svc, _ := w.service("drift")
 	delete(svc.Labels, resources.LabelVisibility)
+	// Knative's webhook lets a changed template through only under a new
+	// revision name.
+	svc.Spec.Template.Name = "drift-tampered"
 	svc.Spec.Template.Spec.Containers[0].Image = "attacker.example/img:latest"
 	if err := w.kube.Client.Update(context.Background(), svc); err != nil {
 		t.Fatal(err)

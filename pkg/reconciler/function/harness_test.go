@@ -55,6 +55,9 @@ type world struct {
 	s3srv   *testbed.S3Server
 	// recorder is the running controller's; set by startController.
 	recorder *countingRecorder
+	// configure, when set, changes the controller's resources.Config, as
+	// an operator changes its settings.
+	configure func(*resources.Config)
 }
 
 // countingRecorder is the manager's real recorder with a count of the
@@ -86,12 +89,16 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) resourcesConfig() resources.Config {
-	return resources.Config{
+	c := resources.Config{
 		Registry:       testRegistry,
 		RegistrySecret: "registry-push",
 		S3Endpoint:     "http://" + w.s3srv.Endpoint,
 		S3Secret:       "sless-s3",
 	}
+	if w.configure != nil {
+		w.configure(&c)
+	}
+	return c
 }
 
 // startController runs a Function controller whose cache sees only the

@@ -40,6 +40,21 @@ func Revision(fn *slessv1alpha1.Function) string {
 	return fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
 }
 
+// RetemplatedRevision names the revision of a template that changed while
+// the generation did not — a rebuild after a sless upgrade changed the
+// runtime wrapper, a changed controller setting — when the generation's
+// Revision name is taken by another template: Knative refuses a changed
+// template under a revision name in use. The name is made from the
+// template's digest, five letters (so never a generation's five digits),
+// and fits where Revision does, WarmRevision's suffix included.
+func RetemplatedRevision(fn *slessv1alpha1.Function, templateDigest [32]byte) string {
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = 'a' + templateDigest[i]%26
+	}
+	return fn.Name + "-" + string(b)
+}
+
 // WarmRevision is the name of a generation's revision while a cron
 // trigger's pre-warm hold raises its min-scale. Function names are at most
 // 52 characters, so it fits in 63.
