@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:4124309f18e9f0f453ca4695cda13de07e304ffeee9b8a4ce69d3f9c690c573c"
+const goldenDigest = "sha256:ce28633cc9cab51a398162449026ebf47b4bc77c3ef7acd70a227367db356e6a"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())
