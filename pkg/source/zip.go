@@ -183,6 +183,9 @@ func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
 	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
+		if other := sniffArchive(r, size); other != "" {
+			return nil, newError(ReasonBadArchive, "", "this is %s, not a zip archive: upload the code as a zip", other)
+		}
 		return nil, newError(ReasonBadArchive, "", "not a readable zip archive: %v", err)
 	}
 	if len(zr.File) > lim.MaxEntries {
@@ -266,6 +269,31 @@ const (
 	zipFlagEncrypted        = 0x1
 	zipFlagStrongEncryption = 0x40
 )
+
+// sniffArchive names the kind of archive or compressed file r holds when it
+// is one of the common ones people upload instead of a zip, else "".
+func sniffArchive(r io.ReaderAt, size int64) string {
+	head := make([]byte, 262)
+	n, _ := r.ReadAt(head, 0)
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		return "a gzip file (a .tar.gz?)"
+	case bytes.HasPrefix(head, []byte("BZh")):
+		return "a bzip2 file (a .tar.bz2?)"
+	case bytes.HasPrefix(head, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		return "an xz file (a .tar.xz?)"
+	case bytes.HasPrefix(head, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return "a zstd file (a .tar.zst?)"
+	case bytes.HasPrefix(head, []byte{'7', 'z', 0xbc, 0xaf, 0x27, 0x1c}):
+		return "a 7z archive"
+	case bytes.HasPrefix(head, []byte("Rar!")):
+		return "a RAR archive"
+	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
+		return "a tar archive"
+	}
+	return ""
+}
 
 // markDir records dir and its parents as directories, refusing any that was
 // already recorded as a file.

@@ -1,9 +1,11 @@
 package source
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
 	"compress/flate"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -164,6 +166,42 @@ func TestReadZipRejects(t *testing.T) {
 			}
 			if se.Message == "" {
 				t.Fatal("empty message")
+			}
+		})
+	}
+}
+
+// TestReadZipNamesOtherFormats: an archive of another kind, uploaded where a
+// zip belongs, is refused saying what it is; before, the answer was only
+// "zip: not a valid zip file".
+func TestReadZipNamesOtherFormats(t *testing.T) {
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	if err := tw.WriteHeader(&tar.Header{Name: "main.py", Mode: 0o644, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write([]byte("x"))
+	tw.Close()
+	var gzBuf bytes.Buffer
+	zw := gzip.NewWriter(&gzBuf)
+	zw.Write(tarBuf.Bytes())
+	zw.Close()
+	for _, tc := range []struct {
+		name string
+		data []byte
+		says string
+	}{
+		{"tar.gz", gzBuf.Bytes(), "a gzip file (a .tar.gz?), not a zip archive"},
+		{"tar", tarBuf.Bytes(), "a tar archive, not a zip archive"},
+		{"7z", []byte("7z\xbc\xaf\x27\x1c\x00\x04 and more of it"), "a 7z archive, not a zip archive"},
+		{"xz", []byte("\xfd7zXZ\x00 and more of it"), "an xz file (a .tar.xz?)"},
+		{"text", []byte("def handler(e, c):\n    return 1\n"), "not a readable zip archive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadZip(bytes.NewReader(tc.data), int64(len(tc.data)), DefaultLimits)
+			var se *Error
+			if !errors.As(err, &se) || se.Reason != ReasonBadArchive || !strings.Contains(se.Message, tc.says) {
+				t.Fatalf("error %v, want %s saying %q", err, ReasonBadArchive, tc.says)
 			}
 		})
 	}
