@@ -176,12 +176,12 @@ func (r *functionResource) ValidateConfig(ctx context.Context, req resource.Vali
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	validateFunctionConfig(ctx, &m, failingAttributes(ctx, resourceAttributes(ctx, r), req.Config), &resp.Diagnostics)
+	validateFunctionConfig(ctx, &m, skippedAttributes(ctx, resourceAttributes(ctx, r), req.Config), &resp.Diagnostics)
 }
 
 // validateFunctionConfig reports what the API would refuse in m, but not on
-// the attributes in refused (their own validators do).
-func validateFunctionConfig(ctx context.Context, m *functionModel, refused map[string]bool, diags *diag.Diagnostics) {
+// the attributes in skip (see skippedAttributes).
+func validateFunctionConfig(ctx context.Context, m *functionModel, skip map[string]bool, diags *diag.Diagnostics) {
 	var set []string
 	unknown := false
 	for _, s := range []struct {
@@ -226,7 +226,7 @@ func validateFunctionConfig(ctx context.Context, m *functionModel, refused map[s
 		}
 		errs = append(errs, e)
 	}
-	functionMapper(envPaths).addFieldErrors(diags, errs, refused)
+	functionMapper(envPaths).addFieldErrors(diags, errs, skip)
 }
 
 func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

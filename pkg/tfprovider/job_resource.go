@@ -143,7 +143,7 @@ func (r *jobResource) ValidateConfig(ctx context.Context, req resource.ValidateC
 		}
 		errs = append(errs, e)
 	}
-	jobMapper.addFieldErrors(&resp.Diagnostics, errs, failingAttributes(ctx, resourceAttributes(ctx, r), req.Config))
+	jobMapper.addFieldErrors(&resp.Diagnostics, errs, skippedAttributes(ctx, resourceAttributes(ctx, r), req.Config))
 }
 
 func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

@@ -239,7 +239,7 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 		}
 		errs = append(errs, e)
 	}
-	triggerMapper.addFieldErrors(&resp.Diagnostics, errs, failingAttributes(ctx, resourceAttributes(ctx, r), req.Config))
+	triggerMapper.addFieldErrors(&resp.Diagnostics, errs, skippedAttributes(ctx, resourceAttributes(ctx, r), req.Config))
 }
 
 func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {

@@ -51,13 +51,18 @@ func tfValue(t *testing.T, typ tftypes.Object, attrs map[string]any) tftypes.Val
 	return tftypes.NewValue(typ, vals)
 }
 
-// toTF is v as a value of typ: nil is null, a map[string]any an object or
-// a map, an int a number.
+// unknown stands for a value known only after apply.
+type unknown struct{}
+
+// toTF is v as a value of typ: nil is null, unknown{} unknown, a
+// map[string]any an object or a map, an int a number.
 func toTF(t *testing.T, typ tftypes.Type, v any) tftypes.Value {
 	t.Helper()
 	switch v := v.(type) {
 	case nil:
 		return tftypes.NewValue(typ, nil)
+	case unknown:
+		return tftypes.NewValue(typ, tftypes.UnknownValue)
 	case map[string]any:
 		switch typ := typ.(type) {
 		case tftypes.Object:
@@ -76,11 +81,13 @@ func toTF(t *testing.T, typ tftypes.Type, v any) tftypes.Value {
 	return tftypes.NewValue(typ, v)
 }
 
-// Each refused value is reported once, by the attribute's own validator
-// when it has one (with the value as written: the spec the API validation
-// judges clamps numbers to int32) and by the API's validation otherwise,
-// and the detail names the attribute even when it is nested.
-func TestEachMistakeIsReportedOnce(t *testing.T) {
+// What the CLI gets from validating a configuration at plan: each refused
+// value reported once, by the attribute's own validator when it has one
+// (with the value as written: the spec the API validation judges clamps
+// numbers to int32) and by the API's validation otherwise, the detail
+// naming the attribute even when it is nested; and no error for a value
+// that is only not known yet.
+func TestValidateResourceConfig(t *testing.T) {
 	fn := func(extra map[string]any) map[string]any {
 		m := map[string]any{"name": "hello", "runtime": "python3.12", "entrypoint": "main.handler", "source_dir": "./src"}
 		for k, v := range extra {
@@ -120,6 +127,13 @@ func TestEachMistakeIsReportedOnce(t *testing.T) {
 			"DB": map[string]any{"secret": "db", "key": ""}}}), `^secret_env\["DB"\]\.key: must not be empty$`},
 		{"empty queue name", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
 			"queue": map[string]any{"connection_secret": "amqp", "queue": ""}}, `^queue\.queue: must not be empty$`},
+		// Values known only after apply are judged then, not called missing now.
+		{"queue settings from another resource", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
+			"queue": map[string]any{"connection_secret": unknown{}, "queue": unknown{}}}, ""},
+		{"queue from another resource", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue", "queue": unknown{}}, ""},
+		{"known mistake beside unknown values", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
+			"queue": map[string]any{"connection_secret": unknown{}, "queue": "q", "prefetch": 0}}, `^queue\.prefetch: 0 is out of range`},
+		{"scale from another resource", "sless_function", fn(map[string]any{"scale": map[string]any{"min": 5, "max": unknown{}}}), ""},
 		{"job timeout zero", "sless_job", map[string]any{"name": "j", "function": "f", "timeout_sec": 0}, `^timeout_sec: 0 is out of range: must be between 1 and 86400$`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

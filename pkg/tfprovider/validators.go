@@ -28,7 +28,7 @@ import (
 // the resource's ValidateConfig, which runs the API's own validation
 // function over the configuration and names the attribute of each error.
 // Where both would refuse the same attribute, the attribute's validator
-// speaks alone (failingAttributes): one mistake, one error, with the value
+// speaks alone (skippedAttributes): one mistake, one error, with the value
 // as the user wrote it.
 
 // attrError reports a refused attribute. The path leads the detail, as in
@@ -45,22 +45,28 @@ func resourceAttributes(ctx context.Context, r resource.Resource) map[string]sch
 	return resp.Schema.Attributes
 }
 
-// failingAttributes runs the attribute validators of attrs (and of single
-// nested attributes in them) over the configuration and returns the paths
-// they refuse, so ValidateConfig can leave those attributes to them.
-func failingAttributes(ctx context.Context, attrs map[string]schema.Attribute, cfg tfsdk.Config) map[string]bool {
-	bad := map[string]bool{}
+// skippedAttributes returns the attributes whose errors from the API's
+// validation ValidateConfig leaves out: those whose own validators refuse
+// the configured value (they report it, with the value as written), and
+// those not known yet (the spec built for the shared validation holds
+// nothing for them, which it would call missing; they are judged when they
+// are known, at apply at the latest). It walks attrs and the single nested
+// attributes in them.
+func skippedAttributes(ctx context.Context, attrs map[string]schema.Attribute, cfg tfsdk.Config) map[string]bool {
+	skip := map[string]bool{}
 	var walk func(attrs map[string]schema.Attribute, parent path.Path)
 	walk = func(attrs map[string]schema.Attribute, parent path.Path) {
 		for name, a := range attrs {
 			p := parent.AtName(name)
 			var diags diag.Diagnostics
+			unknown := false
 			switch a := a.(type) {
 			case schema.StringAttribute:
 				var v types.String
 				if cfg.GetAttribute(ctx, p, &v).HasError() {
 					continue
 				}
+				unknown = v.IsUnknown()
 				for _, val := range a.Validators {
 					var resp validator.StringResponse
 					val.ValidateString(ctx, validator.StringRequest{Path: p, PathExpression: p.Expression(), Config: cfg, ConfigValue: v}, &resp)
@@ -71,21 +77,40 @@ func failingAttributes(ctx context.Context, attrs map[string]schema.Attribute, c
 				if cfg.GetAttribute(ctx, p, &v).HasError() {
 					continue
 				}
+				unknown = v.IsUnknown()
 				for _, val := range a.Validators {
 					var resp validator.Int64Response
 					val.ValidateInt64(ctx, validator.Int64Request{Path: p, PathExpression: p.Expression(), Config: cfg, ConfigValue: v}, &resp)
 					diags.Append(resp.Diagnostics...)
 				}
+			case schema.BoolAttribute:
+				var v types.Bool
+				if cfg.GetAttribute(ctx, p, &v).HasError() {
+					continue
+				}
+				unknown = v.IsUnknown()
+			case schema.MapAttribute, schema.MapNestedAttribute:
+				var v types.Map
+				if cfg.GetAttribute(ctx, p, &v).HasError() {
+					continue
+				}
+				unknown = v.IsUnknown()
 			case schema.SingleNestedAttribute:
-				walk(a.Attributes, p)
+				var v types.Object
+				if cfg.GetAttribute(ctx, p, &v).HasError() {
+					continue
+				}
+				if unknown = v.IsUnknown(); !unknown {
+					walk(a.Attributes, p)
+				}
 			}
-			if diags.HasError() {
-				bad[p.String()] = true
+			if unknown || diags.HasError() {
+				skip[p.String()] = true
 			}
 		}
 	}
 	walk(attrs, path.Empty())
-	return bad
+	return skip
 }
 
 var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -252,12 +277,20 @@ func (m fieldMapper) attr(apiField string) (path.Path, bool) {
 }
 
 // addFieldErrors reports the API validation function's errors on the
-// attributes they concern, except on the attributes in refused, whose own
-// validators report them already.
-func (m fieldMapper) addFieldErrors(diags *diag.Diagnostics, errs field.ErrorList, refused map[string]bool) {
+// attributes they concern, except on the attributes in skip and inside them
+// (see skippedAttributes).
+func (m fieldMapper) addFieldErrors(diags *diag.Diagnostics, errs field.ErrorList, skip map[string]bool) {
+	skipped := func(p path.Path) bool {
+		for ; len(p.Steps()) > 0; p = p.ParentPath() {
+			if skip[p.String()] {
+				return true
+			}
+		}
+		return false
+	}
 	for _, e := range errs {
 		if p, ok := m.attr(e.Field); ok {
-			if refused[p.String()] {
+			if skipped(p) {
 				continue
 			}
 			// The path leads the detail: for a nested attribute the CLI can
