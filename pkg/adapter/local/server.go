@@ -185,8 +185,13 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	}
 	if svc.latest == nil || svc.latest.hash != spec.hash {
 		updated = !created
+		// A generation's first revision is <function>-<generation>. Another
+		// spec for the same generation (a rebuild after an upgrade of sless
+		// changed the runtime wrapper) gets its hash as a suffix: also when
+		// the one it replaces was itself such a revision, or the plain name
+		// would come back for a third spec, two revisions under one name.
 		name := fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
-		if (svc.latest != nil && svc.latest.name == name) || (svc.active != nil && svc.active.name == name) {
+		if ofGeneration(svc.latest, name) || ofGeneration(svc.active, name) {
 			name += "-" + spec.hash[:5]
 		}
 		r := newRevision(s, key, name, spec)
@@ -338,6 +343,12 @@ func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, i
 // specHash tells revisions apart by what they run. minScale is left out:
 // changing it changes how many instances run, not what they run (Knative
 // makes a new revision for it; locally there is no need).
+// ofGeneration tells whether r is a revision of the generation whose first
+// revision is named base: base itself or base with a hash suffix.
+func ofGeneration(r *revision, base string) bool {
+	return r != nil && (r.name == base || strings.HasPrefix(r.name, base+"-"))
+}
+
 func specHash(spec revisionSpec) string {
 	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout, spec.concurrency})
 	sum := sha256.Sum256(raw)

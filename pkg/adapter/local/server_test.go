@@ -534,3 +534,37 @@ func TestServerCloseStopsEveryProcess(t *testing.T) {
 		t.Errorf("processes %v started after Close", p)
 	}
 }
+
+// One generation can get several specs — each upgrade of sless that changes
+// a runtime wrapper rebuilds it — and each is a revision of its own name,
+// across restarts too: the plain <function>-<generation> is the first one's
+// only, never handed to a third spec after a suffixed second.
+func TestServerNamesEachRebuildOfAGeneration(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "serving")
+	bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.StateDir = state })
+	fn := fnNamed("ns", "rebuilt")
+	fn.Generation = 1
+	seen := map[string]string{}
+	for i, restart := range []bool{false, false, true, false, true} {
+		reply := fmt.Sprintf("build-%d", i)
+		img := bed.image(fn, replyCode(reply))
+		if restart {
+			bed.restart()
+		}
+		st := bed.awaitState(fn, img, func(st adapter.ServeState) bool { return st.Ready && st.ServingImage == img })
+		name := st.LatestReadyRevision
+		if i == 0 && name != "rebuilt-00001" {
+			t.Fatalf("first revision %q, want rebuilt-00001", name)
+		}
+		if !strings.HasPrefix(name, "rebuilt-00001") {
+			t.Fatalf("build %d: revision %q is not of generation 1", i, name)
+		}
+		if prev, dup := seen[name]; dup {
+			t.Fatalf("build %d is served as %q, the name of %s", i, name, prev)
+		}
+		seen[name] = reply
+		if body, _, err := bed.call("ns", "rebuilt"); err != nil || !strings.Contains(body, reply) || !strings.Contains(body, name) {
+			t.Fatalf("build %d: %s %v", i, body, err)
+		}
+	}
+}
