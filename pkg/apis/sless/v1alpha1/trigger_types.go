@@ -130,7 +130,19 @@ type TriggerSpec struct {
 	Queue *QueueSpec `json:"queue,omitempty"`
 }
 
-// QueueSpec is a RabbitMQ (AMQP 0-9-1) queue whose messages call the function.
+// MaxQueueNameBytes bounds a queue trigger's queue name: RabbitMQ takes
+// names of up to 255 bytes, and the consumer's retry queues are named
+// <queue>.retry.<delay in ms>ms, up to an hour (16 bytes more).
+const MaxQueueNameBytes = 255 - len(".retry.3600000ms")
+
+// QueueSpec is a RabbitMQ (AMQP 0-9-1) queue whose messages call the
+// function. The consumer declares its delay and dead-letter queues, so
+// their names must be ones RabbitMQ lets a client declare.
+//
+// +kubebuilder:validation:XValidation:rule="size(bytes(self.queue)) <= 239",message="queue must be at most 239 bytes, leaving room for the names of its retry queues (<queue>.retry.<delay>ms)",fieldPath=".queue"
+// +kubebuilder:validation:XValidation:rule="!self.queue.startsWith('amq.')",message="queue names starting with amq. are reserved by RabbitMQ",fieldPath=".queue"
+// +kubebuilder:validation:XValidation:rule="!has(self.deadLetterQueue) || self.deadLetterQueue != self.queue",message="deadLetterQueue must differ from queue, or dead letters would be consumed again",fieldPath=".deadLetterQueue"
+// +kubebuilder:validation:XValidation:rule="!has(self.deadLetterQueue) || (size(bytes(self.deadLetterQueue)) <= 255 && !self.deadLetterQueue.startsWith('amq.'))",message="deadLetterQueue must be at most 255 bytes and not start with amq., which RabbitMQ reserves",fieldPath=".deadLetterQueue"
 type QueueSpec struct {
 	// ConnectionSecret names a Secret in the trigger's namespace whose key
 	// "url" holds the amqp:// URL.

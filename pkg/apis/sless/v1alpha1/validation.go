@@ -312,17 +312,24 @@ func validateQueue(q *QueueSpec, p *field.Path) field.ErrorList {
 	} else if msgs := validation.IsDNS1123Subdomain(q.ConnectionSecret); len(msgs) > 0 {
 		errs = append(errs, field.Invalid(p.Child("connectionSecret"), q.ConnectionSecret, "must name a Secret: "+strings.Join(msgs, "; ")))
 	}
-	if q.Queue == "" {
+	switch {
+	case q.Queue == "":
 		errs = append(errs, field.Required(p.Child("queue"), ""))
-	} else if len(q.Queue) > 255 {
-		errs = append(errs, field.TooLong(p.Child("queue"), q.Queue, 255))
+	case len(q.Queue) > MaxQueueNameBytes:
+		errs = append(errs, field.Invalid(p.Child("queue"), q.Queue, fmt.Sprintf("queue must be at most %d bytes, leaving room for the names of its retry queues (<queue>.retry.<delay>ms)", MaxQueueNameBytes)))
+	case strings.HasPrefix(q.Queue, "amq."):
+		errs = append(errs, field.Invalid(p.Child("queue"), q.Queue, "queue names starting with amq. are reserved by RabbitMQ"))
 	}
 	errs = append(errs, inRange(p.Child("prefetch"), q.Prefetch, 1, 1000)...)
 	errs = append(errs, inRange(p.Child("concurrency"), q.Concurrency, 1, 100)...)
 	errs = append(errs, inRange(p.Child("maxRetries"), q.MaxRetries, 0, 100)...)
 	errs = append(errs, inRange(p.Child("backoffSeconds"), q.BackoffSeconds, 1, 3600)...)
-	if len(q.DeadLetterQueue) > 255 {
-		errs = append(errs, field.TooLong(p.Child("deadLetterQueue"), q.DeadLetterQueue, 255))
+	switch dlq := q.DeadLetterQueue; {
+	case dlq == "":
+	case dlq == q.Queue:
+		errs = append(errs, field.Invalid(p.Child("deadLetterQueue"), dlq, "deadLetterQueue must differ from queue, or dead letters would be consumed again"))
+	case len(dlq) > 255 || strings.HasPrefix(dlq, "amq."):
+		errs = append(errs, field.Invalid(p.Child("deadLetterQueue"), dlq, "deadLetterQueue must be at most 255 bytes and not start with amq., which RabbitMQ reserves"))
 	}
 	return errs
 }
