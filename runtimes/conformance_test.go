@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -622,6 +623,33 @@ func TestNodeThrowsNonErrors(t *testing.T) {
 		c.do("GET", "/throw?what="+what, nil, nil).status(500).decode(&body)
 		if body.Error.Type != want[0] || body.Error.Message != want[1] {
 			t.Errorf("throw %s: type %q message %q, want %q %q", what, body.Error.Type, body.Error.Message, want[0], want[1])
+		}
+	}
+}
+
+// A Python module named like one of the standard library's that the wrapper
+// has loaded (email, json, ...) cannot be the entrypoint's: the load says so,
+// instead of "email has no function 'handler'" about a file that has one. A
+// name the wrapper has not loaded works as it does under plain Python.
+func TestPythonEntrypointNamedLikeTheStandardLibrary(t *testing.T) {
+	requireTools(t, "python3")
+	src := []byte("def handler(event, context):\n    return 'own module'\n")
+	for _, tc := range []struct{ file, entrypoint, want string }{
+		{"email.py", "email.handler", "rename it"},
+		{"json/__init__.py", "json.handler", "rename it"},
+		{"queue.py", "queue.handler", ""},
+	} {
+		fn := prepare(t, runtimes.Python312, tc.entrypoint, source.Files{tc.file: src})
+		code, term, out := fn.runJob(t, `{}`)
+		var fail struct {
+			Error struct{ Type, Message string }
+		}
+		_ = json.Unmarshal(term, &fail)
+		switch {
+		case tc.want == "" && (code != 0 || string(term) != `"own module"`):
+			t.Errorf("%s: exit %d, termination %s\n%s", tc.entrypoint, code, term, out)
+		case tc.want != "" && (code != 1 || fail.Error.Type != "LoadError" || !strings.Contains(fail.Error.Message, tc.want)):
+			t.Errorf("%s: exit %d, termination %s; want a LoadError saying %q", tc.entrypoint, code, term, tc.want)
 		}
 	}
 }

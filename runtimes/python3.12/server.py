@@ -177,6 +177,25 @@ class HandlerError(Exception):
         self.type = type_
 
 
+def _check_not_shadowed(function_dir, top):
+    """Refuses an entrypoint whose top-level module the runtime has imported
+    already from the standard library (email, json, logging, ...): Python
+    would hand back that module, and the load failed with "email has no
+    function 'handler'" though the function's email.py has one. Run on its
+    own, the function's file would have won; under the wrapper it cannot."""
+    loaded = sys.modules.get(top)
+    if loaded is None:
+        return
+    for own in (top + ".py", os.path.join(top, "__init__.py")):
+        path = os.path.join(function_dir, own)
+        if not os.path.isfile(path):
+            continue
+        where = os.path.abspath(getattr(loaded, "__file__", None) or "")
+        if not where.startswith(os.path.abspath(function_dir) + os.sep):
+            raise ValueError("the function's %s cannot be the entrypoint's module: %r is also a module of Python's "
+                             "standard library, which the runtime has loaded already; rename it" % (own, top))
+
+
 def load_handler(cfg):
     module_name, sep, func_name = cfg.entrypoint.rpartition(".")
     if not sep or not module_name or not func_name:
@@ -185,6 +204,7 @@ def load_handler(cfg):
     for p in (deps, cfg.function_dir):
         if os.path.isdir(p) and p not in sys.path:
             sys.path.insert(0, p)
+    _check_not_shadowed(cfg.function_dir, module_name.split(".")[0])
     module = importlib.import_module(module_name)
     fn = getattr(module, func_name, None)
     if not callable(fn):
