@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
@@ -412,5 +414,48 @@ func TestListCursorBoundToItsList(t *testing.T) {
 		if p := decode[api.Problem](t, r); len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
 			t.Errorf("%s: errors %+v, want one naming cursor", name, p.Errors)
 		}
+	}
+}
+
+// TestTenantNamespaceMadeAgain: a tenant whose namespace was deleted after
+// the API made it (the tenant removed, then back) gets it made again on its
+// next create; before, the API remembered it as made and answered every
+// create 404 "namespaces ... not found" until it restarted.
+func TestTenantNamespaceMadeAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ns := e.ns + "-gone"
+	tok := e.token("bob", "sless.dev/namespace", ns)
+	path := "/v1/namespaces/" + ns + "/functions"
+	want(t, e.do("POST", path, tok, pythonFunction("first")), http.StatusCreated)
+
+	// Delete the namespace for good: envtest runs no namespace controller,
+	// so its finalizer is lifted here, as that controller would.
+	nsObj := &corev1.Namespace{}
+	if err := e.kube.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.kube.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	if err := e.kube.Client.Delete(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Spec.Finalizers = nil
+	if err := e.kube.Client.SubResource("finalize").Update(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for err := e.kube.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); !apierrors.IsNotFound(err); err = e.kube.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj) {
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s not gone: %v", ns, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	want(t, e.do("POST", path, tok, pythonFunction("second")), http.StatusCreated)
+	if err := e.kube.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil || nsObj.Labels["sless.dev/tenant"] != "true" {
+		t.Fatalf("the tenant namespace was not made again: %v %v", err, nsObj.Labels)
 	}
 }

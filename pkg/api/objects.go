@@ -131,7 +131,15 @@ func (s *Server) create(k *kind) gin.HandlerFunc {
 			writeProblem(c, p)
 			return
 		}
-		if p := s.createWaitingForDeletion(c.Request.Context(), k, obj); p != nil {
+		p = s.createWaitingForDeletion(c.Request.Context(), k, obj)
+		// A create is a 404 only for want of its namespace: the tenant's,
+		// remembered as made, may have been deleted since.
+		if p != nil && p.Status == http.StatusNotFound && ns == IdentityOf(c).Namespace && s.forgetTenant(c) {
+			if p = s.ensureTenant(c); p == nil {
+				p = s.createWaitingForDeletion(c.Request.Context(), k, obj)
+			}
+		}
+		if p != nil {
 			writeProblem(c, p)
 			return
 		}

@@ -315,6 +315,22 @@ func (s *Server) ensureTenant(c *gin.Context) *Problem {
 	return nil
 }
 
+// forgetTenant drops what ensureTenant remembers of the caller's namespace
+// and says whether there was anything to drop: a namespace deleted after it
+// was made (a tenant removed and come back) must be made again, not assumed
+// until the server restarts.
+func (s *Server) forgetTenant(c *gin.Context) bool {
+	id := IdentityOf(c)
+	if s.opts.Tenants == nil || id == nil || id.Admin {
+		return false
+	}
+	s.tenantsMu.Lock()
+	defer s.tenantsMu.Unlock()
+	known := s.tenants[id.Namespace]
+	delete(s.tenants, id.Namespace)
+	return known
+}
+
 // whoami tells the caller who the API thinks it is, and prepares its
 // namespace so a first `whoami` is all a new tenant needs.
 func (s *Server) whoami(c *gin.Context) {
