@@ -435,7 +435,9 @@ func TestTenantNamespaceMadeAgain(t *testing.T) {
 	if err := e.kube.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.kube.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	t.Cleanup(func() {
+		_ = e.kube.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 	if err := e.kube.Client.Delete(ctx, nsObj); err != nil {
 		t.Fatal(err)
 	}
