@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:ce28633cc9cab51a398162449026ebf47b4bc77c3ef7acd70a227367db356e6a"
+const goldenDigest = "sha256:0970c3a1507e01badb84198f5e99971972e9a116702f6b48e51c4fe33fa4637e"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())
