@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/text/encoding/charmap"
 )
 
 // Files is a function's code: slash-separated paths relative to the code root
@@ -210,6 +212,13 @@ func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
 	seen := make(map[string]string, len(zr.File)) // cleaned name -> "file" | "dir"
 	var declared uint64
 	for _, f := range zr.File {
+		// A name not marked UTF-8 is in the zip's original code page, IBM
+		// 437 (APPNOTE 4.4.4, appendix D), as Windows' own zip writes it:
+		// café.py arrives as caf\x82.py. One that reads as UTF-8 anyway is
+		// taken as UTF-8, as most tools that do not set the flag write it.
+		if f.Flags&zipFlagUTF8 == 0 && !utf8.ValidString(f.Name) {
+			f.Name = decodeCP437(f.Name)
+		}
 		name, isDir, perr := cleanEntryName(f.Name)
 		if perr != nil {
 			return nil, perr
@@ -276,7 +285,17 @@ func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
 const (
 	zipFlagEncrypted        = 0x1
 	zipFlagStrongEncryption = 0x40
+	zipFlagUTF8             = 0x800
 )
+
+// decodeCP437 turns a name in IBM code page 437 into UTF-8.
+func decodeCP437(name string) string {
+	out, err := charmap.CodePage437.NewDecoder().String(name)
+	if err != nil {
+		return name // every byte has a character in 437: not reached
+	}
+	return out
+}
 
 // declaredEntries reads the entry count of a zip's end of central directory
 // record (or of its zip64 record), without reading the directory. ok is

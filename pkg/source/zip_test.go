@@ -138,6 +138,7 @@ func TestReadZipRejects(t *testing.T) {
 		{"drive letter", makeZip(t, file("C:/windows/x.py", "x")), DefaultLimits, ReasonAbsolutePath, "C:/windows/x.py"},
 		{"backslash", makeZip(t, file(`..\evil.py`, "x")), DefaultLimits, ReasonBadPath, `..\evil.py`},
 		{"control character", makeZip(t, file("a\nb.py", "x")), DefaultLimits, ReasonBadPath, "a\nb.py"},
+		{"marked UTF-8 but not", makeZip(t, zentry{name: "caf\x82.py", data: []byte("x"), flags: 0x800}), DefaultLimits, ReasonBadPath, "caf\x82.py"},
 		{"symlink by external attrs", makeZip(t, zentry{name: "link", data: []byte("/etc/passwd"), rawMode: 0o120777}), DefaultLimits, ReasonSymlink, "link"},
 		{"symlink by mode", makeZip(t, zentry{name: "link2", data: []byte("../x"), mode: fs.ModeSymlink | 0o777}), DefaultLimits, ReasonSymlink, "link2"},
 		{"character device", makeZip(t, zentry{name: "tty", data: []byte{}, rawMode: 0o020666}), DefaultLimits, ReasonNotRegular, "tty"},
@@ -275,6 +276,8 @@ func TestReadZipAccepts(t *testing.T) {
 			Files{"big.txt": []byte(repetitive)}},
 		{"unicode names", makeZip(t, file("données/é.txt", "ok")),
 			Files{"données/é.txt": []byte("ok")}},
+		{"code page 437 names, as Windows writes them", makeZip(t, zentry{name: "donn\x82es/caf\x82.py", data: []byte("ok")}),
+			Files{"données/café.py": []byte("ok")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
