@@ -57,7 +57,7 @@ func TestAccBadConfigurationFailsAtPlan(t *testing.T) {
 }
 `, src)), `entrypoint\s*= "app.handler"`, `Entrypoint not found in the source`},
 		{"reserved env name", fn(withDir + `  env = { SLESS_SECRET = "x" }`), `env\["SLESS_SECRET"\]`, `reserved`},
-		{"scale max below min", fn(withDir + `  scale = { min = 3, max = 1 }`), `scale\.max`, `max must be greater than or equal to min`},
+		{"scale max below min", fn(withDir + `  scale = { min = 3, max = 1 }`), `scale\.max`, `max.* must be greater than or equal to min`},
 		{"empty string for an optional attribute", fn(withDir + `  cpu = ""`), `cpu\s*= ""`, `Invalid CPU quantity`},
 		{"bad wait timeout", fn(withDir + `  wait_timeout = "soon"`), `wait_timeout`, `Invalid duration`},
 		{"bad name", hcl(provider, fmt.Sprintf(`resource "sless_function" "bad" {

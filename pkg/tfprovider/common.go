@@ -287,6 +287,46 @@ func nullableString(s string) any {
 	return s
 }
 
+// jsonPatchValue is the merge patch (RFC 7396) value that turns the JSON
+// document cur into want. A merge patch merges objects member by member, so
+// sending want alone would keep members cur has and want lacks: those are
+// sent as null. Other values replace what was there. (A null member of want
+// cannot be kept: in a merge patch it means "remove".)
+func jsonPatchValue(cur, want *apiextensionsv1.JSON) (any, error) {
+	if want == nil || len(want.Raw) == 0 {
+		return nil, nil
+	}
+	var w any
+	if err := json.Unmarshal(want.Raw, &w); err != nil {
+		return nil, fmt.Errorf("the configured JSON: %w", err)
+	}
+	var c any
+	if cur != nil && len(cur.Raw) > 0 {
+		if err := json.Unmarshal(cur.Raw, &c); err != nil {
+			return nil, fmt.Errorf("the API's JSON: %w", err)
+		}
+	}
+	return mergePatchValue(c, w), nil
+}
+
+func mergePatchValue(cur, want any) any {
+	w, ok := want.(map[string]any)
+	c, isObj := cur.(map[string]any)
+	if !ok || !isObj {
+		return want
+	}
+	out := make(map[string]any, len(w)+len(c))
+	for k := range c {
+		if _, kept := w[k]; !kept {
+			out[k] = nil
+		}
+	}
+	for k, v := range w {
+		out[k] = mergePatchValue(c[k], v)
+	}
+	return out
+}
+
 // errorsOf folds diagnostics' errors into one error.
 func errorsOf(diags diag.Diagnostics) error {
 	var errs []error

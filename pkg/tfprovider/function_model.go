@@ -157,7 +157,7 @@ func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
 		"cpu":                 nullable(s.CPU),
 		"timeoutSeconds":      nullable(s.TimeoutSeconds),
 		"buildTimeoutSeconds": nullable(s.BuildTimeoutSeconds),
-		"scale":               nullable(s.Scale),
+		"scale":               scalePatch(s.Scale),
 	}
 	if s.Env == nil {
 		spec["env"] = nil
@@ -175,6 +175,19 @@ func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
 		spec["source"] = src
 	}
 	return map[string]any{"spec": spec}
+}
+
+// scalePatch is spec.scale in a merge patch: every field named, null when
+// unset, since a merge patch leaves out fields unchanged, and a bound
+// removed from the configuration must go from the server too.
+func scalePatch(sc *slessv1alpha1.ScaleSpec) any {
+	if sc == nil {
+		return nil
+	}
+	return map[string]any{
+		"min": nullable(sc.Min), "max": nullable(sc.Max), "target": nullable(sc.Target),
+		"containerConcurrency": nullable(sc.ContainerConcurrency),
+	}
 }
 
 // functionState maps what the API holds onto the model, keeping the prior

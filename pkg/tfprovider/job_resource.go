@@ -309,9 +309,21 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 		return
 	}
 	j := plan.object(state.Namespace.ValueString())
+	// The payload is patched against what the server holds now, so that
+	// members removed from the configuration go (see jsonPatchValue).
+	cur, err := r.api.client.GetJob(ctx, j.Namespace, j.Name)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the job failed", err.Error())
+		return
+	}
+	payload, err := jsonPatchValue(cur.Spec.Payload, j.Spec.Payload)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("payload"), "Invalid JSON", err.Error())
+		return
+	}
 	patch := map[string]any{"spec": map[string]any{
 		"runID":          j.Spec.RunID,
-		"payload":        nullable(j.Spec.Payload),
+		"payload":        payload,
 		"timeoutSeconds": nullable(j.Spec.TimeoutSeconds),
 	}}
 	progress(ctx, "job", j.Namespace, j.Name, "updating", "run_id", j.Spec.RunID)

@@ -184,6 +184,20 @@ func (m *triggerModel) object(ctx context.Context, ns string) (*slessv1alpha1.Tr
 	return t, diags
 }
 
+// queuePatch is spec.queue in a merge patch: every field named, null when
+// unset, so a setting removed from the configuration goes from the server.
+func queuePatch(q *slessv1alpha1.QueueSpec) any {
+	if q == nil {
+		return nil
+	}
+	return map[string]any{
+		"connectionSecret": q.ConnectionSecret, "queue": q.Queue,
+		"prefetch": nullable(q.Prefetch), "concurrency": nullable(q.Concurrency),
+		"maxRetries": nullable(q.MaxRetries), "backoffSeconds": nullable(q.BackoffSeconds),
+		"deadLetterQueue": nullableString(q.DeadLetterQueue),
+	}
+}
+
 func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	s := t.Spec
@@ -385,16 +399,28 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 	t, d := plan.object(ctx, state.Namespace.ValueString())
 	resp.Diagnostics.Append(d...)
 	s := t.Spec
+	// The payload is patched against what the server holds now, so that
+	// members removed from the configuration go (see jsonPatchValue).
+	cur, err := r.api.client.GetTrigger(ctx, t.Namespace, t.Name)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading the trigger failed", err.Error())
+		return
+	}
+	payload, err := jsonPatchValue(cur.Spec.Payload, s.Payload)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("payload"), "Invalid JSON", err.Error())
+		return
+	}
 	patch := map[string]any{"spec": map[string]any{
 		"function":                s.Function,
 		"enabled":                 nullable(s.Enabled),
 		"schedule":                nullableString(s.Schedule),
 		"timeZone":                nullableString(s.TimeZone),
-		"payload":                 nullable(s.Payload),
+		"payload":                 payload,
 		"concurrencyPolicy":       nullableString(string(s.ConcurrencyPolicy)),
 		"startingDeadlineSeconds": nullable(s.StartingDeadlineSeconds),
 		"preWarmSeconds":          nullable(s.PreWarmSeconds),
-		"queue":                   nullable(s.Queue),
+		"queue":                   queuePatch(s.Queue),
 	}}
 	progress(ctx, "trigger", t.Namespace, t.Name, "updating")
 	got, err := r.api.client.PatchTrigger(ctx, t.Namespace, t.Name, patch)
