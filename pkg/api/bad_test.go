@@ -121,6 +121,8 @@ func TestBadRequests(t *testing.T) {
 		{name: "wrong apiVersion", method: "POST", path: fns, body: map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "k"}, "spec": map[string]any{}}, code: 400, field: "apiVersion"},
 		{name: "namespace mismatch", method: "POST", path: fns, body: map[string]any{"metadata": map[string]any{"name": "k", "namespace": "elsewhere"}, "spec": map[string]any{}}, code: 400, field: "metadata.namespace"},
 		{name: "text/plain body", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "text/plain"}, code: 415},
+		{name: "UTF-16 JSON", method: "POST", path: fns, body: "\xff\xfe{\x00}\x00", code: 400, field: "body"},
+		{name: "UTF-16 JSON without a byte order mark", method: "PATCH", path: item, body: "{\x00}\x00", headers: []string{"Content-Type", mp}, code: 400, field: "body"},
 		{name: "JSON declared latin-1", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "application/json; charset=iso-8859-1"}, code: 415},
 		{name: "unparsable content type", method: "POST", path: fns, body: `{}`, headers: []string{"Content-Type", "application/json; charset"}, code: 415},
 		{name: "latin-1 byte in inline code", method: "POST", path: fns, body: `{"metadata":{"name":"l1"},"spec":{"runtime":"python3.12","entrypoint":"main.handler","source":{"inline":{"files":{"main.py":"# caf` + "\xe9" + `\ndef handler(e, c):\n    return 1\n"}}}}}`, code: 400, field: "spec.source.inline.files[main.py]"},
@@ -322,6 +324,12 @@ func TestUnicodeKeptExactly(t *testing.T) {
 	if got := e.getFunction("uni").Spec.Source.Inline.Files["main.py"]; got != code {
 		t.Fatalf("stored %q, sent %q", got, code)
 	}
+
+	// A leading byte order mark, as Windows PowerShell writes UTF-8 files,
+	// is not part of the JSON (RFC 8259 8.1).
+	bom := "\xef\xbb\xbf"
+	want(t, e.do("POST", e.path("jobs"), e.token("alice"), bom+`{"metadata":{"name":"bom"},"spec":{"function":"uni"}}`), http.StatusCreated)
+	want(t, e.do("PATCH", e.path("jobs", "bom"), e.token("alice"), bom+`{"spec":{"runID":3}}`, "Content-Type", api.MergePatchContentType), http.StatusOK)
 }
 
 // encryptedZip is a zip whose main.py is flagged as encrypted (ZipCrypto),

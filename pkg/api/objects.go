@@ -222,6 +222,9 @@ func (s *Server) patch(k *kind) gin.HandlerFunc {
 			return
 		}
 		body, p := s.readBody(c, s.opts.MaxObjectBytes)
+		if p == nil {
+			body, p = jsonText(body)
+		}
 		if p != nil {
 			writeProblem(c, p)
 			return
@@ -403,6 +406,9 @@ func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
 		return nil, p
 	}
 	body, p := s.readBody(c, s.opts.MaxObjectBytes)
+	if p == nil {
+		body, p = jsonText(body)
+	}
 	if p != nil {
 		return nil, p
 	}

@@ -31,6 +31,23 @@ func checkJSONCharset(contentType string) *Problem {
 	return nil
 }
 
+// jsonText is body without a leading UTF-8 byte order mark, which RFC 8259
+// 8.1 lets a parser ignore and some editors and Windows PowerShell write;
+// the JSON decoder would refuse it as "invalid character 'ï'". A body in
+// UTF-16 or UTF-32, told by its byte order mark or the NUL bytes of its
+// first character, is refused saying so.
+func jsonText(body []byte) ([]byte, *Problem) {
+	if b, ok := bytes.CutPrefix(body, []byte{0xef, 0xbb, 0xbf}); ok {
+		return b, nil
+	}
+	if len(body) >= 2 && (body[0] == 0 || body[1] == 0 || (body[0] == 0xff && body[1] == 0xfe) || (body[0] == 0xfe && body[1] == 0xff)) {
+		p := badRequest("the body is UTF-16 or UTF-32; JSON text is UTF-8 (RFC 8259): send it encoded as UTF-8")
+		p.Errors = []FieldError{{Field: "body", Detail: "not UTF-8", Type: string(field.ErrorTypeInvalid)}}
+		return nil, p
+	}
+	return body, nil
+}
+
 // checkUTF8 refuses JSON whose strings are not valid Unicode: bytes that are
 // not UTF-8, or \u escapes of lone UTF-16 surrogates. The JSON decoder would
 // replace each with U+FFFD without a word, so a Function's inline code or an
