@@ -133,11 +133,12 @@ type FunctionSource struct {
 	// Archive is an uploaded zip in S3; the upload API sets it.
 	// +optional
 	Archive *ArchiveSource `json:"archive,omitempty"`
-	// Image is a prebuilt image reference; no build runs. A tag is resolved
-	// to a digest when Knative creates the revision (status.image).
+	// Image is a prebuilt image reference, [registry[:port]/]path[:tag][@sha256:digest]
+	// with a lower-case path; no build runs. A tag is resolved to a digest
+	// when Knative creates the revision (status.image).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._:/@-][A-Za-z0-9]+)*$`
+	// +kubebuilder:validation:Pattern=`^(?:(?:localhost(?::[0-9]+)?|(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))+(?::[0-9]+)?|(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]):[0-9]+)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`
 	// +optional
 	Image string `json:"image,omitempty"`
 }

@@ -20,7 +20,7 @@ var (
 	functionNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	labelNameRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	entrypointRE   = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`)
-	imageRE        = regexp.MustCompile(`^[a-z0-9]+([._:/@-][A-Za-z0-9]+)*$`)
+	imageRE        = regexp.MustCompile(`^(?:(?:localhost(?::[0-9]+)?|(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))+(?::[0-9]+)?|(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]):[0-9]+)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`)
 	envNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	sha256RE       = regexp.MustCompile(`^[a-f0-9]{64}$`)
 	timeZoneRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]{0,13}(/[A-Za-z0-9_+][A-Za-z0-9_+-]{0,13})*$`)
@@ -142,7 +142,7 @@ func validateSource(src *FunctionSource, p *field.Path) field.ErrorList {
 		}
 	}
 	if src.Image != "" && (!imageRE.MatchString(src.Image) || len(src.Image) > 512) {
-		errs = append(errs, field.Invalid(p.Child("image"), src.Image, "must be an image reference such as registry.example.com/app@sha256:..."))
+		errs = append(errs, field.Invalid(p.Child("image"), src.Image, "must be an image reference [registry[:port]/]path[:tag][@sha256:digest] with a lower-case path, such as registry.example.com/team/app:1.0"))
 	}
 	return errs
 }
