@@ -86,7 +86,7 @@ func TestAccBadConfigurationFailsAtPlan(t *testing.T) {
   type     = "http"
   schedule = "@hourly"
 }
-`), `schedule\s*= "@hourly"`, `apply only to cron triggers`},
+`), `schedule\s*= "@hourly"`, `applies only to cron triggers`},
 		{"unknown time zone", hcl(provider, `resource "sless_trigger" "bad" {
   name      = "bad"
   function  = "hello"

@@ -251,6 +251,27 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 			(e.Field == "spec.queue" && m.Queue.IsUnknown()) {
 			continue
 		}
+		if e.Type == field.ErrorTypeForbidden && (e.Field == "spec.schedule" || e.Field == "spec.queue") {
+			if m.Type.IsUnknown() {
+				// Which settings a trigger may have depends on its type,
+				// which is not known yet.
+				continue
+			}
+			if e.Field == "spec.schedule" {
+				// The API reports every cron-only field as spec.schedule;
+				// name each one the configuration sets, as it names it.
+				for _, a := range []struct {
+					name string
+					v    attr.Value
+				}{{"schedule", m.Schedule}, {"time_zone", m.TimeZone}, {"pre_warm_seconds", m.PreWarmSeconds}, {"concurrency_policy", m.ConcurrencyPolicy}} {
+					if !a.v.IsNull() && !a.v.IsUnknown() {
+						attrError(&resp.Diagnostics, path.Root(a.name), "Invalid configuration",
+							fmt.Sprintf("applies only to cron triggers, and this one is %s", m.Type.ValueString()))
+					}
+				}
+				continue
+			}
+		}
 		errs = append(errs, e)
 	}
 	triggerMapper.addFieldErrors(&resp.Diagnostics, errs, skippedAttributes(ctx, resourceAttributes(ctx, r), req.Config))

@@ -134,6 +134,12 @@ func TestValidateResourceConfig(t *testing.T) {
 		{"known mistake beside unknown values", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
 			"queue": map[string]any{"connection_secret": unknown{}, "queue": "q", "prefetch": 0}}, `^queue\.prefetch: 0 is out of range`},
 		{"scale from another resource", "sless_function", fn(map[string]any{"scale": map[string]any{"min": 5, "max": unknown{}}}), ""},
+		// A cron-only setting on another type is named as the configuration names it.
+		{"pre-warm on an http trigger", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "http", "pre_warm_seconds": 30},
+			`^pre_warm_seconds: applies only to cron triggers, and this one is http$`},
+		{"time zone on a queue trigger", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue", "time_zone": "UTC",
+			"queue": map[string]any{"connection_secret": "amqp", "queue": "q"}}, `^time_zone: applies only to cron triggers, and this one is queue$`},
+		{"schedule while the type is unknown", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": unknown{}, "schedule": "@hourly"}, ""},
 		{"job timeout zero", "sless_job", map[string]any{"name": "j", "function": "f", "timeout_sec": 0}, `^timeout_sec: 0 is out of range: must be between 1 and 86400$`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
