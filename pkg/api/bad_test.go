@@ -225,6 +225,8 @@ func TestBadRequests(t *testing.T) {
 		{name: "zip with a password", method: "PUT", path: src, body: encryptedZip(t), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
 		{name: "not a zip", method: "PUT", path: src, body: []byte("PK but not really a zip file"), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
 		{name: "empty upload", method: "PUT", path: src, body: []byte{}, headers: []string{"Content-Type", "application/zip"}, code: 400},
+		{name: "multipart without a file part", method: "PUT", path: src, body: "--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--b--\r\n", headers: []string{"Content-Type", "multipart/form-data; boundary=b"}, code: 400, field: "file"},
+		{name: "multipart without a boundary", method: "PUT", path: src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "multipart/form-data"}, code: 400, field: "body"},
 		{name: "upload as text", method: "PUT", path: src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "text/plain"}, code: 415},
 
 		// Authentication.
@@ -276,6 +278,11 @@ func TestBadRequests(t *testing.T) {
 			}
 			if p.Detail == "" {
 				t.Fatalf("problem without detail: %s", r.Body)
+			}
+			// Every refused input names what is at fault: a field of the
+			// body, the body, a query parameter or a header.
+			if (tc.code == http.StatusBadRequest || tc.code == http.StatusRequestEntityTooLarge || tc.code == http.StatusUnsupportedMediaType) && len(p.Errors) == 0 {
+				t.Fatalf("a %d naming nothing in errors[]: %s", tc.code, r.Body)
 			}
 			if tc.code == http.StatusUnauthorized && r.Header.Get("WWW-Authenticate") == "" {
 				t.Fatal("401 without WWW-Authenticate")

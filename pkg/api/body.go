@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // DefaultBodyIdleTimeout is how long a request body may go without sending a
@@ -73,7 +74,8 @@ func (s *Server) bodyReadProblem(c *gin.Context, what string, err error) *Proble
 		// read for another request.
 		c.Header("Connection", "close")
 		return problem(http.StatusRequestTimeout, "body-timeout", "Request body timed out",
-			"no byte of the %s arrived for %s; nothing was changed, send it again", what, s.opts.BodyIdleTimeout)
+			"no byte of the %s arrived for %s; nothing was changed, send it again", what, s.opts.BodyIdleTimeout).
+			naming("body", field.ErrorTypeRequired, "stopped arriving")
 	}
-	return badRequest("reading the %s: %v", what, err)
+	return badRequest("reading the %s: %v", what, err).naming("body", field.ErrorTypeInvalid, err.Error())
 }

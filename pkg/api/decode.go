@@ -22,19 +22,20 @@ import (
 // and no field at all for an error of a value's own UnmarshalJSON.
 func malformed(body []byte, err error, decode func([]byte) error) *Problem {
 	if ok, offset := sigsjson.SyntaxErrorOffset(err); ok {
-		return problem(http.StatusBadRequest, "malformed", "Malformed JSON", "the body is not valid JSON: %s (at byte %d)", strings.TrimPrefix(err.Error(), "json: "), offset)
+		detail := fmt.Sprintf("%s (at byte %d)", strings.TrimPrefix(err.Error(), "json: "), offset)
+		return problem(http.StatusBadRequest, "malformed", "Malformed JSON", "the body is not valid JSON: %s", detail).
+			naming("body", field.ErrorTypeInvalid, detail)
 	}
 	p := problem(http.StatusBadRequest, "malformed", "Malformed JSON", "the body is not valid JSON for this resource: %s", describeDecodeError(err))
-	if decode == nil {
-		return p
+	if decode != nil {
+		if where, werr := locateDecodeError(body, decode); where != nil {
+			// The located value's own error: with several bad values the
+			// whole body's error may be another's.
+			p.Detail = where.String() + ": " + describeDecodeError(werr)
+			return p.naming(where.String(), field.ErrorTypeTypeInvalid, describeDecodeError(werr))
+		}
 	}
-	if where, werr := locateDecodeError(body, decode); where != nil {
-		// The located value's own error: with several bad values the
-		// whole body's error may be another's.
-		p.Detail = where.String() + ": " + describeDecodeError(werr)
-		p.Errors = []FieldError{{Field: where.String(), Detail: describeDecodeError(werr), Type: string(field.ErrorTypeTypeInvalid)}}
-	}
-	return p
+	return p.naming("body", field.ErrorTypeTypeInvalid, describeDecodeError(err))
 }
 
 var typeErrorRE = regexp.MustCompile(`^json: cannot unmarshal (.+?) into Go (?:struct field \S+|value) of type (\S+)$`)

@@ -213,8 +213,7 @@ func (s *Server) replace(k *kind) gin.HandlerFunc {
 func (s *Server) patch(k *kind) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if mt := mediaType(c.GetHeader("Content-Type")); mt != MergePatchContentType {
-			writeProblem(c, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
-				"PATCH takes a JSON merge patch (Content-Type: %s), not %q", MergePatchContentType, mt))
+			writeProblem(c, unsupportedMediaType("PATCH takes a JSON merge patch (Content-Type: %s), not %q", MergePatchContentType, mt))
 			return
 		}
 		if p := checkJSONCharset(c.GetHeader("Content-Type")); p != nil {
@@ -239,7 +238,7 @@ func (s *Server) patch(k *kind) gin.HandlerFunc {
 			return
 		}
 		if _, ok := shape.(map[string]any); !ok {
-			writeProblem(c, badRequest("a merge patch must be a JSON object"))
+			writeProblem(c, badRequest("a merge patch must be a JSON object").naming("body", field.ErrorTypeTypeInvalid, "must be a JSON object"))
 			return
 		}
 		var bodyRV string
@@ -399,8 +398,7 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 // readObject reads and strictly decodes a create or replace body.
 func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
 	if mt := mediaType(c.GetHeader("Content-Type")); mt != "" && mt != "application/json" {
-		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
-			"the body must be application/json, not %q", mt)
+		return nil, unsupportedMediaType("the body must be application/json, not %q", mt)
 	}
 	if p := checkJSONCharset(c.GetHeader("Content-Type")); p != nil {
 		return nil, p
@@ -431,7 +429,7 @@ func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
 // readBody reads at most limit bytes; a longer body is a 413.
 func (s *Server) readBody(c *gin.Context, limit int64) ([]byte, *Problem) {
 	if c.Request.ContentLength > limit {
-		return nil, tooLarge("the body is %d bytes, the limit is %d", c.Request.ContentLength, limit)
+		return nil, tooLarge("the body is %d bytes, the limit is %d", c.Request.ContentLength, limit).naming("body", field.ErrorTypeTooLong, fmt.Sprintf("at most %d bytes", limit))
 	}
 	stop := s.watchBody(c)
 	b, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
@@ -440,10 +438,10 @@ func (s *Server) readBody(c *gin.Context, limit int64) ([]byte, *Problem) {
 		return nil, s.bodyReadProblem(c, "body", err)
 	}
 	if int64(len(b)) > limit {
-		return nil, tooLarge("the body is larger than the limit of %d bytes", limit)
+		return nil, tooLarge("the body is larger than the limit of %d bytes", limit).naming("body", field.ErrorTypeTooLong, fmt.Sprintf("at most %d bytes", limit))
 	}
 	if len(b) == 0 {
-		return nil, badRequest("the body is empty")
+		return nil, badRequest("the body is empty").naming("body", field.ErrorTypeRequired, "a JSON document is required")
 	}
 	return b, nil
 }

@@ -55,6 +55,19 @@ func problem(status int, slug, title, format string, args ...any) *Problem {
 
 func (p *Problem) withRetry(seconds int) *Problem { p.retryAfter = seconds; return p }
 
+// naming names the part of the request at fault (a field of the body, the
+// body itself, a header), so every refused input is named in errors[].
+func (p *Problem) naming(fieldName string, typ field.ErrorType, detail string) *Problem {
+	p.Errors = append(p.Errors, FieldError{Field: fieldName, Detail: detail, Type: string(typ)})
+	return p
+}
+
+// unsupportedMediaType is a 415 naming the Content-Type header.
+func unsupportedMediaType(format string, args ...any) *Problem {
+	p := problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", format, args...)
+	return p.naming("Content-Type", field.ErrorTypeNotSupported, p.Detail)
+}
+
 func badRequest(format string, args ...any) *Problem {
 	return problem(http.StatusBadRequest, "bad-request", "Bad request", format, args...)
 }

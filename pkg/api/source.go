@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
@@ -371,32 +372,31 @@ func (s *Server) openArchive(c *gin.Context) (io.Reader, *Problem) {
 	switch mt := mediaType(c.GetHeader("Content-Type")); mt {
 	case "", "application/zip", "application/octet-stream", "application/x-zip-compressed":
 		if c.Request.ContentLength > limit {
-			return nil, tooLarge("the archive is %d bytes, the limit is %d", c.Request.ContentLength, limit)
+			return nil, tooLarge("the archive is %d bytes, the limit is %d", c.Request.ContentLength, limit).naming("body", field.ErrorTypeTooLong, fmt.Sprintf("at most %d bytes", limit))
 		}
 		return c.Request.Body, nil
 	case "multipart/form-data":
 		mr, err := c.Request.MultipartReader()
 		if err != nil {
-			return nil, badRequest("malformed multipart body: %v", err)
+			return nil, badRequest("malformed multipart body: %v", err).naming("body", field.ErrorTypeInvalid, err.Error())
 		}
 		for {
 			part, err := mr.NextPart()
 			if err == io.EOF {
-				return nil, badRequest("the multipart body has no file part")
+				return nil, badRequest("the multipart body has no file part").naming("file", field.ErrorTypeRequired, "a part named file, or one with a file name, holding the zip")
 			}
 			if errors.Is(err, errBodyStalled) {
 				return nil, s.bodyReadProblem(c, "multipart body", err)
 			}
 			if err != nil {
-				return nil, badRequest("malformed multipart body: %v", err)
+				return nil, badRequest("malformed multipart body: %v", err).naming("body", field.ErrorTypeInvalid, err.Error())
 			}
 			if part.FileName() != "" || part.FormName() == "file" {
 				return part, nil
 			}
 		}
 	default:
-		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
-			"upload a zip as application/zip or as a file in multipart/form-data, not %q", mt)
+		return nil, unsupportedMediaType("upload a zip as application/zip or as a file in multipart/form-data, not %q", mt)
 	}
 }
 
@@ -412,10 +412,10 @@ func (s *Server) readArchive(c *gin.Context, r io.Reader) ([]byte, *Problem) {
 		return nil, s.bodyReadProblem(c, "archive", err)
 	}
 	if n > limit {
-		return nil, tooLarge("the archive is larger than the limit of %d bytes", limit)
+		return nil, tooLarge("the archive is larger than the limit of %d bytes", limit).naming("body", field.ErrorTypeTooLong, fmt.Sprintf("at most %d bytes", limit))
 	}
 	if n == 0 {
-		return nil, badRequest("the archive is empty")
+		return nil, badRequest("the archive is empty").naming("body", field.ErrorTypeRequired, "a zip archive is required")
 	}
 	return buf.Bytes(), nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
-	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -21,12 +20,10 @@ func checkJSONCharset(contentType string) *Problem {
 	}
 	_, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
-		return problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
-			"the Content-Type %q does not parse: %v", contentType, err)
+		return unsupportedMediaType("the Content-Type %q does not parse: %v", contentType, err)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-		return problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type",
-			"JSON bodies are UTF-8 (RFC 8259), not charset %q: send the body encoded as UTF-8", cs)
+		return unsupportedMediaType("JSON bodies are UTF-8 (RFC 8259), not charset %q: send the body encoded as UTF-8", cs)
 	}
 	return nil
 }
