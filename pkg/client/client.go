@@ -43,6 +43,8 @@ type Client struct {
 	http      *http.Client
 	retry     Retry
 	userAgent string
+	// maxAnswer bounds a JSON answer held in memory (maxJSONAnswer).
+	maxAnswer int64
 	// sleep waits between attempts; tests need not replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -85,6 +87,7 @@ func New(endpoint, token string, opts ...Option) (*Client, error) {
 		http:      &http.Client{Timeout: 5 * time.Minute},
 		retry:     DefaultRetry,
 		userAgent: "sless-go-client",
+		maxAnswer: maxJSONAnswer,
 		sleep:     sleepCtx,
 	}
 	for _, o := range opts {
@@ -107,6 +110,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+const (
+	// maxJSONAnswer bounds a JSON answer: a list page of 500 Functions with
+	// inline code fits.
+	maxJSONAnswer = 64 << 20
+	// maxSourceAnswer bounds a downloaded zip, well above the API's
+	// default archive limit of 64 MiB, which a server may raise.
+	maxSourceAnswer = 1 << 30
+)
+
 // request is one API call; body is replayed on each attempt.
 type request struct {
 	method      string
@@ -115,6 +127,8 @@ type request struct {
 	body        []byte
 	contentType string
 	accept      string
+	// maxAnswer bounds the answer; 0 is the Client's.
+	maxAnswer int64
 }
 
 // response is a successful answer.
@@ -209,9 +223,18 @@ func (c *Client) once(ctx context.Context, r request, u string) (*response, erro
 		return nil, fmt.Errorf("%s %s: %w", r.method, u, err)
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	limit := r.maxAnswer
+	if limit <= 0 {
+		limit = c.maxAnswer
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: reading the answer: %w", r.method, u, err)
+	}
+	if int64(len(b)) > limit {
+		// Cut short, it would pass for the whole answer: a zip missing its
+		// end, a document that does not parse.
+		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", r.method, u, limit)
 	}
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		return &response{status: res.StatusCode, header: res.Header, body: b}, nil

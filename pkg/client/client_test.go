@@ -81,6 +81,22 @@ func TestCreateConflictRetriedOnlyWhenToldToComeBack(t *testing.T) {
 	}
 }
 
+// TestLargeAnswerNotCutShort: an answer larger than the client holds is an
+// error, not its first bytes passed off as the whole (a zip over 64 MiB came
+// back cut at 64 MiB); a source download may be larger than a JSON answer.
+func TestLargeAnswerNotCutShort(t *testing.T) {
+	zip := strings.Repeat("z", 64<<20+100) // past the bound of a JSON answer
+	c, _, _ := scripted(t, step{status: 200, body: zip})
+	got, err := c.GetSource(context.Background(), "ns", "hello")
+	if err != nil || len(got) != len(zip) {
+		t.Fatalf("GetSource = %d bytes, %v; want all %d", len(got), err, len(zip))
+	}
+	c.maxAnswer = 10
+	if _, err := c.GetFunction(context.Background(), "ns", "hello"); err == nil || !strings.Contains(err.Error(), "larger than 10 bytes") {
+		t.Fatalf("a JSON answer over the bound: %v", err)
+	}
+}
+
 // TestStaleVersionNotRetried: a patch whose metadata.resourceVersion is no
 // longer current is answered 409 without Retry-After, and no wait makes it
 // current, so the error comes back at once; before, every call but a

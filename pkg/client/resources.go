@@ -212,7 +212,7 @@ func WithEntrypoint(entrypoint string) UploadOption {
 
 // GetSource downloads a Function's source zip.
 func (c *Client) GetSource(ctx context.Context, ns, name string) ([]byte, error) {
-	res, err := c.do(ctx, request{method: http.MethodGet, path: functions.item(ns, name) + "/source", accept: "application/zip"})
+	res, err := c.do(ctx, request{method: http.MethodGet, path: functions.item(ns, name) + "/source", accept: "application/zip", maxAnswer: maxSourceAnswer})
 	if err != nil {
 		return nil, err
 	}
