@@ -17,6 +17,7 @@ const ErrorHeader = "X-Sless-Error"
 const (
 	ReasonNotFound       = "FunctionNotFound"
 	ReasonNotReady       = "FunctionNotReady"
+	ReasonFailed         = "FunctionFailed"
 	ReasonUnauthorized   = "Unauthorized"
 	ReasonForbidden      = "Forbidden"
 	ReasonBodyTooLarge   = "RequestBodyTooLarge"

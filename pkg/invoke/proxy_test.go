@@ -287,6 +287,7 @@ func TestProxyPlatformErrors(t *testing.T) {
 	})
 	r.targets.set("ns", "ok", invoke.Target{Address: ok, Ready: true, Public: true})
 	r.targets.set("ns", "building", invoke.Target{Public: true})
+	r.targets.set("ns", "broken", invoke.Target{Public: true, Failed: "BuildFailed"})
 	r.targets.set("ns", "dead", invoke.Target{Address: dead, Ready: true, Public: true})
 	r.targets.set("ns", "slow", invoke.Target{Address: slow, Ready: true, Public: true, Timeout: 300 * time.Millisecond})
 	r.targets.set("ns", "own", invoke.Target{Address: own, Ready: true, Public: true})
@@ -303,6 +304,8 @@ func TestProxyPlatformErrors(t *testing.T) {
 		{name: "no name", path: "/fn/ns", status: 404, reason: invoke.ReasonNotFound},
 		{name: "not under /fn", path: "/other/ns/ok", status: 404, reason: invoke.ReasonNotFound},
 		{name: "not ready", path: "/fn/ns/building", status: 503, reason: invoke.ReasonNotReady, recorded: true, retryAfter: "7"},
+		// Waiting does not help a failed function: no Retry-After.
+		{name: "failed", path: "/fn/ns/broken", status: 503, reason: invoke.ReasonFailed, recorded: true},
 		{name: "unreachable", path: "/fn/ns/dead", status: 502, reason: invoke.ReasonUnreachable, recorded: true},
 		{name: "too slow", path: "/fn/ns/slow", status: 504, reason: invoke.ReasonTimeout, recorded: true},
 		{name: "body over the cap by length", path: "/fn/ns/ok", body: strings.Repeat("x", 1001), status: 413, reason: invoke.ReasonBodyTooLarge, recorded: true},
@@ -343,6 +346,9 @@ func TestProxyPlatformErrors(t *testing.T) {
 				if err := json.Unmarshal(b, &p); err != nil || p.Status != tc.status || p.Reason != tc.reason || p.Detail == "" || p.RequestID == "" {
 					t.Fatalf("problem %s (%v)", b, err)
 				}
+				if tc.reason == invoke.ReasonFailed && !strings.Contains(p.Detail, "BuildFailed") {
+					t.Fatalf("the problem of a failed function does not say why: %q", p.Detail)
+				}
 			}
 		})
 	}
@@ -353,7 +359,7 @@ func TestProxyPlatformErrors(t *testing.T) {
 		n       int
 		status  int
 		errPart string
-	}{{"building", 1, 503, "not ready"}, {"dead", 1, 502, "unreachable"}, {"slow", 1, 504, "timeout"}, {"own", 1, 504, ""}} {
+	}{{"building", 1, 503, "not ready"}, {"broken", 1, 503, "failed: BuildFailed"}, {"dead", 1, 502, "unreachable"}, {"slow", 1, 504, "timeout"}, {"own", 1, 504, ""}} {
 		recs := r.records(t, "ns", fn.name, fn.n)
 		if recs[0].Status != fn.status || !strings.Contains(recs[0].Error, fn.errPart) || (fn.errPart == "") != (recs[0].Error == "") {
 			t.Errorf("%s: record %+v, want status %d and error about %q", fn.name, recs[0], fn.status, fn.errPart)

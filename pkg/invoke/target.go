@@ -53,8 +53,15 @@ type Target struct {
 	// while a newer one is built and rolled out (Knative keeps routing to the
 	// last ready revision, so refusing calls then would be an outage sless
 	// made up). A target that is not Ready and has no Activate is answered
-	// 503 with Retry-After.
+	// 503 with Retry-After (without, when Failed says why).
 	Ready bool
+
+	// Failed, for a target that is not Ready, is the reason (the Ready
+	// condition's, such as BuildFailed) its current generation failed with.
+	// Such a function serves again only once its spec is fixed, so the
+	// proxy answers 503 FunctionFailed without Retry-After: waiting and
+	// calling again would not help. Empty while it is merely on its way.
+	Failed string
 
 	// Revision names what serves the call (Knative's latestReadyRevision, or
 	// a build digest in local mode). It is recorded with each invocation.

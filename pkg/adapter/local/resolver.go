@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -22,7 +23,7 @@ type Resolver struct {
 	server *Server
 
 	mu       sync.RWMutex
-	fns      map[types.NamespacedName]time.Duration // timeout of each live function
+	fns      map[types.NamespacedName]liveFunction // each live function
 	triggers map[types.NamespacedName]types.NamespacedName
 	public   map[types.NamespacedName]int // enabled http triggers per function
 	cancel   func()
@@ -30,10 +31,17 @@ type Resolver struct {
 
 var _ invoke.Resolver = (*Resolver)(nil)
 
+// liveFunction is what the resolver keeps of a live Function.
+type liveFunction struct {
+	timeout time.Duration
+	// failed is the Ready reason when its current generation failed.
+	failed string
+}
+
 // NewResolver indexes the functions and triggers in store and follows its
 // changes. Make it before anything writes to the store.
 func NewResolver(ctx context.Context, store *Store, server *Server) (*Resolver, error) {
-	r := &Resolver{server: server, fns: map[types.NamespacedName]time.Duration{},
+	r := &Resolver{server: server, fns: map[types.NamespacedName]liveFunction{},
 		triggers: map[types.NamespacedName]types.NamespacedName{}, public: map[types.NamespacedName]int{}}
 	r.cancel = store.Subscribe(r.observe)
 	fns := &unstructured.UnstructuredList{}
@@ -70,11 +78,15 @@ func (r *Resolver) observe(ev Event) {
 			delete(r.fns, ev.Key)
 			return
 		}
-		timeout := int64(slessv1alpha1.DefaultTimeoutSeconds)
-		if t, ok, _ := unstructured.NestedInt64(ev.Object.Object, "spec", "timeoutSeconds"); ok && t > 0 {
-			timeout = t
+		var fn slessv1alpha1.Function
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ev.Object.Object, &fn); err != nil {
+			// The store holds only objects that passed validation; keep
+			// what the proxy needs most, that the function exists.
+			r.fns[ev.Key] = liveFunction{timeout: slessv1alpha1.DefaultTimeoutSeconds * time.Second}
+			return
 		}
-		r.fns[ev.Key] = time.Duration(timeout) * time.Second
+		reason, _, _ := fn.Failure()
+		r.fns[ev.Key] = liveFunction{timeout: time.Duration(fn.Timeout()) * time.Second, failed: reason}
 	case "Trigger":
 		if old, ok := r.triggers[ev.Key]; ok {
 			r.public[old]--
@@ -102,16 +114,17 @@ func (r *Resolver) observe(ev Event) {
 func (r *Resolver) Resolve(_ context.Context, namespace, name string) (invoke.Target, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	r.mu.RLock()
-	timeout, ok := r.fns[key]
+	fn, ok := r.fns[key]
 	public := r.public[key] > 0
 	r.mu.RUnlock()
 	if !ok {
 		return invoke.Target{}, fmt.Errorf("%w: %s/%s", invoke.ErrNotFound, namespace, name)
 	}
-	t := invoke.Target{Timeout: timeout, Public: public}
+	t := invoke.Target{Timeout: fn.timeout, Public: public}
 	rev, running, serving := r.server.Serving(namespace, name)
 	if !serving {
-		return t, nil // not ready: 503 with Retry-After
+		t.Failed = fn.failed // not ready: 503, with Retry-After unless it failed
+		return t, nil
 	}
 	t.Ready, t.Revision, t.Idle = true, rev, !running
 	t.Activate = func(ctx context.Context) (invoke.Activation, error) {

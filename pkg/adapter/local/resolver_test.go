@@ -33,6 +33,21 @@ func TestResolverFollowsTheStore(t *testing.T) {
 	if _, err := r.Resolve(ctx, "ns", "missing"); !errors.Is(err, invoke.ErrNotFound) {
 		t.Fatalf("missing function: %v, want ErrNotFound", err)
 	}
+	if tg, _ := r.Resolve(ctx, "ns", "early"); tg.Failed != "" {
+		t.Fatalf("a function on its way resolves as failed: %+v", tg)
+	}
+	// Its build fails: the proxy is told why, so it does not ask callers to
+	// come back later.
+	early.Status.ObservedGeneration = early.Generation
+	early.Status.Phase = slessv1alpha1.FunctionPhaseFailed
+	early.Status.Conditions = []metav1.Condition{{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionFalse,
+		Reason: "BuildFailed", Message: "pip install exited 1", ObservedGeneration: early.Generation, LastTransitionTime: metav1.Now()}}
+	if err := store.Status().Update(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	if tg, err := r.Resolve(ctx, "ns", "early"); err != nil || tg.Ready || tg.Failed != "BuildFailed" {
+		t.Fatalf("function whose build failed: %+v, %v; want not ready, failed BuildFailed", tg, err)
+	}
 
 	fn := newFunction("ns", "served")
 	fn.Spec.TimeoutSeconds = ptr.To[int32](70)

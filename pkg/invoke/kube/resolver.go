@@ -41,6 +41,8 @@ var ErrNotSynced = errors.New("function cache not synced yet")
 //   - Revision: status.latestReadyRevision.
 //   - Public: an enabled http Trigger in the namespace names the Function.
 //   - Idle: the latest ready Revision reports zero actual replicas.
+//   - Failed: the Ready reason, when the current generation failed and no
+//     revision serves.
 //
 // A Function being deleted resolves as not found.
 type Resolver struct {
@@ -189,6 +191,9 @@ func TargetOf(fn *slessv1alpha1.Function) (t invoke.Target, ok bool) {
 		}
 	}
 	t.Ready = t.Address != nil && (fn.IsReady() || t.Revision != "")
+	if reason, _, failed := fn.Failure(); failed && !t.Ready {
+		t.Failed = reason
+	}
 	return t, true
 }
 

@@ -112,6 +112,20 @@ func TestResolverFollowsFunctionsAndTriggers(t *testing.T) {
 		t.Fatalf("new function resolves to %+v", tg)
 	}
 
+	// Its build fails: not ready, and the proxy is told why.
+	fn.Status.ObservedGeneration = fn.Generation
+	fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
+	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionFalse,
+		Reason: "BuildFailed", Message: "step build exited 1", ObservedGeneration: fn.Generation})
+	if err := k.Client.Status().Update(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	tg = eventually(t, r, ns, "hello", "failed", func(tg invoke.Target, err error) bool { return err == nil && tg.Failed != "" })
+	if tg.Ready || tg.Failed != "BuildFailed" {
+		t.Fatalf("failed function resolves to %+v", tg)
+	}
+
+	fn.Status.Phase = slessv1alpha1.FunctionPhaseReady
 	serve(t, k.Client, fn, "http://hello."+ns+".svc.cluster.local", "hello-00001")
 	tg = eventually(t, r, ns, "hello", "served", func(tg invoke.Target, err error) bool { return err == nil && tg.Ready })
 	if tg.Address.String() != "http://hello."+ns+".svc.cluster.local" || tg.Revision != "hello-00001" || tg.Public {
@@ -252,4 +266,37 @@ func TestProxyOverResolverAppliesTriggers(t *testing.T) {
 	}
 	waitStatus("disabled trigger", "", 401)
 	waitStatus("disabled trigger, tenant token", ns, 200)
+}
+
+// TargetOf tells a failure apart from a function on its way, and never
+// answers a failure while a revision serves.
+func TestTargetOfFailedFunctions(t *testing.T) {
+	failed := func(gen, observed int64, revision string) *slessv1alpha1.Function {
+		fn := newFunction("ns", "f")
+		fn.Generation = gen
+		fn.Status.ObservedGeneration = observed
+		fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
+		fn.Status.Address = "http://f.ns.svc.cluster.local"
+		fn.Status.LatestReadyRevision = revision
+		fn.Status.Conditions = []metav1.Condition{{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionFalse,
+			Reason: "ServiceRejected", Message: "admission webhook said no", ObservedGeneration: observed}}
+		return fn
+	}
+	for _, tc := range []struct {
+		name   string
+		fn     *slessv1alpha1.Function
+		ready  bool
+		failed string
+	}{
+		{"failed, nothing serves", failed(2, 2, ""), false, "ServiceRejected"},
+		{"failed, an older revision serves", failed(2, 2, "f-00001"), true, ""},
+		{"failed generation replaced by a newer spec", failed(3, 2, ""), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, ok := kube.TargetOf(tc.fn)
+			if !ok || tg.Ready != tc.ready || tg.Failed != tc.failed {
+				t.Fatalf("TargetOf = %+v, %v; want ready %v, failed %q", tg, ok, tc.ready, tc.failed)
+			}
+		})
+	}
 }
