@@ -53,6 +53,7 @@ const (
 	ReasonServiceError       = "ServiceError"
 	ReasonServiceRejected    = "ServiceRejected"
 	ReasonBuildRejected      = "BuildRejected"
+	ReasonCleanupFailed      = "CleanupFailed"
 	ReasonReady              = "Ready"
 )
 
@@ -394,7 +395,20 @@ func (r *Reconciler) finalize(ctx context.Context, fn *slessv1alpha1.Function) e
 		return nil
 	}
 	if err := r.Store.DeletePrefix(ctx, names.ObjectPrefix(fn.Namespace, fn.Name)); err != nil {
-		return fmt.Errorf("delete objects of %s/%s: %w", fn.Namespace, fn.Name, err)
+		err = fmt.Errorf("delete objects of %s/%s: %w", fn.Namespace, fn.Name, err)
+		// The Function stays until its objects are gone, retried with
+		// backoff; a deletion that does not end must say why where
+		// `kubectl get` looks, not only in the controller's log.
+		before := fn.Status.DeepCopy()
+		fn.Status.ObservedGeneration, fn.Status.Phase = fn.Generation, slessv1alpha1.FunctionPhaseFailed
+		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionFalse, ReasonCleanupFailed,
+			"the Function is kept until its stored objects are deleted: "+err.Error())
+		if !equality.Semantic.DeepEqual(before, &fn.Status) {
+			if uerr := r.Client.Status().Update(ctx, fn); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
+				return errors.Join(err, uerr)
+			}
+		}
+		return err
 	}
 	r.mu.Lock()
 	delete(r.contexts, fn.UID)
