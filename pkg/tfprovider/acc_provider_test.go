@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/sless-dev/sless/pkg/client"
 )
@@ -34,6 +37,8 @@ data "sless_functions" "all" {}
 	}{
 		{"token the API refuses", fmt.Sprintf("  endpoint = %q\n  token = \"not-the-token-0123456789\"", api.Endpoint),
 			`(?s)The sless API refused the token.*401 Unauthorized.*SLESS_TOKEN`},
+		{"token with space inside", fmt.Sprintf("  endpoint = %q\n  token = \"two words\"", api.Endpoint),
+			`(?s)Invalid sless token.*white space or control characters inside`},
 		{"endpoint without a scheme", "  endpoint = \"127.0.0.1:8080\"\n  token = \"x\"",
 			`(?s)Invalid sless endpoint.*127\.0\.0\.1:8080`},
 		{"endpoint with another scheme", "  endpoint = \"ftp://127.0.0.1:8080\"\n  token = \"x\"",
@@ -52,6 +57,21 @@ data "sless_functions" "all" {}
 			})
 		})
 	}
+	t.Run("token read from a file", func(t *testing.T) {
+		// token = file("dev-token") ends in a newline; it is the token all
+		// the same (it used to fail every call, after two minutes of
+		// retries, on an invalid header).
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: providerFactories(),
+			Steps: []resource.TestStep{{
+				Config: hcl(fmt.Sprintf("  endpoint = %q\n  token = %q", api.Endpoint, api.Token+"\n"), `data "sless_functions" "all" {}
+`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.sless_functions.all", tfjsonpath.New("namespace"), knownvalue.StringExact(api.Namespace)),
+				},
+			}},
+		})
+	})
 	t.Run("no token anywhere", func(t *testing.T) {
 		t.Setenv(EnvToken, "")
 		resource.Test(t, resource.TestCase{

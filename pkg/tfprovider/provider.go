@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -153,6 +155,18 @@ func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	if endpoint == "" {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Missing sless endpoint",
 			"Set endpoint in the provider block or the "+EnvEndpoint+" environment variable to the sless API's URL.")
+		return
+	}
+	// A token read from a file (token = file("dev-token")) ends in a
+	// newline, which no bearer token has and no HTTP header may carry: the
+	// calls would fail, after the client's retries, with an error about a
+	// header. Surrounding space goes; space or control characters inside
+	// are an error here.
+	endpoint, token = strings.TrimSpace(endpoint), strings.TrimSpace(token)
+	if strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		resp.Diagnostics.AddAttributeError(path.Root("token"), "Invalid sless token",
+			"the token has white space or control characters inside it; a bearer token has none (check where "+
+				"token or "+EnvToken+" comes from)")
 		return
 	}
 	if token == "" {
