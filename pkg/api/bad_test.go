@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"math/big"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -167,6 +168,10 @@ func TestBadRequests(t *testing.T) {
 		{name: "unknown trigger type", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "smtp"}), code: 400, field: "spec.type"},
 		{name: "schedule on http trigger", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"function": "base", "type": "http", "schedule": "@daily"}), code: 400, field: "spec.schedule"},
 		{name: "trigger without function", method: "POST", path: e.path("triggers"), body: trgWith("c", map[string]any{"type": "http"}), code: 400, field: "spec.function"},
+		{name: "job payload integer past int64", method: "POST", path: e.path("jobs"), body: `{"metadata":{"name":"j"},"spec":{"function":"base","payload":{"ids":[1,12345678901234567890]}}}`, code: 400, field: "spec.payload.ids[1]"},
+		{name: "job payload decimal past float64 precision", method: "POST", path: e.path("jobs"), body: `{"metadata":{"name":"j"},"spec":{"function":"base","payload":{"price":0.1000000000000000055511151231257827}}}`, code: 400, field: "spec.payload.price"},
+		{name: "trigger payload number past float64 range", method: "POST", path: e.path("triggers"), body: `{"metadata":{"name":"c"},"spec":{"function":"base","type":"cron","schedule":"@daily","payload":{"e":1e400}}}`, code: 400, field: "spec.payload.e"},
+		{name: "PATCH job payload past int64", method: "PATCH", path: e.path("jobs", "job"), body: `{"spec":{"payload":{"n":-99999999999999999999}}}`, headers: []string{"Content-Type", mp}, code: 400, field: "spec.payload.n"},
 		{name: "job runID negative", method: "POST", path: e.path("jobs"), body: jobWith("j", map[string]any{"function": "base", "runID": -1}), code: 400, field: "spec.runID"},
 		{name: "job timeout 0", method: "POST", path: e.path("jobs"), body: jobWith("j", map[string]any{"function": "base", "timeoutSeconds": 0}), code: 400, field: "spec.timeoutSeconds"},
 		{name: "job name of 41", method: "POST", path: e.path("jobs"), body: jobWith(strings.Repeat("j", 41), map[string]any{"function": "base"}), code: 400, field: "metadata.name"},
@@ -330,6 +335,29 @@ func TestUnicodeKeptExactly(t *testing.T) {
 	want(t, e.do("POST", e.path("functions"), e.token("alice"), body, "Content-Type", "application/json; charset=UTF-8"), http.StatusCreated)
 	if got := e.getFunction("uni").Spec.Source.Inline.Files["main.py"]; got != code {
 		t.Fatalf("stored %q, sent %q", got, code)
+	}
+
+	// Payload numbers the store keeps as sent: int64, and decimals that
+	// float64 holds exactly enough to give back the same digits.
+	payload := `{"big":9223372036854775807,"neg":-9223372036854775808,"f":0.1,"e":1e300,"small":2.5e-8}`
+	want(t, e.do("POST", e.path("jobs"), e.token("alice"), `{"metadata":{"name":"nums"},"spec":{"function":"uni","payload":`+payload+`}}`), http.StatusCreated)
+	job := &slessv1alpha1.FunctionJob{}
+	if err := e.kube.Client.Get(context.Background(), clientKey(e.ns, "nums"), job); err != nil {
+		t.Fatal(err)
+	}
+	var sent, kept map[string]json.Number
+	d := json.NewDecoder(strings.NewReader(payload))
+	d.UseNumber()
+	_ = d.Decode(&sent)
+	d = json.NewDecoder(bytes.NewReader(job.Spec.Payload.Raw))
+	d.UseNumber()
+	_ = d.Decode(&kept)
+	for k, v := range sent {
+		a, _ := new(big.Rat).SetString(string(v))
+		b, ok := new(big.Rat).SetString(string(kept[k]))
+		if !ok || a.Cmp(b) != 0 {
+			t.Errorf("payload %s: sent %s, stored %s", k, v, kept[k])
+		}
 	}
 
 	// A leading byte order mark, as Windows PowerShell writes UTF-8 files,

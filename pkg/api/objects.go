@@ -515,6 +515,7 @@ func (s *Server) admit(ctx context.Context, k *kind, ns string, old, obj client.
 	errs := metav1validation.ValidateLabels(obj.GetLabels(), md.Child("labels"))
 	errs = append(errs, apivalidation.ValidateAnnotations(obj.GetAnnotations(), md.Child("annotations"))...)
 	errs = append(errs, k.validate(obj)...)
+	errs = append(errs, checkPayloadNumbers(obj)...)
 	if len(errs) > 0 {
 		return invalid(k.kind, errs)
 	}
