@@ -64,7 +64,9 @@ type ServePolicy struct {
 // Service and carrying status.containerStatuses: each container's image
 // pinned by digest, as Knative resolves tags when it creates a revision
 // (the simulator plays the registry: a tag's digest is the sha256 of the
-// reference). No Route or Pod objects are created.
+// reference). No Route or Pod objects are created. Knative's webhook rule
+// that a changed revision template needs a new revision name is in force
+// on the apiserver (an admission policy), as on a cluster.
 type KnativeSim struct {
 	kube   *Kube
 	cache  client.Reader
@@ -110,6 +112,9 @@ func SharedKnative(t testing.TB) *KnativeSim {
 
 // StartKnativeSim starts a simulator on k; call Stop when done.
 func StartKnativeSim(k *Kube) (*KnativeSim, error) {
+	if err := installKnativeRules(k); err != nil {
+		return nil, err
+	}
 	s := &KnativeSim{kube: k, policies: map[string]ServePolicy{}, since: map[genKey]time.Time{}}
 	mgr, err := simManager(k)
 	if err != nil {

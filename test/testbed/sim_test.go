@@ -12,10 +12,12 @@ import (
 
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -372,5 +374,63 @@ func TestKnativeSimulatorDelay(t *testing.T) {
 	eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "d").IsReady(), nil })
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("ready after %v, before the 300ms delay", d)
+	}
+}
+
+// The simulator's apiserver refuses what Knative's webhook refuses: a
+// changed revision template under the revision name in use. A new name, an
+// unchanged template, an unnamed template and the Service's own metadata
+// pass.
+func TestKnativeRevisionNameRule(t *testing.T) {
+	k := testbed.SharedKube(t)
+	testbed.SharedKnative(t)
+	ns := k.Namespace(t)
+	ctx := context.Background()
+	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: ns}}
+	svc.Spec.Template.Name = "named-00001"
+	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: "registry.example/app@sha256:" + strings.Repeat("a", 64)}}
+	if err := k.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*servingv1.Service)
+		refuse bool
+	}{
+		{"changed template, same name", func(s *servingv1.Service) {
+			s.Spec.Template.Spec.Containers[0].Image = "registry.example/app@sha256:" + strings.Repeat("b", 64)
+		}, true},
+		{"changed template annotation, same name", func(s *servingv1.Service) {
+			s.Spec.Template.Annotations = map[string]string{"autoscaling.knative.dev/min-scale": "1"}
+		}, true},
+		{"Service label only", func(s *servingv1.Service) { s.Labels = map[string]string{"team": "a"} }, false},
+		{"changed template, new name", func(s *servingv1.Service) {
+			s.Spec.Template.Name = "named-00002"
+			s.Spec.Template.Spec.Containers[0].Image = "registry.example/app@sha256:" + strings.Repeat("c", 64)
+		}, false},
+		{"changed template, no name", func(s *servingv1.Service) {
+			s.Spec.Template.Name = ""
+			s.Spec.Template.Spec.Containers[0].Image = "registry.example/app@sha256:" + strings.Repeat("d", 64)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The simulator writes the status meanwhile: an update that
+			// loses that race is made again on the new version.
+			var err error
+			for i := 0; i == 0 || apierrors.IsConflict(err) && i < 20; i++ {
+				cur := &servingv1.Service{}
+				if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "named"}, cur); err != nil {
+					t.Fatal(err)
+				}
+				tc.change(cur)
+				err = k.Client.Update(ctx, cur, client.DryRunAll)
+			}
+			switch {
+			case tc.refuse && (err == nil || !strings.Contains(err.Error(), testbed.KnativeNameChangeMessage)):
+				t.Errorf("update accepted or refused otherwise: %v", err)
+			case !tc.refuse && err != nil:
+				t.Errorf("update refused: %v", err)
+			}
+		})
 	}
 }
