@@ -377,6 +377,9 @@ func (s *Store) Create(_ context.Context, obj client.Object, opts ...client.Crea
 	u.SetGeneration(1)
 	u.SetManagedFields(nil)
 	delete(u.Object, "status")
+	if err := applyDefaults(k.gvk, u.Object); err != nil {
+		return err
+	}
 	dry := len(o.DryRun) > 0
 	err = s.write(dry, func(tx *bolt.Tx, rv uint64) ([]Event, error) {
 		b, err := tx.Bucket(bucketObjects).CreateBucketIfNotExists(k.bucket())
@@ -445,6 +448,12 @@ func (s *Store) update(obj client.Object, status, dry bool) error {
 
 // merge computes the object an update of old with in stores.
 func (s *Store) merge(k kindInfo, old, in *unstructured.Unstructured, status bool) (*unstructured.Unstructured, error) {
+	// Defaults as the apiserver applies them: on what is written, and on
+	// what was stored before a default existed, so that such a default alone
+	// is no change of the spec (and no new generation).
+	if err := applyDefaults(k.gvk, old.Object); err != nil {
+		return nil, err
+	}
 	var next *unstructured.Unstructured
 	if status {
 		next = old.DeepCopy()
@@ -456,6 +465,9 @@ func (s *Store) merge(k kindInfo, old, in *unstructured.Unstructured, status boo
 		return next, nil
 	}
 	next = in.DeepCopy()
+	if err := applyDefaults(k.gvk, next.Object); err != nil {
+		return nil, err
+	}
 	if st, ok := old.Object["status"]; ok {
 		next.Object["status"] = runtime.DeepCopyJSONValue(st)
 	} else {

@@ -225,7 +225,8 @@ func TestStorePatch(t *testing.T) {
 	if err := st.Patch(ctx, fn, merge); err != nil {
 		t.Fatal(err)
 	}
-	if fn.Spec.MemoryMB != nil || *fn.Spec.TimeoutSeconds != 60 || fn.Generation != 2 || fn.Status.Phase != "" {
+	// null removes memoryMB, and the CRD's default takes its place.
+	if *fn.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB || *fn.Spec.TimeoutSeconds != 60 || fn.Generation != 2 || fn.Status.Phase != "" {
 		t.Fatalf("merge patch: memory %v timeout %v generation %d phase %q", fn.Spec.MemoryMB, fn.Spec.TimeoutSeconds, fn.Generation, fn.Status.Phase)
 	}
 	jp := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/entrypoint","value":"main.x"}]`))
@@ -509,5 +510,66 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	}
 	if rv(t, other) <= rv(t, fn) {
 		t.Fatalf("resourceVersion went back after reopen: %s after %s", other.ResourceVersion, fn.ResourceVersion)
+	}
+}
+
+// The store fills the CRD schemas' defaults as the apiserver does: on
+// create, and on a write that leaves a defaulted field out; a default the
+// stored object already holds is no change.
+func TestStoreAppliesCRDDefaults(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openTestStore(t)
+	fn := newFunction("ns", "f")
+	if err := st.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	got := &slessv1alpha1.Function{}
+	if err := st.Get(ctx, client.ObjectKeyFromObject(fn), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.MemoryMB == nil || *got.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB ||
+		got.Spec.TimeoutSeconds == nil || *got.Spec.TimeoutSeconds != slessv1alpha1.DefaultTimeoutSeconds ||
+		got.Spec.BuildTimeoutSeconds == nil || *got.Spec.BuildTimeoutSeconds != slessv1alpha1.DefaultBuildTimeoutSeconds {
+		t.Fatalf("created function reads back memory %v timeout %v build timeout %v, want the CRD defaults",
+			got.Spec.MemoryMB, got.Spec.TimeoutSeconds, got.Spec.BuildTimeoutSeconds)
+	}
+	// An update that leaves them out (a client that never set them) is no
+	// change: same generation, same resourceVersion.
+	plain := newFunction("ns", "f")
+	if err := st.Update(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if plain.Generation != 1 || plain.ResourceVersion != got.ResourceVersion || *plain.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB {
+		t.Fatalf("update without the defaulted fields: generation %d, resourceVersion %s (was %s), memory %v",
+			plain.Generation, plain.ResourceVersion, got.ResourceVersion, plain.Spec.MemoryMB)
+	}
+	// Values given are kept.
+	plain.Spec.MemoryMB = ptr.To[int32](512)
+	if err := st.Update(ctx, plain); err != nil || *plain.Spec.MemoryMB != 512 || plain.Generation != 2 {
+		t.Fatalf("update with memory 512: %v, generation %d, %v", plain.Spec.MemoryMB, plain.Generation, err)
+	}
+
+	// Triggers: enabled, and the queue settings inside a queue block given
+	// without them (nothing is added where no queue block is).
+	q := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "f", Type: slessv1alpha1.TriggerTypeQueue,
+			Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"}}}
+	web := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "f", Type: slessv1alpha1.TriggerTypeHTTP}}
+	for _, tr := range []*slessv1alpha1.Trigger{q, web} {
+		if err := st.Create(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Spec.Enabled == nil || !*tr.Spec.Enabled {
+			t.Fatalf("%s: enabled %v, want the default true", tr.Name, tr.Spec.Enabled)
+		}
+	}
+	qs := q.Spec.Queue
+	if qs.Prefetch == nil || *qs.Prefetch != 10 || qs.Concurrency == nil || *qs.Concurrency != 1 ||
+		qs.MaxRetries == nil || *qs.MaxRetries != 3 || qs.BackoffSeconds == nil || *qs.BackoffSeconds != 1 {
+		t.Fatalf("queue trigger reads back %+v, want the CRD defaults", qs)
+	}
+	if web.Spec.Queue != nil {
+		t.Fatalf("http trigger got a queue block: %+v", web.Spec.Queue)
 	}
 }
