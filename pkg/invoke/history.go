@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,6 +92,9 @@ func ParseCursor(s string) (Cursor, error) {
 	return Cursor{StartedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
 }
 
+// listParams are the query parameters the invocations listing takes.
+var listParams = []string{"status", "trigger", "since", "until", "limit", "cursor"}
+
 // ParseQuery reads the listing's query parameters: status (2xx, 3xx, 4xx,
 // 5xx), trigger, since and until (RFC 3339), limit (1 to 1000, default 50)
 // and cursor (a previous page's next). Every bad value is reported, each
@@ -110,6 +115,20 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 			return "", false
 		}
 		return vals[0], true
+	}
+	// A parameter this listing does not know would otherwise be dropped
+	// without a word, and the client would read a page of another query
+	// than the one it sent (a misspelt filter lists everything).
+	names := make([]string, 0, len(v))
+	for name := range v {
+		if !slices.Contains(listParams, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		errs = append(errs, FieldError{Field: name, Type: string(field.ErrorTypeNotSupported),
+			Detail: "unknown query parameter: the invocations listing takes only " + strings.Join(listParams, ", ")})
 	}
 	if s, ok := get("status"); ok {
 		if len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx") {
@@ -253,7 +272,16 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 		writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound, "no function "+strconv.Quote(namespace+"/"+function)))
 		return
 	}
-	q, errs := ParseQuery(namespace, function, r.URL.Query())
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		// r.URL.Query() would drop the pair that does not parse and list
+		// as if it had not been sent.
+		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "the query string does not parse: "+err.Error())
+		p.Title, p.Errors = "Query is invalid", []FieldError{{Field: "query", Detail: err.Error(), Type: string(field.ErrorTypeInvalid)}}
+		writeProblem(w, p)
+		return
+	}
+	q, errs := ParseQuery(namespace, function, values)
 	if len(errs) > 0 {
 		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "invalid query parameters")
 		p.Title, p.Errors = "Query is invalid", errs

@@ -58,7 +58,11 @@ func TestListHandlerRefusesBadInput(t *testing.T) {
 		{"limit=1&limit=2", 400, []string{"limit"}},
 		{"status=9xx&trigger=x&limit=-1", 400, []string{"status", "trigger", "limit"}},
 		{"status=5XX&trigger=cron&since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00.5%2B01:00&limit=1000", 200, nil},
-		{"unknown=ignored", 200, nil},
+		// Parameters it does not take, as every REST API route refuses them:
+		// a misspelt filter would otherwise list everything.
+		{"stauts=5xx", 400, []string{"stauts"}},
+		{"trigger=cron&dryRun=All&fieldSelector=x", 400, []string{"dryRun", "fieldSelector"}},
+		{"status=5xx&cursor=%zz", 400, []string{"query"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.query, func(t *testing.T) {
@@ -88,7 +92,7 @@ func TestListHandlerRefusesBadInput(t *testing.T) {
 			var got []string
 			for _, e := range p.Errors {
 				got = append(got, e.Field)
-				if e.Detail == "" || (e.Type != "FieldValueInvalid" && e.Type != "FieldValueDuplicate") {
+				if e.Detail == "" || (e.Type != "FieldValueInvalid" && e.Type != "FieldValueDuplicate" && e.Type != "FieldValueNotSupported") {
 					t.Errorf("field %s: detail %q, type %q", e.Field, e.Detail, e.Type)
 				}
 			}
