@@ -235,11 +235,10 @@ func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
 	}
 	// A Failed Function gets no image or revision until its spec changes:
 	// the run says why it waits, rather than sounding as if it soon starts.
-	if c := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady); c != nil && c.Status == metav1.ConditionFalse &&
-		fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed && fn.Status.ObservedGeneration == fn.Generation {
-		message += ": it failed (" + c.Reason + ")"
-		if c.Message != "" {
-			message += ": " + c.Message
+	if why, detail, failed := fn.Failure(); failed {
+		message += ": it failed (" + why + ")"
+		if detail != "" {
+			message += ": " + detail
 		}
 		message = resources.Truncate(message)
 	}
