@@ -6,21 +6,29 @@
 // Retry-After (an object of the same name still being deleted) — with
 // exponential backoff that honours Retry-After, until the context ends or the
 // retry budget is spent. Idempotent calls (everything but POST) are retried on
-// transport errors too.
+// transport errors too, and every call on a refused connection (nothing was
+// sent), though only for Retry.Unreachable: a server restarting is back by
+// then, and a mistyped endpoint is told without waiting out the budget.
+// Errors no wait mends — a certificate that does not verify, a host name
+// that does not resolve — are not retried.
 package client
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -31,10 +39,13 @@ type Retry struct {
 	// Initial is the first wait; each later one doubles up to Max.
 	Initial time.Duration
 	Max     time.Duration
+	// Unreachable bounds the time spent waiting while the endpoint refuses
+	// connections; zero means Budget.
+	Unreachable time.Duration
 }
 
 // DefaultRetry is what New uses.
-var DefaultRetry = Retry{Budget: 2 * time.Minute, Initial: 250 * time.Millisecond, Max: 8 * time.Second}
+var DefaultRetry = Retry{Budget: 2 * time.Minute, Initial: 250 * time.Millisecond, Max: 8 * time.Second, Unreachable: 15 * time.Second}
 
 // Client calls one sless API endpoint with one bearer token.
 type Client struct {
@@ -81,6 +92,10 @@ func New(endpoint, token string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("endpoint %q: must not have a query or fragment", endpoint)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	// net/http refuses such a header on every attempt; say so once, here.
+	if strings.IndexFunc(token, func(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }) >= 0 {
+		return nil, errors.New("the token holds a control character (a line break?), which an HTTP header cannot carry")
+	}
 	c := &Client{
 		base:      u,
 		token:     token,
@@ -144,7 +159,7 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 	u := *c.base
 	u.Path = c.base.Path + r.path
 	u.RawQuery = r.query.Encode()
-	var waited time.Duration
+	var waited, refusedFor time.Duration
 	backoff := c.retry.Initial
 	for attempt := 1; ; attempt++ {
 		resp, err := c.once(ctx, r, u.String())
@@ -165,6 +180,12 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		}
 		if waited+wait > c.retry.Budget {
 			return nil, fmt.Errorf("gave up after %d attempts in %s: %w", attempt, waited.Round(time.Millisecond), err)
+		}
+		if refused(err) {
+			if limit := c.retry.Unreachable; limit > 0 && refusedFor+wait > limit {
+				return nil, fmt.Errorf("nothing answers at %s (connections refused for %s; is the endpoint right?): %w", c.base, refusedFor.Round(time.Millisecond), err)
+			}
+			refusedFor += wait
 		}
 		if serr := c.sleep(ctx, wait); serr != nil {
 			return nil, err
@@ -193,8 +214,34 @@ func (c *Client) retryable(method string, err error) (time.Duration, bool) {
 		}
 		return 0, false
 	}
+	switch {
+	case refused(err):
+		// Nothing was sent: safe to try again, a POST too.
+		return 0, true
+	case permanent(err):
+		return 0, false
+	}
 	// A transport error: the request may or may not have arrived.
 	return 0, method != http.MethodPost
+}
+
+// refused says whether err is a connection the endpoint refused.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// permanent says whether a transport error stays the same however long one
+// waits: the server's certificate does not verify, it is not speaking TLS
+// at all, or its host name does not exist.
+func permanent(err error) bool {
+	var certErr *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	var dns *net.DNSError
+	return errors.As(err, &certErr) || errors.As(err, &authority) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record) || (errors.As(err, &dns) && dns.IsNotFound) ||
+		// net/http words this one without wrapping the TLS error.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 func (c *Client) once(ctx context.Context, r request, u string) (*response, error) {

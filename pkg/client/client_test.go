@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -195,5 +196,117 @@ func TestListSendsLabelSelector(t *testing.T) {
 	}
 	if len(queries) != 1 || queries[0].Has("labelSelector") || queries[0].Get("limit") != "5" {
 		t.Fatalf("queries %v", queries)
+	}
+}
+
+// freeAddress is a loopback address nothing listens at (yet).
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// A refused connection is retried, a POST too (nothing was sent), but only
+// for Retry.Unreachable: a mistyped endpoint is told in seconds, not after
+// the two-minute budget.
+func TestRefusedConnections(t *testing.T) {
+	quick := Retry{Budget: time.Minute, Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Unreachable: 300 * time.Millisecond}
+	t.Run("nothing listens", func(t *testing.T) {
+		c, err := New("http://"+freeAddress(t), "tok", WithRetry(quick))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = c.GetFunction(context.Background(), "ns", "hello")
+		if err == nil || !strings.Contains(err.Error(), "nothing answers at") {
+			t.Fatalf("err = %v, want nothing answers", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("gave up after %s, want about %s", took, quick.Unreachable)
+		}
+	})
+	t.Run("a create lands once the server listens", func(t *testing.T) {
+		addr := freeAddress(t)
+		c, err := New("http://"+addr, "tok", WithRetry(Retry{Budget: time.Minute, Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Unreachable: 20 * time.Second}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var creates atomic.Int32
+		refusedOnce := make(chan struct{})
+		go func() {
+			// Wait for a refused attempt before the server starts, so the
+			// create has been retried rather than sent to a live server.
+			<-refusedOnce
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				creates.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte(fnBody))
+			})}
+			t.Cleanup(func() { srv.Close() })
+			_ = srv.Serve(ln)
+		}()
+		c.sleep = func(ctx context.Context, d time.Duration) error {
+			select {
+			case <-refusedOnce:
+			default:
+				close(refusedOnce)
+			}
+			return sleepCtx(ctx, d)
+		}
+		if _, err := c.CreateFunction(context.Background(), fnObj()); err != nil {
+			t.Fatalf("create while the server starts: %v", err)
+		}
+		if creates.Load() != 1 {
+			t.Fatalf("%d creates arrived, want 1", creates.Load())
+		}
+	})
+}
+
+// Errors that waiting does not mend end the call at once.
+func TestPermanentTransportErrorsNotRetried(t *testing.T) {
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(tlsSrv.Close)
+	plain := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(plain.Close)
+	slow := Retry{Budget: time.Minute, Initial: 5 * time.Second, Max: 5 * time.Second}
+	for _, tc := range []struct{ name, endpoint string }{
+		{"certificate of an unknown authority", tlsSrv.URL},
+		{"https to a server speaking http", strings.Replace(plain.URL, "http://", "https://", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.endpoint, "tok", WithRetry(slow))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := c.GetFunction(context.Background(), "ns", "hello"); err == nil {
+				t.Fatal("no error")
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("took %s: retried an error no wait mends", took)
+			}
+		})
+	}
+}
+
+func TestNewRejectsTokensNoHeaderCarries(t *testing.T) {
+	for _, tok := range []string{"abc\n", "a\rb", "a\x00b", "a\x7fb"} {
+		if _, err := New("http://127.0.0.1:1", tok); err == nil || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("token %q: %v", tok, err)
+		}
+	}
+	if _, err := New("http://127.0.0.1:1", "with\ttab and spaces"); err != nil {
+		t.Errorf("a token with a tab and spaces (a header may carry them): %v", err)
 	}
 }
