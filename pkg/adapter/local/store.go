@@ -877,7 +877,9 @@ func toUnstructured(obj client.Object, k kindInfo) (*unstructured.Unstructured, 
 	} else {
 		var err error
 		if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
-			return nil, err
+			// What the apiserver answers a body it cannot decode (a number
+			// out of JSON's range in a payload, say): the caller's mistake.
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the %s cannot be stored: %v", k.gvk.Kind, err))
 		}
 	}
 	u := &unstructured.Unstructured{Object: m}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -571,5 +572,19 @@ func TestStoreAppliesCRDDefaults(t *testing.T) {
 	}
 	if web.Spec.Queue != nil {
 		t.Fatalf("http trigger got a queue block: %+v", web.Spec.Queue)
+	}
+}
+
+// An object the store cannot turn into JSON it can keep is the caller's
+// mistake, a 400 as the apiserver gives a body it cannot decode, not an
+// internal error.
+func TestStoreRefusesObjectsItCannotDecode(t *testing.T) {
+	st, _ := openTestStore(t)
+	for _, raw := range []string{`1e400`, `{"ids":[1,-1e999]}`} {
+		fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run"},
+			Spec: slessv1alpha1.FunctionJobSpec{Function: "f", Payload: &apiextensionsv1.JSON{Raw: []byte(raw)}}}
+		if err := st.Create(context.Background(), fj); !apierrors.IsBadRequest(err) {
+			t.Errorf("payload %s: %v, want BadRequest", raw, err)
+		}
 	}
 }
