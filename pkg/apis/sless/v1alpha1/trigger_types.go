@@ -63,7 +63,10 @@ type Trigger struct {
 // TriggerSpec is what the user asks for.
 //
 // +kubebuilder:validation:XValidation:rule="self.type != 'cron' || has(self.schedule)",message="schedule is required for cron triggers",fieldPath=".schedule",reason="FieldValueRequired"
-// +kubebuilder:validation:XValidation:rule="self.type == 'cron' || (!has(self.schedule) && !has(self.timeZone) && !has(self.preWarmSeconds) && !has(self.concurrencyPolicy))",message="schedule, timeZone, preWarmSeconds and concurrencyPolicy apply only to cron triggers",fieldPath=".schedule",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type == 'cron' || !has(self.schedule)",message="schedule applies only to cron triggers",fieldPath=".schedule",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type == 'cron' || !has(self.timeZone)",message="timeZone applies only to cron triggers",fieldPath=".timeZone",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type == 'cron' || !has(self.preWarmSeconds)",message="preWarmSeconds applies only to cron triggers",fieldPath=".preWarmSeconds",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type == 'cron' || !has(self.concurrencyPolicy)",message="concurrencyPolicy applies only to cron triggers",fieldPath=".concurrencyPolicy",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="self.type != 'queue' || has(self.queue)",message="queue is required for queue triggers",fieldPath=".queue",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="self.type == 'queue' || !has(self.queue)",message="queue applies only to queue triggers",fieldPath=".queue",reason="FieldValueForbidden"
 type TriggerSpec struct {

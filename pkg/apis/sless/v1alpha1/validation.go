@@ -288,8 +288,17 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 			errs = append(errs, field.NotSupported(p.Child("concurrencyPolicy"), s.ConcurrencyPolicy, []ConcurrencyPolicy{ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace}))
 		}
 		errs = append(errs, inRange(p.Child("preWarmSeconds"), s.PreWarmSeconds, 0, MaxPreWarmSeconds)...)
-	} else if s.Schedule != "" || s.TimeZone != "" || s.PreWarmSeconds != nil || s.ConcurrencyPolicy != "" {
-		errs = append(errs, field.Forbidden(p.Child("schedule"), "schedule, timeZone, preWarmSeconds and concurrencyPolicy apply only to cron triggers"))
+	} else {
+		// Each on its own field, so that the user is pointed at the line to
+		// remove.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"schedule", s.Schedule != ""}, {"timeZone", s.TimeZone != ""}, {"preWarmSeconds", s.PreWarmSeconds != nil}, {"concurrencyPolicy", s.ConcurrencyPolicy != ""}} {
+			if f.set {
+				errs = append(errs, field.Forbidden(p.Child(f.name), f.name+" applies only to cron triggers"))
+			}
+		}
 	}
 	if s.Type == TriggerTypeQueue {
 		if s.Queue == nil {
