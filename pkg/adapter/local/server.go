@@ -242,17 +242,23 @@ func pinnedOrNone(image string) string {
 func (s *Server) Observe(_ context.Context, fn *slessv1alpha1.Function) (adapter.ServeState, bool, error) {
 	key := types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}
 	s.mu.Lock()
-	_, found := s.fns[key]
-	s.mu.Unlock()
-	if !found {
+	defer s.mu.Unlock()
+	// One hold of the lock: a function removed between a presence test and
+	// the read would report "no revision yet" as if it were present.
+	if _, found := s.fns[key]; !found {
 		return adapter.ServeState{}, false, nil
 	}
-	return s.state(key), true, nil
+	return s.stateLocked(key), true, nil
 }
 
 func (s *Server) state(key types.NamespacedName) adapter.ServeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.stateLocked(key)
+}
+
+// stateLocked is state for a caller that holds s.mu.
+func (s *Server) stateLocked(key types.NamespacedName) adapter.ServeState {
 	svc := s.fns[key]
 	st := adapter.ServeState{Address: s.opts.Address(key.Namespace, key.Name)}
 	if svc == nil {
