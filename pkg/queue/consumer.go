@@ -136,6 +136,10 @@ func (c *Config) RetryQueue(n int) string {
 type queueDecl struct {
 	name string
 	args amqp.Table
+	// users marks a queue the user names and may have made beforehand with
+	// arguments of their own (a quorum queue, a length limit): it is used
+	// as it is, and declared plain and durable only if missing.
+	users bool
 }
 
 // queues is the topology besides the main queue: the distinct delay queues
@@ -155,7 +159,18 @@ func (c *Config) queues() []queueDecl {
 			"x-dead-letter-routing-key": c.Queue,
 		}})
 	}
-	return append(out, queueDecl{name: c.DeadLetterQueue})
+	return append(out, queueDecl{name: c.DeadLetterQueue, users: true})
+}
+
+// queue is the declaration of name, one of the queues the consumer moves
+// messages to.
+func (c *Config) queue(name string) queueDecl {
+	for _, q := range c.queues() {
+		if q.name == name {
+			return q
+		}
+	}
+	return queueDecl{name: name, users: true}
 }
 
 // Consumer consumes one queue for one function.
@@ -207,8 +222,20 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 
+// link is one connection's channels. Republishing goes through pub one
+// message at a time: a copy the broker cannot route (its queue was deleted
+// after the consumer declared it) comes back as a basic.return just before
+// its confirm, and only with one publish outstanding can the return be
+// told apart from another's.
+type link struct {
+	conn    *amqp.Connection
+	pubMu   sync.Mutex
+	pub     *amqp.Channel
+	returns chan amqp.Return
+}
+
 // session is one connection's life: declare, consume, until the connection
-// drops or ctx ends.
+// or one of its channels drops, the broker cancels the consumer, or ctx ends.
 func (c *Consumer) session(ctx context.Context) error {
 	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "sless consume " + c.cfg.Queue}})
 	if err != nil {
@@ -229,6 +256,7 @@ func (c *Consumer) session(ctx context.Context) error {
 	if err := pub.Confirm(false); err != nil {
 		return err
 	}
+	l := &link{conn: conn, pub: pub, returns: pub.NotifyReturn(make(chan amqp.Return, 1))}
 	sub, err := conn.Channel()
 	if err != nil {
 		return err
@@ -242,6 +270,8 @@ func (c *Consumer) session(ctx context.Context) error {
 		return err
 	}
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	pubClosed := pub.NotifyClose(make(chan *amqp.Error, 1))
+	subClosed := sub.NotifyClose(make(chan *amqp.Error, 1))
 	c.cfg.Logger.Info("queue: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
 
 	// Workers take deliveries one at a time; calls in flight are not
@@ -254,10 +284,15 @@ func (c *Consumer) session(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for d := range deliveries {
-				c.handle(work, pub, d)
+				c.handle(work, l, d)
 			}
 		}()
 	}
+	// The delivery channel also closes when the broker cancels the
+	// consumer (its queue was deleted): the connection stays up, so
+	// nothing else would say that this session consumes no more.
+	workersDone := make(chan struct{})
+	go func() { wg.Wait(); close(workersDone) }()
 	var result error
 	select {
 	case <-ctx.Done():
@@ -265,51 +300,79 @@ func (c *Consumer) session(ctx context.Context) error {
 		// channel and are handled, then Cancel closes it.
 		_ = sub.Cancel(tag, false)
 	case e := <-connClosed:
-		if e != nil {
-			result = e
-		} else {
-			result = errors.New("connection closed")
-		}
+		result = closeError("connection", e)
+	case e := <-pubClosed:
+		// Without the publishing channel no failed call can be moved to a
+		// retry queue; a new session brings a new one.
+		result = closeError("publishing channel", e)
+	case e := <-subClosed:
+		result = closeError("consuming channel", e)
+	case <-workersDone:
+		result = fmt.Errorf("the broker cancelled the consumer of %s (was the queue deleted?)", c.cfg.Queue)
 	}
-	wg.Wait()
+	if result != nil {
+		// Ends the deliveries of a session that is over; the calls in flight
+		// finish, and what they cannot settle the broker delivers again.
+		_ = conn.Close()
+	}
+	<-workersDone
 	return result
 }
 
-// declare makes the topology. The main queue may exist already with
-// arguments of the user's (quorum, TTL, …): it is checked passively first and
-// declared durable only if missing.
+func closeError(what string, e *amqp.Error) error {
+	if e == nil {
+		return fmt.Errorf("%s closed", what)
+	}
+	return fmt.Errorf("%s closed: %w", what, e)
+}
+
+// declare makes the topology. The main and dead-letter queues may exist
+// already with arguments of the user's (quorum, TTL, …): they are checked
+// passively first and declared durable only if missing.
 func (c *Consumer) declare(conn *amqp.Connection) error {
+	if err := declareQueue(conn, queueDecl{name: c.cfg.Queue, users: true}); err != nil {
+		return err
+	}
+	for _, q := range c.cfg.queues() {
+		if err := declareQueue(conn, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// declareQueue declares q on a channel of its own (a failed declare closes
+// its channel).
+func declareQueue(conn *amqp.Connection, q queueDecl) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return err
 	}
-	if _, err := ch.QueueDeclarePassive(c.cfg.Queue, true, false, false, false, nil); err != nil {
+	if q.users {
+		_, err := ch.QueueDeclarePassive(q.name, true, false, false, false, nil)
+		if err == nil {
+			return ch.Close()
+		}
 		var ae *amqp.Error
 		if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
-			return err
+			return fmt.Errorf("queue: look up %s: %w", q.name, err)
 		}
-		// A failed passive declare closes the channel.
 		if ch, err = conn.Channel(); err != nil {
 			return err
 		}
-		if _, err := ch.QueueDeclare(c.cfg.Queue, true, false, false, false, nil); err != nil {
-			return err
-		}
 	}
-	for _, q := range c.cfg.queues() {
-		if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
-				return &permanentError{fmt.Errorf("queue: %s exists with other arguments than sless declares (%v); delete it or choose another queue name", q.name, err)}
-			}
-			return err
+	if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
+			return &permanentError{fmt.Errorf("queue: %s exists with other arguments than sless declares (%v); delete it or choose another queue name", q.name, err)}
 		}
+		return fmt.Errorf("queue: declare %s: %w", q.name, err)
 	}
 	return ch.Close()
 }
 
 // handle delivers one message and settles it.
-func (c *Consumer) handle(ctx context.Context, pub *amqp.Channel, d amqp.Delivery) {
+func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 	retries := retriesOf(d.Headers)
 	reqID := d.MessageId
 	if reqID == "" {
@@ -317,10 +380,10 @@ func (c *Consumer) handle(ctx context.Context, pub *amqp.Channel, d amqp.Deliver
 	}
 	h := http.Header{}
 	if d.MessageId != "" {
-		h.Set(MessageIDHeader, d.MessageId)
+		h.Set(MessageIDHeader, headerValue(d.MessageId))
 	}
 	h.Set(AttemptHeader, strconv.Itoa(retries+1))
-	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: d.ContentType, RequestID: reqID, Header: h})
+	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: d.ContentType, RequestID: headerValue(reqID), Header: h})
 	if out.OK() {
 		c.settle(d.Ack(false), d)
 		return
@@ -335,7 +398,7 @@ func (c *Consumer) handle(ctx context.Context, pub *amqp.Channel, d amqp.Deliver
 	if target == c.cfg.DeadLetterQueue {
 		msg.Headers[DeadAtHeader] = time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	if err := c.publish(ctx, pub, target, msg); err != nil {
+	if err := c.move(ctx, l, target, msg); err != nil {
 		// Not safely elsewhere: back to the queue, to be tried again.
 		log.Error("queue: could not move the message; returning it to the queue", "to", target, "error", err)
 		c.settle(d.Nack(false, true), d)
@@ -349,18 +412,48 @@ func (c *Consumer) handle(ctx context.Context, pub *amqp.Channel, d amqp.Deliver
 	c.settle(d.Ack(false), d)
 }
 
-func (c *Consumer) settle(err error, d amqp.Delivery) {
-	if err != nil {
-		// The channel is gone: the broker redelivers the message.
-		c.cfg.Logger.Warn("queue: could not settle a message; the broker will deliver it again", "messageId", d.MessageId, "error", err)
+// headerValue is id as an HTTP header value. AMQP ids are any bytes, and
+// an HTTP client refuses a header with control characters: such an id goes
+// Go-quoted ("order\n42") rather than fail every call of its message.
+func headerValue(id string) string {
+	for i := 0; i < len(id); i++ {
+		if b := id[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return strconv.Quote(id)
+		}
 	}
+	return id
 }
 
-// publish sends msg to queue and waits for the broker's confirm.
-func (c *Consumer) publish(ctx context.Context, pub *amqp.Channel, queue string, msg amqp.Publishing) error {
+// move puts msg in queue. A queue deleted since it was declared is
+// declared again and the copy published once more: the broker confirms a
+// message it could not route, so without this the copy would be gone and
+// the original acknowledged.
+func (c *Consumer) move(ctx context.Context, l *link, queue string, msg amqp.Publishing) error {
+	err := c.publish(ctx, l, queue, msg)
+	if !errors.Is(err, errUnroutable) {
+		return err
+	}
+	c.cfg.Logger.Warn("queue: queue missing; declaring it again", "queue", queue)
+	if err := declareQueue(l.conn, c.cfg.queue(queue)); err != nil {
+		return err
+	}
+	return c.publish(ctx, l, queue, msg)
+}
+
+var errUnroutable = errors.New("the broker could not route the message (no such queue)")
+
+// publish sends msg to queue, mandatory, and waits for the broker's confirm.
+func (c *Consumer) publish(ctx context.Context, l *link, queue string, msg amqp.Publishing) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, msg)
+	l.pubMu.Lock()
+	defer l.pubMu.Unlock()
+	// A return left over from a publish that gave up waiting is not this one's.
+	select {
+	case <-l.returns:
+	default:
+	}
+	dc, err := l.pub.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, msg)
 	if err != nil {
 		return err
 	}
@@ -368,10 +461,24 @@ func (c *Consumer) publish(ctx context.Context, pub *amqp.Channel, queue string,
 	if err != nil {
 		return err
 	}
+	// The broker sends a basic.return before the confirm of the same
+	// message, and the library hands it over before it reads the confirm.
+	select {
+	case <-l.returns:
+		return errUnroutable
+	default:
+	}
 	if !ok {
 		return errors.New("the broker refused the message (nack)")
 	}
 	return nil
+}
+
+func (c *Consumer) settle(err error, d amqp.Delivery) {
+	if err != nil {
+		// The channel is gone: the broker redelivers the message.
+		c.cfg.Logger.Warn("queue: could not settle a message; the broker will deliver it again", "messageId", d.MessageId, "error", err)
+	}
 }
 
 // republished copies d for the retry or dead-letter queue, persistent, with
