@@ -383,6 +383,9 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 		h.Set(MessageIDHeader, headerValue(d.MessageId))
 	}
 	h.Set(AttemptHeader, strconv.Itoa(retries+1))
+	if d.ContentEncoding != "" {
+		h.Set("Content-Encoding", headerValue(d.ContentEncoding))
+	}
 	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: d.ContentType, RequestID: headerValue(reqID), Header: h})
 	if out.OK() {
 		c.settle(d.Ack(false), d)
@@ -527,8 +530,14 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// retriesOf reads the retry count a message carries (0 when none).
+// retriesOf reads the retry count a message carries: 0 when none, or when
+// what it carries is no count the consumer could have written (negative,
+// not a number), so a producer's header cannot buy a message more tries.
 func retriesOf(h amqp.Table) int {
+	return max(0, rawRetries(h))
+}
+
+func rawRetries(h amqp.Table) int {
 	switch v := h[RetriesHeader].(type) {
 	case int32:
 		return int(v)

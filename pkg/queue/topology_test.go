@@ -151,3 +151,63 @@ func TestDeliversAMessageWhoseIdIsNoHeaderValue(t *testing.T) {
 		t.Errorf("%d messages dead-lettered", d)
 	}
 }
+
+// A retry count the consumer did not write (a producer's header, a negative
+// number) must not buy a message more attempts than maxRetries allows: a
+// poison message with x-sless-retries -1000 was tried a thousand times.
+func TestRetryCountFromOutsideCannotExtendRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		retries any
+		calls   int
+	}{
+		{"negative", int32(-1000), 2},
+		{"negative int64", int64(-5), 2},
+		{"not a number", "many", 2},
+		{"past maxRetries", int32(7), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBroker(t)
+			fn := newFunction(t, func(id string, attempt int, body string) int { return http.StatusInternalServerError })
+			cfg := queue.Config{URL: b.url, MaxRetries: 1, Backoff: 50 * time.Millisecond,
+				Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
+			b.queueFor(&cfg)
+			b.publishWith(cfg.Queue, amqp.Publishing{MessageId: "poison", DeliveryMode: amqp.Persistent, Body: []byte("x"),
+				Headers: amqp.Table{queue.RetriesHeader: tc.retries}})
+			run(t, cfg)
+			dlq := cfg.Queue + ".dlq"
+			eventually(t, 30*time.Second, "the message dead-lettered", func() (bool, string) {
+				return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, calls %d", b.depth(dlq), fn.count("poison"))
+			})
+			if got := fn.count("poison"); got != tc.calls {
+				t.Errorf("%d calls, want %d", got, tc.calls)
+			}
+		})
+	}
+}
+
+// A message's content encoding (gzip, say) says how its body is to be read,
+// as Content-Encoding does for an HTTP body; without it a function gets
+// compressed bytes labelled application/json.
+func TestPassesTheContentEncoding(t *testing.T) {
+	b := newBroker(t)
+	fn := newFunction(t, nil)
+	cfg := queue.Config{URL: b.url, Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
+	b.queueFor(&cfg)
+	b.publishWith(cfg.Queue, amqp.Publishing{MessageId: "gz", ContentType: "application/json", ContentEncoding: "gzip",
+		DeliveryMode: amqp.Persistent, Body: []byte("\x1f\x8b")})
+	b.publishWith(cfg.Queue, amqp.Publishing{MessageId: "plain", ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: []byte("{}")})
+	run(t, cfg)
+	eventually(t, 30*time.Second, "both messages delivered", func() (bool, string) {
+		ids, calls := fn.distinct()
+		return ids == 2, fmt.Sprintf("%d ids, %d calls", ids, calls)
+	})
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	if got := fn.header["gz"].Get("Content-Encoding"); got != "gzip" {
+		t.Errorf("Content-Encoding %q, want gzip", got)
+	}
+	if got := fn.header["plain"].Get("Content-Encoding"); got != "" {
+		t.Errorf("Content-Encoding %q on a message without one", got)
+	}
+}
