@@ -34,6 +34,7 @@ import (
 	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
 	jobnames "github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -51,6 +52,7 @@ type Runs struct {
 	server   *Server
 	recorder *invoke.Recorder
 	now      func() time.Time
+	cronWake time.Duration
 	// Broker is the AMQP URL queue Triggers are consumed from (local mode
 	// has no Secrets for their connectionSecret); empty, they are not
 	// consumed and say so. Set it before the Trigger loop starts.
@@ -73,13 +75,25 @@ type queueEntry struct {
 type cronEntry struct {
 	hash    string
 	stop    chan struct{}
-	running atomic.Bool // a run is in progress (for Forbid)
+	ended   chan struct{} // a run ended (buffered: a Forbid-held time may now run)
+	running atomic.Bool   // a run is in progress (for Forbid)
+
+	mu       sync.Mutex
+	last     time.Time // the latest scheduled time run
+	seq      uint64
+	inFlight map[uint64]context.CancelCauseFunc
+}
+
+func (e *cronEntry) lastRun() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
 }
 
 // NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
 func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
-	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, Logger: slog.Default(),
+	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
 		jobs: map[types.NamespacedName]int64{}, done: make(chan struct{})}
 }
@@ -265,18 +279,29 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		r.unschedule(key)
 		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonInvalidSchedule, err.Error(), nil, "")
 	}
-	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy()})
+	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy(), t.Spec.StartingDeadlineSeconds})
 	hash := string(raw)
 	r.mu.Lock()
 	e := r.crons[key]
-	if e == nil || e.hash != hash {
-		if e != nil {
+	if e == nil {
+		e = &cronEntry{ended: make(chan struct{}, 1), last: t.CreationTimestamp.Time}
+		r.crons[key] = e
+	}
+	if e.stop == nil || e.hash != hash {
+		// A changed trigger restarts the loop on the same entry, which
+		// keeps the runs in flight (Forbid waits for them, Replace
+		// cancels them) and the last time run.
+		if e.stop != nil {
 			close(e.stop)
 		}
-		e = &cronEntry{hash: hash, stop: make(chan struct{})}
-		r.crons[key] = e
+		e.mu.Lock()
+		if l := t.Status.LastScheduleTime; l != nil && l.After(e.last) {
+			e.last = l.Time
+		}
+		e.mu.Unlock()
+		e.hash, e.stop = hash, make(chan struct{})
 		r.wg.Add(1)
-		go r.schedule(key, t.DeepCopy(), sched, e)
+		go r.schedule(key, t.DeepCopy(), sched, e, e.stop)
 	}
 	r.mu.Unlock()
 	tz := t.Spec.TimeZone
@@ -321,41 +346,136 @@ func equalJSON(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// schedule fires the trigger at each scheduled time until stopped. Forbid
-// (the default) skips a time while the previous run still goes; Allow and
-// Replace run alongside (a local run cannot be replaced mid-call).
-func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sched cron.Schedule, e *cronEntry) {
+// cronWake bounds how long the schedule sleeps at once: a timer runs on the
+// monotonic clock, which stands still while a laptop sleeps, so a schedule
+// waking only at the timer would run a time it slept through as late as
+// the sleep was long, whatever its starting deadline. Looking at the wall
+// clock at least this often treats such a time like any other missed one.
+const cronWake = 30 * time.Second
+
+// schedule runs the trigger's scheduled times until stopped, by the rules of
+// the CronJob controller, so that local and cluster mode agree:
+//
+//   - A time is run only within startingDeadlineSeconds of it. Times missed
+//     while sless dev was stopped, the trigger disabled or its function
+//     missing, or the machine asleep, are not run one by one: the latest of
+//     them is run once if it is still within the deadline, and the others
+//     are skipped.
+//   - Times are counted from status.lastScheduleTime (the creation time
+//     before the first run), which is written when a run starts, as a
+//     CronJob's is when it creates the Job, so a restart never runs a
+//     started time again.
+//   - Forbid: a time that comes while the previous run still goes waits for
+//     it, and runs when it ends if that is still within the deadline.
+//     Replace: the previous run is cancelled (its call is recorded as 499,
+//     the caller gone, as a deleted Job's is on a cluster). Allow: runs
+//     overlap.
+func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sched cron.Schedule, e *cronEntry, stop <-chan struct{}) {
 	defer r.wg.Done()
+	deadline := time.Duration(triggerresources.DefaultStartingDeadlineSeconds) * time.Second
+	if t.Spec.StartingDeadlineSeconds != nil {
+		deadline = time.Duration(*t.Spec.StartingDeadlineSeconds) * time.Second
+	}
+	policy := t.EffectiveConcurrencyPolicy()
 	for {
-		next := sched.Next(r.now())
-		timer := time.NewTimer(next.Sub(r.now()))
+		now := r.now()
+		if due, ok := latestDue(sched, e.lastRun(), now, deadline); ok {
+			// Under Forbid a time that comes during a run is not counted
+			// as run: the end of the run wakes this loop, which runs it
+			// then if the deadline still allows.
+			if policy != slessv1alpha1.ConcurrencyForbid || !e.running.Load() {
+				r.startCronRun(key, t, e, policy, due)
+				continue
+			}
+		}
+		next := sched.Next(now)
+		if next.IsZero() {
+			return // a schedule that never comes (Feb 30)
+		}
+		wait := next.Sub(now)
+		if wait > r.cronWake {
+			wait = r.cronWake
+		}
+		timer := time.NewTimer(wait)
 		select {
-		case <-e.stop:
+		case <-stop:
 			timer.Stop()
 			return
 		case <-r.done:
 			timer.Stop()
 			return
+		case <-e.ended:
+			timer.Stop()
 		case <-timer.C:
 		}
-		forbid := t.EffectiveConcurrencyPolicy() == slessv1alpha1.ConcurrencyForbid
-		if forbid && !e.running.CompareAndSwap(false, true) {
-			continue // the previous run still goes
-		}
-		r.wg.Add(1)
-		go func(at time.Time) {
-			defer r.wg.Done()
-			if forbid {
-				defer e.running.Store(false)
-			}
-			r.cronRun(key, t, at)
-		}(next)
 	}
 }
 
+// latestDue is the latest scheduled time after last and at or before now
+// that is still within deadline of now.
+func latestDue(sched cron.Schedule, last, now time.Time, deadline time.Duration) (time.Time, bool) {
+	from := last
+	if earliest := now.Add(-deadline); earliest.After(from) {
+		from = earliest.Add(-time.Nanosecond) // Next is strictly after
+	}
+	var due time.Time
+	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
+		due = t
+	}
+	return due, !due.IsZero()
+}
+
+// startCronRun marks at as run, on the entry and as the trigger's
+// lastScheduleTime, and starts the call.
+func (r *Runs) startCronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, e *cronEntry, policy slessv1alpha1.ConcurrencyPolicy, at time.Time) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	e.mu.Lock()
+	e.last = at
+	if policy == slessv1alpha1.ConcurrencyReplace {
+		for _, c := range e.inFlight {
+			c(fmt.Errorf("replaced by the run of %s", at.UTC().Format(time.RFC3339)))
+		}
+	}
+	id := e.seq
+	e.seq++
+	if e.inFlight == nil {
+		e.inFlight = map[uint64]context.CancelCauseFunc{}
+	}
+	e.inFlight[id] = cancel
+	e.running.Store(true)
+	e.mu.Unlock()
+	// Written before the call, as the CronJob controller writes it when it
+	// creates the Job: a restart of sless dev during the call must not run
+	// this time again.
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &slessv1alpha1.Trigger{}
+		if err := r.store.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		last := metav1.NewTime(at.UTC())
+		cur.Status.LastScheduleTime = &last
+		return r.store.Status().Update(ctx, cur)
+	})
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			cancel(nil)
+			e.mu.Lock()
+			delete(e.inFlight, id)
+			e.running.Store(len(e.inFlight) > 0)
+			e.mu.Unlock()
+			select {
+			case e.ended <- struct{}{}:
+			default:
+			}
+		}()
+		r.cronRun(ctx, key, t)
+	}()
+}
+
 // cronRun calls the function once for a scheduled time and records it.
-func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at time.Time) {
-	ctx := context.Background()
+func (r *Runs) cronRun(ctx context.Context, key types.NamespacedName, t *slessv1alpha1.Trigger) {
 	if err := r.store.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: t.Spec.Function}, &slessv1alpha1.Function{}); apierrors.IsNotFound(err) {
 		// Deleted since the trigger was last reconciled: skip the run, as a
 		// suspended CronJob would. The status written here brings the
@@ -375,16 +495,6 @@ func (r *Runs) cronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, at ti
 	rec := r.invoke(ctx, key.Namespace, t.Spec.Function, payload, r.functionTimeout(ctx, key.Namespace, t.Spec.Function))
 	rec.Trigger = invoke.TriggerCron
 	r.recorder.Record(rec)
-	// Record the run on the trigger (best effort: the next run writes again).
-	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &slessv1alpha1.Trigger{}
-		if err := r.store.Get(ctx, key, cur); err != nil {
-			return err
-		}
-		last := metav1.NewTime(at.UTC())
-		cur.Status.LastScheduleTime = &last
-		return r.store.Status().Update(ctx, cur)
-	})
 }
 
 // functionTimeout is the function's own timeout, or the default while it
@@ -422,7 +532,7 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 	}
 	rec := invoke.Record{Namespace: ns, Function: name, RequestID: id, StartedAt: r.now(), BytesIn: int64(len(cr.body))}
 	finish := func(status int, msg string) invoke.Record {
-		rec.Duration = time.Since(rec.StartedAt)
+		rec.Duration = r.now().Sub(rec.StartedAt)
 		rec.Status, rec.Error = status, msg
 		return rec
 	}
@@ -433,6 +543,9 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 		rec.Revision, rec.ColdStart = call.Revision, call.Cold
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return finish(invoke.StatusClientClosed, context.Cause(ctx).Error()), nil
+		}
 		return finish(http.StatusServiceUnavailable, "activate: "+err.Error()), nil
 	}
 	defer call.Done()
@@ -447,6 +560,11 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 	req.Header.Set(invoke.RequestIDHeader, rec.RequestID)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The caller went away (a cron run replaced), as the proxy
+			// records a caller that hangs up.
+			return finish(invoke.StatusClientClosed, context.Cause(ctx).Error()), nil
+		}
 		if cctx.Err() != nil {
 			return finish(http.StatusGatewayTimeout, "the function did not answer in time"), nil
 		}

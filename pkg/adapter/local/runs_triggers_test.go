@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -142,7 +141,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 	if err := store.Delete(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	runs.cronRun(types.NamespacedName{Namespace: "ns", Name: "tick"}, got, time.Now())
+	runs.cronRun(ctx, types.NamespacedName{Namespace: "ns", Name: "tick"}, got)
 	if err := recorder.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
