@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -127,7 +129,7 @@ func runInvoke(ctx context.Context, args []string) error {
 		ct = "application/json"
 	}
 	start := time.Now()
-	out := o.invoker.Invoke(ctx, queue.Call{Trigger: o.trigger, Body: o.payload, ContentType: ct})
+	out := invokeReachable(ctx, &o.invoker, queue.Call{Trigger: o.trigger, Body: o.payload, ContentType: ct}, unreachableWait, sleepCtx)
 	if len(out.Body) > 0 {
 		fmt.Fprintf(os.Stdout, "%s\n", out.Body)
 	}
@@ -136,4 +138,67 @@ func runInvoke(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "sless invoke: %s answered %d after %v\n", o.invoker.URL, out.Status, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// unreachableWait is how long a run waits for the proxy to accept its
+// connection: long enough for sless-api to be rolled out or rescheduled.
+// The Job's activeDeadlineSeconds leaves room for it.
+const unreachableWait = resources.UnreachableAllowanceSeconds * time.Second
+
+// invokeReachable makes the call, trying again while the proxy refuses the
+// connection or does not answer the dial, for at most wait. Such a call
+// never reached the function (nothing was sent), so trying again cannot
+// call it twice, while a run lost to an API restart is a missed schedule.
+// Anything else — an answer of any status, an error after the request was
+// sent, a host name that does not exist — is the outcome as it is: a Job
+// is never retried, because calling a function with side effects twice is
+// the user's choice.
+func invokeReachable(ctx context.Context, iv *queue.Invoker, c queue.Call, wait time.Duration, sleep func(context.Context, time.Duration) error) queue.Outcome {
+	giveUp := time.Now().Add(wait)
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		out := iv.Invoke(ctx, c)
+		if out.Err == nil || !unreachable(out.Err) {
+			return out
+		}
+		left := time.Until(giveUp)
+		if left <= 0 || ctx.Err() != nil {
+			out.Err = fmt.Errorf("nothing answers at %s after %d attempts in %v (the proxy, sless-api, is down or unreachable): %w",
+				iv.URL, attempt, wait, out.Err)
+			return out
+		}
+		d := min(backoff, left)
+		fmt.Fprintf(os.Stderr, "sless invoke: %s unreachable (%v); trying again in %v\n", iv.URL, out.Err, d.Round(time.Millisecond))
+		if err := sleep(ctx, d); err != nil {
+			out.Err = fmt.Errorf("%w (gave up waiting for %s: %w)", out.Err, iv.URL, err)
+			return out
+		}
+		backoff = min(backoff*2, 4*time.Second)
+	}
+}
+
+// unreachable says whether err is a failure to connect, after which
+// nothing of the request was sent: refused, or the dial timed out.
+// A name that does not resolve is a mistake no wait mends.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return !dns.IsNotFound && (dns.IsTemporary || dns.IsTimeout)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -53,6 +53,11 @@ const (
 	// caller: a run may wait for a cold start (image pull, scale from zero)
 	// before the function's own budget begins.
 	StartupAllowanceSeconds = 60
+	// UnreachableAllowanceSeconds is how long a cron run waits for the
+	// invoke proxy to accept its connection (sless-api rolled out or
+	// rescheduled at the scheduled time); the Job's deadline leaves room
+	// for it.
+	UnreachableAllowanceSeconds = 60
 	// DrainAllowanceSeconds is added to the function's timeout for a
 	// consumer's termination grace, so deliveries in flight finish.
 	DrainAllowanceSeconds = 30
@@ -182,7 +187,7 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Confi
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: batchv1.JobSpec{
 					BackoffLimit:          ptr.To[int32](0),
-					ActiveDeadlineSeconds: ptr.To(int64(timeout) + 2*StartupAllowanceSeconds),
+					ActiveDeadlineSeconds: ptr.To(int64(timeout) + 2*StartupAllowanceSeconds + UnreachableAllowanceSeconds),
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: labels},
 						Spec:       pod,

@@ -74,7 +74,7 @@ func TestMakeCronJob(t *testing.T) {
 				JobTemplate: batchv1.JobTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: batchv1.JobSpec{
-						BackoffLimit: ptr.To[int32](0), ActiveDeadlineSeconds: ptr.To[int64](45 + 120),
+						BackoffLimit: ptr.To[int32](0), ActiveDeadlineSeconds: ptr.To[int64](45 + 120 + 60),
 						Template: corev1.PodTemplateSpec{
 							ObjectMeta: metav1.ObjectMeta{Labels: labels},
 							Spec: corev1.PodSpec{
