@@ -192,8 +192,7 @@ func New(cfg Config) (*Consumer, error) {
 func (c *Consumer) Run(ctx context.Context) error {
 	delay := c.cfg.ReconnectDelay
 	for {
-		start := time.Now()
-		err := c.session(ctx)
+		consumed, err := c.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -201,7 +200,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if errors.As(err, &perm) {
 			return perm.err
 		}
-		if time.Since(start) > time.Minute {
+		// A session that got as far as consuming ended a good spell: this
+		// outage starts from the first delay again. Keeping the doubled
+		// delay of outages before would leave a consumer whose broker
+		// flapped a few times idle for 30 s after each later restart.
+		if consumed {
 			delay = c.cfg.ReconnectDelay
 		}
 		c.cfg.Logger.Warn("queue: connection lost, reconnecting", "queue", c.cfg.Queue, "error", err, "in", delay)
@@ -236,38 +239,38 @@ type link struct {
 
 // session is one connection's life: declare, consume, until the connection
 // or one of its channels drops, the broker cancels the consumer, or ctx ends.
-func (c *Consumer) session(ctx context.Context) error {
+func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "sless consume " + c.cfg.Queue}})
 	if err != nil {
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
-			return &permanentError{fmt.Errorf("queue: %w", err)}
+			return false, &permanentError{fmt.Errorf("queue: %w", err)}
 		}
-		return err
+		return false, err
 	}
 	defer conn.Close()
 	if err := c.declare(conn); err != nil {
-		return err
+		return false, err
 	}
 	pub, err := conn.Channel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := pub.Confirm(false); err != nil {
-		return err
+		return false, err
 	}
 	l := &link{conn: conn, pub: pub, returns: pub.NotifyReturn(make(chan amqp.Return, 1))}
 	sub, err := conn.Channel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := sub.Qos(c.cfg.Prefetch, 0, false); err != nil {
-		return err
+		return false, err
 	}
 	const tag = "sless-consume"
 	deliveries, err := sub.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	pubClosed := pub.NotifyClose(make(chan *amqp.Error, 1))
@@ -316,7 +319,7 @@ func (c *Consumer) session(ctx context.Context) error {
 		_ = conn.Close()
 	}
 	<-workersDone
-	return result
+	return true, result
 }
 
 func closeError(what string, e *amqp.Error) error {

@@ -1,0 +1,174 @@
+package queue_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/queue"
+)
+
+// cutter is a TCP relay to the broker that can drop every connection and
+// refuse new ones, as a broker restart or a network partition does.
+type cutter struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+	// refused counts connections turned away while down, accepted those relayed.
+	refused, accepted int
+}
+
+func newCutter(t *testing.T, amqpURL string) (*cutter, string) {
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln, to: u.Host}
+	t.Cleanup(func() { ln.Close(); c.cut(false) })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			down := c.down
+			c.mu.Unlock()
+			if down {
+				c.mu.Lock()
+				c.refused++
+				c.mu.Unlock()
+				in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", c.to)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.accepted++
+			c.conns = append(c.conns, in, out)
+			c.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	u.Host = ln.Addr().String()
+	return c, u.String()
+}
+
+// cut drops every connection; down says whether new ones are refused.
+func (c *cutter) cut(down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = down
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+func (c *cutter) refusals() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
+}
+
+func (c *cutter) accepts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accepted
+}
+
+func (c *cutter) up() {
+	c.mu.Lock()
+	c.down = false
+	c.mu.Unlock()
+}
+
+// The broker unreachable mid-run, with calls in flight and failed calls
+// waiting to be moved: every message is delivered once it is back, none is
+// lost, dead-lettered or left in a queue.
+func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
+	b := newBroker(t)
+	fn := newFunction(t, func(id string, attempt int, body string) int {
+		// Every tenth message fails its first try, so retries are in
+		// flight when the broker goes.
+		if n, _ := strconv.Atoi(id[1:]); n%10 == 0 && attempt == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	fn.delay = 10 * time.Millisecond
+	relay, relayURL := newCutter(t, b.url)
+	cfg := queue.Config{URL: relayURL, Prefetch: 20, Concurrency: 4, MaxRetries: 3, Backoff: 100 * time.Millisecond,
+		ReconnectDelay: 100 * time.Millisecond, Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
+	b.queueFor(&cfg)
+	const n = 300
+	for i := 0; i < n; i++ {
+		b.publish(cfg.Queue, "m"+strconv.Itoa(i), strconv.Itoa(i))
+	}
+	run(t, cfg)
+	// Each outage is a new one: a consumer that came back and consumed
+	// waits the first reconnect delay again when it next loses the broker,
+	// not a delay doubled by every outage before (30 s after a few flaps).
+	for round := 0; round < 4; round++ {
+		eventually(t, 60*time.Second, "progress before the outage", func() (bool, string) {
+			ids, _ := fn.distinct()
+			return ids >= (round+1)*50, strconv.Itoa(ids)
+		})
+		before := relay.refusals()
+		relay.cut(true)
+		// Down until the consumer has tried to come back and been refused twice.
+		eventually(t, 30*time.Second, "the consumer to try to reconnect", func() (bool, string) {
+			return relay.refusals() >= before+2, strconv.Itoa(relay.refusals() - before)
+		})
+		accepted := relay.accepts()
+		back := time.Now()
+		relay.up()
+		eventually(t, 60*time.Second, "the consumer to reconnect", func() (bool, string) {
+			return relay.accepts() > accepted, ""
+		})
+		if took := time.Since(back); took > 3*time.Second {
+			t.Errorf("outage %d: the consumer came back %v after the broker did; its first outages' waits were kept", round+1, took.Round(time.Millisecond))
+		}
+	}
+	eventually(t, 120*time.Second, "every message delivered", func() (bool, string) {
+		ids, calls := fn.distinct()
+		return ids == n, fmt.Sprintf("%d of %d messages, %d calls", ids, n, calls)
+	})
+	eventually(t, 30*time.Second, "main and retry queues empty", func() (bool, string) {
+		depths := []int{b.depth(cfg.Queue)}
+		for r := 1; r <= cfg.MaxRetries; r++ {
+			depths = append(depths, b.depth(cfg.RetryQueue(r)))
+		}
+		for _, d := range depths {
+			if d != 0 {
+				return false, fmt.Sprint(depths)
+			}
+		}
+		return true, ""
+	})
+	for i := 0; i < n; i += 10 {
+		id := "m" + strconv.Itoa(i)
+		if fn.count(id) < 2 {
+			t.Errorf("%s was called %d times; it fails its first try, so it must have been retried", id, fn.count(id))
+		}
+	}
+	if d := b.depth(cfg.Queue + ".dlq"); d != 0 {
+		t.Errorf("%d messages dead-lettered", d)
+	}
+}
