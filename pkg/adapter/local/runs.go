@@ -619,6 +619,26 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	if running && inProgress == fj.Spec.RunID {
 		return write(reconcile.Result{})
 	}
+	if st.RunID == fj.Spec.RunID && st.Phase == slessv1alpha1.JobPhaseRunning {
+		// Running in the store but not in this process: sless dev stopped
+		// (killed, or crashed) during the run before it could write the
+		// outcome. As a cluster does for a Job deleted mid-run, the run is
+		// lost, not started again: that would run the same runID twice.
+		now := metav1.NewTime(r.now().UTC())
+		st.Phase, st.CompletionTime = slessv1alpha1.JobPhaseFailed, &now
+		st.Message = "the run was lost: sless dev stopped while it ran, before its outcome was written; set a new runID to run again"
+		setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonJobGone, st.Message)
+		res, err := write(reconcile.Result{})
+		if err == nil && !equalJSON(before, st) {
+			rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Trigger: invoke.TriggerJob,
+				RequestID: jobresources.RequestID(fj, st.RunID), StartedAt: now.Time, Status: http.StatusInternalServerError, Error: st.Message}
+			if st.StartTime != nil {
+				rec.StartedAt = st.StartTime.Time
+			}
+			r.recorder.Record(rec)
+		}
+		return res, err
+	}
 	if st.RunID != fj.Spec.RunID {
 		// A new run: nothing of the last one describes it.
 		*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhasePending}
@@ -661,15 +681,20 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		JobName: jobnames.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation}
 	setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonJobCreated, fmt.Sprintf("run %d runs in process", fj.Spec.RunID))
 	setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionUnknown, jobrec.ReasonRunning, "the function runs")
-	// Written before the run starts (a conflict retries the reconcile), so
-	// the run's outcome has a status to land in.
-	if err := r.store.Status().Update(ctx, fj); err != nil {
-		return reconcile.Result{}, err
-	}
-	timeout := time.Duration(jobresources.Timeout(fj, spec.timeout)) * time.Second
+	// Marked in progress before Running is written, so no reconcile reads
+	// Running without it and takes the run for a lost one.
 	r.mu.Lock()
 	r.jobs[req.NamespacedName] = fj.Spec.RunID
 	r.mu.Unlock()
+	// Written before the run starts (a conflict retries the reconcile), so
+	// the run's outcome has a status to land in.
+	if err := r.store.Status().Update(ctx, fj); err != nil {
+		r.mu.Lock()
+		delete(r.jobs, req.NamespacedName)
+		r.mu.Unlock()
+		return reconcile.Result{}, err
+	}
+	timeout := time.Duration(jobresources.Timeout(fj, spec.timeout)) * time.Second
 	r.wg.Add(1)
 	go r.runJob(req.NamespacedName, fj.DeepCopy(), fn.Status.LatestReadyRevision, spec, timeout)
 	return reconcile.Result{}, nil

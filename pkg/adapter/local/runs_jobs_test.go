@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
@@ -283,5 +284,51 @@ def handler(event, context):
 	if j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 137 || c == nil ||
 		c.Reason != jobrec.ReasonFailed || !strings.Contains(c.Message, "sless dev shut down while it ran") {
 		t.Errorf("status %+v; want Failed, exit code 137, Complete False/%s saying sless dev stopped", j.Status, jobrec.ReasonFailed)
+	}
+}
+
+// sless dev killed during a run (SIGKILL, a crash, a closed laptop lid that
+// never came back) leaves the FunctionJob Running with no run in process.
+// Started again, it marks the run lost — Failed, JobGone, recorded as a 500
+// — as a cluster does for a Job deleted mid-run, instead of running the same
+// runID a second time as it did.
+func TestFunctionJobLostWithSlessDev(t *testing.T) {
+	ctx := context.Background()
+	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig.serve(ctx, t, newFunction("ns", "calc"), "def handler(event, context):\n    return {'ran': True}\n")
+	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "once"},
+		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 7}}
+	if err := rig.store.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	j.Status = slessv1alpha1.FunctionJobStatus{Phase: slessv1alpha1.JobPhaseRunning, RunID: 7, JobName: "once-7", StartTime: &started}
+	if err := rig.store.Status().Update(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "ns", Name: "once"}
+	for range 2 { // the second reconcile, of the status the first wrote, changes nothing
+		if _, err := rig.runs.JobReconciler().Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rig.runs.Close() // waits for a run, had one started
+	if err := rig.store.Get(ctx, key, j); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete)
+	if j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.RunID != 7 || !j.Status.StartTime.Equal(&started) ||
+		j.Status.CompletionTime == nil || c == nil || c.Reason != jobrec.ReasonJobGone || !strings.Contains(j.Status.Message, "set a new runID") {
+		t.Errorf("status %+v; want Failed, Complete False/%s, the start kept", j.Status, jobrec.ReasonJobGone)
+	}
+	if err := rig.recorder.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := rig.records.List(ctx, invoke.Query{Namespace: "ns", Function: "calc", Trigger: invoke.TriggerJob, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 1 || p.Items[0].Status != 500 || !strings.Contains(p.Items[0].RequestID, "-7") || !p.Items[0].StartedAt.Equal(started.Time) {
+		t.Errorf("records %+v; want the lost run once, as a 500", p.Items)
 	}
 }
