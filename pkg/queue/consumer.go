@@ -187,8 +187,9 @@ func New(cfg Config) (*Consumer, error) {
 }
 
 // Run consumes until ctx ends, reconnecting when the broker goes away. On
-// ctx's end it stops taking messages, lets the calls in flight finish and
-// settles them, and returns nil.
+// ctx's end it stops taking messages, returns the prefetched ones not yet
+// called to the queue, lets the calls in flight finish and settles them,
+// and returns nil.
 func (c *Consumer) Run(ctx context.Context) error {
 	delay := c.cfg.ReconnectDelay
 	for {
@@ -287,6 +288,13 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 		go func() {
 			defer wg.Done()
 			for d := range deliveries {
+				if ctx.Err() != nil {
+					// Shutting down: a message prefetched but not yet called
+					// goes back for the next consumer rather than hold this
+					// one past its termination grace.
+					c.settle(d.Nack(false, true), d)
+					continue
+				}
 				c.handle(work, l, d)
 			}
 		}()
@@ -300,7 +308,7 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	select {
 	case <-ctx.Done():
 		// Stop the flow; deliveries already prefetched still arrive on the
-		// channel and are handled, then Cancel closes it.
+		// channel and are returned to the queue, then Cancel closes it.
 		_ = sub.Cancel(tag, false)
 	case e := <-connClosed:
 		result = closeError("connection", e)

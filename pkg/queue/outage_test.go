@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -171,4 +172,42 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 	if d := b.depth(cfg.Queue + ".dlq"); d != 0 {
 		t.Errorf("%d messages dead-lettered", d)
 	}
+}
+
+// A shutdown (SIGTERM at a rollout) lets the calls in flight finish and
+// starts no more: the messages prefetched but not yet called go back to the
+// queue for the next consumer. Calling them all first would hold the pod
+// for prefetch × the function's time, past its termination grace.
+func TestShutdownStartsNoPrefetchedCall(t *testing.T) {
+	b := newBroker(t)
+	fn := newFunction(t, nil)
+	fn.delay = 300 * time.Millisecond
+	cfg := queue.Config{URL: b.url, Prefetch: 10, Concurrency: 2, Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
+	b.queueFor(&cfg)
+	const n = 10
+	for i := 0; i < n; i++ {
+		b.publish(cfg.Queue, "m"+strconv.Itoa(i), "x")
+	}
+	c, err := queue.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	eventually(t, 30*time.Second, "two calls in flight", func() (bool, string) {
+		_, calls := fn.distinct()
+		return calls == 2, strconv.Itoa(calls)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, calls := fn.distinct(); calls != 2 {
+		t.Errorf("%d calls after the shutdown began with 2 in flight, want 2", calls)
+	}
+	eventually(t, 10*time.Second, "the rest back in the queue", func() (bool, string) {
+		d := b.depth(cfg.Queue)
+		return d == n-2, strconv.Itoa(d)
+	})
 }
