@@ -644,6 +644,13 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhasePending}
 		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
 	}
+	// As on a cluster: a payload the run's environment cannot hold waits
+	// for a smaller one instead of failing to start.
+	if msg := jobresources.PayloadTooLarge(fj); msg != "" {
+		st.Phase = slessv1alpha1.JobPhasePending
+		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonPayloadTooLarge, msg)
+		return write(reconcile.Result{})
+	}
 	fn := &slessv1alpha1.Function{}
 	err := r.store.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn)
 	if err != nil && !apierrors.IsNotFound(err) {

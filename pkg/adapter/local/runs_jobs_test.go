@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
+	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
 
 // A FunctionJob in local mode reports as docs/triggers.md says and the
@@ -330,5 +332,54 @@ func TestFunctionJobLostWithSlessDev(t *testing.T) {
 	}
 	if len(p.Items) != 1 || p.Items[0].Status != 500 || !strings.Contains(p.Items[0].RequestID, "-7") || !p.Items[0].StartedAt.Equal(started.Time) {
 		t.Errorf("records %+v; want the lost run once, as a 500", p.Items)
+	}
+}
+
+// Local mode draws the payload line where a cluster does: one byte over
+// what the run's environment holds waits with PayloadTooLarge (before, the
+// run failed to start, "argument list too long"), and a payload exactly at
+// the limit runs and reaches the handler whole.
+func TestFunctionJobPayloadAtTheLimit(t *testing.T) {
+	ctx := context.Background()
+	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig.serve(ctx, t, newFunction("ns", "calc"), "def handler(event, context):\n    return {'length': len(event['body'])}\n")
+	for _, tc := range []struct {
+		name   string
+		size   int // of the JSON string payload, quotes included
+		reason string
+		output string
+	}{
+		{name: "over", size: jobresources.MaxPayloadBytes + 1, reason: jobrec.ReasonPayloadTooLarge},
+		{name: "at", size: jobresources.MaxPayloadBytes, output: fmt.Sprintf(`"length": %d`, jobresources.MaxPayloadBytes-2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := types.NamespacedName{Namespace: "ns", Name: "payload-" + tc.name}
+			j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 1,
+					Payload: &apiextensionsv1.JSON{Raw: []byte(`"` + strings.Repeat("a", tc.size-2) + `"`)}}}
+			if err := rig.store.Create(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if _, err := rig.runs.JobReconciler().Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+					t.Fatal(err)
+				}
+				if err := rig.store.Get(ctx, key, j); err != nil {
+					t.Fatal(err)
+				}
+				ready := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionReady)
+				if tc.reason != "" && ready != nil && ready.Reason == tc.reason && j.Status.Phase == slessv1alpha1.JobPhasePending {
+					return
+				}
+				if tc.reason == "" && j.Status.Phase == slessv1alpha1.JobPhaseSucceeded && strings.Contains(j.Status.Output, tc.output) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("status %+v", j.Status)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -37,6 +37,7 @@ const (
 	ReasonJobCreated        = "JobCreated"
 	ReasonJobConflict       = "JobConflict"
 	ReasonJobGone           = "JobGone"
+	ReasonPayloadTooLarge   = "PayloadTooLarge"
 	ReasonPending           = "Pending"
 	ReasonRunning           = "Running"
 	ReasonSucceeded         = "Succeeded"
@@ -175,6 +176,12 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {
 	st := &fj.Status
 	st.Phase = slessv1alpha1.JobPhasePending
+	// Refused before a Job is made: its Pod could never start. A smaller
+	// payload (a change of the spec) starts the same runID.
+	if msg := resources.PayloadTooLarge(fj); msg != "" {
+		r.setReady(fj, metav1.ConditionFalse, ReasonPayloadTooLarge, msg)
+		return nil
+	}
 	fn := &slessv1alpha1.Function{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -5,6 +5,7 @@ package resources
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -164,6 +165,24 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 			},
 		},
 	}
+}
+
+// MaxPayloadBytes is the largest payload a run can get, as compact JSON. A
+// run reads it from the environment variable SLESS_PAYLOAD, and Linux
+// refuses to start a process with an environment string ("NAME=value" and
+// its NUL) over 128 KiB (MAX_ARG_STRLEN): the container would fail to start
+// with "argument list too long", after its Job was made, and in local mode
+// the run would fail the same way.
+const MaxPayloadBytes = 128<<10 - len("SLESS_PAYLOAD=") - 1
+
+// PayloadTooLarge says why j's payload cannot reach a run, or "" when it can.
+func PayloadTooLarge(j *slessv1alpha1.FunctionJob) string {
+	n := len(payloadJSON(j))
+	if n <= MaxPayloadBytes {
+		return ""
+	}
+	return fmt.Sprintf("the payload is %d bytes as compact JSON, over the %d a run can get: it is passed in the environment variable SLESS_PAYLOAD, which Linux limits; pass a reference to the data (an object key, a URL) instead",
+		n, MaxPayloadBytes)
 }
 
 // payloadJSON is the run's payload as compact JSON; null when unset, which
