@@ -394,10 +394,16 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 		h.Set(MessageIDHeader, headerValue(d.MessageId))
 	}
 	h.Set(AttemptHeader, strconv.Itoa(retries+1))
-	if d.ContentEncoding != "" {
-		h.Set("Content-Encoding", headerValue(d.ContentEncoding))
+	// A content type or encoding that is no header value says nothing an
+	// HTTP body could carry: the body goes as bytes of no known type.
+	if d.ContentEncoding != "" && validHeaderValue(d.ContentEncoding) {
+		h.Set("Content-Encoding", d.ContentEncoding)
 	}
-	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: d.ContentType, RequestID: headerValue(reqID), Header: h})
+	ct := d.ContentType
+	if !validHeaderValue(ct) {
+		ct = ""
+	}
+	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: ct, RequestID: headerValue(reqID), Header: h})
 	if out.OK() {
 		c.settle(d.Ack(false), d)
 		return
@@ -430,12 +436,21 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 // an HTTP client refuses a header with control characters: such an id goes
 // Go-quoted ("order\n42") rather than fail every call of its message.
 func headerValue(id string) string {
-	for i := 0; i < len(id); i++ {
-		if b := id[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return strconv.Quote(id)
+	if validHeaderValue(id) {
+		return id
+	}
+	return strconv.Quote(id)
+}
+
+// validHeaderValue says whether an HTTP client sends s as a header value:
+// no control characters but tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
 		}
 	}
-	return id
+	return true
 }
 
 // move puts msg in queue. A queue deleted since it was declared is

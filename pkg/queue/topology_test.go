@@ -211,3 +211,32 @@ func TestPassesTheContentEncoding(t *testing.T) {
 		t.Errorf("Content-Encoding %q on a message without one", got)
 	}
 }
+
+// Content type and encoding are AMQP short strings, any bytes; one that is
+// no HTTP header value must not make every call fail in the consumer's own
+// client. The message goes as what it then is: bytes of no known type.
+func TestDeliversAMessageWhoseContentTypeIsNoHeaderValue(t *testing.T) {
+	b := newBroker(t)
+	fn := newFunction(t, nil)
+	cfg := queue.Config{URL: b.url, MaxRetries: 1, Backoff: 100 * time.Millisecond,
+		Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
+	b.queueFor(&cfg)
+	b.publishWith(cfg.Queue, amqp.Publishing{MessageId: "ct", ContentType: "text/plain\r\nX-Injected: 1", ContentEncoding: "gzip\n",
+		DeliveryMode: amqp.Persistent, Body: []byte("x")})
+	run(t, cfg)
+	eventually(t, 30*time.Second, "the message delivered and acknowledged", func() (bool, string) {
+		return fn.count("ct") == 1 && b.depth(cfg.Queue) == 0, fmt.Sprintf("calls %d, queue %d, dlq %d", fn.count("ct"), b.depth(cfg.Queue), b.depth(cfg.Queue+".dlq"))
+	})
+	fn.mu.Lock()
+	h := fn.header["ct"]
+	fn.mu.Unlock()
+	if got := h.Get("Content-Type"); got != "application/octet-stream" {
+		t.Errorf("Content-Type %q, want application/octet-stream", got)
+	}
+	if got := h.Get("Content-Encoding"); got != "" {
+		t.Errorf("Content-Encoding %q, want none", got)
+	}
+	if d := b.depth(cfg.Queue + ".dlq"); d != 0 {
+		t.Errorf("%d messages dead-lettered", d)
+	}
+}
