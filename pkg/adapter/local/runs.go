@@ -279,6 +279,12 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		r.unschedule(key)
 		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonInvalidSchedule, err.Error(), nil, "")
 	}
+	if msg := triggerresources.PayloadTooLarge(t.Spec.Payload); msg != "" {
+		// A call could carry it here, but the same trigger on a cluster
+		// could not: refused alike, so what works locally deploys.
+		r.unschedule(key)
+		return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonPayloadTooLarge, msg+": the trigger is paused until it is smaller", nil, "")
+	}
 	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy(), t.Spec.StartingDeadlineSeconds})
 	hash := string(raw)
 	r.mu.Lock()

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 // latestDue picks what the CronJob controller would start: the latest
@@ -236,6 +238,43 @@ func TestCronConcurrencyPolicy(t *testing.T) {
 				if first.Status != invoke.StatusClientClosed || first.Error == "" || second.Status != 200 {
 					t.Errorf("Replace: the first run was not cancelled: %+v", recs)
 				}
+			}
+		})
+	}
+}
+
+// Local mode refuses a cron payload a cluster's run could not send, so a
+// trigger that works under sless dev deploys; one at the limit schedules.
+func TestCronPayloadLimitLocally(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		size   int
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{name: "at-the-limit", size: triggerresources.MaxPayloadBytes, status: metav1.ConditionTrue, reason: trigger.ReasonScheduled},
+		{name: "one-byte-over", size: triggerresources.MaxPayloadBytes + 1, status: metav1.ConditionFalse, reason: trigger.ReasonPayloadTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, _ := openTestStore(t)
+			runs := NewRuns(store, nil, nil)
+			defer runs.Close()
+			if err := store.Create(ctx, newFunction("ns", "calc")); err != nil {
+				t.Fatal(err)
+			}
+			tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bulky"},
+				Spec: slessv1alpha1.TriggerSpec{Function: "calc", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@hourly",
+					Payload: &apiextensionsv1.JSON{Raw: []byte(`"` + strings.Repeat("a", tc.size-2) + `"`)}}}
+			if err := store.Create(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			_, got := reconcileTriggerOnce(t, runs, "bulky")
+			runs.mu.Lock()
+			_, scheduled := runs.crons[types.NamespacedName{Namespace: "ns", Name: "bulky"}]
+			runs.mu.Unlock()
+			if c := readyOf(got); c.Status != tc.status || c.Reason != tc.reason || scheduled != (tc.status == metav1.ConditionTrue) {
+				t.Errorf("Ready %s/%s (%s), scheduled %v", c.Status, c.Reason, c.Message, scheduled)
 			}
 		})
 	}

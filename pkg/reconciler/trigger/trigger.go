@@ -46,6 +46,7 @@ const (
 	ReasonConnectionSecretNotFound = "ConnectionSecretNotFound"
 	ReasonConsumerNotAvailable     = "ConsumerNotAvailable"
 	ReasonInvalidSchedule          = "InvalidSchedule"
+	ReasonPayloadTooLarge          = "PayloadTooLarge"
 	ReasonCredentialFailed         = "CredentialFailed"
 	ReasonPreWarmFailed            = "PreWarmFailed"
 	ReasonConflict                 = "Conflict"
@@ -180,6 +181,16 @@ func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger
 		// it is suspended, as for a missing function, until the spec is fixed.
 		t.Status.NextScheduleTime = nil
 		r.setReady(t, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error()+": the trigger is paused until its schedule is fixed")
+		if err := r.pauseChildren(ctx, t); err != nil {
+			return 0, err
+		}
+		return 0, r.releasePreWarm(ctx, t)
+	}
+	if msg := resources.PayloadTooLarge(t.Spec.Payload); msg != "" {
+		// Every run's pod would fail to start; a CronJob of an earlier
+		// payload would go on calling with it. Paused as above.
+		t.Status.NextScheduleTime = nil
+		r.setReady(t, metav1.ConditionFalse, ReasonPayloadTooLarge, msg+": the trigger is paused until it is smaller")
 		if err := r.pauseChildren(ctx, t); err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ package resources
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -296,4 +297,22 @@ func PayloadJSON(p *apiextensionsv1.JSON) string {
 		return ""
 	}
 	return b.String()
+}
+
+// MaxPayloadBytes is the largest payload a cron run can send, as compact
+// JSON. `sless invoke` gets it in the environment variable SLESS_PAYLOAD,
+// and Linux refuses to start a process with an environment string
+// ("NAME=value" and its NUL) over 128 KiB (MAX_ARG_STRLEN): every run's
+// container would fail to start with "argument list too long".
+const MaxPayloadBytes = 128<<10 - len(EnvPayload+"=") - 1
+
+// PayloadTooLarge says why a cron trigger's payload cannot reach its runs,
+// or "" when it can.
+func PayloadTooLarge(p *apiextensionsv1.JSON) string {
+	n := len(PayloadJSON(p))
+	if n <= MaxPayloadBytes {
+		return ""
+	}
+	return fmt.Sprintf("the payload is %d bytes as compact JSON, over the %d a cron run can send: it is passed in the environment variable %s, which Linux limits; pass a reference to the data (an object key, a URL) instead",
+		n, MaxPayloadBytes, EnvPayload)
 }
