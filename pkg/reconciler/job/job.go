@@ -157,7 +157,10 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 			// It ran, and the Job went away before it finished (deleted by
 			// hand): the run is lost, and starting it again would run the
 			// same runID twice.
-			r.finish(fj, slessv1alpha1.JobPhaseFailed, ReasonJobGone, "the Job "+jobName+" was deleted before the run finished; set a new runID to run again")
+			// status.message says it too, as for any failure: it is what
+			// the run's record shows as its error.
+			st.Message = "the Job " + jobName + " was deleted before the run finished; set a new runID to run again"
+			r.finish(fj, slessv1alpha1.JobPhaseFailed, ReasonJobGone, st.Message)
 			return "", nil
 		}
 		return "", r.createJob(ctx, fj)
