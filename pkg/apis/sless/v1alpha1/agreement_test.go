@@ -166,6 +166,12 @@ var specCases = []specCase{
 	{name: "job", doc: job("ok-job", "  function: greeter\n  runID: 3\n  payload: {\"x\": 1}\n"), valid: true},
 	{name: "job not run", doc: job("ok-job-zero", "  function: greeter\n"), valid: true},
 	{name: "job negative run", doc: job("bad-run", "  function: greeter\n  runID: -1\n"), field: "spec.runID"},
+	// Payloads reach runs in an environment variable, which Linux caps;
+	// the schema cannot measure a free-form value (the controller reports
+	// it), the REST API refuses it.
+	{name: "job payload at the limit", doc: job("ok-job-big", "  function: greeter\n  payload: "+payloadOfSize(v1.MaxPayloadBytes)+"\n"), valid: true},
+	{name: "job payload over the limit", doc: job("bad-job-big", "  function: greeter\n  payload: "+payloadOfSize(v1.MaxPayloadBytes+1)+"\n"), field: "spec.payload", goOnly: true},
+	{name: "cron payload over the limit", doc: trg("bad-cron-big", "  type: cron\n  schedule: \"@daily\"\n  payload: "+payloadOfSize(v1.MaxPayloadBytes+1)+"\n"), field: "spec.payload", goOnly: true},
 	{name: "job without function", doc: job("bad-job-fn", "  runID: 1\n"), field: "spec.function"},
 	{name: "job timeout", doc: job("bad-job-to", "  function: greeter\n  timeoutSeconds: 0\n"), field: "spec.timeoutSeconds"},
 }
@@ -274,3 +280,7 @@ func ExampleValidateFunction() {
 	}
 	// Output: spec.runtime Unsupported value
 }
+
+// payloadOfSize is a JSON string of n bytes, quotes included, written as a
+// YAML flow scalar that reads back the same.
+func payloadOfSize(n int) string { return `"` + strings.Repeat("x", n-2) + `"` }

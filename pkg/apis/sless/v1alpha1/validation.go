@@ -274,6 +274,7 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("startingDeadlineSeconds"), *d, "must be between 1 and 86400"))
 	}
 	if s.Type == TriggerTypeCron {
+		errs = append(errs, validatePayload(p.Child("payload"), s.Payload)...)
 		if s.Schedule == "" {
 			errs = append(errs, field.Required(p.Child("schedule"), "schedule is required for cron triggers"))
 		} else if err := ParseSchedule(s.Schedule); err != nil {
@@ -400,5 +401,6 @@ func ValidateFunctionJob(j *FunctionJob) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("runID"), j.Spec.RunID, "must be greater than or equal to 0"))
 	}
 	errs = append(errs, inRange(p.Child("timeoutSeconds"), j.Spec.TimeoutSeconds, 1, MaxJobTimeoutSeconds)...)
+	errs = append(errs, validatePayload(p.Child("payload"), j.Spec.Payload)...)
 	return errs
 }

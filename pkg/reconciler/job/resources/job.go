@@ -167,13 +167,11 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 	}
 }
 
-// MaxPayloadBytes is the largest payload a run can get, as compact JSON. A
-// run reads it from the environment variable SLESS_PAYLOAD, and Linux
-// refuses to start a process with an environment string ("NAME=value" and
-// its NUL) over 128 KiB (MAX_ARG_STRLEN): the container would fail to start
-// with "argument list too long", after its Job was made, and in local mode
-// the run would fail the same way.
-const MaxPayloadBytes = 128<<10 - len("SLESS_PAYLOAD=") - 1
+// MaxPayloadBytes is the largest payload a run can get, as compact JSON
+// (see slessv1alpha1.MaxPayloadBytes). The REST API refuses a larger one;
+// kubectl apply cannot, so a run waits with PayloadTooLarge instead of
+// failing to start after its Job was made.
+const MaxPayloadBytes = slessv1alpha1.MaxPayloadBytes
 
 // PayloadTooLarge says why j's payload cannot reach a run, or "" when it can.
 func PayloadTooLarge(j *slessv1alpha1.FunctionJob) string {

@@ -300,11 +300,10 @@ func PayloadJSON(p *apiextensionsv1.JSON) string {
 }
 
 // MaxPayloadBytes is the largest payload a cron run can send, as compact
-// JSON. `sless invoke` gets it in the environment variable SLESS_PAYLOAD,
-// and Linux refuses to start a process with an environment string
-// ("NAME=value" and its NUL) over 128 KiB (MAX_ARG_STRLEN): every run's
-// container would fail to start with "argument list too long".
-const MaxPayloadBytes = 128<<10 - len(EnvPayload+"=") - 1
+// JSON (see slessv1alpha1.MaxPayloadBytes: `sless invoke` gets it in
+// EnvPayload). The REST API refuses a larger one; kubectl apply cannot, so
+// the trigger says PayloadTooLarge and its CronJob is suspended.
+const MaxPayloadBytes = slessv1alpha1.MaxPayloadBytes
 
 // PayloadTooLarge says why a cron trigger's payload cannot reach its runs,
 // or "" when it can.
