@@ -23,6 +23,10 @@ import (
 // PathPrefix is where the proxy serves: /fn/{namespace}/{name}[/*path].
 const PathPrefix = "/fn/"
 
+// DefaultMaxRequestBytes is the request body cap of a Proxy that sets none:
+// what a function can be sent, by a caller or by a queue message.
+const DefaultMaxRequestBytes = 32 << 20
+
 // connectionSlack is how far the connection's deadlines lie past a call's
 // deadline: time to write the proxy's own answer after the call timed out.
 const connectionSlack = 5 * time.Second
@@ -57,7 +61,7 @@ type Options struct {
 	// Transport forwards calls. Default NewTransport().
 	Transport http.RoundTripper
 	// MaxRequestBytes caps a request body; a larger one is answered 413.
-	// Default 32 MiB.
+	// Default DefaultMaxRequestBytes.
 	MaxRequestBytes int64
 	// TimeoutGrace is added to a function's own timeout to give the proxy's
 	// deadline for one call, so that the function's own timeout answer (the
@@ -107,7 +111,7 @@ func NewProxy(opts Options) (*Proxy, error) {
 		return nil, errors.New("invoke: Options.Resolver is required")
 	}
 	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = 32 << 20
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if opts.TimeoutGrace <= 0 {
 		opts.TimeoutGrace = 5 * time.Second

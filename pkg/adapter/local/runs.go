@@ -201,6 +201,15 @@ type localCaller struct {
 }
 
 func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome {
+	if n := len(call.Body); n > invoke.DefaultMaxRequestBytes {
+		// On a cluster the consumer's call goes through the proxy, which
+		// answers 413: the message is retried and dead-lettered there, and
+		// is here alike rather than reaching the function.
+		rec := invoke.Record{Namespace: c.namespace, Function: c.function, Trigger: invoke.TriggerQueue, RequestID: call.RequestID,
+			StartedAt: c.r.now(), Status: http.StatusRequestEntityTooLarge, BytesIn: int64(n), Error: "request body too large"}
+		c.r.recorder.Record(rec)
+		return queue.Outcome{Status: rec.Status, PlatformError: fmt.Sprintf("the message is %d bytes, over the %d a function can be sent", n, invoke.DefaultMaxRequestBytes)}
+	}
 	timeout := c.r.functionTimeout(ctx, c.namespace, c.function)
 	ct := call.ContentType
 	if ct == "" {
