@@ -236,6 +236,11 @@ func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, 
 	return m, diags
 }
 
+// cronOnlyAttributes are the attributes of the API fields only cron
+// triggers take.
+var cronOnlyAttributes = map[string]string{"spec.schedule": "schedule", "spec.timeZone": "time_zone",
+	"spec.preWarmSeconds": "pre_warm_seconds", "spec.concurrencyPolicy": "concurrency_policy"}
+
 func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m triggerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
@@ -251,24 +256,18 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 			(e.Field == "spec.queue" && m.Queue.IsUnknown()) {
 			continue
 		}
-		if e.Type == field.ErrorTypeForbidden && (e.Field == "spec.schedule" || e.Field == "spec.queue") {
+		cronOnly, isCronOnly := cronOnlyAttributes[e.Field]
+		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue") {
 			if m.Type.IsUnknown() {
 				// Which settings a trigger may have depends on its type,
 				// which is not known yet.
 				continue
 			}
-			if e.Field == "spec.schedule" {
-				// The API reports every cron-only field as spec.schedule;
-				// name each one the configuration sets, as it names it.
-				for _, a := range []struct {
-					name string
-					v    attr.Value
-				}{{"schedule", m.Schedule}, {"time_zone", m.TimeZone}, {"pre_warm_seconds", m.PreWarmSeconds}, {"concurrency_policy", m.ConcurrencyPolicy}} {
-					if !a.v.IsNull() && !a.v.IsUnknown() {
-						attrError(&resp.Diagnostics, path.Root(a.name), "Invalid configuration",
-							fmt.Sprintf("applies only to cron triggers, and this one is %s", m.Type.ValueString()))
-					}
-				}
+			if isCronOnly {
+				// Named as the configuration names it, with the type that
+				// does not take it.
+				attrError(&resp.Diagnostics, path.Root(cronOnly), "Invalid configuration",
+					fmt.Sprintf("applies only to cron triggers, and this one is %s", m.Type.ValueString()))
 				continue
 			}
 		}
