@@ -29,13 +29,22 @@ func PayloadSize(p *apiextensionsv1.JSON) int {
 	return b.Len()
 }
 
+// PayloadTooLarge says why p cannot reach a run, or "" when it can.
+func PayloadTooLarge(p *apiextensionsv1.JSON) string {
+	n := PayloadSize(p)
+	if n <= MaxPayloadBytes {
+		return ""
+	}
+	return fmt.Sprintf("the payload is %d bytes as compact JSON, over the %d a run can get: runs get it in the environment variable SLESS_PAYLOAD, which Linux limits; pass a reference to the data (an object key, a URL) instead",
+		n, MaxPayloadBytes)
+}
+
 // validatePayload refuses a payload no run could get. The CRD cannot
 // measure a free-form JSON value, so kubectl apply lets one through and the
 // controller reports it (PayloadTooLarge); the REST API refuses it here.
 func validatePayload(path *field.Path, p *apiextensionsv1.JSON) field.ErrorList {
-	if n := PayloadSize(p); n > MaxPayloadBytes {
-		return field.ErrorList{field.Invalid(path, fmt.Sprintf("%d bytes", n),
-			fmt.Sprintf("must be at most %d bytes as compact JSON: runs get it in the environment variable SLESS_PAYLOAD, which Linux limits; pass a reference to the data (an object key, a URL) instead", MaxPayloadBytes))}
+	if why := PayloadTooLarge(p); why != "" {
+		return field.ErrorList{field.Invalid(path, fmt.Sprintf("%d bytes", PayloadSize(p)), why)}
 	}
 	return nil
 }

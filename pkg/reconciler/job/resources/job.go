@@ -5,7 +5,6 @@ package resources
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -175,12 +174,7 @@ const MaxPayloadBytes = slessv1alpha1.MaxPayloadBytes
 
 // PayloadTooLarge says why j's payload cannot reach a run, or "" when it can.
 func PayloadTooLarge(j *slessv1alpha1.FunctionJob) string {
-	n := len(payloadJSON(j))
-	if n <= MaxPayloadBytes {
-		return ""
-	}
-	return fmt.Sprintf("the payload is %d bytes as compact JSON, over the %d a run can get: it is passed in the environment variable SLESS_PAYLOAD, which Linux limits; pass a reference to the data (an object key, a URL) instead",
-		n, MaxPayloadBytes)
+	return slessv1alpha1.PayloadTooLarge(j.Spec.Payload)
 }
 
 // payloadJSON is the run's payload as compact JSON; null when unset, which

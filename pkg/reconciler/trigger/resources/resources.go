@@ -7,7 +7,6 @@ package resources
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -308,10 +307,5 @@ const MaxPayloadBytes = slessv1alpha1.MaxPayloadBytes
 // PayloadTooLarge says why a cron trigger's payload cannot reach its runs,
 // or "" when it can.
 func PayloadTooLarge(p *apiextensionsv1.JSON) string {
-	n := len(PayloadJSON(p))
-	if n <= MaxPayloadBytes {
-		return ""
-	}
-	return fmt.Sprintf("the payload is %d bytes as compact JSON, over the %d a cron run can send: it is passed in the environment variable %s, which Linux limits; pass a reference to the data (an object key, a URL) instead",
-		n, MaxPayloadBytes, EnvPayload)
+	return slessv1alpha1.PayloadTooLarge(p)
 }
