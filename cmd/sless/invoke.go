@@ -7,12 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +18,7 @@ import (
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/pkg/retry"
 )
 
 func init() {
@@ -129,7 +128,7 @@ func runInvoke(ctx context.Context, args []string) error {
 		ct = "application/json"
 	}
 	start := time.Now()
-	out := invokeReachable(ctx, &o.invoker, queue.Call{Trigger: o.trigger, Body: o.payload, ContentType: ct}, unreachableWait, sleepCtx)
+	out := invokeReachable(ctx, &o.invoker, queue.Call{Trigger: o.trigger, Body: o.payload, ContentType: ct}, unreachableWait, retry.Sleep)
 	if len(out.Body) > 0 {
 		fmt.Fprintf(os.Stdout, "%s\n", out.Body)
 	}
@@ -158,7 +157,7 @@ func invokeReachable(ctx context.Context, iv *queue.Invoker, c queue.Call, wait 
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		out := iv.Invoke(ctx, c)
-		if out.Err == nil || !unreachable(out.Err) {
+		if out.Err == nil || !retry.NothingSent(out.Err) {
 			return out
 		}
 		left := time.Until(giveUp)
@@ -174,31 +173,5 @@ func invokeReachable(ctx context.Context, iv *queue.Invoker, c queue.Call, wait 
 			return out
 		}
 		backoff = min(backoff*2, 4*time.Second)
-	}
-}
-
-// unreachable says whether err is a failure to connect, after which
-// nothing of the request was sent: refused, or the dial timed out.
-// A name that does not resolve is a mistake no wait mends.
-func unreachable(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return !dns.IsNotFound && (dns.IsTemporary || dns.IsTimeout)
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

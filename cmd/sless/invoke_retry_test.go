@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/retry"
 )
 
 // A cron run whose proxy is not accepting connections (sless-api rolled
@@ -107,7 +108,7 @@ func TestInvokeWaitEndsWithTheRun(t *testing.T) {
 	cancel()
 	iv := &queue.Invoker{URL: "http://" + addr + "/fn/ns/report", Timeout: 5 * time.Second}
 	done := make(chan queue.Outcome)
-	go func() { done <- invokeReachable(ctx, iv, queue.Call{}, time.Hour, sleepCtx) }()
+	go func() { done <- invokeReachable(ctx, iv, queue.Call{}, time.Hour, retry.Sleep) }()
 	select {
 	case out := <-done:
 		if out.Err == nil || out.OK() {

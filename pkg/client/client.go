@@ -16,20 +16,18 @@ package client
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/sless-dev/sless/pkg/retry"
 )
 
 // Retry says how hard a call tries before it gives up.
@@ -103,7 +101,7 @@ func New(endpoint, token string, opts ...Option) (*Client, error) {
 		retry:     DefaultRetry,
 		userAgent: "sless-go-client",
 		maxAnswer: maxJSONAnswer,
-		sleep:     sleepCtx,
+		sleep:     retry.Sleep,
 	}
 	for _, o := range opts {
 		o(c)
@@ -113,17 +111,6 @@ func New(endpoint, token string, opts ...Option) (*Client, error) {
 
 // Endpoint is the API's base URL.
 func (c *Client) Endpoint() string { return c.base.String() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 const (
 	// maxJSONAnswer bounds a JSON answer: a list page of 500 Functions with
@@ -169,8 +156,8 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		wait, retry := c.retryable(r.method, err)
-		if !retry {
+		wait, again := c.retryable(r.method, err)
+		if !again {
 			return nil, err
 		}
 		if wait == 0 {
@@ -181,7 +168,7 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		if waited+wait > c.retry.Budget {
 			return nil, fmt.Errorf("gave up after %d attempts in %s: %w", attempt, waited.Round(time.Millisecond), err)
 		}
-		if refused(err) {
+		if retry.Refused(err) {
 			if limit := c.retry.Unreachable; limit > 0 && refusedFor+wait > limit {
 				return nil, fmt.Errorf("nothing answers at %s (connections refused for %s; is the endpoint right?): %w", c.base, refusedFor.Round(time.Millisecond), err)
 			}
@@ -215,33 +202,14 @@ func (c *Client) retryable(method string, err error) (time.Duration, bool) {
 		return 0, false
 	}
 	switch {
-	case refused(err):
+	case retry.Refused(err):
 		// Nothing was sent: safe to try again, a POST too.
 		return 0, true
-	case permanent(err):
+	case retry.Pointless(err):
 		return 0, false
 	}
 	// A transport error: the request may or may not have arrived.
 	return 0, method != http.MethodPost
-}
-
-// refused says whether err is a connection the endpoint refused.
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
-// permanent says whether a transport error stays the same however long one
-// waits: the server's certificate does not verify, it is not speaking TLS
-// at all, or its host name does not exist.
-func permanent(err error) bool {
-	var certErr *tls.CertificateVerificationError
-	var authority x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var record tls.RecordHeaderError
-	var dns *net.DNSError
-	return errors.As(err, &certErr) || errors.As(err, &authority) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &record) || (errors.As(err, &dns) && dns.IsNotFound) ||
-		// net/http words this one without wrapping the TLS error.
-		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 func (c *Client) once(ctx context.Context, r request, u string) (*response, error) {

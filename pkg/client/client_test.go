@@ -13,6 +13,7 @@ import (
 	"time"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/retry"
 )
 
 // These tests hold the client's own HTTP behaviour (retries, error
@@ -262,7 +263,7 @@ func TestRefusedConnections(t *testing.T) {
 			default:
 				close(refusedOnce)
 			}
-			return sleepCtx(ctx, d)
+			return retry.Sleep(ctx, d)
 		}
 		if _, err := c.CreateFunction(context.Background(), fnObj()); err != nil {
 			t.Fatalf("create while the server starts: %v", err)
