@@ -288,7 +288,7 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		r.unschedule(key)
 		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonInvalidSchedule, err.Error(), nil, "")
 	}
-	if msg := triggerresources.PayloadTooLarge(t.Spec.Payload); msg != "" {
+	if msg := slessv1alpha1.PayloadTooLarge(t.Spec.Payload); msg != "" {
 		// A call could carry it here, but the same trigger on a cluster
 		// could not: refused alike, so what works locally deploys.
 		r.unschedule(key)
@@ -661,7 +661,7 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	}
 	// As on a cluster: a payload the run's environment cannot hold waits
 	// for a smaller one instead of failing to start.
-	if msg := jobresources.PayloadTooLarge(fj); msg != "" {
+	if msg := slessv1alpha1.PayloadTooLarge(fj.Spec.Payload); msg != "" {
 		st.Phase = slessv1alpha1.JobPhasePending
 		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonPayloadTooLarge, msg)
 		return write(reconcile.Result{})

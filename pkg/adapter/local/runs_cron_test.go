@@ -16,7 +16,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 // latestDue picks what the CronJob controller would start: the latest
@@ -252,8 +251,8 @@ func TestCronPayloadLimitLocally(t *testing.T) {
 		status metav1.ConditionStatus
 		reason string
 	}{
-		{name: "at-the-limit", size: triggerresources.MaxPayloadBytes, status: metav1.ConditionTrue, reason: trigger.ReasonScheduled},
-		{name: "one-byte-over", size: triggerresources.MaxPayloadBytes + 1, status: metav1.ConditionFalse, reason: trigger.ReasonPayloadTooLarge},
+		{name: "at-the-limit", size: slessv1alpha1.MaxPayloadBytes, status: metav1.ConditionTrue, reason: trigger.ReasonScheduled},
+		{name: "one-byte-over", size: slessv1alpha1.MaxPayloadBytes + 1, status: metav1.ConditionFalse, reason: trigger.ReasonPayloadTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -20,7 +20,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
-	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
 
 // A FunctionJob in local mode reports as docs/triggers.md says and the
@@ -349,8 +348,8 @@ func TestFunctionJobPayloadAtTheLimit(t *testing.T) {
 		reason string
 		output string
 	}{
-		{name: "over", size: jobresources.MaxPayloadBytes + 1, reason: jobrec.ReasonPayloadTooLarge},
-		{name: "at", size: jobresources.MaxPayloadBytes, output: fmt.Sprintf(`"length": %d`, jobresources.MaxPayloadBytes-2)},
+		{name: "over", size: slessv1alpha1.MaxPayloadBytes + 1, reason: jobrec.ReasonPayloadTooLarge},
+		{name: "at", size: slessv1alpha1.MaxPayloadBytes, output: fmt.Sprintf(`"length": %d`, slessv1alpha1.MaxPayloadBytes-2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := types.NamespacedName{Namespace: "ns", Name: "payload-" + tc.name}

@@ -181,7 +181,7 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 	st.Phase = slessv1alpha1.JobPhasePending
 	// Refused before a Job is made: its Pod could never start. A smaller
 	// payload (a change of the spec) starts the same runID.
-	if msg := resources.PayloadTooLarge(fj); msg != "" {
+	if msg := slessv1alpha1.PayloadTooLarge(fj.Spec.Payload); msg != "" {
 		r.setReady(fj, metav1.ConditionFalse, ReasonPayloadTooLarge, msg)
 		return nil
 	}

@@ -14,7 +14,6 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
-	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
 
 // A payload too large for the run's environment (the apiserver takes up to
@@ -25,7 +24,7 @@ func TestFunctionJobPayloadTooLarge(t *testing.T) {
 	e := start(t)
 	ctx := context.Background()
 	e.createFunction("hello", image)
-	big := []byte(`{"rows": "` + strings.Repeat("x", resources.MaxPayloadBytes) + `"}`)
+	big := []byte(`{"rows": "` + strings.Repeat("x", slessv1alpha1.MaxPayloadBytes) + `"}`)
 	fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "bulky", Namespace: e.ns},
 		Spec: slessv1alpha1.FunctionJobSpec{Function: "hello", RunID: 1, Payload: &apiextensionsv1.JSON{Raw: big}}}
 	if err := e.c.Create(ctx, fj); err != nil {

@@ -14,7 +14,6 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 func jsonOfSize(n int) *apiextensionsv1.JSON {
@@ -31,7 +30,7 @@ func TestCronPayloadTooLarge(t *testing.T) {
 	ctx := context.Background()
 	e.function("report")
 	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "bulky"}, Spec: slessv1alpha1.TriggerSpec{
-		Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@hourly", Payload: jsonOfSize(resources.MaxPayloadBytes)}})
+		Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@hourly", Payload: jsonOfSize(slessv1alpha1.MaxPayloadBytes)}})
 	e.reconcile("bulky")
 	cronJob := func() *batchv1.CronJob {
 		cj := &batchv1.CronJob{}
@@ -44,7 +43,7 @@ func TestCronPayloadTooLarge(t *testing.T) {
 		t.Fatalf("at the limit: Ready %+v, suspend %v", c, cronJob().Spec.Suspend)
 	}
 
-	e.update("bulky", func(tr *slessv1alpha1.Trigger) { tr.Spec.Payload = jsonOfSize(resources.MaxPayloadBytes + 1) })
+	e.update("bulky", func(tr *slessv1alpha1.Trigger) { tr.Spec.Payload = jsonOfSize(slessv1alpha1.MaxPayloadBytes + 1) })
 	e.reconcile("bulky")
 	tr := e.get("bulky")
 	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonPayloadTooLarge || !strings.Contains(c.Message, "SLESS_PAYLOAD") {

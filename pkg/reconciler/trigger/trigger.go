@@ -186,7 +186,7 @@ func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger
 		}
 		return 0, r.releasePreWarm(ctx, t)
 	}
-	if msg := resources.PayloadTooLarge(t.Spec.Payload); msg != "" {
+	if msg := slessv1alpha1.PayloadTooLarge(t.Spec.Payload); msg != "" {
 		// Every run's pod would fail to start; a CronJob of an earlier
 		// payload would go on calling with it. Paused as above.
 		t.Status.NextScheduleTime = nil

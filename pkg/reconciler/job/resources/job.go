@@ -166,17 +166,6 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 	}
 }
 
-// MaxPayloadBytes is the largest payload a run can get, as compact JSON
-// (see slessv1alpha1.MaxPayloadBytes). The REST API refuses a larger one;
-// kubectl apply cannot, so a run waits with PayloadTooLarge instead of
-// failing to start after its Job was made.
-const MaxPayloadBytes = slessv1alpha1.MaxPayloadBytes
-
-// PayloadTooLarge says why j's payload cannot reach a run, or "" when it can.
-func PayloadTooLarge(j *slessv1alpha1.FunctionJob) string {
-	return slessv1alpha1.PayloadTooLarge(j.Spec.Payload)
-}
-
 // payloadJSON is the run's payload as compact JSON; null when unset, which
 // the runtime hands to the handler as a null body.
 func payloadJSON(j *slessv1alpha1.FunctionJob) string {

@@ -22,17 +22,17 @@ func TestPayloadTooLarge(t *testing.T) {
 		refused bool
 	}{
 		{name: "none"},
-		{name: "at the limit", payload: jsonString(MaxPayloadBytes)},
-		{name: "one byte over", payload: jsonString(MaxPayloadBytes + 1), refused: true},
+		{name: "at the limit", payload: jsonString(slessv1alpha1.MaxPayloadBytes)},
+		{name: "one byte over", payload: jsonString(slessv1alpha1.MaxPayloadBytes + 1), refused: true},
 		{name: "1 MiB", payload: jsonString(1 << 20), refused: true},
-		{name: "over only with its spaces", payload: []byte(`[` + strings.Repeat(" ", MaxPayloadBytes) + `1]`)},
+		{name: "over only with its spaces", payload: []byte(`[` + strings.Repeat(" ", slessv1alpha1.MaxPayloadBytes) + `1]`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &slessv1alpha1.FunctionJob{}
 			if tc.payload != nil {
 				j.Spec.Payload = &apiextensionsv1.JSON{Raw: tc.payload}
 			}
-			msg := PayloadTooLarge(j)
+			msg := slessv1alpha1.PayloadTooLarge(j.Spec.Payload)
 			if (msg != "") != tc.refused {
 				t.Fatalf("PayloadTooLarge = %q, want refused %v", msg, tc.refused)
 			}
@@ -44,12 +44,12 @@ func TestPayloadTooLarge(t *testing.T) {
 }
 
 // The limit is the kernel's: a process starts with SLESS_PAYLOAD of
-// MaxPayloadBytes and not with one byte more.
+// slessv1alpha1.MaxPayloadBytes and not with one byte more.
 func TestMaxPayloadBytesIsTheKernelsLimit(t *testing.T) {
 	for _, tc := range []struct {
 		n      int
 		starts bool
-	}{{MaxPayloadBytes, true}, {MaxPayloadBytes + 1, false}} {
+	}{{slessv1alpha1.MaxPayloadBytes, true}, {slessv1alpha1.MaxPayloadBytes + 1, false}} {
 		cmd := exec.Command("/bin/true")
 		cmd.Env = []string{"SLESS_PAYLOAD=" + strings.Repeat("a", tc.n)}
 		if err := cmd.Run(); (err == nil) != tc.starts {

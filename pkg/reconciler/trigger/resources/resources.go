@@ -297,15 +297,3 @@ func PayloadJSON(p *apiextensionsv1.JSON) string {
 	}
 	return b.String()
 }
-
-// MaxPayloadBytes is the largest payload a cron run can send, as compact
-// JSON (see slessv1alpha1.MaxPayloadBytes: `sless invoke` gets it in
-// EnvPayload). The REST API refuses a larger one; kubectl apply cannot, so
-// the trigger says PayloadTooLarge and its CronJob is suspended.
-const MaxPayloadBytes = slessv1alpha1.MaxPayloadBytes
-
-// PayloadTooLarge says why a cron trigger's payload cannot reach its runs,
-// or "" when it can.
-func PayloadTooLarge(p *apiextensionsv1.JSON) string {
-	return slessv1alpha1.PayloadTooLarge(p)
-}
