@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -73,15 +72,21 @@ type queueEntry struct {
 }
 
 type cronEntry struct {
-	hash    string
-	stop    chan struct{}
-	ended   chan struct{} // a run ended (buffered: a Forbid-held time may now run)
-	running atomic.Bool   // a run is in progress (for Forbid)
+	hash  string
+	stop  chan struct{}
+	ended chan struct{} // a run ended (buffered: a Forbid-held time may now run)
 
 	mu       sync.Mutex
 	last     time.Time // the latest scheduled time run
 	seq      uint64
 	inFlight map[uint64]context.CancelCauseFunc
+}
+
+// busy says whether a run is in progress (for Forbid).
+func (e *cronEntry) busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.inFlight) > 0
 }
 
 func (e *cronEntry) lastRun() time.Time {
@@ -398,7 +403,7 @@ func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sche
 			// Under Forbid a time that comes during a run is not counted
 			// as run: the end of the run wakes this loop, which runs it
 			// then if the deadline still allows.
-			if policy != slessv1alpha1.ConcurrencyForbid || !e.running.Load() {
+			if policy != slessv1alpha1.ConcurrencyForbid || !e.busy() {
 				r.startCronRun(key, t, e, policy, due)
 				continue
 			}
@@ -457,7 +462,6 @@ func (r *Runs) startCronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, 
 		e.inFlight = map[uint64]context.CancelCauseFunc{}
 	}
 	e.inFlight[id] = cancel
-	e.running.Store(true)
 	e.mu.Unlock()
 	// Written before the call, as the CronJob controller writes it when it
 	// creates the Job: a restart of sless dev during the call must not run
@@ -478,7 +482,6 @@ func (r *Runs) startCronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, 
 			cancel(nil)
 			e.mu.Lock()
 			delete(e.inFlight, id)
-			e.running.Store(len(e.inFlight) > 0)
 			e.mu.Unlock()
 			select {
 			case e.ended <- struct{}{}:
