@@ -40,33 +40,9 @@ func (k *Kube) Refuse(t testing.TB, ns string, r Refusal) {
 	t.Helper()
 	ctx := context.Background()
 	name := "refuse-" + ns + "-" + randomSuffix(3)
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{r.Group}, APIVersions: []string{r.Version}, Resources: []string{r.Resource},
-						},
-					},
-				}},
-			},
-			Validations: []admissionregistrationv1.Validation{{Expression: r.Expression, Message: r.Message, Reason: ptr.To(metav1.StatusReasonInvalid)}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			},
-		},
-	}
+	policy, binding := denyPolicy(name, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		admissionregistrationv1.Rule{APIGroups: []string{r.Group}, APIVersions: []string{r.Version}, Resources: []string{r.Resource}},
+		r.Expression, r.Message, &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}})
 	for _, o := range []client.Object{policy, binding} {
 		if err := k.Client.Create(ctx, o); err != nil {
 			t.Fatalf("testbed: create %T %s: %v", o, name, err)
@@ -93,4 +69,34 @@ func (k *Kube) Refuse(t testing.TB, ns string, r Refusal) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// denyPolicy is a ValidatingAdmissionPolicy named name that refuses, with
+// message, the ops on rule's resources for which expression is false, and
+// its binding (to the namespaces nsSelector picks; nil: every namespace).
+func denyPolicy(name string, ops []admissionregistrationv1.OperationType, rule admissionregistrationv1.Rule, expression, message string,
+	nsSelector *metav1.LabelSelector) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: ops, Rule: rule},
+				}},
+			},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message, Reason: ptr.To(metav1.StatusReasonInvalid)}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if nsSelector != nil {
+		binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: nsSelector}
+	}
+	return policy, binding
 }

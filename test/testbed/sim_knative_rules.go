@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -29,34 +28,12 @@ const knativeRulesName = "sless-testbed-knative-revision-names"
 func installKnativeRules(k *Kube) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: knativeRulesName},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{"serving.knative.dev"}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
-					},
-				}},
-			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(object.spec.template.metadata) || !has(object.spec.template.metadata.name) || object.spec.template.metadata.name == '' || " +
-					"!has(oldObject.spec.template.metadata) || !has(oldObject.spec.template.metadata.name) || " +
-					"object.spec.template.metadata.name != oldObject.spec.template.metadata.name || object.spec.template == oldObject.spec.template",
-				Message: KnativeNameChangeMessage,
-				Reason:  ptr.To(metav1.StatusReasonInvalid),
-			}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: knativeRulesName},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        knativeRulesName,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
+	policy, binding := denyPolicy(knativeRulesName, []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		admissionregistrationv1.Rule{APIGroups: []string{"serving.knative.dev"}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+		"!has(object.spec.template.metadata) || !has(object.spec.template.metadata.name) || object.spec.template.metadata.name == '' || "+
+			"!has(oldObject.spec.template.metadata) || !has(oldObject.spec.template.metadata.name) || "+
+			"object.spec.template.metadata.name != oldObject.spec.template.metadata.name || object.spec.template == oldObject.spec.template",
+		KnativeNameChangeMessage, nil)
 	for _, o := range []client.Object{policy, binding} {
 		if err := k.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("Knative's revision name rule: create %T: %w", o, err)
