@@ -125,6 +125,14 @@ func patch[T any](ctx context.Context, c *Client, k kind[T], ns, name string, p 
 	return &out, nil
 }
 
+func replace[T any](ctx context.Context, c *Client, k kind[T], ns, name string, obj *T) (*T, error) {
+	var out T
+	if err := c.sendJSON(ctx, http.MethodPut, k.item(ns, name), "application/json", obj, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func remove[T any](ctx context.Context, c *Client, k kind[T], ns, name string) error {
 	_, err := c.do(ctx, request{method: http.MethodDelete, path: k.item(ns, name)})
 	return err
@@ -235,6 +243,13 @@ func (c *Client) PatchTrigger(ctx context.Context, ns, name string, p any) (*sle
 	return patch(ctx, c, triggers, ns, name, p)
 }
 
+// ReplaceTrigger replaces a Trigger's spec, labels and annotations with
+// t's (PUT). A t.ResourceVersion that is no longer current is a 409.
+func (c *Client) ReplaceTrigger(ctx context.Context, t *slessv1alpha1.Trigger) (*slessv1alpha1.Trigger, error) {
+	t.APIVersion, t.Kind = slessv1alpha1.SchemeGroupVersion.String(), "Trigger"
+	return replace(ctx, c, triggers, t.Namespace, t.Name, t)
+}
+
 // DeleteTrigger deletes a Trigger.
 func (c *Client) DeleteTrigger(ctx context.Context, ns, name string) error {
 	return remove(ctx, c, triggers, ns, name)
@@ -254,6 +269,13 @@ func (c *Client) CreateJob(ctx context.Context, j *slessv1alpha1.FunctionJob) (*
 // PatchJob applies a JSON merge patch to a FunctionJob.
 func (c *Client) PatchJob(ctx context.Context, ns, name string, p any) (*slessv1alpha1.FunctionJob, error) {
 	return patch(ctx, c, jobs, ns, name, p)
+}
+
+// ReplaceJob replaces a FunctionJob's spec, labels and annotations with
+// j's (PUT). A j.ResourceVersion that is no longer current is a 409.
+func (c *Client) ReplaceJob(ctx context.Context, j *slessv1alpha1.FunctionJob) (*slessv1alpha1.FunctionJob, error) {
+	j.APIVersion, j.Kind = slessv1alpha1.SchemeGroupVersion.String(), "FunctionJob"
+	return replace(ctx, c, jobs, j.Namespace, j.Name, j)
 }
 
 // DeleteJob deletes a FunctionJob.

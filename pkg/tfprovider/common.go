@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -287,44 +288,31 @@ func nullableString(s string) any {
 	return s
 }
 
-// jsonPatchValue is the merge patch (RFC 7396) value that turns the JSON
-// document cur into want. A merge patch merges objects member by member, so
-// sending want alone would keep members cur has and want lacks: those are
-// sent as null. Other values replace what was there. (A null member of want
-// cannot be kept: in a merge patch it means "remove".)
-func jsonPatchValue(cur, want *apiextensionsv1.JSON) (any, error) {
-	if want == nil || len(want.Raw) == 0 {
-		return nil, nil
-	}
-	var w any
-	if err := json.Unmarshal(want.Raw, &w); err != nil {
-		return nil, fmt.Errorf("the configured JSON: %w", err)
-	}
-	var c any
-	if cur != nil && len(cur.Raw) > 0 {
-		if err := json.Unmarshal(cur.Raw, &c); err != nil {
-			return nil, fmt.Errorf("the API's JSON: %w", err)
+// replaceSpec makes an object's spec exactly what the configuration says:
+// it reads the object, sets the spec with set (labels and annotations stay
+// as they are) and writes it back with PUT under the resourceVersion it
+// read, reading again when another writer got in between. A PUT rather than
+// a JSON merge patch because in a merge patch a null member means "remove",
+// so a payload such as {"a": null} could not be written, and members the
+// configuration dropped would have to be spelled out as nulls.
+func replaceSpec[T any](ctx context.Context, ns, name string, get func(context.Context, string, string) (*T, error),
+	set func(*T), put func(context.Context, *T) (*T, error)) (*T, error) {
+	const attempts = 5
+	for i := 1; ; i++ {
+		cur, err := get(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		set(cur)
+		got, err := put(ctx, cur)
+		var apiErr *client.Error
+		// A 409 without Retry-After is a lost race on the resourceVersion;
+		// one with it (the object is being deleted) the client has waited
+		// out already.
+		if err == nil || i == attempts || !asAPIError(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.HasRetryAfter {
+			return got, err
 		}
 	}
-	return mergePatchValue(c, w), nil
-}
-
-func mergePatchValue(cur, want any) any {
-	w, ok := want.(map[string]any)
-	c, isObj := cur.(map[string]any)
-	if !ok || !isObj {
-		return want
-	}
-	out := make(map[string]any, len(w)+len(c))
-	for k := range c {
-		if _, kept := w[k]; !kept {
-			out[k] = nil
-		}
-	}
-	for k, v := range w {
-		out[k] = mergePatchValue(c[k], v)
-	}
-	return out
 }
 
 // errorsOf folds diagnostics' errors into one error.

@@ -309,25 +309,10 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 		return
 	}
 	j := plan.object(state.Namespace.ValueString())
-	// The payload is patched against what the server holds now, so that
-	// members removed from the configuration go (see jsonPatchValue).
-	cur, err := r.api.client.GetJob(ctx, j.Namespace, j.Name)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading the job failed", err.Error())
-		return
-	}
-	payload, err := jsonPatchValue(cur.Spec.Payload, j.Spec.Payload)
-	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("payload"), "Invalid JSON", err.Error())
-		return
-	}
-	patch := map[string]any{"spec": map[string]any{
-		"runID":          j.Spec.RunID,
-		"payload":        payload,
-		"timeoutSeconds": nullable(j.Spec.TimeoutSeconds),
-	}}
 	progress(ctx, "job", j.Namespace, j.Name, "updating", "run_id", j.Spec.RunID)
-	got, err := r.api.client.PatchJob(ctx, j.Namespace, j.Name, patch)
+	got, err := replaceSpec(ctx, j.Namespace, j.Name, r.api.client.GetJob,
+		func(cur *slessv1alpha1.FunctionJob) { cur.Spec, cur.Status = j.Spec, slessv1alpha1.FunctionJobStatus{} },
+		r.api.client.ReplaceJob)
 	if err != nil {
 		jobMapper.addAPIError(&resp.Diagnostics, "Updating the job failed", err)
 		return

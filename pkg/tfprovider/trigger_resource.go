@@ -184,20 +184,6 @@ func (m *triggerModel) object(ctx context.Context, ns string) (*slessv1alpha1.Tr
 	return t, diags
 }
 
-// queuePatch is spec.queue in a merge patch: every field named, null when
-// unset, so a setting removed from the configuration goes from the server.
-func queuePatch(q *slessv1alpha1.QueueSpec) any {
-	if q == nil {
-		return nil
-	}
-	return map[string]any{
-		"connectionSecret": q.ConnectionSecret, "queue": q.Queue,
-		"prefetch": nullable(q.Prefetch), "concurrency": nullable(q.Concurrency),
-		"maxRetries": nullable(q.MaxRetries), "backoffSeconds": nullable(q.BackoffSeconds),
-		"deadLetterQueue": nullableString(q.DeadLetterQueue),
-	}
-}
-
 func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	s := t.Spec
@@ -418,32 +404,13 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 	}
 	t, d := plan.object(ctx, state.Namespace.ValueString())
 	resp.Diagnostics.Append(d...)
-	s := t.Spec
-	// The payload is patched against what the server holds now, so that
-	// members removed from the configuration go (see jsonPatchValue).
-	cur, err := r.api.client.GetTrigger(ctx, t.Namespace, t.Name)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading the trigger failed", err.Error())
+	if resp.Diagnostics.HasError() {
 		return
 	}
-	payload, err := jsonPatchValue(cur.Spec.Payload, s.Payload)
-	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("payload"), "Invalid JSON", err.Error())
-		return
-	}
-	patch := map[string]any{"spec": map[string]any{
-		"function":                s.Function,
-		"enabled":                 nullable(s.Enabled),
-		"schedule":                nullableString(s.Schedule),
-		"timeZone":                nullableString(s.TimeZone),
-		"payload":                 payload,
-		"concurrencyPolicy":       nullableString(string(s.ConcurrencyPolicy)),
-		"startingDeadlineSeconds": nullable(s.StartingDeadlineSeconds),
-		"preWarmSeconds":          nullable(s.PreWarmSeconds),
-		"queue":                   queuePatch(s.Queue),
-	}}
 	progress(ctx, "trigger", t.Namespace, t.Name, "updating")
-	got, err := r.api.client.PatchTrigger(ctx, t.Namespace, t.Name, patch)
+	got, err := replaceSpec(ctx, t.Namespace, t.Name, r.api.client.GetTrigger,
+		func(cur *slessv1alpha1.Trigger) { cur.Spec, cur.Status = t.Spec, slessv1alpha1.TriggerStatus{} },
+		r.api.client.ReplaceTrigger)
 	if err != nil {
 		triggerMapper.addAPIError(&resp.Diagnostics, "Updating the trigger failed", err)
 		return

@@ -3,7 +3,6 @@ package tfprovider
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
@@ -451,39 +450,6 @@ func TestSpecPatchRemovesUnsetFields(t *testing.T) {
 	src := specPatch(&spec, true)["spec"].(map[string]any)["source"].(map[string]any)
 	if src["image"] != "ghcr.io/acme/app:1" || src["archive"] != nil || src["inline"] != nil {
 		t.Errorf("source patch = %v", src)
-	}
-}
-
-// The merge patch of a JSON attribute turns what the server holds into what
-// is configured: members the configuration dropped are sent as null, at any
-// depth; anything that is not an object on both sides is replaced.
-func TestJSONPatchValue(t *testing.T) {
-	for _, tc := range []struct{ name, cur, want, patch string }{
-		{"member dropped", `{"a":1,"b":2}`, `{"a":1}`, `{"a":1,"b":null}`},
-		{"nested member dropped", `{"a":{"x":1,"y":2}}`, `{"a":{"x":1}}`, `{"a":{"x":1,"y":null}}`},
-		{"member added", `{"a":1}`, `{"a":1,"b":[1,2]}`, `{"a":1,"b":[1,2]}`},
-		{"object becomes an array", `{"a":1}`, `[1,2]`, `[1,2]`},
-		{"array becomes an object", `[1]`, `{"a":1}`, `{"a":1}`},
-		{"object member becomes a number", `{"a":{"x":1}}`, `{"a":3}`, `{"a":3}`},
-		{"nothing on the server", ``, `{"a":1}`, `{"a":1}`},
-		{"payload removed", `{"a":1}`, ``, `null`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var cur, want *apiextensionsv1.JSON
-			if tc.cur != "" {
-				cur = &apiextensionsv1.JSON{Raw: []byte(tc.cur)}
-			}
-			if tc.want != "" {
-				want = &apiextensionsv1.JSON{Raw: []byte(tc.want)}
-			}
-			got, err := jsonPatchValue(cur, want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b, _ := json.Marshal(got); !sameJSON(b, []byte(tc.patch)) {
-				t.Errorf("patch %s, want %s", b, tc.patch)
-			}
-		})
 	}
 }
 
