@@ -2,8 +2,10 @@ package tfprovider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -70,7 +72,8 @@ func (r *jobResource) Configure(_ context.Context, req resource.ConfigureRequest
 func (r *jobResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A one-shot run of a function on a payload. A new run_id runs it again; run_id 0 runs nothing. " +
-			"Apply waits for the run to finish; a failed run fails the apply with its message.",
+			"Apply waits for the run to finish; a failed run fails the apply with its message. A run still going at " +
+			"wait_timeout is not run again: the next apply waits for the same run and reports how it ended.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "namespace/name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -171,9 +174,10 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		var state jobModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 		planExistingNamespace(ctx, r.api, config.Namespace, &plan.Namespace, resp)
-		// Only a new run changes what a run produced.
+		// Only a new run changes what a run produced, or the end of one
+		// whose end no apply has seen yet, which this apply waits for.
 		plan.Phase, plan.Output, plan.ExitCode = state.Phase, state.Output, state.ExitCode
-		if !plan.RunID.Equal(state.RunID) {
+		if !plan.RunID.Equal(state.RunID) || awaiting(ctx, req.Private, state.RunID) {
 			plan.Phase, plan.Output, plan.ExitCode = types.StringUnknown(), types.StringUnknown(), types.Int64Unknown()
 		}
 	}
@@ -203,21 +207,89 @@ func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, re
 		jobMapper.addAPIError(&resp.Diagnostics, "Creating the job failed", err)
 		return
 	}
-	r.finish(ctx, &plan, got, &resp.Diagnostics, &resp.State)
+	r.finish(ctx, &plan, got, true, &resp.Diagnostics, &resp.State, resp.Private)
 }
 
-// finish waits for the run the job asks for and saves its state; a failed
-// run is an error (the resource is kept, so the next apply can re-run it
-// with a new run_id).
-func (r *jobResource) finish(ctx context.Context, plan *jobModel, j *slessv1alpha1.FunctionJob, diags *diag.Diagnostics, state interface {
+// awaitedRunKey is the private state key holding the run_id of a run whose
+// end no apply has seen: its wait ended first (wait_timeout, an interrupt,
+// the API not answering). The next plan then plans an update that waits for
+// that same run and reports how it ended, rather than running it again.
+const awaitedRunKey = "awaited_run"
+
+// privateState is the resource's private state in a request or response.
+type privateState interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
+// awaitedRun is the run whose end no apply has seen, 0 if none.
+func awaitedRun(ctx context.Context, p privateState) int64 {
+	if p == nil {
+		return 0
+	}
+	b, _ := p.GetKey(ctx, awaitedRunKey)
+	var run int64
+	if json.Unmarshal(b, &run) != nil {
+		return 0
+	}
+	return run
+}
+
+// awaiting says whether run is a run whose end no apply has seen.
+func awaiting(ctx context.Context, p privateState, run types.Int64) bool {
+	return run.ValueInt64() != 0 && awaitedRun(ctx, p) == run.ValueInt64()
+}
+
+func setAwaitedRun(ctx context.Context, p privateState, run int64) diag.Diagnostics {
+	if run == 0 {
+		return p.SetKey(ctx, awaitedRunKey, nil)
+	}
+	return p.SetKey(ctx, awaitedRunKey, []byte(strconv.FormatInt(run, 10)))
+}
+
+// runFailed is a run that ended in failure, as against a wait that ended
+// before the run did.
+type runFailed struct{ msg string }
+
+func (e *runFailed) Error() string { return e.msg }
+
+// finish waits for the run the job asks for and saves its state. A failed
+// run is an error. A wait that ends before the run does leaves the run
+// going and marks it awaited: the next apply waits for it again. At create
+// that is a warning, since Terraform taints an object whose create reports
+// an error, and the next apply would replace the job, running it a second
+// time; at update it is an error.
+func (r *jobResource) finish(ctx context.Context, plan *jobModel, j *slessv1alpha1.FunctionJob, created bool, diags *diag.Diagnostics, state interface {
 	Set(context.Context, any) diag.Diagnostics
-}) {
+}, private privateState) {
 	j, err := r.waitRun(ctx, j, waitTimeout(plan.WaitTimeout, defaultJobWait))
 	st := jobState(j, plan)
 	diags.Append(state.Set(ctx, &st)...)
-	if err != nil {
-		diags.AddError("Job run failed", err.Error())
+	diags.Append(waitOutcome(err, created, j.Spec.RunID)...)
+	awaited := int64(0)
+	var failed *runFailed
+	if err != nil && !errors.As(err, &failed) {
+		awaited = j.Spec.RunID
 	}
+	diags.Append(setAwaitedRun(ctx, private, awaited)...)
+}
+
+// waitOutcome words how the wait for a run ended.
+func waitOutcome(err error, created bool, run int64) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var failed *runFailed
+	switch {
+	case err == nil:
+	case errors.As(err, &failed):
+		diags.AddError("Job run failed", err.Error())
+	case created:
+		diags.AddWarning("Job run not finished", fmt.Sprintf("%s. The run goes on and the job is kept in state; "+
+			"the next apply waits for run %d again and reports how it ended, without running it again.", err, run))
+	default:
+		diags.AddError("Job run not finished", fmt.Sprintf("%s. The run goes on; "+
+			"the next apply waits for run %d again and reports how it ended, without running it again.", err, run))
+	}
+	return diags
 }
 
 func (r *jobResource) waitRun(ctx context.Context, j *slessv1alpha1.FunctionJob, timeout time.Duration) (*slessv1alpha1.FunctionJob, error) {
@@ -249,7 +321,7 @@ func (r *jobResource) waitRun(ctx context.Context, j *slessv1alpha1.FunctionJob,
 				if msg == "" {
 					msg = "no message"
 				}
-				return j, fmt.Errorf("run %d of job %s/%s failed: %s", run, ns, name, msg)
+				return j, &runFailed{fmt.Sprintf("run %d of job %s/%s failed: %s", run, ns, name, msg)}
 			case slessv1alpha1.JobPhaseRunning:
 				if !started {
 					started = true
@@ -296,6 +368,14 @@ func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 	}
 	st := jobState(j, &prior)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+	if run := awaitedRun(ctx, req.Private); run != 0 && (j.Spec.RunID != run ||
+		(j.Status.RunID == run && j.Status.Phase == slessv1alpha1.JobPhaseSucceeded)) {
+		// It succeeded after the apply stopped waiting (the refreshed
+		// state shows its output), or the job no longer asks for it: nothing
+		// is left to report. A failed one stays awaited, so that the next
+		// apply reports the failure.
+		resp.Diagnostics.Append(setAwaitedRun(ctx, resp.Private, 0)...)
+	}
 }
 
 func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -317,14 +397,14 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 		jobMapper.addAPIError(&resp.Diagnostics, "Updating the job failed", err)
 		return
 	}
-	if plan.RunID.Equal(state.RunID) {
-		// No new run: what the last run produced stays.
+	if plan.RunID.Equal(state.RunID) && !awaiting(ctx, req.Private, state.RunID) {
+		// No new run, and the last one's end was seen: what it produced stays.
 		st := jobState(got, &plan)
 		st.Phase, st.Output, st.ExitCode = state.Phase, state.Output, state.ExitCode
 		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
 		return
 	}
-	r.finish(ctx, &plan, got, &resp.Diagnostics, &resp.State)
+	r.finish(ctx, &plan, got, false, &resp.Diagnostics, &resp.State, resp.Private)
 }
 
 func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

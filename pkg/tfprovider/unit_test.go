@@ -3,6 +3,7 @@ package tfprovider
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -508,5 +509,44 @@ func writeFile(t *testing.T, p string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// How a wait for a job's run ends decides what the apply reports: a
+// failed run is an error; a wait that ends before the run does is a warning
+// at create (an error would taint the job, and the next apply would run it
+// again) and an error at update, and both say the next apply waits again.
+func TestWaitOutcome(t *testing.T) {
+	unfinished := errors.New(`run 3 of job ns/j did not finish within 3s (wait_timeout); it is "Running"`)
+	for _, tc := range []struct {
+		name     string
+		err      error
+		created  bool
+		severity diag.Severity // 0: no diagnostic
+		summary  string
+	}{
+		{"succeeded at create", nil, true, 0, ""},
+		{"succeeded at update", nil, false, 0, ""},
+		{"run failed at create", &runFailed{"run 3 of job ns/j failed: boom"}, true, diag.SeverityError, "Job run failed"},
+		{"run failed at update", &runFailed{"run 3 of job ns/j failed: boom"}, false, diag.SeverityError, "Job run failed"},
+		{"wait ended at create", unfinished, true, diag.SeverityWarning, "Job run not finished"},
+		{"wait ended at update", unfinished, false, diag.SeverityError, "Job run not finished"},
+		{"interrupted at create", context.Canceled, true, diag.SeverityWarning, "Job run not finished"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			diags := waitOutcome(tc.err, tc.created, 3)
+			if tc.severity == 0 {
+				if len(diags) != 0 {
+					t.Fatalf("diagnostics %v, want none", diags)
+				}
+				return
+			}
+			if len(diags) != 1 || diags[0].Severity() != tc.severity || diags[0].Summary() != tc.summary {
+				t.Fatalf("diagnostics %v, want one %v %q", diags, tc.severity, tc.summary)
+			}
+			if tc.summary == "Job run not finished" && !strings.Contains(diags[0].Detail(), "waits for run 3 again") {
+				t.Errorf("detail %q does not say the next apply waits for the run", diags[0].Detail())
+			}
+		})
 	}
 }
