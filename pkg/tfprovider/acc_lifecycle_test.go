@@ -501,3 +501,57 @@ func Handle(ctx context.Context, ev map[string]any) (string, error) {
 		}},
 	})
 }
+
+// An apply of the same configuration after a failed build does not say
+// "No changes": the function is not Ready, so the plan shows phase going to
+// Ready, and the apply fails again saying the build cannot be retried
+// without a code change. Fixed code then builds and serves.
+func TestAccFailedBuildIsNotNoChanges(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	// A requirement pip cannot find without an index fails the build at
+	// once, with no network involved.
+	broken := pyHello("broken")
+	broken["requirements.txt"] = "--no-index\nsless-no-such-package\n"
+	name := "tf-retry-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	addr := "sless_function.f"
+	cfg := hcl("", fmt.Sprintf(`resource "sless_function" "f" {
+  name         = %q
+  runtime      = "python3.12"
+  entrypoint   = "main.handler"
+  source_dir   = %q
+  wait_timeout = "4m"
+}
+`, name, dir))
+	buildFailed := `(?s)Function not ready.*the build of function .*` + name + `.* failed.*sless-no-such-package`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy:             functionGone(api, api.Namespace, name),
+		Steps: []resource.TestStep{
+			{PreConfig: func() { setTree(t, dir, pyHello("one")) }, Config: cfg},
+			{
+				// An update whose build fails: the function stays in state,
+				// untainted, Failed, the first revision serving.
+				PreConfig:   func() { setTree(t, dir, broken) },
+				Config:      cfg,
+				ExpectError: regexp.MustCompile(buildFailed),
+			},
+			{
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+				}},
+				ExpectError: regexp.MustCompile(buildFailed + `.*could not retry the build.*Change the code`),
+			},
+			{
+				PreConfig: func() { setTree(t, dir, pyHello("two")) },
+				Config:    cfg,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+				},
+				Check: answers(api, addr, "two", ""),
+			},
+		},
+	})
+}

@@ -293,14 +293,19 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	default:
 		rebuild := codeChanged(&plan, state)
 		redeploy := specChanged(&plan, state)
+		// A function that is not Ready (its build failed, or the last apply
+		// stopped waiting for it) is not what the configuration asks for:
+		// the plan says so, and the apply waits for Ready again and reports
+		// what stands in the way, rather than "No changes".
+		settle := !state.Phase.Equal(types.StringValue(string(slessv1alpha1.FunctionPhaseReady)))
 		plan.URL = state.URL
-		plan.ResolvedImage, plan.Revision, plan.Phase = state.ResolvedImage, state.Revision, state.Phase
-		if rebuild {
+		plan.ResolvedImage, plan.Revision = state.ResolvedImage, state.Revision
+		plan.Phase = types.StringValue(string(slessv1alpha1.FunctionPhaseReady))
+		if rebuild || settle {
 			plan.ResolvedImage = types.StringUnknown()
 		}
-		if redeploy {
+		if redeploy || settle {
 			plan.Revision = types.StringUnknown()
-			plan.Phase = types.StringValue(string(slessv1alpha1.FunctionPhaseReady))
 		}
 		if plan.URL.IsNull() || plan.URL.IsUnknown() {
 			plan.URL = types.StringUnknown()
@@ -497,6 +502,10 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 			resp.Diagnostics.AddError("Reading the function failed", err.Error())
 			return
 		}
+		if !state.Phase.Equal(plan.Phase) {
+			r.settle(ctx, fn, &plan, &resp.Diagnostics, &resp.State)
+			return
+		}
 		st, d := functionState(ctx, fn, &plan)
 		resp.Diagnostics.Append(d...)
 		// What the plan promised of the computed attributes (the state's
@@ -550,6 +559,36 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+}
+
+// settle waits for a function whose spec the apply leaves as it is to be
+// Ready: one the last apply stopped waiting for, or whose build failed.
+func (r *functionResource) settle(ctx context.Context, fn *slessv1alpha1.Function, plan *functionModel, diags *diag.Diagnostics, state interface {
+	Set(context.Context, any) diag.Diagnostics
+}) {
+	fn, err := r.waitReady(ctx, fn, waitTimeout(plan.WaitTimeout, defaultFunctionWait))
+	st, d := functionState(ctx, fn, plan)
+	diags.Append(d...)
+	diags.Append(state.Set(ctx, &st)...)
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	if buildFailed(fn) {
+		// The build's outcome is kept by the source's digest (the
+		// PipelineRun's name on a cluster, builds/<digest>.json in local
+		// mode), and the API has no way to ask for the same code again.
+		msg += ". This apply could not retry the build: sless does not build the same code of a function " +
+			"again once its build failed, so applying the same configuration again fails the same way. " +
+			"Change the code (or its runtime or entrypoint) to build again."
+	}
+	diags.AddError("Function not ready", msg)
+}
+
+// buildFailed says whether the build of fn's current code failed.
+func buildFailed(fn *slessv1alpha1.Function) bool {
+	c := condition(fn.Status.Conditions, slessv1alpha1.FunctionConditionBuildSucceeded)
+	return fn.Status.ObservedGeneration == fn.Generation && c != nil && c.Status == "False"
 }
 
 func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
