@@ -151,17 +151,23 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		if isFinished(st.Phase) {
 			// The run ended and its Job was cleaned up by its TTL; the
 			// status keeps what it reported.
-			return "", nil
+			return st.Revision, nil
 		}
 		if st.StartTime != nil {
 			// It ran, and the Job went away before it finished (deleted by
 			// hand): the run is lost, and starting it again would run the
 			// same runID twice.
 			// status.message says it too, as for any failure: it is what
-			// the run's record shows as its error.
+			// the run's record shows as its error. Its end is when it was
+			// seen gone, the last moment anything could say of it, so the
+			// record has a duration as every other run's does.
 			st.Message = "the Job " + jobName + " was deleted before the run finished; set a new runID to run again"
+			if st.CompletionTime == nil {
+				now := metav1.Now()
+				st.CompletionTime = &now
+			}
 			r.finish(fj, slessv1alpha1.JobPhaseFailed, ReasonJobGone, st.Message)
-			return "", nil
+			return st.Revision, nil
 		}
 		return "", r.createJob(ctx, fj)
 	case err != nil:
@@ -173,7 +179,10 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		return "", nil
 	}
 	r.setReady(fj, metav1.ConditionTrue, ReasonJobCreated, "Job "+jobName+" runs run "+strconv.FormatInt(runID, 10))
-	return job.Annotations[resources.AnnotationRevision], r.observe(ctx, fj, job)
+	if rev := job.Annotations[resources.AnnotationRevision]; rev != "" {
+		st.Revision = rev
+	}
+	return st.Revision, r.observe(ctx, fj, job)
 }
 
 func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {
@@ -223,6 +232,7 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		r.setReady(fj, metav1.ConditionFalse, ReasonCreateFailed, "create Job: "+err.Error())
 		return err
 	}
+	st.Revision = job.Annotations[resources.AnnotationRevision]
 	r.setReady(fj, metav1.ConditionTrue, ReasonJobCreated, "Job "+job.Name+" runs run "+strconv.FormatInt(fj.Spec.RunID, 10))
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: slessv1alpha1.JobConditionComplete, Status: metav1.ConditionUnknown, Reason: ReasonPending, Message: "the Job's Pod has not started", ObservedGeneration: fj.Generation})
 	return nil

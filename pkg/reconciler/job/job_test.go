@@ -51,6 +51,15 @@ func (r *runs) list() []job.Run {
 	return append([]job.Run(nil), r.all...)
 }
 
+// recorders records each run with every one of them.
+type recorders []job.Recorder
+
+func (rs recorders) RecordRun(run job.Run) {
+	for _, r := range rs {
+		r.RecordRun(run)
+	}
+}
+
 type env struct {
 	t   *testing.T
 	c   client.Client
@@ -61,8 +70,9 @@ type env struct {
 	knative *testbed.KnativeSim
 }
 
-// start runs the FunctionJob controller in a manager watching one fresh namespace.
-func start(t *testing.T) *env {
+// start runs the FunctionJob controller in a manager watching one fresh
+// namespace. Runs are recorded in env.rec and with each of also.
+func start(t *testing.T, also ...job.Recorder) *env {
 	t.Helper()
 	kube := testbed.SharedKube(t)
 	ns := kube.Namespace(t)
@@ -79,7 +89,7 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := job.SetupWithManager(mgr, job.Options{Recorder: rec}); err != nil {
+	if err := job.SetupWithManager(mgr, job.Options{Recorder: append(recorders{rec}, also...)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

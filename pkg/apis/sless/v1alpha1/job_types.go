@@ -96,6 +96,11 @@ type FunctionJobStatus struct {
 	// JobName of the batch Job of that run.
 	// +optional
 	JobName string `json:"jobName,omitempty"`
+	// Revision is the Function's revision whose image and settings the run
+	// runs, set when its Job is made. It stays when the Job is gone, so a
+	// lost run is recorded with it as any other.
+	// +optional
+	Revision string `json:"revision,omitempty"`
 	// StartTime is when the run's Job started.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
