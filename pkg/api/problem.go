@@ -15,42 +15,28 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/problems"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
 // ProblemContentType is the media type of every error body (RFC 9457).
-const ProblemContentType = "application/problem+json"
-
-// problemBase prefixes the type URI of every problem.
-const problemBase = "https://sless.dev/problems/"
+const ProblemContentType = problems.ContentType
 
 // Problem is an RFC 9457 problem details body. Errors lists what is wrong
 // with each field of the request, in the words of the shared validation.
 type Problem struct {
-	Type     string       `json:"type"`
-	Title    string       `json:"title"`
-	Status   int          `json:"status"`
-	Detail   string       `json:"detail,omitempty"`
-	Instance string       `json:"instance,omitempty"`
-	Reason   string       `json:"reason,omitempty"`
-	Errors   []FieldError `json:"errors,omitempty"`
+	problems.Details
 
 	retryAfter int
 }
 
-// FieldError is one field's fault. Type is the Kubernetes field error type
-// (FieldValueInvalid, FieldValueRequired, ...) or, for archives, the reason
-// code of pkg/source (ZipBomb, PathTraversal, ...).
-type FieldError struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-	Type   string `json:"type"`
-}
+// FieldError is one field's fault.
+type FieldError = problems.FieldError
 
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
 
 func problem(status int, slug, title, format string, args ...any) *Problem {
-	return &Problem{Type: problemBase + slug, Title: title, Status: status, Detail: fmt.Sprintf(format, args...)}
+	return &Problem{Details: problems.Details{Type: problems.TypeBase + slug, Title: title, Status: status, Detail: fmt.Sprintf(format, args...)}}
 }
 
 func (p *Problem) withRetry(seconds int) *Problem { p.retryAfter = seconds; return p }
@@ -210,7 +196,7 @@ func writeProblem(c *gin.Context, p *Problem) {
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
-		b = []byte(`{"type":"` + problemBase + `internal","title":"Internal error","status":500}`)
+		b = []byte(`{"type":"` + problems.TypeBase + `internal","title":"Internal error","status":500}`)
 		p.Status = http.StatusInternalServerError
 	}
 	c.Abort()

@@ -7,13 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sless-dev/sless/pkg/problems"
 )
 
 // History lists a function's invocations, newest first. pkg/adapter/postgres
@@ -95,40 +95,25 @@ func ParseCursor(s string) (Cursor, error) {
 // listParams are the query parameters the invocations listing takes.
 var listParams = []string{"status", "trigger", "since", "until", "limit", "cursor"}
 
-// ParseQuery reads the listing's query parameters: status (2xx, 3xx, 4xx,
+// ParseQuery reads the listing's raw query string: status (2xx, 3xx, 4xx,
 // 5xx), trigger, since and until (RFC 3339), limit (1 to 1000, default 50)
-// and cursor (a previous page's next). Every bad value is reported, each
-// with its parameter's name.
-func ParseQuery(namespace, function string, v map[string][]string) (Query, []FieldError) {
+// and cursor (a previous page's next). Every bad value, unknown parameter
+// or repeated one is reported, each with its parameter's name; the error is
+// a query string that does not parse.
+func ParseQuery(namespace, function, raw string) (Query, []FieldError, error) {
 	q := Query{Namespace: namespace, Function: function, Limit: DefaultListLimit}
-	var errs []FieldError
+	v, errs, err := problems.Query(raw, "the invocations listing", listParams)
+	if err != nil {
+		return q, nil, err
+	}
 	invalid := func(name, detail string) {
 		errs = append(errs, FieldError{Field: name, Detail: detail, Type: string(field.ErrorTypeInvalid)})
 	}
 	get := func(name string) (string, bool) {
-		vals, ok := v[name]
-		if !ok {
-			return "", false
+		if vals := v[name]; len(vals) == 1 {
+			return vals[0], true
 		}
-		if len(vals) > 1 {
-			errs = append(errs, FieldError{Field: name, Detail: "give it once", Type: string(field.ErrorTypeDuplicate)})
-			return "", false
-		}
-		return vals[0], true
-	}
-	// A parameter this listing does not know would otherwise be dropped
-	// without a word, and the client would read a page of another query
-	// than the one it sent (a misspelt filter lists everything).
-	names := make([]string, 0, len(v))
-	for name := range v {
-		if !slices.Contains(listParams, name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		errs = append(errs, FieldError{Field: name, Type: string(field.ErrorTypeNotSupported),
-			Detail: "unknown query parameter: the invocations listing takes only " + strings.Join(listParams, ", ")})
+		return "", false // absent, or repeated and so reported already
 	}
 	if s, ok := get("status"); ok {
 		if len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx") {
@@ -176,7 +161,7 @@ func ParseQuery(namespace, function string, v map[string][]string) (Query, []Fie
 			q.After = &c
 		}
 	}
-	return q, errs
+	return q, errs, nil
 }
 
 // Invocation is a Record as the invocations API shows it.
@@ -272,16 +257,13 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 		writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound, "no function "+strconv.Quote(namespace+"/"+function)))
 		return
 	}
-	values, err := url.ParseQuery(r.URL.RawQuery)
+	q, errs, err := ParseQuery(namespace, function, r.URL.RawQuery)
 	if err != nil {
-		// r.URL.Query() would drop the pair that does not parse and list
-		// as if it had not been sent.
 		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "the query string does not parse: "+err.Error())
 		p.Title, p.Errors = "Query is invalid", []FieldError{{Field: "query", Detail: err.Error(), Type: string(field.ErrorTypeInvalid)}}
 		writeProblem(w, p)
 		return
 	}
-	q, errs := ParseQuery(namespace, function, values)
 	if len(errs) > 0 {
 		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "invalid query parameters")
 		p.Title, p.Errors = "Query is invalid", errs
@@ -320,5 +302,5 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 // listProblem is a problem of the listing, shaped as the REST API's are:
 // a type URI and the request's path as instance.
 func listProblem(r *http.Request, status int, slug, reason, detail string) Problem {
-	return Problem{Type: problemBase + slug, Status: status, Reason: reason, Detail: detail, Instance: r.URL.Path}
+	return Problem{Type: problems.TypeBase + slug, Status: status, Reason: reason, Detail: detail, Instance: r.URL.Path}
 }

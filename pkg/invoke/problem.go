@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/sless-dev/sless/pkg/problems"
 )
 
 // ErrorHeader is set on every response sless itself produced instead of the
@@ -29,31 +31,12 @@ const (
 )
 
 // Problem is an RFC 9457 problem document, as every sless API error is.
-type Problem struct {
-	Type     string `json:"type,omitempty"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance,omitempty"`
-	// Reason is a machine-readable cause (one of the Reason constants).
-	Reason string `json:"reason,omitempty"`
-	// RequestID ties the problem to the call's X-Request-Id.
-	RequestID string `json:"requestId,omitempty"`
-	// Errors lists what is wrong with which input, for 400s.
-	Errors []FieldError `json:"errors,omitempty"`
-}
+// Reason is one of the Reason constants; RequestID ties it to the call's
+// X-Request-Id.
+type Problem = problems.Details
 
-// FieldError is one invalid input. Type is the Kubernetes field error type
-// (FieldValueInvalid, FieldValueDuplicate), as in the REST API's problems.
-type FieldError struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-	Type   string `json:"type"`
-}
-
-// problemBase prefixes the type URI of the invocations listing's problems,
-// which belong to the REST API and so read as its problems do.
-const problemBase = "https://sless.dev/problems/"
+// FieldError is one invalid input, as in the REST API's problems.
+type FieldError = problems.FieldError
 
 func writeProblem(w http.ResponseWriter, p Problem) {
 	if p.Title == "" {
@@ -65,7 +48,7 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 		p.Status = http.StatusInternalServerError
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Type", problems.ContentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Encoding")
