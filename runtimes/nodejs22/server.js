@@ -17,6 +17,13 @@ const { pathToFileURL } = require('node:url');
 
 const HEALTH_PATH = '/_sless/health';
 const MAX_HEADER_BYTES = 1 << 20;
+// How a request the parser refuses is answered, by its error code (Node's
+// own answers); any other is 400.
+const REFUSALS = {
+  HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: '413 Payload Too Large',
+  ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
+};
 const requestStore = new AsyncLocalStorage();
 
 function config(env) {
@@ -467,6 +474,27 @@ function serve(cfg, fn) {
     }
   });
   server.maxHeadersCount = 0;
+  // A request refused before it was read to its end (431 past
+  // MAX_HEADER_BYTES, 400 malformed) is answered as Node answers it, then
+  // the connection is half-closed and what the client still sends is read
+  // for up to a second. Node destroyed it at once, and closing with unread
+  // input resets the connection: the client lost the answer (Go's server
+  // waits so too).
+  server.on('clientError', (err, socket) => {
+    if (socket.slessRefused) return; // what arrives later fails the parser again
+    socket.slessRefused = true;
+    // As Node: no answer once a response on the connection has begun.
+    const answering = socket._httpMessage && socket._httpMessage.headersSent;
+    if (err.code === 'ECONNRESET' || !socket.writable || answering) {
+      socket.destroy();
+      return;
+    }
+    const status = REFUSALS[err.code] || '400 Bad Request';
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    socket.on('data', () => {});
+    socket.on('end', () => socket.destroy());
+    setTimeout(() => socket.destroy(), 1000).unref();
+  });
   server.keepAliveTimeout = 65000;
   server.requestTimeout = 0;
 

@@ -20,6 +20,7 @@ import io
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -31,10 +32,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 HEALTH_PATH = "/_sless/health"
 
-# Request headers as large as the Go and Node.js wrappers take (1 MiB, the
-# platform's proxies' limit too): http.server reads them with http.client's
-# limits of 100 headers and 64 KiB a line, and answered 431 to a request the
-# other wrappers serve. The count has no limit of its own there either.
+# A request's head (its request line and headers) as large as the Go and
+# Node.js wrappers take: 1 MiB in all, the platform's proxies' limit too, in
+# any number of headers, and 431 past it. http.server read it with limits of
+# its own (414 past a 64 KiB request line; http.client's 100 headers and
+# 64 KiB a line, 431 past them, and no limit on the total): RequestHandler
+# reads the head against one budget, and http.client's limits are lifted
+# out of its way.
 MAX_HEADER_BYTES = 1 << 20
 http.client._MAXHEADERS = MAX_HEADER_BYTES
 http.client._MAXLINE = MAX_HEADER_BYTES
@@ -503,6 +507,24 @@ class Server(ThreadingHTTPServer):
         return True
 
 
+class _HeadReader:
+    """The request's stream while its head is read: lines are read from it
+    against what is left of MAX_HEADER_BYTES, and a head that would pass it
+    raises LineTooLong, which http.server answers with 431."""
+
+    def __init__(self, rfile):
+        self._rfile = rfile
+        self._left = MAX_HEADER_BYTES
+
+    def readline(self, size=-1):
+        limit = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
+        line = self._rfile.readline(limit)
+        self._left -= len(line)
+        if self._left < 0:
+            raise http.client.LineTooLong("request line and headers past %d bytes" % MAX_HEADER_BYTES)
+        return line
+
+
 class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Only what http.server answers itself (send_error on a malformed
@@ -515,6 +537,55 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # the wrapper logs requests itself
         pass
+
+    def handle_one_request(self):
+        # http.server's own reads the request line with a 64 KiB limit of its
+        # own; this one reads the whole head through one _HeadReader.
+        head = _HeadReader(self.rfile)
+        try:
+            self.raw_requestline = head.readline()
+        except http.client.LineTooLong as e:
+            self.requestline, self.request_version, self.command = "", "", ""
+            self.send_error(431, "Request line too long", str(e))
+            self._linger()
+            return
+        except TimeoutError:
+            self.close_connection = True
+            return
+        if not self.raw_requestline:
+            self.close_connection = True
+            return
+        rfile, self.rfile = self.rfile, head
+        try:
+            ok = self.parse_request()
+        finally:
+            self.rfile = rfile
+        if not ok:
+            # parse_request answered (400, 431, 505) and the connection closes.
+            self._linger()
+            return
+        self._handle()
+        self.wfile.flush()
+
+    def _linger(self):
+        """After a refusal sent before the request was read to its end:
+        half-closes and reads what the client still sends, for up to a
+        second. Closing with unread input resets the connection, and the
+        client could lose the answer with it (Go's server waits so too)."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 1
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.connection.settimeout(left)
+                if not self.connection.recv(1 << 16):
+                    return
+        except OSError:
+            pass
 
     def _send(self, status, headers, body, request_id):
         # Not send_response: it adds its own Server and Date lines, so a
