@@ -555,3 +555,69 @@ func TestAccFailedBuildIsNotNoChanges(t *testing.T) {
 		},
 	})
 }
+
+// A function that is not Ready when the create's wait_timeout ends (a slow
+// build; here, a slow start) is kept, not tainted: the next apply waits for
+// it rather than deleting it and starting over.
+func TestAccSlowStartIsWaitedForNotReplaced(t *testing.T) {
+	api := startAPI(t)
+	dir := t.TempDir()
+	name := "tf-slow-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	// The wrapper answers its health check once the module is imported, so
+	// the revision is not Ready for 25 s, whatever the machine's speed.
+	files := pyHello(name)
+	files["main.py"] = "import time\n\ntime.sleep(25)\n\n" + files["main.py"]
+	setTree(t, dir, files)
+	addr := "sless_function.f"
+	cfg := func(wait string) string {
+		return hcl("", fmt.Sprintf(`resource "sless_function" "f" {
+  name         = %q
+  runtime      = "python3.12"
+  entrypoint   = "main.handler"
+  source_dir   = %q
+  wait_timeout = %q
+}
+`, name, dir, wait))
+	}
+	var uid string
+	sameFunction := func(*terraform.State) error {
+		fn, err := api.Client.GetFunction(context.Background(), api.Namespace, name)
+		if err != nil {
+			return err
+		}
+		if uid == "" {
+			uid = string(fn.UID)
+		}
+		if string(fn.UID) != uid {
+			return fmt.Errorf("function %s was made again (uid %s, first %s)", name, fn.UID, uid)
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories(),
+		CheckDestroy:             functionGone(api, api.Namespace, name),
+		Steps: []resource.TestStep{
+			{
+				// The apply warns and succeeds; the plan after it waits for
+				// Ready.
+				Config:             cfg("2s"),
+				ExpectNonEmptyPlan: true,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringRegexp(regexp.MustCompile(`^(Pending|Building|Deploying)$`))),
+				},
+				Check: sameFunction,
+			},
+			{
+				Config: cfg("5m"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+				},
+				Check: resource.ComposeTestCheckFunc(sameFunction, answers(api, addr, name, "")),
+			},
+		},
+	})
+}

@@ -288,8 +288,10 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	// Computed attributes are unknown only where the apply changes them.
 	switch {
 	case state == nil:
+		// The phase too: a create that stops waiting at wait_timeout
+		// succeeds with the phase it saw (see Create).
 		plan.URL, plan.ResolvedImage, plan.Revision = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
-		plan.Phase = types.StringValue(string(slessv1alpha1.FunctionPhaseReady))
+		plan.Phase = types.StringUnknown()
 	default:
 		rebuild := codeChanged(&plan, state)
 		redeploy := specChanged(&plan, state)
@@ -396,20 +398,22 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	// From here on the function exists: state is saved even if the wait
 	// fails, so the next plan knows of it.
-	saveFunction := func(fn *slessv1alpha1.Function) {
-		st, d := functionState(ctx, fn, &plan)
-		resp.Diagnostics.Append(d...)
-		resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
-	}
 	fn, err = r.waitReady(ctx, fn, waitTimeout(plan.WaitTimeout, defaultFunctionWait))
-	if err != nil {
-		saveFunction(fn)
-		resp.Diagnostics.AddError("Function not ready", err.Error())
-		return
-	}
 	st, d := functionState(ctx, fn, &plan)
 	resp.Diagnostics.Append(d...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &st)...)
+	switch _, _, failed := fn.Failure(); {
+	case err == nil:
+	case failed || buildFailed(fn):
+		// Tainted: the next apply replaces it.
+		resp.Diagnostics.AddError("Function not ready", err.Error())
+	default:
+		// Still on its way (a slow build): an error would taint it, and the
+		// next apply would delete it and start its build over. Kept, the
+		// next plan sees it is not Ready and that apply waits again.
+		resp.Diagnostics.AddWarning("Function not ready yet", err.Error()+
+			". The function is kept in state; the next apply waits for it to be Ready, without creating it again.")
+	}
 }
 
 func (r *functionResource) createError(ctx context.Context, ns, name string, err error, mapper fieldMapper, diags *diag.Diagnostics) {

@@ -26,6 +26,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -185,14 +186,17 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 	}
 	if svc.latest == nil || svc.latest.hash != spec.hash {
 		updated = !created
-		// A generation's first revision is <function>-<generation>. Another
-		// spec for the same generation (a rebuild after an upgrade of sless
-		// changed the runtime wrapper) gets its hash as a suffix: also when
-		// the one it replaces was itself such a revision, or the plain name
-		// would come back for a third spec, two revisions under one name.
-		name := fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
+		// A generation's first revision is named as on a cluster
+		// (names.Revision). Another spec for the same generation (a rebuild
+		// after an upgrade of sless changed the runtime wrapper) gets its
+		// hash as a suffix: also when the one it replaces was itself such a
+		// revision, or the plain name would come back for a third spec, two
+		// revisions under one name. Four hex digits and a dash take the
+		// room names.Revision leaves for a cluster's -warm, so the name is
+		// a DNS label there too.
+		name := names.Revision(fn)
 		if ofGeneration(svc.latest, name) || ofGeneration(svc.active, name) {
-			name += "-" + spec.hash[:5]
+			name += "-" + spec.hash[:4]
 		}
 		r := newRevision(s, key, name, spec)
 		if prev := svc.latest; prev != nil && prev != svc.active {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/sless-dev/sless/pkg/adapter"
@@ -538,33 +539,50 @@ func TestServerCloseStopsEveryProcess(t *testing.T) {
 // One generation can get several specs — each upgrade of sless that changes
 // a runtime wrapper rebuilds it — and each is a revision of its own name,
 // across restarts too: the plain <function>-<generation> is the first one's
-// only, never handed to a third spec after a suffixed second.
+// only, never handed to a third spec after a suffixed second. Every name
+// is a DNS label of at most 63 characters, as a cluster's: a 52-character
+// function at generation 100000 was <name>-100000-<5 hex>, 65.
 func TestServerNamesEachRebuildOfAGeneration(t *testing.T) {
-	state := filepath.Join(t.TempDir(), "serving")
-	bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.StateDir = state })
-	fn := fnNamed("ns", "rebuilt")
-	fn.Generation = 1
-	seen := map[string]string{}
-	for i, restart := range []bool{false, false, true, false, true} {
-		reply := fmt.Sprintf("build-%d", i)
-		img := bed.image(fn, replyCode(reply))
-		if restart {
-			bed.restart()
-		}
-		st := bed.awaitState(fn, img, func(st adapter.ServeState) bool { return st.Ready && st.ServingImage == img })
-		name := st.LatestReadyRevision
-		if i == 0 && name != "rebuilt-00001" {
-			t.Fatalf("first revision %q, want rebuilt-00001", name)
-		}
-		if !strings.HasPrefix(name, "rebuilt-00001") {
-			t.Fatalf("build %d: revision %q is not of generation 1", i, name)
-		}
-		if prev, dup := seen[name]; dup {
-			t.Fatalf("build %d is served as %q, the name of %s", i, name, prev)
-		}
-		seen[name] = reply
-		if body, _, err := bed.call("ns", "rebuilt"); err != nil || !strings.Contains(body, reply) || !strings.Contains(body, name) {
-			t.Fatalf("build %d: %s %v", i, body, err)
-		}
+	long := "rebuilt-" + strings.Repeat("x", slessv1alpha1.MaxNameLength-len("rebuilt-"))
+	for _, tc := range []struct {
+		name  string
+		gen   int64
+		first string
+	}{
+		{"rebuilt", 1, "rebuilt-00001"},
+		{long, 100000, long + "-a0000"},
+	} {
+		t.Run(fmt.Sprintf("%d characters, generation %d", len(tc.name), tc.gen), func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "serving")
+			bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.StateDir = state })
+			fn := fnNamed("ns", tc.name)
+			fn.Generation = tc.gen
+			seen := map[string]string{}
+			for i, restart := range []bool{false, false, true, false, true} {
+				reply := fmt.Sprintf("build-%d", i)
+				img := bed.image(fn, replyCode(reply))
+				if restart {
+					bed.restart()
+				}
+				st := bed.awaitState(fn, img, func(st adapter.ServeState) bool { return st.Ready && st.ServingImage == img })
+				name := st.LatestReadyRevision
+				if i == 0 && name != tc.first {
+					t.Fatalf("first revision %q, want %s", name, tc.first)
+				}
+				if !strings.HasPrefix(name, tc.first) {
+					t.Fatalf("build %d: revision %q is not of generation %d", i, name, tc.gen)
+				}
+				if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+					t.Fatalf("build %d: revision %q (%d characters) is not a DNS label: %v", i, name, len(name), errs)
+				}
+				if prev, dup := seen[name]; dup {
+					t.Fatalf("build %d is served as %q, the name of %s", i, name, prev)
+				}
+				seen[name] = reply
+				if body, _, err := bed.call("ns", tc.name); err != nil || !strings.Contains(body, reply) || !strings.Contains(body, name) {
+					t.Fatalf("build %d: %s %v", i, body, err)
+				}
+			}
+		})
 	}
 }

@@ -35,9 +35,11 @@ func Service(fn *slessv1alpha1.Function) string {
 }
 
 // Revision is the Knative revision made for the function's current
-// generation, in Knative's own <name>-<5 digits> form.
+// generation, in Knative's own <name>-<5 digits> form while that fits in a
+// DNS label with WarmRevision's suffix, else in a shorter form of the
+// generation (see generationSuffix).
 func Revision(fn *slessv1alpha1.Function) string {
-	return fmt.Sprintf("%s-%05d", fn.Name, fn.Generation)
+	return fmt.Sprintf("%s-%s", fn.Name, generationSuffix(fn.Generation, revisionRoom(fn.Name)))
 }
 
 // RetemplatedRevision names the revision of a template that changed while
@@ -56,10 +58,10 @@ func RetemplatedRevision(fn *slessv1alpha1.Function, templateDigest [32]byte) st
 }
 
 // WarmRevision is the name of a generation's revision while a cron
-// trigger's pre-warm hold raises its min-scale. Function names are at most
-// 52 characters, so it fits in 63.
+// trigger's pre-warm hold raises its min-scale. Revision and
+// RetemplatedRevision leave room for the suffix, so it fits in 63.
 func WarmRevision(revision string) string {
-	return revision + "-warm"
+	return revision + warmSuffix
 }
 
 // ObjectPrefix is where all of a function's S3 objects live; the finalizer
