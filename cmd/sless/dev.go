@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,6 +52,8 @@ func runDev(ctx context.Context, args []string) error {
 	token := fs.String("dev-token", os.Getenv("SLESS_DEV_TOKEN"), "static bearer token (at least 16 characters); default: a random one, written to <data-dir>/dev-token")
 	maxAge := fs.Duration("records-max-age", 7*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
+	logMaxSize := fs.String("log-max-size", "10Mi", "rotate a function's log file at this size (a quantity: 512Ki, 10Mi, 1Gi)")
+	logMaxFiles := fs.Int("log-max-files", local.DefaultLogMaxFiles, "files of a function's log to keep, the current one included")
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
 	node := fs.String("node", "", "node to run Node.js functions with (default: from PATH)")
 	goTool := fs.String("go", "", "go to build Go functions with (default: from PATH)")
@@ -67,6 +70,13 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *maxAge < 0 {
 		return errors.New("--records-max-age must not be negative")
+	}
+	logMaxBytes, err := logSize(*logMaxSize)
+	if err != nil {
+		return err
+	}
+	if *logMaxFiles < 1 {
+		return errors.New("--log-max-files must be at least 1")
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
@@ -137,6 +147,8 @@ func runDev(ctx context.Context, args []string) error {
 		IdleTimeout: *idle,
 		Tools:       tools,
 		LogDir:      filepath.Join(data, "logs"),
+		LogMaxBytes: logMaxBytes,
+		LogMaxFiles: *logMaxFiles,
 		Console:     console,
 		ResolveEnv:  envFromStore(store),
 		Address:     func(ns, name string) string { return "local://" + ns + "/" + name },
@@ -293,6 +305,20 @@ func runDev(ctx context.Context, args []string) error {
 	stopLoop()
 	<-loopDone
 	return nil
+}
+
+// logSize reads --log-max-size: a quantity of bytes, at least 1 KiB so
+// that a file holds some lines.
+func logSize(v string) (int64, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, fmt.Errorf("--log-max-size %q: want a size such as 512Ki, 10Mi or 1Gi: %w", v, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 1<<10 {
+		return 0, fmt.Errorf("--log-max-size %q: want a whole number of bytes, at least 1Ki", v)
+	}
+	return n, nil
 }
 
 // retainRecords deletes records older than maxAge, now and every hour.

@@ -49,6 +49,14 @@ type ServerOptions struct {
 	// LogDir receives <namespace>/<name>.log, the output of the function's
 	// processes. Empty: no log files.
 	LogDir string
+	// LogMaxBytes is the size at which a log file is rotated: it becomes
+	// <name>.log.1, an older .1 becomes .2, and so on. Default
+	// DefaultLogMaxBytes.
+	LogMaxBytes int64
+	// LogMaxFiles is how many files of a function's log are kept, the
+	// current one included; older ones are removed. Default
+	// DefaultLogMaxFiles.
+	LogMaxFiles int
 	// Console, when set, also receives every output line, prefixed with
 	// [namespace/name].
 	Console io.Writer
@@ -105,6 +113,11 @@ type Server struct {
 	procMu sync.Mutex
 	procs  map[*instance]struct{}
 	closed bool
+
+	// logs are the functions' log files by path: every process of a
+	// function writes to one, so that they rotate it together.
+	logMu sync.Mutex
+	logs  map[string]*logFile
 }
 
 var _ adapter.Server = (*Server)(nil)
@@ -148,7 +161,14 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.OnChange == nil {
 		opts.OnChange = func(string, string) {}
 	}
-	s := &Server{opts: opts, fns: map[types.NamespacedName]*service{}, done: make(chan struct{}), procs: map[*instance]struct{}{}}
+	if opts.LogMaxBytes <= 0 {
+		opts.LogMaxBytes = DefaultLogMaxBytes
+	}
+	if opts.LogMaxFiles <= 0 {
+		opts.LogMaxFiles = DefaultLogMaxFiles
+	}
+	s := &Server{opts: opts, fns: map[types.NamespacedName]*service{}, done: make(chan struct{}), procs: map[*instance]struct{}{},
+		logs: map[string]*logFile{}}
 	s.restore()
 	s.wg.Add(1)
 	go s.reap()
@@ -1038,27 +1058,41 @@ func (inst *instance) stop(grace, timeout time.Duration) {
 	}
 }
 
-// output is where a function's process writes: its log file and the console.
+// output is where a function's process writes: its log file (rotated by
+// size, see logFile) and the console. The returned func ends this
+// process's use of them; calling it again does nothing.
 func (s *Server) output(key types.NamespacedName) (io.Writer, func()) {
 	var ws []io.Writer
-	var closers []func()
+	release := func() {}
 	if s.opts.LogDir != "" {
 		p := filepath.Join(s.opts.LogDir, key.Namespace, key.Name+".log")
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
-				ws = append(ws, f)
-				closers = append(closers, func() { f.Close() })
-			}
+		s.logMu.Lock()
+		lf := s.logs[p]
+		if lf == nil {
+			lf = newLogFile(p, s.opts.LogMaxBytes, s.opts.LogMaxFiles)
+			s.logs[p] = lf
+		}
+		lf.refs++
+		s.logMu.Unlock()
+		ws = append(ws, lf)
+		var once sync.Once
+		release = func() {
+			once.Do(func() {
+				s.logMu.Lock()
+				defer s.logMu.Unlock()
+				// The file stays known (its size and rotation are the
+				// function's); only its descriptor is closed while no
+				// process writes.
+				if lf.refs--; lf.refs == 0 {
+					_ = lf.Close()
+				}
+			})
 		}
 	}
 	if s.opts.Console != nil {
 		ws = append(ws, &prefixWriter{w: s.opts.Console, prefix: "[" + key.Namespace + "/" + key.Name + "] "})
 	}
-	return io.MultiWriter(ws...), func() {
-		for _, c := range closers {
-			c()
-		}
-	}
+	return io.MultiWriter(ws...), release
 }
 
 // prefixWriter writes whole lines with a prefix.

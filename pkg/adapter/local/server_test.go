@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -584,5 +586,59 @@ func TestServerNamesEachRebuildOfAGeneration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A chatty function's log is rotated: however much it prints, at most
+// LogMaxFiles files of at most LogMaxBytes each are kept, and its newest
+// lines are in <name>.log. The file grew without bound before.
+func TestServerRotatesFunctionLogs(t *testing.T) {
+	bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.LogMaxBytes, o.LogMaxFiles = 8<<10, 3 })
+	fn := fnNamed("ns", "chatty")
+	fn.Generation = 1
+	img := bed.image(fn, "def handler(event, context):\n"+
+		"    for i in range(2000):\n"+
+		"        print('chatter %04d ' % i + 'x' * 60)\n"+
+		"    print('the last line')\n"+
+		"    return 'done'\n")
+	bed.awaitState(fn, img, ready)
+	if body, _, err := bed.call("ns", "chatty"); err != nil || !strings.Contains(body, "done") {
+		t.Fatalf("call = %s, %v", body, err)
+	}
+	dir := filepath.Join(bed.opts.LogDir, "ns")
+	current := filepath.Join(dir, "chatty.log")
+	// The output reaches the file through a pipe: wait for the last line.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(current)
+		if strings.Contains(string(b), "the last line") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the last line is not in %s: …%s", current, b[max(len(b)-300, 0):])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size() > 8<<10 {
+			t.Errorf("%s has %d bytes, past the 8 KiB limit", e.Name(), info.Size())
+		}
+	}
+	if want := []string{"chatty.log", "chatty.log.1", "chatty.log.2"}; !slices.Equal(names, want) {
+		t.Errorf("log files %v, want %v", names, want)
+	}
+	older, _ := os.ReadFile(filepath.Join(dir, "chatty.log.1"))
+	if !strings.Contains(string(older), "chatter 19") {
+		t.Errorf("chatty.log.1 does not hold the lines just before the newest: …%s", older[max(len(older)-200, 0):])
 	}
 }
