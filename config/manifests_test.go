@@ -107,6 +107,8 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		allowed                bool
 	}{
 		{"sless-controller", "create", "pipelineruns.tekton.dev", "tenant-a", true},
+		// A superseded build is cancelled by a patch of its spec.status.
+		{"sless-controller", "patch", "pipelineruns.tekton.dev", "tenant-a", true},
 		{"sless-controller", "get", "taskruns.tekton.dev", "tenant-a", true},
 		{"sless-controller", "update", "services.serving.knative.dev", "tenant-a", true},
 		{"sless-controller", "update", "functions.sless.dev/status", "tenant-a", true},

@@ -5,13 +5,16 @@ package tekton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/pkg/apis"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,34 +49,101 @@ var _ adapter.Builder = (*Builder)(nil)
 
 // EnsureBuild creates the PipelineRun of fn and in.Digest unless it exists,
 // and reports on it. The name derives from both, so concurrent or repeated
-// calls converge on one run: the apiserver refuses the second create.
+// calls converge on one run: the apiserver refuses the second create. A run
+// of the digest that sless cancelled as superseded is passed over for the
+// next attempt's name: it will never yield the image.
 func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, in adapter.BuildInput) (adapter.BuildState, error) {
-	want := resources.MakePipelineRun(fn, in, b.Config)
+	for attempt := 0; ; attempt++ {
+		want := resources.MakePipelineRun(fn, in, attempt, b.Config)
+		pr, created, err := b.getOrCreate(ctx, want)
+		if err != nil {
+			return adapter.BuildState{}, err
+		}
+		if superseded(pr) && !pr.IsSuccessful() {
+			continue
+		}
+		if !pr.DeletionTimestamp.IsZero() {
+			// A run of the same name from a Function deleted and created again;
+			// a new one can start once garbage collection has removed it.
+			return adapter.BuildState{Name: pr.Name, Reason: ReasonOldRunDeleting,
+				Message: fmt.Sprintf("waiting for PipelineRun %s, which is being deleted", pr.Name)}, nil
+		}
+		st := b.state(ctx, pr)
+		st.Created = created
+		return st, nil
+	}
+}
+
+func (b *Builder) getOrCreate(ctx context.Context, want *tektonv1.PipelineRun) (pr *tektonv1.PipelineRun, created bool, err error) {
 	key := client.ObjectKeyFromObject(want)
-	pr := &tektonv1.PipelineRun{}
-	created := false
-	err := b.Client.Get(ctx, key, pr)
+	pr = &tektonv1.PipelineRun{}
+	err = b.Client.Get(ctx, key, pr)
 	if apierrors.IsNotFound(err) {
 		err = b.Client.Create(ctx, want)
 		switch {
 		case err == nil:
-			pr, created = want, true
+			return want, true, nil
 		case apierrors.IsAlreadyExists(err):
 			err = b.APIReader.Get(ctx, key, pr)
 		}
 	}
 	if err != nil {
-		return adapter.BuildState{}, fmt.Errorf("PipelineRun %s: %w", key, err)
+		return nil, false, fmt.Errorf("PipelineRun %s: %w", key, err)
 	}
-	if !pr.DeletionTimestamp.IsZero() {
-		// A run of the same name from a Function deleted and created again;
-		// a new one can start once garbage collection has removed it.
-		return adapter.BuildState{Name: pr.Name, Reason: ReasonOldRunDeleting,
-			Message: fmt.Sprintf("waiting for PipelineRun %s, which is being deleted", pr.Name)}, nil
+	return pr, false, nil
+}
+
+// CancelBuilds cancels fn's PipelineRuns that have not finished and build
+// another digest than keep ("" keeps none), and names those it cancelled.
+// Runs someone else already cancels or stops are left to that.
+func (b *Builder) CancelBuilds(ctx context.Context, fn *slessv1alpha1.Function, keep string) ([]string, error) {
+	var runs tektonv1.PipelineRunList
+	if err := b.Client.List(ctx, &runs, client.InNamespace(fn.Namespace), client.MatchingLabels{resources.LabelFunction: fn.Name}); err != nil {
+		return nil, fmt.Errorf("list PipelineRuns of %s/%s: %w", fn.Namespace, fn.Name, err)
 	}
-	st := b.state(ctx, pr)
-	st.Created = created
-	return st, nil
+	var cancelled []string
+	var errs []error
+	for i := range runs.Items {
+		pr := &runs.Items[i]
+		if !metav1.IsControlledBy(pr, fn) || pr.IsDone() || !pr.DeletionTimestamp.IsZero() || pr.Spec.Status != "" ||
+			(keep != "" && pr.Annotations[resources.AnnotationSourceDigest] == keep) {
+			continue
+		}
+		ok, err := b.cancel(ctx, pr, fn.Generation)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			cancelled = append(cancelled, pr.Name)
+		}
+	}
+	return cancelled, errors.Join(errs...)
+}
+
+// cancel sets spec.status Cancelled on pr, as read, and marks it superseded
+// by generation. It is patched, not deleted, so its logs stay for kubectl
+// and tkn. The patch carries the resourceVersion read: a run that finished
+// since, or that the cache showed late, is never touched — the apiserver
+// refuses the patch, and the change it refuses for brings another
+// reconcile, which reads the run again.
+func (b *Builder) cancel(ctx context.Context, pr *tektonv1.PipelineRun, generation int64) (bool, error) {
+	pr = pr.DeepCopy()
+	patch := client.MergeFromWithOptions(pr.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	pr.Spec.Status = tektonv1.PipelineRunSpecStatusCancelled
+	metav1.SetMetaDataAnnotation(&pr.ObjectMeta, resources.AnnotationSupersededBy, strconv.FormatInt(generation, 10))
+	err := b.Client.Patch(ctx, pr, patch)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("cancel PipelineRun %s/%s: %w", pr.Namespace, pr.Name, err)
+}
+
+// superseded tells a run sless cancelled because its Function moved on.
+func superseded(pr *tektonv1.PipelineRun) bool {
+	return pr.Annotations[resources.AnnotationSupersededBy] != ""
 }
 
 func (b *Builder) state(ctx context.Context, pr *tektonv1.PipelineRun) adapter.BuildState {
@@ -94,6 +164,13 @@ func (b *Builder) state(ctx context.Context, pr *tektonv1.PipelineRun) adapter.B
 		return st
 	}
 	st.Done = true
+	if !pr.IsSuccessful() && pr.Spec.Status != "" {
+		// Cancelled by someone, not as superseded (those are passed over):
+		// they meant this build to stop, so it is not started again.
+		st.Reason = c.Reason
+		st.Message = fmt.Sprintf("PipelineRun %s was stopped by hand (spec.status %s); delete it to build this source again", pr.Name, pr.Spec.Status)
+		return st
+	}
 	if !pr.IsSuccessful() {
 		st.Reason, st.Message = c.Reason, b.failureMessage(ctx, pr, c)
 		return st
@@ -149,5 +226,5 @@ func (b *Builder) failureMessage(ctx context.Context, pr *tektonv1.PipelineRun, 
 	return fmt.Sprintf("PipelineRun %s: %s", pr.Name, c.Message)
 }
 
-// Name is the PipelineRun that builds fn's digest.
-func Name(fn *slessv1alpha1.Function, digest string) string { return names.PipelineRun(fn, digest) }
+// Name is the PipelineRun that first builds fn's digest.
+func Name(fn *slessv1alpha1.Function, digest string) string { return names.PipelineRun(fn, digest, 0) }

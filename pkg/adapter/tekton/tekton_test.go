@@ -48,6 +48,11 @@ func TestState(t *testing.T) {
 			done: true, reason: ReasonBadResult},
 		{name: "timed out, no TaskRun", pr: run(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionFalse, Reason: "PipelineRunTimeout", Message: `PipelineRun "f" failed to finish within "15m0s"`}, nil),
 			done: true, reason: "PipelineRunTimeout", msgContains: "failed to finish within"},
+		{name: "cancelled by hand", pr: func() *tektonv1.PipelineRun {
+			pr := run(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionFalse, Reason: "Cancelled", Message: `PipelineRun "f-0123456789" was cancelled`}, nil)
+			pr.Spec.Status = tektonv1.PipelineRunSpecStatusCancelled
+			return pr
+		}(), done: true, reason: "Cancelled", msgContains: "f-0123456789 was stopped by hand (spec.status Cancelled); delete it to build this source again"},
 	}
 	b := &Builder{}
 	for _, tc := range tests {

@@ -22,7 +22,7 @@ import (
 // +kubebuilder:rbac:groups=sless.dev,resources=functions,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=sless.dev,resources=functions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sless.dev,resources=functions/finalizers,verbs=update
-// +kubebuilder:rbac:groups=tekton.dev,resources=pipelineruns,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=tekton.dev,resources=pipelineruns,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=tekton.dev,resources=taskruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=services,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=revisions,verbs=get

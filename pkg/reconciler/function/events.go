@@ -19,6 +19,7 @@ const (
 	EventBuildStarted   = "BuildStarted"
 	EventBuildSucceeded = "BuildSucceeded"
 	EventBuildFailed    = "BuildFailed"
+	EventBuildCancelled = "BuildCancelled"
 	EventServiceCreated = "ServiceCreated"
 	EventServiceUpdated = "ServiceUpdated"
 	EventReady          = "Ready"

@@ -101,6 +101,18 @@ type storedContext struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
+// BuildCanceller is a Builder that can stop builds the Function no longer
+// asks for. On a cluster each superseded PipelineRun would otherwise keep a
+// kaniko pod busy to its end: three quick edits were three builds at once,
+// two of them of code no one will serve.
+type BuildCanceller interface {
+	// CancelBuilds cancels fn's unfinished builds of any other digest than
+	// keep ("" keeps none) and names those it cancelled; finished builds
+	// are not touched. EnsureBuild builds a cancelled digest again when it
+	// is asked for once more.
+	CancelBuilds(ctx context.Context, fn *slessv1alpha1.Function, keep string) ([]string, error)
+}
+
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	fn := &slessv1alpha1.Function{}
@@ -170,18 +182,22 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 	st.ObservedGeneration = fn.Generation
 
 	image, err := r.image(ctx, fn, evs)
+	// Once the spec's build is known, builds of earlier specs are stopped.
+	// A failure to stop them holds nothing up: it is returned, and retried,
+	// with whatever else this reconcile did.
+	cerr := r.cancelSuperseded(ctx, fn, evs)
 	if err != nil || image == "" {
 		if meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionServiceReady) == nil {
 			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonWaitingForBuild,
 				"the service is deployed once the image is built")
 		}
 		if err != nil {
-			return err
+			return errors.Join(err, cerr)
 		}
 		// Building, or the build failed: the service is left as it is, but
 		// a revision asked for before may become ready meanwhile, and then
 		// it is what calls reach and runs execute.
-		return r.observeServing(ctx, fn)
+		return errors.Join(r.observeServing(ctx, fn), cerr)
 	}
 
 	// The build succeeded (or none was needed): point the service at the
@@ -195,7 +211,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 		} else {
 			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
 		}
-		return err
+		return errors.Join(err, cerr)
 	}
 	switch {
 	case ss.Created:
@@ -215,7 +231,34 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 	default:
 		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, orDefault(ss.Reason, ReasonDeploying), ss.Message)
 	}
-	return nil
+	return cerr
+}
+
+// cancelSuperseded cancels the builds that fn's spec no longer asks for,
+// once image has decided what it asks for: the build of its source digest
+// and no other, or none for a prebuilt image or a refused source. While
+// the source cannot be read (storage unavailable) nothing is decided, and
+// nothing cancelled. A build already finished is never touched, so the
+// image serving now is never taken away.
+func (r *Reconciler) cancelSuperseded(ctx context.Context, fn *slessv1alpha1.Function, evs *[]event) error {
+	c, ok := r.Builder.(BuildCanceller)
+	if !ok {
+		return nil
+	}
+	src := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionSourceReady)
+	if src == nil || src.ObservedGeneration != fn.Generation || src.Status == metav1.ConditionUnknown {
+		return nil
+	}
+	keep := ""
+	if src.Status == metav1.ConditionTrue && fn.Spec.Source.Image == "" {
+		keep = fn.Status.SourceDigest
+	}
+	cancelled, err := c.CancelBuilds(ctx, fn, keep)
+	for _, name := range cancelled {
+		*evs = append(*evs, step(EventBuildCancelled, actionBuild,
+			"cancelled build %s: superseded by generation %d of the Function", name, fn.Generation))
+	}
+	return err
 }
 
 // observeServing copies what serves fn now into its status, without

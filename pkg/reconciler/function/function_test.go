@@ -87,7 +87,7 @@ func TestCreateBuildServeReady(t *testing.T) {
 			t.Errorf("param %s = %q, want %q", k, got, v)
 		}
 	}
-	if pr.Name != names.PipelineRun(fn, digest) || got.Status.BuildRef != pr.Name {
+	if pr.Name != names.PipelineRun(fn, digest, 0) || got.Status.BuildRef != pr.Name {
 		t.Errorf("PipelineRun %s, buildRef %s", pr.Name, got.Status.BuildRef)
 	}
 	if pr.Spec.Timeouts == nil || pr.Spec.Timeouts.Pipeline.Duration.Seconds() != 600 {

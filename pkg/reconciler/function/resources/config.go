@@ -17,6 +17,11 @@ const (
 	ManagedBy      = "sless"
 	// AnnotationSourceDigest on a PipelineRun is the build context's digest.
 	AnnotationSourceDigest = "sless.dev/source-digest"
+	// AnnotationSupersededBy on a PipelineRun sless cancelled is the
+	// Function's generation that no longer builds its source. It tells such
+	// a run from one cancelled by hand: only those sless cancelled are built
+	// again when the Function asks for their source once more.
+	AnnotationSupersededBy = "sless.dev/superseded-by-generation"
 
 	// LabelVisibility with VisibilityClusterLocal keeps a Knative Service
 	// off the public ingress: sless's invoke proxy is the public door.

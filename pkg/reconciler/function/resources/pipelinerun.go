@@ -18,8 +18,10 @@ import (
 // helper step records IMAGE_URL, then the builder (kaniko's flags) fetches
 // the context from S3, builds its Dockerfile and writes the pushed digest as
 // IMAGE_DIGEST. Parameters carry every input, so the pipeline text is the
-// same for every function and user input never reaches a script.
-func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, cfg Config) *tektonv1.PipelineRun {
+// same for every function and user input never reaches a script. attempt
+// is the names.PipelineRun attempt: 0 unless earlier runs of the digest
+// were cancelled as superseded.
+func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, attempt int, cfg Config) *tektonv1.PipelineRun {
 	cfg = cfg.WithDefaults()
 	timeout := time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
 	if fn.Spec.BuildTimeoutSeconds != nil {
@@ -28,7 +30,7 @@ func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, cfg Conf
 	labels := Labels(fn)
 	return &tektonv1.PipelineRun{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            names.PipelineRun(fn, in.Digest),
+			Name:            names.PipelineRun(fn, in.Digest, attempt),
 			Namespace:       fn.Namespace,
 			Labels:          labels,
 			Annotations:     map[string]string{AnnotationSourceDigest: in.Digest},

@@ -205,10 +205,11 @@ func TestMakePipelineRun(t *testing.T) {
 			LocalObjectReference: corev1.LocalObjectReference{Name: "s3-creds"}, Key: key}}}
 	}
 	tests := []struct {
-		name string
-		fn   *slessv1alpha1.Function
-		cfg  Config
-		want *tektonv1.PipelineRun
+		name    string
+		fn      *slessv1alpha1.Function
+		attempt int
+		cfg     Config
+		want    *tektonv1.PipelineRun
 	}{{
 		name: "defaults: AWS S3, no credentials",
 		fn:   testFunction(),
@@ -239,10 +240,21 @@ func TestMakePipelineRun(t *testing.T) {
 				[]corev1.VolumeMount{{Name: "registry-credentials", MountPath: "/kaniko/.docker", ReadOnly: true}})
 			return pr
 		}(),
+	}, {
+		name:    "built again after a run cancelled as superseded",
+		fn:      testFunction(),
+		attempt: 2,
+		cfg:     Config{Registry: "reg.example/sless/"},
+		want: func() *tektonv1.PipelineRun {
+			pr := params(900 * time.Second)
+			pr.Name = "hello-01234567-2"
+			pr.Spec.PipelineSpec = pipeline(DefaultBuilderImage, nil, []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-east-1"}}, nil, nil)
+			return pr
+		}(),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := MakePipelineRun(tc.fn, in, tc.cfg)
+			got := MakePipelineRun(tc.fn, in, tc.attempt, tc.cfg)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("MakePipelineRun (-want +got):\n%s", d)
 			}

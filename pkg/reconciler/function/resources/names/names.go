@@ -4,6 +4,7 @@ package names
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -20,13 +21,24 @@ func digestHex(digest string) string {
 // PipelineRun builds one source digest of one function. The name is a pure
 // function of both, so a retry, a restarted controller or two controllers
 // racing all ask for the same name and the apiserver lets only one create
-// it. Function names are at most 52 characters, so the name fits in 63.
-func PipelineRun(fn *slessv1alpha1.Function, digest string) string {
+// it. attempt counts the runs of the digest sless cancelled as superseded
+// before this one: a source edited back to one whose build was cancelled
+// is built again under the next name, <name>-<hex>-<attempt>, as the
+// cancelled run never yields an image. Function names are at most 52
+// characters and the suffix, dash included, is 11, so the name fits in 63:
+// Tekton labels the build's pods with it.
+func PipelineRun(fn *slessv1alpha1.Function, digest string, attempt int) string {
 	h := digestHex(digest)
-	if len(h) > 10 {
-		h = h[:10]
+	n := 10
+	suffix := ""
+	if attempt > 0 {
+		suffix = "-" + strconv.Itoa(attempt)
+		n = max(10-len(suffix), 1)
 	}
-	return fn.Name + "-" + h
+	if len(h) > n {
+		h = h[:n]
+	}
+	return fn.Name + "-" + h + suffix
 }
 
 // Service is the Knative Service that serves the function.
