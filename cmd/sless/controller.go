@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -26,6 +28,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 
 func init() {
@@ -66,6 +69,8 @@ type controllerFlags struct {
 	buildS3Endpoint                string
 	res                            resources.Config
 	builderArgs                    string
+	sourceGCGrace                  time.Duration
+	sourceGCInterval               time.Duration
 }
 
 func (c *controllerFlags) register(fs *flag.FlagSet) {
@@ -83,6 +88,8 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.s3Region, "s3-region", envOr("SLESS_S3_REGION", resources.DefaultS3Region), "S3 region")
 	fs.BoolVar(&c.s3PathStyle, "s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw)")
 	fs.StringVar(&c.buildS3Endpoint, "build-s3-endpoint", os.Getenv("SLESS_BUILD_S3_ENDPOINT"), "S3 endpoint URL as build pods reach it (default: --s3-endpoint)")
+	fs.DurationVar(&c.sourceGCGrace, "source-gc-grace", sourcegc.DefaultGrace, "keep source archives and build contexts no Function needs this long before deleting them (must outlast an upload's wait for the create that names it)")
+	fs.DurationVar(&c.sourceGCInterval, "source-gc-interval", sourcegc.DefaultInterval, "time between sweeps for source objects no Function needs (0: no sweeps)")
 	fs.StringVar(&c.res.S3Secret, "build-s3-secret", envOr("SLESS_BUILD_S3_SECRET", "sless-s3"), "Secret in each function namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for builds (empty: none)")
 
 	fs.StringVar(&c.res.Registry, "registry", os.Getenv("SLESS_REGISTRY"), "repository prefix images are pushed to, e.g. registry.example.com/sless; required")
@@ -105,6 +112,9 @@ func (c *controllerFlags) validate() error {
 	if c.qps <= 0 || c.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", c.qps, c.burst))
 	}
+	if c.sourceGCGrace <= 0 || c.sourceGCInterval < 0 {
+		errs = append(errs, fmt.Errorf("--source-gc-grace must be positive and --source-gc-interval not negative, got %v and %v", c.sourceGCGrace, c.sourceGCInterval))
+	}
 	if c.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", c.concurrency))
 	}
@@ -123,7 +133,8 @@ func runController(ctx context.Context, args []string) error {
 		plugins = append(plugins, p(fs))
 	}
 	env := []string{"leader-elect", "SLESS_LEADER_ELECT", "concurrency", "SLESS_CONCURRENCY",
-		"kube-api-qps", "SLESS_KUBE_API_QPS", "kube-api-burst", "SLESS_KUBE_API_BURST", "s3-path-style", "SLESS_S3_PATH_STYLE"}
+		"kube-api-qps", "SLESS_KUBE_API_QPS", "kube-api-burst", "SLESS_KUBE_API_BURST", "s3-path-style", "SLESS_S3_PATH_STYLE",
+		"source-gc-grace", "SLESS_SOURCE_GC_GRACE", "source-gc-interval", "SLESS_SOURCE_GC_INTERVAL"}
 	for _, p := range plugins {
 		env = append(env, p.Env...)
 	}
@@ -210,6 +221,11 @@ func runController(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.sourceGCInterval > 0 {
+		if err := addSourceGC(mgr, store, c.sourceGCGrace, c.sourceGCInterval); err != nil {
+			return err
+		}
+	}
 	for _, p := range plugins {
 		if p.Setup != nil {
 			if err := p.Setup(ctx, mgr); err != nil {
@@ -218,4 +234,22 @@ func runController(ctx context.Context, args []string) error {
 		}
 	}
 	return mgr.Start(ctx)
+}
+
+// addSourceGC runs the sweep for source objects no Function needs on the
+// leader. It reads Functions from the apiserver, not the cache: a create
+// naming an upload must not be missed for a cache that lags.
+func addSourceGC(mgr ctrl.Manager, store *s3.Client, grace, interval time.Duration) error {
+	metrics, err := sourcegc.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	gc, err := sourcegc.New(sourcegc.Options{
+		Store: store, Functions: mgr.GetAPIReader(), Grace: grace, Interval: interval,
+		Metrics: metrics, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(gc)
 }

@@ -115,7 +115,10 @@ func TestControllerCommand(t *testing.T) {
 		return code == 200 &&
 			strings.Contains(body, `controller_runtime_reconcile_total{controller="function",result="success"}`) &&
 			strings.Contains(body, `controller_runtime_reconcile_errors_total{controller="function"}`) &&
-			strings.Contains(body, `sless_function_build_duration_seconds_count{result="succeeded"}`), body
+			strings.Contains(body, `sless_function_build_duration_seconds_count{result="succeeded"}`) &&
+			// The leader swept for source objects no Function needs.
+			strings.Contains(body, `sless_source_gc_sweeps_total{result="ok"} 1`) &&
+			strings.Contains(body, "\nsless_source_gc_deleted_objects_total 0\n"), body
 	})
 	// With a database the FunctionJob recorder's series are there, and no
 	// proxy series (the controller proxies no calls).
@@ -149,6 +152,9 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"public URL without scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-public-base-url", "fn.example.com"}, "must be an http:// or https:// URL", nil},
 		{"bad S3 endpoint", []string{"-s3-endpoint", "s3.example.com", "-registry", "r"}, "must be an http:// or https:// URL", nil},
 		{"zero QPS", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive", nil},
+		{"zero source gc grace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-source-gc-grace", "0s"}, "--source-gc-grace must be positive", nil},
+		{"negative source gc interval", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-source-gc-interval", "-1m"}, "--source-gc-interval not negative", nil},
+		{"source gc grace not a duration", nil, `SLESS_SOURCE_GC_GRACE="1d"`, []string{"SLESS_SOURCE_GC_GRACE", "1d"}},
 		{"unknown flag", []string{"-no-such-flag"}, "flag provided but not defined", nil},
 		{"path style not a boolean", nil, `SLESS_S3_PATH_STYLE="yes"`, []string{"SLESS_S3_PATH_STYLE", "yes"}},
 		{"concurrency not a number", nil, `SLESS_CONCURRENCY="four"`, []string{"SLESS_CONCURRENCY", "four"}},

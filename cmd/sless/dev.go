@@ -32,6 +32,7 @@ import (
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -57,6 +58,8 @@ func runDev(ctx context.Context, args []string) error {
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
 	node := fs.String("node", "", "node to run Node.js functions with (default: from PATH)")
 	goTool := fs.String("go", "", "go to build Go functions with (default: from PATH)")
+	gcGrace := fs.Duration("source-gc-grace", sourcegc.DefaultGrace, "keep uploaded archives and build contexts no Function needs this long before deleting them")
+	gcInterval := fs.Duration("source-gc-interval", sourcegc.DefaultInterval, "time between sweeps for blobs no Function needs (0: no sweeps)")
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +80,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *logMaxFiles < 1 {
 		return errors.New("--log-max-files must be at least 1")
+	}
+	if *gcGrace <= 0 || *gcInterval < 0 {
+		return errors.New("--source-gc-grace must be positive and --source-gc-interval not negative")
 	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
@@ -216,6 +222,22 @@ func runDev(ctx context.Context, args []string) error {
 	imetrics, err := invoke.NewMetrics(reg)
 	if err != nil {
 		return err
+	}
+	if *gcInterval > 0 {
+		// The same sweep as the controller's, on the blob directory.
+		gcMetrics, err := sourcegc.NewMetrics(reg)
+		if err != nil {
+			return err
+		}
+		gc, err := sourcegc.New(sourcegc.Options{Store: blobs, Functions: store, Grace: *gcGrace, Interval: *gcInterval, Metrics: gcMetrics, Logger: log})
+		if err != nil {
+			return err
+		}
+		// Stopped before the store it reads is closed.
+		gcCtx, stopGC := context.WithCancel(ctx)
+		gcDone := make(chan struct{})
+		go func() { defer close(gcDone); _ = gc.Start(gcCtx) }()
+		defer func() { stopGC(); <-gcDone }()
 	}
 	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: imetrics})
 	defer func() {

@@ -51,6 +51,8 @@ func TestDevRefusesBadFlags(t *testing.T) {
 		{"log size too small", []string{"--log-max-size", "100"}, "at least 1Ki"},
 		{"log size not whole bytes", []string{"--log-max-size", "0.5"}, "a whole number of bytes"},
 		{"no log files", []string{"--log-max-files", "0"}, "--log-max-files must be at least 1"},
+		{"zero source gc grace", []string{"--source-gc-grace", "0s"}, "--source-gc-grace must be positive"},
+		{"negative source gc interval", []string{"--source-gc-interval", "-1h"}, "--source-gc-interval not negative"},
 		{"short token", []string{"--dev-token", "short"}, "--dev-token must be at least 16 characters"},
 		{"bad address", append([]string{"--addr", "not-an-address"}, token...), "listen on not-an-address"},
 		{"address in use", append([]string{"--addr", busy.Addr().String()}, token...), "address already in use"},

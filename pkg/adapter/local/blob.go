@@ -67,13 +67,21 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader, size int64, _ 
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
-	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(filepath.Dir(p), blobTempPrefix+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	var f *os.File
+	// Delete and DeletePrefix remove the directories they leave empty; one
+	// removed between making it and creating the file in it is made again.
+	for range 3 {
+		if err = os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("put %s: %w", key, err)
+		}
+		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -164,14 +172,96 @@ func (b *Blobs) DeletePrefix(_ context.Context, prefix string) error {
 	if err := os.RemoveAll(p); err != nil {
 		return fmt.Errorf("delete prefix %q: %w", prefix, err)
 	}
-	// Drop the directories the prefix leaves empty, up to the root, so
-	// listings of the data directory stay tidy.
+	b.pruneAbove(p)
+	return nil
+}
+
+// pruneAbove drops the directories above p that are empty, up to the root,
+// so listings of the data directory stay tidy.
+func (b *Blobs) pruneAbove(p string) {
 	for d := filepath.Dir(p); d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			break
 		}
 	}
+}
+
+// List calls each for every object whose key starts with prefix, in the
+// order of a walk of the directory. Files being written are not objects.
+func (b *Blobs) List(ctx context.Context, prefix string, each func(s3.Object) error) error {
+	// Walk only the directory the prefix's last "/" names.
+	start := b.root
+	if i := strings.LastIndex(prefix, "/"); i > 0 {
+		p, err := b.path(prefix[:i])
+		if err != nil {
+			return nil // no key lies under a prefix no key can start with
+		}
+		start = p
+	}
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed during the walk, or never there
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), blobTempPrefix) {
+			return nil
+		}
+		rel, err := filepath.Rel(b.root, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return each(s3.Object{Key: key, Size: info.Size(), LastModified: info.ModTime()})
+	})
+	if err != nil {
+		return fmt.Errorf("list %q: %w", prefix, err)
+	}
 	return nil
+}
+
+// Delete removes the files of keys and the directories that leaves empty.
+func (b *Blobs) Delete(ctx context.Context, keys []string) ([]string, error) {
+	gone := make([]string, 0, len(keys))
+	var errs []error
+	for _, key := range keys {
+		if err := ctx.Err(); err != nil {
+			return gone, errors.Join(append(errs, fmt.Errorf("delete %s: %w", key, err))...)
+		}
+		p, err := b.path(key)
+		if err != nil {
+			gone = append(gone, key) // a key no file can hold has no object
+			continue
+		}
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
+			gone = append(gone, key) // a directory is no object
+			continue
+		}
+		switch err := os.Remove(p); {
+		case err == nil:
+			b.pruneAbove(p)
+			gone = append(gone, key)
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			gone = append(gone, key)
+		default:
+			errs = append(errs, fmt.Errorf("delete %s: %w", key, err))
+		}
+	}
+	return gone, errors.Join(errs...)
 }
 
 // Location is the file:// URL of key; the local builder reads contexts from it.

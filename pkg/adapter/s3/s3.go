@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -34,8 +35,23 @@ type Store interface {
 	Exists(ctx context.Context, key string) (bool, error)
 	// DeletePrefix removes every object whose key starts with prefix.
 	DeletePrefix(ctx context.Context, prefix string) error
+	// List calls each for every object whose key starts with prefix (""
+	// for all), until each returns an error, which List then returns.
+	List(ctx context.Context, prefix string, each func(Object) error) error
+	// Delete removes the objects under keys, a key with no object being
+	// no fault. It returns the keys that hold no object now, and an error
+	// naming every key it could not delete.
+	Delete(ctx context.Context, keys []string) (gone []string, err error)
 	// Location is the URL a builder fetches key from (s3://bucket/key).
 	Location(key string) string
+}
+
+// Object is a stored object as a listing shows it.
+type Object struct {
+	Key  string
+	Size int64
+	// LastModified is when the object was last written.
+	LastModified time.Time
 }
 
 // Config reaches one bucket of an S3-compatible server.
@@ -158,6 +174,64 @@ func (c *Client) DeletePrefix(ctx context.Context, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// List calls each for every object under prefix, in key order, a page of
+// the listing at a time.
+func (c *Client) List(ctx context.Context, prefix string, each func(Object) error) error {
+	// Ending the listing early must stop its requests too: the channel is
+	// fed by a goroutine that stops only when its context ends.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for obj := range c.mc.ListObjects(lctx, c.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return classify("list "+prefix, obj.Err)
+		}
+		if err := each(Object{Key: obj.Key, Size: obj.Size, LastModified: obj.LastModified}); err != nil {
+			return err
+		}
+	}
+	// A listing cut off by its context ends the channel without an error.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("list %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// Delete removes the objects under keys with multi-object deletes (1000 keys
+// a request).
+func (c *Client) Delete(ctx context.Context, keys []string) ([]string, error) {
+	objects := make(chan minio.ObjectInfo, len(keys))
+	for _, k := range keys {
+		objects <- minio.ObjectInfo{Key: k}
+	}
+	close(objects)
+	failed := map[string]bool{}
+	var errs []error
+	whole := false
+	for res := range c.mc.RemoveObjects(ctx, c.bucket, objects, minio.RemoveObjectsOptions{}) {
+		if res.Err != nil {
+			// An error naming no object is of the whole request.
+			whole = whole || res.ObjectName == ""
+			failed[res.ObjectName] = true
+			errs = append(errs, classify("delete "+res.ObjectName, res.Err))
+		}
+	}
+	if whole {
+		return nil, errors.Join(errs...)
+	}
+	if err := ctx.Err(); err != nil {
+		// The client stops reporting once the context ends: which keys
+		// went is not known.
+		return nil, fmt.Errorf("delete %d objects: %w", len(keys), err)
+	}
+	gone := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !failed[k] {
+			gone = append(gone, k)
+		}
+	}
+	return gone, errors.Join(errs...)
 }
 
 // Location is the s3:// URL of key, as kaniko and other builders take it.

@@ -20,3 +20,44 @@ func Source(ns, fn, sha256hex string) string {
 func Context(ns, fn, digest string) string {
 	return Prefix(ns, fn) + "context/" + strings.TrimPrefix(digest, "sha256:") + ".tar.gz"
 }
+
+// Kind of an object sless keeps.
+type Kind string
+
+const (
+	KindSource  Kind = "source"
+	KindContext Kind = "context"
+)
+
+// Parse tells the function an object of Source or Context belongs to and
+// which kind it is; ok is false for any other key, which sless never
+// wrote and must never delete.
+func Parse(key string) (ns, fn string, kind Kind, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] == "" || parts[1] == "" {
+		return "", "", "", false
+	}
+	var hexPart string
+	switch Kind(parts[2]) {
+	case KindSource:
+		hexPart, ok = strings.CutSuffix(parts[3], ".zip")
+	case KindContext:
+		hexPart, ok = strings.CutSuffix(parts[3], ".tar.gz")
+	}
+	if !ok || !isSHA256Hex(hexPart) {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], Kind(parts[2]), true
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
