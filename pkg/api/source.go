@@ -125,7 +125,7 @@ func (s *Server) putSource(c *gin.Context) {
 		return
 	}
 	if apierrors.IsNotFound(err) {
-		if p := s.putOnce(ctx, archive.Key, zipBytes, "application/zip"); p != nil {
+		if p := s.storeArchive(ctx, nil, archive, zipBytes); p != nil {
 			writeProblem(c, p)
 			return
 		}
@@ -178,7 +178,7 @@ func (s *Server) putSource(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	if p := s.putOnce(ctx, archive.Key, zipBytes, "application/zip"); p != nil {
+	if p := s.storeArchive(ctx, fn, archive, zipBytes); p != nil {
 		writeProblem(c, p)
 		return
 	}
@@ -452,6 +452,20 @@ func buildContext(fn *slessv1alpha1.Function, files source.Files) (*source.Conte
 		return nil, sourceProblem(f, se)
 	}
 	return bc, nil
+}
+
+// storeArchive stores an upload's zip. One stored before is written again
+// unless fn (nil: not created yet) names it already: the write makes it
+// young, so the sweep for objects no Function needs (pkg/sourcegc) leaves
+// it to the create or update about to name it, however old it was.
+func (s *Server) storeArchive(ctx context.Context, fn *slessv1alpha1.Function, a slessv1alpha1.ArchiveSource, data []byte) *Problem {
+	if fn != nil && fn.Spec.Source.Archive != nil && *fn.Spec.Source.Archive == a {
+		return s.putOnce(ctx, a.Key, data, "application/zip")
+	}
+	if err := s.opts.Blobs.Put(ctx, a.Key, bytes.NewReader(data), int64(len(data)), "application/zip"); err != nil {
+		return blobProblem(err)
+	}
+	return nil
 }
 
 // putOnce stores data under a content-addressed key unless it is there.
