@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -175,7 +176,8 @@ func (c *Config) queue(name string) queueDecl {
 
 // Consumer consumes one queue for one function.
 type Consumer struct {
-	cfg Config
+	cfg   Config
+	state *state
 }
 
 // New checks cfg and makes a Consumer.
@@ -183,8 +185,12 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg}, nil
+	return &Consumer{cfg: cfg, state: newState()}, nil
 }
+
+// State is what the consumer does now, and a channel closed at the next
+// change of it. Safe to call from any goroutine, before, during and after Run.
+func (c *Consumer) State() (State, <-chan struct{}) { return c.state.get() }
 
 // Run consumes until ctx ends, reconnecting when the broker goes away. On
 // ctx's end it stops taking messages, returns the prefetched ones not yet
@@ -195,12 +201,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for {
 		consumed, err := c.session(ctx)
 		if ctx.Err() != nil {
+			c.state.set(false, nil, true)
 			return nil
 		}
 		var perm *permanentError
 		if errors.As(err, &perm) {
+			c.state.set(false, perm.err, true)
 			return perm.err
 		}
+		// Until a session consumes again, the state names what ended the
+		// last one or kept it from starting, not only the log.
+		c.state.set(false, err, false)
 		// A session that got as far as consuming ended a good spell: this
 		// outage starts from the first delay again. Keeping the doubled
 		// delay of outages before would leave a consumer whose broker
@@ -211,6 +222,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.cfg.Logger.Warn("queue: connection lost, reconnecting", "queue", c.cfg.Queue, "error", err, "in", delay)
 		select {
 		case <-ctx.Done():
+			c.state.set(false, nil, true)
 			return nil
 		case <-time.After(delay):
 		}
@@ -243,6 +255,7 @@ type link struct {
 func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "sless consume " + c.cfg.Queue}})
 	if err != nil {
+		err = fmt.Errorf("connect to the broker at %s: %w", brokerAddress(c.cfg.URL), err)
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
 			return false, &permanentError{fmt.Errorf("queue: %w", err)}
@@ -271,12 +284,13 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	const tag = "sless-consume"
 	deliveries, err := sub.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("consume %s: %w", c.cfg.Queue, err)
 	}
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	pubClosed := pub.NotifyClose(make(chan *amqp.Error, 1))
 	subClosed := sub.NotifyClose(make(chan *amqp.Error, 1))
 	c.cfg.Logger.Info("queue: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
+	c.state.set(true, nil, false)
 
 	// Workers take deliveries one at a time; calls in flight are not
 	// cancelled by ctx (a shutdown lets them finish, within the
@@ -307,6 +321,9 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	var result error
 	select {
 	case <-ctx.Done():
+		// Not ready from here: the calls in flight finish, but no new
+		// message is taken.
+		c.state.set(false, nil, true)
 		// Stop the flow; deliveries already prefetched still arrive on the
 		// channel and are returned to the queue, then Cancel closes it.
 		_ = sub.Cancel(tag, false)
@@ -328,6 +345,16 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	}
 	<-workersDone
 	return true, result
+}
+
+// brokerAddress is the host and port of an AMQP URL, for messages: never
+// the user and password it may carry.
+func brokerAddress(raw string) string {
+	u, err := amqp.ParseURI(raw)
+	if err != nil {
+		return "(an invalid URL)"
+	}
+	return net.JoinHostPort(u.Host, strconv.Itoa(u.Port))
 }
 
 func closeError(what string, e *amqp.Error) error {
