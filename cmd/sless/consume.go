@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -18,10 +20,17 @@ func init() {
 	register("consume", "deliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer)", runConsume)
 }
 
+// consumeOptions is what `sless consume` runs with.
+type consumeOptions struct {
+	queue queue.Config
+	// healthAddr is where readiness and liveness are served; "" serves none.
+	healthAddr string
+}
+
 // parseConsume reads the flags and environment of `sless consume`. The
 // broker URL (with its password) and the credential come from the
 // environment: SLESS_AMQP_URL and SLESS_TOKEN.
-func parseConsume(args []string, getenv func(string) string) (queue.Config, error) {
+func parseConsume(args []string, getenv func(string) string) (consumeOptions, error) {
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
@@ -33,11 +42,12 @@ func parseConsume(args []string, getenv func(string) string) (queue.Config, erro
 	backoff := fs.Duration("backoff", time.Second, "first retry delay; doubles each retry")
 	maxBackoff := fs.Duration("max-backoff", queue.DefaultMaxBackoff, "longest retry delay")
 	timeout := fs.Duration("timeout", 0, "how long one call may take (the function's timeout plus a cold start)")
+	health := fs.String("health-addr", "", "address to serve "+resources.ConsumerReadyPath+" (200 while connected and consuming) and "+resources.ConsumerLivePath+" on, e.g. :8080")
 	if err := fs.Parse(args); err != nil {
-		return queue.Config{}, err
+		return consumeOptions{}, err
 	}
 	if fs.NArg() > 0 {
-		return queue.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return consumeOptions{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var errs []error
 	if err := checkFunctionURL(*fnURL); err != nil {
@@ -69,26 +79,61 @@ func parseConsume(args []string, getenv func(string) string) (queue.Config, erro
 	if *timeout <= 0 {
 		errs = append(errs, errors.New("--timeout is required and must be positive, e.g. --timeout=90s"))
 	}
-	if len(errs) > 0 {
-		return queue.Config{}, errors.Join(errs...)
+	if *health != "" {
+		if _, _, err := net.SplitHostPort(*health); err != nil {
+			errs = append(errs, fmt.Errorf("--health-addr must be host:port or :port, got %q", *health))
+		}
 	}
-	return queue.Config{
+	if len(errs) > 0 {
+		return consumeOptions{}, errors.Join(errs...)
+	}
+	return consumeOptions{healthAddr: *health, queue: queue.Config{
 		URL: amqpURL, Queue: *q, DeadLetterQueue: *dlq, Prefetch: *prefetch, Concurrency: *concurrency,
 		MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff,
 		Invoker: &queue.Invoker{URL: *fnURL, Token: token, Timeout: *timeout},
-	}, nil
+	}}, nil
 }
 
 // runConsume consumes until SIGTERM, then finishes the calls in flight.
 func runConsume(ctx context.Context, args []string) error {
-	cfg, err := parseConsume(args, os.Getenv)
+	o, err := parseConsume(args, os.Getenv)
 	if err != nil {
 		return err
 	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	c, err := queue.New(cfg)
+	o.queue.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	c, err := queue.New(o.queue)
 	if err != nil {
 		return err
 	}
-	return c.Run(ctx)
+	if o.healthAddr == "" {
+		return c.Run(ctx)
+	}
+	// Bound before consuming starts, so a port already taken fails the
+	// start rather than leave a consumer no probe can reach.
+	ln, err := net.Listen("tcp", o.healthAddr)
+	if err != nil {
+		return fmt.Errorf("serve health on %s: %w", o.healthAddr, err)
+	}
+	srv := consumerHealthServer(c)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	runErr := c.Run(ctx)
+	// Probes are answered (not ready) until the calls in flight are done,
+	// then the server goes with the process.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+		return fmt.Errorf("serve health on %s: %w", o.healthAddr, err)
+	}
+	return runErr
+}
+
+// consumerHealthServer serves the consumer's readiness and liveness at the
+// paths its Deployment's probes ask.
+func consumerHealthServer(c *queue.Consumer) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+resources.ConsumerReadyPath, c.ReadyHandler())
+	mux.Handle("GET "+resources.ConsumerLivePath, c.LiveHandler())
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }

@@ -202,6 +202,7 @@ func TestConsumeFlags(t *testing.T) {
 		{"zero backoff", []string{"--backoff=0s"}, ok, "--backoff must be positive"},
 		{"backoff above max", []string{"--backoff=2h", "--max-backoff=1h"}, ok, "at most --max-backoff"},
 		{"bad url", []string{"--url=proxy"}, ok, "http:// or https://"},
+		{"health address without a port", []string{"--health-addr=8080"}, ok, "--health-addr must be host:port or :port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseConsume(append(append([]string{}, base...), tc.extra...), env(tc.env))
@@ -213,9 +214,13 @@ func TestConsumeFlags(t *testing.T) {
 	if _, err := parseConsume([]string{"--timeout=1s"}, env(ok)); err == nil || !strings.Contains(err.Error(), "--queue is required") {
 		t.Errorf("no queue: %v", err)
 	}
-	cfg, err := parseConsume(append(base, "--max-retries=5", "--backoff=2s"), env(ok))
+	o, err := parseConsume(append(base, "--max-retries=5", "--backoff=2s", "--health-addr=:8080"), env(ok))
+	cfg := o.queue
 	iv, _ := cfg.Invoker.(*queue.Invoker)
 	if err != nil || cfg.URL != ok["SLESS_AMQP_URL"] || cfg.Queue != "orders" || cfg.MaxRetries != 5 || cfg.Backoff != 2*time.Second || iv == nil || iv.Token != "t" {
 		t.Fatalf("good flags: %+v %v", cfg, err)
+	}
+	if o.healthAddr != ":8080" {
+		t.Errorf("health address %q, want :8080", o.healthAddr)
 	}
 }

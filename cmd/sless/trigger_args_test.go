@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -66,9 +68,29 @@ func TestDeploymentRunsSlessConsume(t *testing.T) {
 	if c.Args[0] != "consume" || commands["consume"].run == nil {
 		t.Fatalf("the Deployment runs %q, not a registered sless consume", c.Args[0])
 	}
-	cfg, err := parseConsume(c.Args[1:], containerEnv(c, map[string]string{"rabbit/url": "amqp://u:p@rabbit/", "orders-trigger-token/token": "tok"}))
+	o, err := parseConsume(c.Args[1:], containerEnv(c, map[string]string{"rabbit/url": "amqp://u:p@rabbit/", "orders-trigger-token/token": "tok"}))
 	if err != nil {
 		t.Fatalf("sless consume refuses the Deployment's command line: %v", err)
+	}
+	cfg := o.queue
+	// The probes ask the port and paths sless consume serves.
+	_, port, _ := net.SplitHostPort(o.healthAddr)
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			t.Fatalf("consumer probes: readiness %+v, liveness %+v", c.ReadinessProbe, c.LivenessProbe)
+		}
+		named := ""
+		for _, cp := range c.Ports {
+			if cp.Name == p.HTTPGet.Port.String() {
+				named = strconv.Itoa(int(cp.ContainerPort))
+			}
+		}
+		if named != port {
+			t.Errorf("a probe asks port %s (%s), sless consume serves on %q", p.HTTPGet.Port.String(), named, o.healthAddr)
+		}
+	}
+	if c.ReadinessProbe.HTTPGet.Path != resources.ConsumerReadyPath || c.LivenessProbe.HTTPGet.Path != resources.ConsumerLivePath {
+		t.Errorf("probe paths %s and %s", c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
 	}
 	iv, _ := cfg.Invoker.(*queue.Invoker)
 	if iv == nil {

@@ -15,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -61,6 +62,16 @@ const (
 	// DrainAllowanceSeconds is added to the function's timeout for a
 	// consumer's termination grace, so deliveries in flight finish.
 	DrainAllowanceSeconds = 30
+)
+
+// The consumer's health endpoint: `sless consume --health-addr` serves
+// ConsumerReadyPath (200 while connected to the broker and consuming) and
+// ConsumerLivePath (200 while the process serves) on ConsumerHealthPort.
+const (
+	ConsumerHealthPort     = 8080
+	ConsumerHealthPortName = "health"
+	ConsumerReadyPath      = "/readyz"
+	ConsumerLivePath       = "/healthz"
 )
 
 // Config is what the builders need beyond the Trigger and its Function.
@@ -218,6 +229,7 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 		"--max-retries=" + strconv.Itoa(int(*q.MaxRetries)),
 		"--backoff=" + strconv.Itoa(int(*q.BackoffSeconds)) + "s",
 		"--timeout=" + strconv.Itoa(int(timeout)+StartupAllowanceSeconds) + "s",
+		"--health-addr=:" + strconv.Itoa(ConsumerHealthPort),
 	}
 	env := []corev1.EnvVar{
 		{Name: EnvAMQPURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -236,6 +248,28 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 	// A consumer told to stop finishes the deliveries it holds: the longest
 	// takes the function's timeout plus the cold-start allowance.
 	pod.TerminationGracePeriodSeconds = ptr.To(int64(timeout) + StartupAllowanceSeconds + DrainAllowanceSeconds)
+	c := &pod.Containers[0]
+	c.Ports = []corev1.ContainerPort{{Name: ConsumerHealthPortName, ContainerPort: ConsumerHealthPort, Protocol: corev1.ProtocolTCP}}
+	// Ready means connected to the broker and consuming, so the
+	// Deployment's available replicas, and the Trigger's Ready that reads
+	// them, say whether messages are taken: a wrong broker URL or a queue
+	// the consumer may not read shows as an unavailable replica within
+	// about 10 s. Liveness does not follow the broker: restarting a
+	// consumer cannot bring a broker back.
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: ConsumerReadyPath, Port: intstr.FromString(ConsumerHealthPortName)}},
+		PeriodSeconds:    5,
+		TimeoutSeconds:   2,
+		SuccessThreshold: 1,
+		FailureThreshold: 2,
+	}
+	c.LivenessProbe = &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: ConsumerLivePath, Port: intstr.FromString(ConsumerHealthPortName)}},
+		PeriodSeconds:    10,
+		TimeoutSeconds:   5,
+		SuccessThreshold: 1,
+		FailureThreshold: 3,
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.ConsumerDeployment(t),

@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -140,6 +141,14 @@ func TestMakeConsumerDeployment(t *testing.T) {
 	want := func(replicas int32, args []string) *appsv1.Deployment {
 		env := []corev1.EnvVar{{Name: "SLESS_AMQP_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "rabbit"}, Key: "url"}}}, tokenEnvVar}
+		c := callerContainer("consume", args, env)
+		c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+		// Ready only while connected and consuming; live while the
+		// process answers, so a broker outage restarts nothing.
+		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+			PeriodSeconds: 5, TimeoutSeconds: 2, SuccessThreshold: 1, FailureThreshold: 2}
+		c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+			PeriodSeconds: 10, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 3}
 		return &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "nightly-consumer", Namespace: "tenant-a", Labels: labels, OwnerReferences: owner()},
 			Spec: appsv1.DeploymentSpec{
@@ -150,7 +159,7 @@ func TestMakeConsumerDeployment(t *testing.T) {
 					Spec: corev1.PodSpec{
 						TerminationGracePeriodSeconds: ptr.To[int64](45 + 60 + 30),
 						AutomountServiceAccountToken:  ptr.To(false), EnableServiceLinks: ptr.To(false), SecurityContext: podSecurity(),
-						Containers: []corev1.Container{callerContainer("consume", args, env)},
+						Containers: []corev1.Container{c},
 					},
 				},
 			},
@@ -163,10 +172,10 @@ func TestMakeConsumerDeployment(t *testing.T) {
 		want *appsv1.Deployment
 	}{
 		{"CRD defaults applied when built from Go", queueTrigger(true, slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"}),
-			want(1, []string{"consume", url, "--queue=orders", "--dead-letter-queue=orders.dlq", "--prefetch=10", "--concurrency=1", "--max-retries=3", "--backoff=1s", "--timeout=105s"})},
+			want(1, []string{"consume", url, "--queue=orders", "--dead-letter-queue=orders.dlq", "--prefetch=10", "--concurrency=1", "--max-retries=3", "--backoff=1s", "--timeout=105s", "--health-addr=:8080"})},
 		{"everything set, disabled", queueTrigger(false, slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", DeadLetterQueue: "dead",
 			Prefetch: ptr.To[int32](50), Concurrency: ptr.To[int32](8), MaxRetries: ptr.To[int32](0), BackoffSeconds: ptr.To[int32](30)}),
-			want(0, []string{"consume", url, "--queue=orders", "--dead-letter-queue=dead", "--prefetch=50", "--concurrency=8", "--max-retries=0", "--backoff=30s", "--timeout=105s"})},
+			want(0, []string{"consume", url, "--queue=orders", "--dead-letter-queue=dead", "--prefetch=50", "--concurrency=8", "--max-retries=0", "--backoff=30s", "--timeout=105s", "--health-addr=:8080"})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in.DeepCopy()
