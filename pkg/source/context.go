@@ -24,6 +24,9 @@ type Input struct {
 	Entrypoint string
 	// Files is the function's code, with clean relative paths.
 	Files Files
+	// Modes are the files' permission bits (ReadZipModes gives them); a
+	// file with an execute bit is built 0755, every other 0644.
+	Modes Modes
 	// BaseImage, when set, replaces the runtime's default base image (for
 	// Go, the build stage's image).
 	BaseImage string
@@ -43,8 +46,13 @@ type Context struct {
 var epoch = time.Unix(0, 0).UTC()
 
 // BuildContext makes the deterministic build context of a function: entries
-// sorted by name, fixed times, owners and modes (0644 files, 0755 directories),
-// no user or group names, and a gzip header without name or time.
+// sorted by name, fixed times, owners and modes (0755 directories, 0755 the
+// function's files that in.Modes gives an execute bit, such as a script or
+// a helper binary shipped in a zip, 0644 every other file), no user or
+// group names, and a gzip header without name or time. Modes are not kept
+// further than that: the image runs the function as a user who owns none
+// of its files, and must read each (a 0600 file would not be) and enter
+// each directory.
 func BuildContext(in Input) (*Context, error) {
 	rt, ok := runtimes.Lookup(in.Runtime)
 	if !ok {
@@ -81,6 +89,12 @@ func BuildContext(in Input) (*Context, error) {
 		}
 	}
 	add(runtimes.FunctionDir, in.Files)
+	executable := map[string]bool{}
+	for name, mode := range in.Modes {
+		if _, ok := in.Files[name]; ok && mode&0o111 != 0 {
+			executable[path.Join(runtimes.FunctionDir, name)] = true
+		}
+	}
 	add(runtimes.RuntimeDir, rt.WrapperFiles())
 	manifest, _ := json.Marshal(runtimes.Manifest{Runtime: rt.Name, Entrypoint: in.Entrypoint})
 	entries[runtimes.ManifestFile] = append(manifest, '\n')
@@ -99,7 +113,7 @@ func BuildContext(in Input) (*Context, error) {
 	}
 	entries["Dockerfile"] = dockerfile(rt, base, in.Entrypoint, rt.Steps(has))
 
-	tgz, err := writeTarGz(entries)
+	tgz, err := writeTarGz(entries, executable)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +197,8 @@ func dockerfile(rt *runtimes.Runtime, base, entrypoint string, steps []runtimes.
 }
 
 // writeTarGz writes entries (file path → content) as a reproducible tar.gz,
-// with an entry for every directory.
-func writeTarGz(entries map[string][]byte) ([]byte, error) {
+// with an entry for every directory; the files in executable are 0755.
+func writeTarGz(entries map[string][]byte, executable map[string]bool) ([]byte, error) {
 	dirs := map[string]bool{}
 	for name := range entries {
 		for d := path.Dir(name); d != "."; d = path.Dir(d) {
@@ -216,6 +230,9 @@ func writeTarGz(entries map[string][]byte) ([]byte, error) {
 			h.Typeflag, h.Mode = tar.TypeDir, 0o755
 		} else {
 			h.Typeflag, h.Mode, h.Size = tar.TypeReg, 0o644, int64(len(entries[name]))
+			if executable[name] {
+				h.Mode = 0o755
+			}
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err

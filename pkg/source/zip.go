@@ -25,9 +25,15 @@ import (
 
 // Files is a function's code: slash-separated paths relative to the code root
 // mapped to their contents. Paths are clean (no ".", "..", leading "/" or
-// trailing "/"); directories are implied by the paths of their files. File
-// modes are not kept: every file is built as 0644 (see BuildContext).
+// trailing "/"); directories are implied by the paths of their files. Their
+// modes, where a zip gives them, are Modes.
 type Files map[string][]byte
+
+// Modes are the permission bits (fs.FileMode.Perm: never setuid, setgid or
+// sticky) of a function's files by path, as a zip's entries give them. A
+// file with an execute bit is built executable (see BuildContext); a path
+// not in Modes is an ordinary file.
+type Modes map[string]fs.FileMode
 
 // Inline turns the inline files of a Function spec into Files.
 func Inline(files map[string]string) Files {
@@ -172,11 +178,30 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// ReadZip validates a zip archive and returns its regular files. Nothing in
-// the archive is trusted: sizes are counted while inflating, never taken from
-// headers, and every limit is checked before more memory is spent. Directory
-// entries are skipped. Every refusal is an *Error.
+// ReadZip validates a zip archive and returns its regular files, without
+// their modes (see ReadZipModes).
 func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
+	files, _, err := ReadZipModes(r, size, lim)
+	return files, err
+}
+
+// ReadZipModes validates a zip archive and returns its regular files and
+// their permission bits, from the entries' Unix attributes (a zip made
+// on Windows has none: its files are ordinary). Nothing in the archive is
+// trusted: sizes are counted while inflating, never taken from headers, and
+// every limit is checked before more memory is spent. Directory entries are
+// skipped. Every refusal is an *Error.
+func ReadZipModes(r io.ReaderAt, size int64, lim Limits) (Files, Modes, error) {
+	modes := Modes{}
+	files, err := readZip(r, size, lim, modes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return files, modes, nil
+}
+
+// readZip is ReadZipModes, recording the files' modes in modes.
+func readZip(r io.ReaderAt, size int64, lim Limits, modes Modes) (Files, error) {
 	lim = lim.withDefaults()
 	if size > lim.MaxCompressed {
 		return nil, newError(ReasonTooLarge, "", "archive is %d bytes, the limit is %d", size, lim.MaxCompressed)
@@ -250,6 +275,11 @@ func ReadZip(r io.ReaderAt, size int64, lim Limits) (Files, error) {
 			return nil, err
 		}
 		seen[name] = "file"
+		// Only the permission bits: setuid, setgid and sticky are other
+		// bits of an fs.FileMode, and never kept.
+		if perm := mode.Perm(); perm != 0o644 {
+			modes[name] = perm
+		}
 		if f.UncompressedSize64 > uint64(lim.MaxUncompressed) || declared+f.UncompressedSize64 > uint64(lim.MaxUncompressed) {
 			return nil, newError(ReasonTooLarge, f.Name, "uncompressed contents exceed %d bytes", lim.MaxUncompressed)
 		}

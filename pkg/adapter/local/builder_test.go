@@ -1,9 +1,12 @@
 package local
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -248,5 +251,76 @@ func TestBuilderRefusesBadInput(t *testing.T) {
 		if _, err := b.Dir(img); err == nil {
 			t.Errorf("Dir(%q) succeeded", img)
 		}
+	}
+}
+
+// A script shipped in a zip with its execute bit runs from the build: the
+// mode goes from the zip through the build context into the directory
+// the function's processes run in. Before, it was 0644 there and running
+// it failed with "permission denied".
+func TestBuilderKeepsExecutableFilesOfAZip(t *testing.T) {
+	dir := t.TempDir()
+	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	for _, f := range []struct {
+		name, body string
+		mode       os.FileMode
+	}{
+		{"main.py", "import subprocess\ndef handler(e, c):\n    return subprocess.check_output(['./bin/run.sh']).decode()\n", 0o644},
+		{"bin/run.sh", "#!/bin/sh\necho ran from the zip\n", 0o755},
+		{"notes.txt", "private\n", 0o600},
+	} {
+		h := &zip.FileHeader{Name: f.name, Method: zip.Deflate}
+		h.SetMode(f.mode)
+		w, err := zw.CreateHeader(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, f.body)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, modes, err := source.ReadZipModes(bytes.NewReader(zbuf.Bytes()), int64(zbuf.Len()), source.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := source.BuildContext(source.Input{Runtime: "python3.12", Entrypoint: "main.handler", Files: files, Modes: modes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "ns/contexts/" + strings.TrimPrefix(bc.Digest, "sha256:") + ".tar.gz"
+	if err := blobs.Put(context.Background(), key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
+		t.Fatal(err)
+	}
+	st := awaitBuild(t, b, fnNamed("ns", "zipped"), adapter.BuildInput{Digest: bc.Digest, Location: blobs.Location(key)}, time.Minute)
+	if !st.Succeeded {
+		t.Fatalf("build: %+v", st)
+	}
+	root, err := b.Dir(st.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdir := filepath.Join(root, runtimes.FunctionDir)
+	for name, want := range map[string]os.FileMode{"bin/run.sh": 0o755, "notes.txt": 0o644, "main.py": 0o644} {
+		info, err := os.Stat(filepath.Join(fdir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().Perm(); got&0o111 != want&0o111 || got&0o444 != 0o444 {
+			t.Errorf("%s: mode %v, want %v", name, got, want)
+		}
+	}
+	cmd := exec.Command("./bin/run.sh")
+	cmd.Dir = fdir
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "ran from the zip\n" {
+		t.Fatalf("running the zip's script: %q, %v", out, err)
 	}
 }
