@@ -3,6 +3,7 @@ package trigger_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/test/testbed"
@@ -114,4 +116,70 @@ func conditionString(c *metav1.Condition) string {
 		return "no Ready condition"
 	}
 	return string(c.Status) + " " + c.Reason + ": " + c.Message
+}
+
+// The controller follows its consumer Deployment's status through the
+// Owns watch: the consumer becoming ready, or losing its broker, shows on
+// the trigger without anything else bringing the controller back.
+func TestControllerFollowsConsumer(t *testing.T) {
+	kube := testbed.SharedKube(t)
+	ns := kube.Namespace(t)
+	sim := testbed.SharedDeployments(t)
+	sim.Manage(ns)
+	sim.SetReady(ns, "jobs-consumer", false)
+	e := &env{t: t, c: kube.Client, ns: ns}
+	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
+		Scheme:     kube.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: trigger.CacheByObject()},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trigger.SetupWithManager(mgr, trigger.Options{
+		Config: resources.Config{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
+		Tokens: &trigger.HS256Tokens{Secret: secret},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	wait := func(what string, ok func(*metav1.Condition) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c := meta.FindStatusCondition(e.get("jobs").Status.Conditions, "Ready")
+			if ok(c) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; last: %s", what, conditionString(c))
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	if err := kube.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rabbit", Namespace: ns},
+		StringData: map[string]string{"url": "amqp://guest:guest@rabbit:5672/"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.function("worker")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "jobs"},
+	}})
+	wait("a consumer not ready", func(c *metav1.Condition) bool {
+		return c != nil && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
+	})
+	sim.SetReady(ns, "jobs-consumer", true)
+	wait("consuming", func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming })
+	sim.SetReady(ns, "jobs-consumer", false)
+	wait("the broker lost", func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionFalse })
 }

@@ -255,8 +255,10 @@ func (r *Reconciler) reconcileQueue(ctx context.Context, t *slessv1alpha1.Trigge
 		r.setReady(t, metav1.ConditionFalse, ReasonConnectionSecretNotFound, "Secret "+t.Spec.Queue.ConnectionSecret+" has no key "+resources.ConnectionURLKey)
 		return minPositive(renew, connectionRecheck), nil
 	}
-	if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < 1 {
-		r.setReady(t, metav1.ConditionFalse, ReasonConsumerNotAvailable, "the consumer Deployment "+d.Name+" has no available replica yet")
+	// The Deployment's status events bring the trigger back (Owns), so a
+	// consumer that connects, or loses its broker, shows without a requeue.
+	if s, msg := consumerReadiness(d, t.Spec.Queue.Queue); s != metav1.ConditionTrue {
+		r.setReady(t, s, ReasonConsumerNotAvailable, msg)
 		return renew, nil
 	}
 	r.setReady(t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+t.Spec.Queue.Queue)

@@ -147,6 +147,24 @@ func (e *env) update(name string, mut func(*slessv1alpha1.Trigger)) {
 	}
 }
 
+// awaitReady reconciles name until its Ready condition satisfies ok, as
+// the Deployment's status events would bring the controller back.
+func (e *env) awaitReady(name, what string, ok func(metav1.Condition) bool) metav1.Condition {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e.reconcile(name)
+		c := ready(e.get(name))
+		if ok(c) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s: Ready %s %s: %s", what, c.Status, c.Reason, c.Message)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func ready(tr *slessv1alpha1.Trigger) metav1.Condition {
 	if c := meta.FindStatusCondition(tr.Status.Conditions, "Ready"); c != nil {
 		return *c
@@ -320,6 +338,10 @@ func TestHTTPTrigger(t *testing.T) {
 func TestQueueTriggerDeployment(t *testing.T) {
 	e := setup(t, time.Now())
 	ctx := context.Background()
+	sim := testbed.SharedDeployments(t)
+	sim.Manage(e.ns)
+	// The consumer cannot reach its broker until the test says it can.
+	sim.SetReady(e.ns, "orders-consumer", false)
 	e.function("worker")
 	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
 		Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
@@ -346,20 +368,13 @@ func TestQueueTriggerDeployment(t *testing.T) {
 	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rabbit", Namespace: e.ns}, StringData: map[string]string{"url": "amqp://guest:guest@rabbit:5672/"}}); err != nil {
 		t.Fatal(err)
 	}
-	e.reconcile("orders")
-	if c := ready(e.get("orders")); c.Reason != trigger.ReasonConsumerNotAvailable {
-		t.Errorf("no available consumer: Ready %+v", c)
-	}
-	// Play the Deployment controller: one replica available.
-	_ = e.c.Get(ctx, client.ObjectKeyFromObject(d), d)
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
-	if err := e.c.Status().Update(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	e.reconcile("orders")
-	if c := ready(e.get("orders")); c.Status != metav1.ConditionTrue || c.Reason != trigger.ReasonConsuming {
-		t.Errorf("consuming: Ready %+v", c)
-	}
+	e.awaitReady("orders", "no ready consumer", func(c metav1.Condition) bool {
+		return c.Status != metav1.ConditionTrue && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
+	})
+	sim.SetReady(e.ns, "orders-consumer", true)
+	e.awaitReady("orders", "consuming", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming
+	})
 	// Disabled: scaled to zero, kept.
 	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
 	e.reconcile("orders")

@@ -1,0 +1,92 @@
+package trigger_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+// A queue trigger is Ready while its consumer Deployment has every replica
+// of its current spec ready, and a consumer is ready only while connected
+// to the broker and consuming (its readiness probe): a consumer that never
+// reaches its broker, loses it, or whose new spec has not rolled out keeps
+// the trigger from Ready, with a reason and the replicas in the message.
+// Before, one available replica of any spec made the trigger Ready, so a
+// spec change read "consuming queue <new>" while the old pod consumed the
+// old queue and the new one could not start.
+func TestQueueTriggerReadyFollowsConsumer(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	sim := testbed.SharedDeployments(t)
+	sim.Manage(e.ns)
+	const consumer = "orders-consumer"
+	sim.SetReady(e.ns, consumer, false)
+	e.function("worker")
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rabbit", Namespace: e.ns}, StringData: map[string]string{"url": "amqp://guest:guest@nowhere:5672/"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"},
+	}})
+
+	// A new consumer that does not reach its broker: rolling out, not ready.
+	c := e.awaitReady("orders", "a rollout that waits for its consumer", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "0 of 1 replicas")
+	})
+	if c.Reason != trigger.ReasonConsumerNotAvailable || !strings.Contains(c.Message, "connected to the broker") {
+		t.Errorf("consumer not reaching the broker: Ready %+v", c)
+	}
+
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("orders", "consuming", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming && c.Message == "consuming queue orders"
+	})
+
+	// The broker goes away after the rollout: False, not a rollout under way.
+	sim.SetReady(e.ns, consumer, false)
+	e.awaitReady("orders", "the broker lost", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionFalse && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
+	})
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("orders", "the broker back", func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
+
+	// A new queue the consumer may not read: the old pod still runs and is
+	// available, but it consumes the old queue.
+	sim.SetReadiness(e.ns, consumer, func(p *corev1.PodTemplateSpec) bool {
+		return slices.Contains(p.Spec.Containers[0].Args, "--queue=orders")
+	})
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Queue.Queue = "invoices" })
+	c = e.awaitReady("orders", "the new spec rolling out", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "old replicas still run")
+	})
+	if c.Reason != trigger.ReasonConsumerNotAvailable {
+		t.Errorf("new spec rolling out: Ready %+v", c)
+	}
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("orders", "consuming the new queue", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Message == "consuming queue invoices"
+	})
+
+	// Disabled: scaled to zero; enabled again, not Ready before its
+	// consumer is.
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
+	e.awaitReady("orders", "disabled", func(c metav1.Condition) bool { return c.Reason == trigger.ReasonDisabled })
+	sim.SetReady(e.ns, consumer, false)
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = nil })
+	e.awaitReady("orders", "enabled again, scaling up", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionUnknown && c.Reason == trigger.ReasonConsumerNotAvailable
+	})
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("orders", "enabled again, consuming", func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
+}
