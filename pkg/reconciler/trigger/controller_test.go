@@ -179,7 +179,9 @@ func TestControllerFollowsConsumer(t *testing.T) {
 		return c != nil && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
 	})
 	sim.SetReady(ns, "jobs-consumer", true)
-	wait("consuming", func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming })
+	wait("consuming", func(c *metav1.Condition) bool {
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming
+	})
 	sim.SetReady(ns, "jobs-consumer", false)
 	wait("the broker lost", func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionFalse })
 }
