@@ -254,3 +254,41 @@ func TestRevertToServedSourceLeavesFinishedBuildAlone(t *testing.T) {
 		}
 	}
 }
+
+// The spec moves from a source being built to one that needs no build of
+// it: the build is cancelled as superseded all the same, and the new spec
+// has its own outcome.
+func TestSourceMovedOffABuildCancelsIt(t *testing.T) {
+	img := "registry.test.local/prebuilt/app@sha256:" + strings.Repeat("ab", 32)
+	tests := []struct {
+		name   string
+		mutate func(*slessv1alpha1.Function)
+		phase  slessv1alpha1.FunctionPhase
+	}{
+		{"prebuilt-image", func(fn *slessv1alpha1.Function) {
+			fn.Spec.Source = slessv1alpha1.FunctionSource{Image: img}
+		}, slessv1alpha1.FunctionPhaseReady},
+		{"refused-source", func(fn *slessv1alpha1.Function) {
+			fn.Spec.Source.Inline.Files = map[string]string{"other.py": "x = 1\n"}
+		}, slessv1alpha1.FunctionPhaseFailed},
+	}
+	w := newWorld(t)
+	w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+	w.startController()
+	for _, tc := range tests {
+		w.create(pythonFunction(w.ns, tc.name, `"v1"`))
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			run := w.waitBuilding(tc.name, 1)
+			w.update(tc.name, tc.mutate)
+			w.waitCancelled(run, 2)
+			got := w.waitPhase(tc.name, tc.phase)
+			if tc.phase == slessv1alpha1.FunctionPhaseReady && got.Status.Image != img {
+				t.Errorf("serving %s, want %s", got.Status.Image, img)
+			}
+			e := w.waitEvent(tc.name, function.EventBuildCancelled)
+			checkEvent(t, e, corev1.EventTypeNormal, "Build", "cancelled build "+run+": superseded by generation 2")
+		})
+	}
+}
