@@ -55,6 +55,11 @@ func (l *logFile) Write(p []byte) (int, error) {
 			return n, nil
 		}
 		room := l.maxBytes - l.size
+		if room <= 0 {
+			// A file from before, full or larger (a lower limit since).
+			l.rotate()
+			continue
+		}
 		if int64(len(p)) <= room {
 			l.write(p)
 			break

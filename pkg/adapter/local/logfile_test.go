@@ -29,6 +29,8 @@ func TestLogFileRotatesBySize(t *testing.T) {
 		{name: "lines longer than a file", maxBytes: 100, maxFiles: 4, lines: 30, lineLen: 250, chunk: 64},
 		{name: "a full file from before", maxBytes: 1000, maxFiles: 2, lines: 10, lineLen: 40, chunk: 40,
 			before: strings.Repeat("old\n", 250)},
+		{name: "a file from before past a lower limit", maxBytes: 1000, maxFiles: 3, lines: 60, lineLen: 40, chunk: 40,
+			before: strings.Repeat("old\n", 1000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
