@@ -292,3 +292,41 @@ func TestSourceMovedOffABuildCancelsIt(t *testing.T) {
 		})
 	}
 }
+
+// A build someone cancels by hand (tkn pipelinerun cancel) stays stopped:
+// the Function says so, and is not built again behind their back; deleting
+// the run builds the source again.
+func TestHandCancelledBuildStaysStopped(t *testing.T) {
+	w := newWorld(t)
+	w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
+	w.startController()
+	ctx := context.Background()
+	w.create(pythonFunction(w.ns, "hand", `"v1"`))
+	run := w.waitBuilding("hand", 1)
+	pr := &tektonv1.PipelineRun{}
+	if err := w.kube.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: run}, pr); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pr.DeepCopy())
+	pr.Spec.Status = tektonv1.PipelineRunSpecStatusCancelled
+	if err := w.kube.Client.Patch(ctx, pr, patch); err != nil {
+		t.Fatal(err)
+	}
+	failed := w.waitPhase("hand", slessv1alpha1.FunctionPhaseFailed)
+	c := condition(failed, slessv1alpha1.FunctionConditionBuildSucceeded)
+	if want := "PipelineRun " + run + " was stopped by hand (spec.status Cancelled); delete it to build this source again"; c.Reason != "Cancelled" || c.Message != want {
+		t.Errorf("BuildSucceeded %+v, want reason Cancelled and message %q", c, want)
+	}
+	if n := len(w.pipelineRuns("hand")); n != 1 {
+		t.Errorf("%d PipelineRuns, want the cancelled one only", n)
+	}
+
+	w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{})
+	if err := w.kube.Client.Delete(ctx, pr); err != nil {
+		t.Fatal(err)
+	}
+	got := w.waitReady("hand")
+	if got.Status.BuildRef != run || !strings.HasSuffix(got.Status.Image, "@"+builtDigest(t, w, run)) {
+		t.Errorf("served %s from build %s, want a new %s", got.Status.Image, got.Status.BuildRef, run)
+	}
+}
