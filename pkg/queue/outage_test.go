@@ -3,102 +3,14 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/test/testbed"
 )
-
-// cutter is a TCP relay to the broker that can drop every connection and
-// refuse new ones, as a broker restart or a network partition does.
-type cutter struct {
-	ln    net.Listener
-	to    string
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-	// refused counts connections turned away while down, accepted those relayed.
-	refused, accepted int
-}
-
-func newCutter(t *testing.T, amqpURL string) (*cutter, string) {
-	u, err := url.Parse(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cutter{ln: ln, to: u.Host}
-	t.Cleanup(func() { ln.Close(); c.cut(false) })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			down := c.down
-			c.mu.Unlock()
-			if down {
-				c.mu.Lock()
-				c.refused++
-				c.mu.Unlock()
-				in.Close()
-				continue
-			}
-			out, err := net.Dial("tcp", c.to)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			c.mu.Lock()
-			c.accepted++
-			c.conns = append(c.conns, in, out)
-			c.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	u.Host = ln.Addr().String()
-	return c, u.String()
-}
-
-// cut drops every connection; down says whether new ones are refused.
-func (c *cutter) cut(down bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.down = down
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-	c.conns = nil
-}
-
-func (c *cutter) refusals() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.refused
-}
-
-func (c *cutter) accepts() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.accepted
-}
-
-func (c *cutter) up() {
-	c.mu.Lock()
-	c.down = false
-	c.mu.Unlock()
-}
 
 // The broker unreachable mid-run, with calls in flight and failed calls
 // waiting to be moved: every message is delivered once it is back, none is
@@ -114,7 +26,7 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 		return http.StatusOK
 	})
 	fn.delay = 10 * time.Millisecond
-	relay, relayURL := newCutter(t, b.url)
+	relay, relayURL := testbed.NewRelay(t, b.url)
 	cfg := queue.Config{URL: relayURL, Prefetch: 20, Concurrency: 4, MaxRetries: 3, Backoff: 100 * time.Millisecond,
 		ReconnectDelay: 100 * time.Millisecond, Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
 	b.queueFor(&cfg)
@@ -131,17 +43,17 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 			ids, _ := fn.distinct()
 			return ids >= (round+1)*50, strconv.Itoa(ids)
 		})
-		before := relay.refusals()
-		relay.cut(true)
+		before := relay.Refusals()
+		relay.Cut(true)
 		// Down until the consumer has tried to come back and been refused twice.
 		eventually(t, 30*time.Second, "the consumer to try to reconnect", func() (bool, string) {
-			return relay.refusals() >= before+2, strconv.Itoa(relay.refusals() - before)
+			return relay.Refusals() >= before+2, strconv.Itoa(relay.Refusals() - before)
 		})
-		accepted := relay.accepts()
+		accepted := relay.Accepts()
 		back := time.Now()
-		relay.up()
+		relay.Up()
 		eventually(t, 60*time.Second, "the consumer to reconnect", func() (bool, string) {
-			return relay.accepts() > accepted, ""
+			return relay.Accepts() > accepted, ""
 		})
 		if took := time.Since(back); took > 3*time.Second {
 			t.Errorf("outage %d: the consumer came back %v after the broker did; its first outages' waits were kept", round+1, took.Round(time.Millisecond))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // awaitState waits, on the consumer's change channel rather than a poll,
@@ -114,7 +115,7 @@ func TestStateSaysWhyNotConsuming(t *testing.T) {
 func TestStateFollowsTheBroker(t *testing.T) {
 	b := newBroker(t)
 	fn := newFunction(t, nil)
-	relay, relayURL := newCutter(t, b.url)
+	relay, relayURL := testbed.NewRelay(t, b.url)
 	cfg := queue.Config{URL: relayURL, ReconnectDelay: 50 * time.Millisecond,
 		Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
 	b.queueFor(&cfg)
@@ -125,7 +126,7 @@ func TestStateFollowsTheBroker(t *testing.T) {
 	cancel, wait := start(t, c)
 	awaitState(t, c, 20*time.Second, "consuming", queue.State.Ready)
 
-	relay.cut(true)
+	relay.Cut(true)
 	s := awaitState(t, c, 20*time.Second, "the outage seen", func(s queue.State) bool { return !s.Ready() && s.Err != nil })
 	if s.Stopped {
 		t.Errorf("stopped by an outage: %+v", s)
@@ -135,7 +136,7 @@ func TestStateFollowsTheBroker(t *testing.T) {
 		return s.Err != nil && strings.Contains(s.Err.Error(), "connect to the broker")
 	})
 
-	relay.up()
+	relay.Up()
 	if s := awaitState(t, c, 20*time.Second, "consuming again", queue.State.Ready); s.Err != nil {
 		t.Errorf("consuming with an error: %+v", s)
 	}
