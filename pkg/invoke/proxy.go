@@ -151,14 +151,15 @@ func NewTransport() *upstream.Transport {
 		IdleTimeout:    90 * time.Second,
 		BufferSize:     32 << 10,
 		Fallback: &http.Transport{
-			DialContext:           dialer.DialContext,
-			MaxIdleConns:          4096,
-			MaxIdleConnsPerHost:   512,
-			IdleConnTimeout:       90 * time.Second,
-			DisableCompression:    true,
-			ExpectContinueTimeout: time.Second,
-			ReadBufferSize:        32 << 10,
-			WriteBufferSize:       32 << 10,
+			DialContext:            dialer.DialContext,
+			MaxIdleConns:           4096,
+			MaxIdleConnsPerHost:    512,
+			IdleConnTimeout:        90 * time.Second,
+			DisableCompression:     true,
+			ExpectContinueTimeout:  time.Second,
+			ReadBufferSize:         32 << 10,
+			WriteBufferSize:        32 << 10,
+			MaxResponseHeaderBytes: upstream.DefaultMaxHeaderBytes,
 		},
 	}
 }

@@ -37,6 +37,10 @@ type Transport struct {
 	IdleTimeout time.Duration
 	// BufferSize is the read and write buffer of each connection. Default 32 KiB.
 	BufferSize int
+	// MaxHeaderBytes caps a response's head (status line and headers,
+	// informational responses before it included). Default
+	// DefaultMaxHeaderBytes.
+	MaxHeaderBytes int64
 	// Fallback serves what Transport does not: https and protocol upgrades.
 	// A plain http.Transport when nil.
 	Fallback http.RoundTripper
@@ -61,14 +65,18 @@ func (t *Transport) init() {
 		if t.BufferSize <= 0 {
 			t.BufferSize = 32 << 10
 		}
+		if t.MaxHeaderBytes <= 0 {
+			t.MaxHeaderBytes = DefaultMaxHeaderBytes
+		}
 		t.dialer = net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		t.fallback = t.Fallback
 		if t.fallback == nil {
 			t.fallback = &http.Transport{
-				DialContext:         t.dial,
-				MaxIdleConnsPerHost: t.MaxIdlePerHost,
-				IdleConnTimeout:     t.IdleTimeout,
-				DisableCompression:  true,
+				DialContext:            t.dial,
+				MaxIdleConnsPerHost:    t.MaxIdlePerHost,
+				IdleConnTimeout:        t.IdleTimeout,
+				DisableCompression:     true,
+				MaxResponseHeaderBytes: t.MaxHeaderBytes,
 			}
 		}
 		t.idle = map[string][]*conn{}
@@ -82,9 +90,42 @@ func (t *Transport) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return t.dialer.DialContext(ctx, network, addr)
 }
 
+// DefaultMaxHeaderBytes is the response head cap of a Transport that sets
+// none: the proxy serves every tenant, so no function may make it hold
+// unbounded headers in memory.
+const DefaultMaxHeaderBytes = 1 << 20
+
+// ErrHeaderTooLarge is the error of a call whose response head is larger
+// than MaxHeaderBytes.
+var ErrHeaderTooLarge = errors.New("upstream: response head too large")
+
+// headReader counts what a connection's reader takes while a response head
+// is read, and fails past the cap. Body bytes pass uncounted.
+type headReader struct {
+	nc       net.Conn
+	limiting bool
+	left     int64
+}
+
+func (r *headReader) Read(p []byte) (int, error) {
+	if !r.limiting {
+		return r.nc.Read(p)
+	}
+	if r.left <= 0 {
+		return 0, ErrHeaderTooLarge
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.nc.Read(p)
+	r.left -= int64(n)
+	return n, err
+}
+
 // conn is one pooled connection.
 type conn struct {
 	nc       net.Conn
+	hr       headReader
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	addr     string
@@ -164,12 +205,14 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return &conn{
+	c := &conn{
 		nc:   nc,
-		br:   bufio.NewReaderSize(nc, t.BufferSize),
+		hr:   headReader{nc: nc},
 		bw:   bufio.NewWriterSize(nc, t.BufferSize),
 		addr: addr,
-	}, false, nil
+	}
+	c.br = bufio.NewReaderSize(&c.hr, t.BufferSize)
+	return c, false, nil
 }
 
 // put keeps c for the next call to its host, or closes it past the cap.
@@ -265,7 +308,9 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 			written <- err
 		}()
 	}
+	c.hr.limiting, c.hr.left = true, t.MaxHeaderBytes
 	resp, err := readResponse(c.br, req)
+	c.hr.limiting = false
 	if err != nil {
 		stop()
 		_ = c.nc.Close()

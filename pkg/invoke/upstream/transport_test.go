@@ -367,3 +367,72 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Errorf("%d connections for %d concurrent callers", n, workers)
 	}
 }
+
+// A function's response head is capped: the proxy serves every tenant, and
+// headers without end (or informational responses without end) would be
+// held in its memory. A head within the cap passes.
+func TestResponseHeadCap(t *testing.T) {
+	const limit = 64 << 10
+	// Each server writes at most 8 MiB, so that a transport without a cap
+	// fails the test by an early EOF rather than hanging.
+	const most = 8 << 20
+	for _, tc := range []struct {
+		name    string
+		head    string // written once
+		repeat  string // then written until most bytes or the connection ends
+		tooBig  bool
+		wantHdr int // with tooBig false, the X-Pad header's length
+	}{
+		{name: "headers without end", head: "HTTP/1.1 200 OK\r\n", repeat: "X-Pad: " + strings.Repeat("a", 100) + "\r\n", tooBig: true},
+		{name: "one header line without end", head: "HTTP/1.1 200 OK\r\nX-Pad: ", repeat: strings.Repeat("a", 4096), tooBig: true},
+		{name: "informational responses without end", repeat: "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", tooBig: true},
+		{name: "a head within the cap", head: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pad: " + strings.Repeat("a", limit-200) + "\r\n\r\nok", wantHdr: limit - 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				if _, err := io.WriteString(c, tc.head); err != nil || tc.repeat == "" {
+					return
+				}
+				for n := 0; n < most; n += len(tc.repeat) {
+					if _, err := io.WriteString(c, tc.repeat); err != nil {
+						return
+					}
+				}
+			}()
+			tr := &upstream.Transport{MaxHeaderBytes: limit}
+			t.Cleanup(tr.CloseIdleConnections)
+			req, err := http.NewRequest("GET", "http://"+l.Addr().String()+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tr.RoundTrip(req)
+			if tc.tooBig {
+				if !errors.Is(err, upstream.ErrHeaderTooLarge) {
+					t.Fatalf("error %v, want %v", err, upstream.ErrHeaderTooLarge)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(b) != "ok" || len(resp.Header.Get("X-Pad")) != tc.wantHdr {
+				t.Fatalf("body %q (%v), X-Pad of %d bytes; want ok and %d", b, err, len(resp.Header.Get("X-Pad")), tc.wantHdr)
+			}
+		})
+	}
+}
