@@ -177,26 +177,40 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: requestID(r)}
 	target, err := p.resolve(r.Context(), ns, name)
 	if err != nil {
+		// An unknown function is refused as a private one is to a caller
+		// who may not call in its namespace: a 404 there would tell anyone
+		// which function names exist in every tenant.
+		if errors.Is(err, ErrNotFound) && !c.authorize(w, r) {
+			return
+		}
 		c.refuseResolve(w, r, err)
 		return
 	}
 	c.target = target
-	if !target.Public {
-		id, err := p.authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sless"`)
-			c.refuse(w, r, Problem{Status: http.StatusUnauthorized, Reason: ReasonUnauthorized,
-				Detail: "function " + ns + "/" + name + " is private: " + err.Error()})
-			return
-		}
-		if !id.CanAccess(ns) {
-			c.refuse(w, r, Problem{Status: http.StatusForbidden, Reason: ReasonForbidden,
-				Detail: "the caller may not call functions of namespace " + ns})
-			return
-		}
-		c.subject, c.private = id.Subject, true
+	if !target.Public && !c.authorize(w, r) {
+		return
 	}
 	c.forward(w, r)
+}
+
+// authorize checks that the caller may call functions of c.ns, and answers
+// 401 or 403 when not. The answers name nothing about the function, which
+// may not exist.
+func (c *call) authorize(w http.ResponseWriter, r *http.Request) bool {
+	id, err := c.p.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sless"`)
+		c.refuse(w, r, Problem{Status: http.StatusUnauthorized, Reason: ReasonUnauthorized,
+			Detail: "function " + c.ns + "/" + c.name + " needs a token of namespace " + c.ns + " unless it is public: " + err.Error()})
+		return false
+	}
+	if !id.CanAccess(c.ns) {
+		c.refuse(w, r, Problem{Status: http.StatusForbidden, Reason: ReasonForbidden,
+			Detail: "the caller may not call functions of namespace " + c.ns})
+		return false
+	}
+	c.subject, c.private = id.Subject, true
+	return true
 }
 
 // Invoke calls namespace/name for a trusted caller inside sless (the cron

@@ -294,13 +294,14 @@ func TestProxyPlatformErrors(t *testing.T) {
 
 	cases := []struct {
 		name, path, body string
+		token            string
 		chunked          bool
 		status           int
 		reason           string
 		recorded         bool
 		retryAfter       string
 	}{
-		{name: "unknown function", path: "/fn/ns/nope", status: 404, reason: invoke.ReasonNotFound},
+		{name: "unknown function", path: "/fn/ns/nope", token: "ns:alice", status: 404, reason: invoke.ReasonNotFound},
 		{name: "no name", path: "/fn/ns", status: 404, reason: invoke.ReasonNotFound},
 		{name: "not under /fn", path: "/other/ns/ok", status: 404, reason: invoke.ReasonNotFound},
 		{name: "not ready", path: "/fn/ns/building", status: 503, reason: invoke.ReasonNotReady, recorded: true, retryAfter: "7"},
@@ -323,6 +324,9 @@ func TestProxyPlatformErrors(t *testing.T) {
 				}
 			}
 			req, _ := http.NewRequest("POST", r.url+tc.path, body)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -402,6 +406,14 @@ func TestProxyAccessPolicy(t *testing.T) {
 		{"private, admin", "/fn/team-a/private", "admin:root", 201},
 		{"public, no token", "/fn/team-a/public", "", 201},
 		{"public, other tenant's token", "/fn/team-a/public", "team-b:bob", 201},
+		// Whether a function exists is told only to those who may call
+		// in its namespace: to others, an unknown one looks private.
+		{"unknown, no token", "/fn/team-a/nope", "", 401},
+		{"unknown, bad token", "/fn/team-a/nope", "garbage", 401},
+		{"unknown, other tenant", "/fn/team-a/nope", "team-b:bob", 403},
+		{"unknown namespace, other tenant", "/fn/team-z/nope", "team-b:bob", 403},
+		{"unknown, own tenant", "/fn/team-a/nope", "team-a:alice", 404},
+		{"unknown, admin", "/fn/team-a/nope", "admin:root", 404},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
