@@ -509,6 +509,11 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 		if v := in.Header["X-Forwarded-For"]; len(v) > 0 {
 			h["X-Forwarded-For"] = v
 		}
+	} else {
+		// nginx's spelling of X-Forwarded-For (ReverseProxy drops the
+		// standard Forwarded itself): a function reading it would
+		// believe whatever the caller wrote.
+		delete(h, "X-Real-Ip")
 	}
 	pr.SetXForwarded()
 	if c.p.opts.TrustForwarded {

@@ -45,7 +45,8 @@ func TestProxyForwardsAndRecords(t *testing.T) {
 	r.targets.set("team-a", "hello", invoke.Target{Address: addr, Ready: true, Revision: "hello-00003", Timeout: 10 * time.Second, Public: true})
 
 	resp := do(t, "POST", r.url+"/fn/team-a/hello/orders/7%2F8?x=1&x=2", "world",
-		"X-Request-Id", "req-123", "X-Sless-Subject", "forged", "X-Forwarded-For", "6.6.6.6", "Authorization", "Bearer own-scheme")
+		"X-Request-Id", "req-123", "X-Sless-Subject", "forged", "X-Forwarded-For", "6.6.6.6", "Authorization", "Bearer own-scheme",
+		"Forwarded", "for=6.6.6.6;proto=https;host=evil.example", "X-Real-Ip", "6.6.6.6")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 201 || string(body) != "hello world" {
@@ -69,6 +70,8 @@ func TestProxyForwardsAndRecords(t *testing.T) {
 		"X-Forwarded-For":    "127.0.0.1", // the caller's forged value is not trusted by default
 		"X-Forwarded-Proto":  "http",
 		"X-Forwarded-Prefix": "/fn/team-a/hello",
+		"Forwarded":          "",                  // nor its standard spelling
+		"X-Real-Ip":          "",                  // nor nginx's
 		"X-Sless-Subject":    "",                  // callers cannot set X-Sless-*
 		"Authorization":      "Bearer own-scheme", // public functions get the caller's own credentials
 	}
@@ -153,9 +156,16 @@ func TestProxyTrustsForwardedHeadersWhenTold(t *testing.T) {
 	r := newRig(t, invoke.Options{TrustForwarded: true})
 	calls := make(chan seen, 1)
 	r.targets.set("ns", "fn", invoke.Target{Address: echo(t, calls), Ready: true, Public: true})
-	resp := do(t, "GET", r.url+"/fn/ns/fn", "", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "fn.example.com")
+	resp := do(t, "GET", r.url+"/fn/ns/fn", "", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "fn.example.com",
+		"Forwarded", "for=203.0.113.9;proto=https", "X-Real-Ip", "203.0.113.9")
 	resp.Body.Close()
 	c := <-calls
+	if got := c.Header.Get("Forwarded"); got != "" {
+		t.Errorf("Forwarded %q; only the X-Forwarded-* headers are trusted", got)
+	}
+	if got := c.Header.Get("X-Real-Ip"); got != "203.0.113.9" {
+		t.Errorf("X-Real-Ip %q", got)
+	}
 	if got := c.Header.Get("X-Forwarded-For"); got != "203.0.113.9, 127.0.0.1" {
 		t.Errorf("X-Forwarded-For %q", got)
 	}
