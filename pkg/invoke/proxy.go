@@ -540,12 +540,13 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 func (c *call) modifyResponse(resp *http.Response) error {
 	resp.Header.Del(ErrorHeader)
 	resp.Header.Set(RequestIDHeader, c.reqID)
+	dropPlatformTrailers(resp.Trailer)
 	if c.target.Idle && !c.coldCounted {
 		c.coldCounted = true
 		c.p.opts.Metrics.coldStart(time.Since(c.forwardStart))
 	}
 	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &watchedBody{rc: resp.Body, c: c}
+		resp.Body = &watchedBody{rc: resp.Body, c: c, resp: resp}
 	}
 	return nil
 }
@@ -656,14 +657,29 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
-// watchedBody notes why reading a function's response failed.
+// dropPlatformTrailers removes trailers that would pose as the platform's
+// headers. Announced ones are removed before the response head is sent;
+// the body fills in those sent unannounced when it ends.
+func dropPlatformTrailers(t http.Header) {
+	if t != nil {
+		delete(t, ErrorHeader)
+		delete(t, RequestIDHeader)
+	}
+}
+
+// watchedBody notes why reading a function's response failed, and takes
+// the platform's headers out of the trailers it ends with.
 type watchedBody struct {
-	rc io.ReadCloser
-	c  *call
+	rc   io.ReadCloser
+	c    *call
+	resp *http.Response
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		dropPlatformTrailers(b.resp.Trailer)
+	}
 	if err != nil && err != io.EOF && b.c.upstreamErr == nil {
 		b.c.upstreamErr = err
 		if b.c.deadline.Err() == context.DeadlineExceeded {

@@ -798,3 +798,39 @@ func (w *recorderWriter) Write(b []byte) (int, error) {
 	}
 	return w.body.Write(b)
 }
+
+// A function's trailers pass, but not as the platform's headers: a trailer
+// named X-Sless-Error or X-Request-Id, announced or not, does not reach the
+// caller.
+func TestProxyTrailers(t *testing.T) {
+	r := newRig(t, invoke.Options{})
+	fn := function(t, func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum, X-Sless-Error")
+		w.WriteHeader(200)
+		io.WriteString(w, "streamed")
+		w.Header().Set("X-Checksum", "abc")
+		w.Header().Set("X-Sless-Error", "FunctionTimeout")
+		w.Header().Set(http.TrailerPrefix+"X-Request-Id", "forged")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "1")
+	})
+	r.targets.set("ns", "fn", invoke.Target{Address: fn, Ready: true, Public: true})
+	resp := do(t, "GET", r.url+"/fn/ns/fn", "")
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "streamed" {
+		t.Fatalf("body %q (%v)", b, err)
+	}
+	want := http.Header{"X-Checksum": {"abc"}, "X-Late": {"1"}}
+	got := resp.Trailer.Clone()
+	for k, v := range got {
+		if len(v) == 0 {
+			delete(got, k) // announced, never sent
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("trailers %v, want %v", got, want)
+	}
+	if rid := resp.Header.Get("X-Request-Id"); rid == "" || rid == "forged" {
+		t.Fatalf("X-Request-Id %q", rid)
+	}
+}
