@@ -101,3 +101,6 @@ func (r *Relay) Accepts() int {
 	defer r.mu.Unlock()
 	return r.accepted
 }
+
+// Addr is the relay's host:port.
+func (r *Relay) Addr() string { return r.ln.Addr().String() }

@@ -61,14 +61,23 @@ type Runs struct {
 	mu     sync.Mutex
 	crons  map[types.NamespacedName]*cronEntry
 	queues map[types.NamespacedName]*queueEntry
-	jobs   map[types.NamespacedName]int64 // run id in progress
-	wg     sync.WaitGroup
-	done   chan struct{}
+	// draining is, per trigger, the end of a stopped consumer whose calls
+	// in flight still go: the trigger's next consumer starts after it, so
+	// disabling and enabling again (or a changed trigger) never runs more
+	// calls at once than concurrency says.
+	draining map[types.NamespacedName]<-chan struct{}
+	jobs     map[types.NamespacedName]int64 // run id in progress
+	wg       sync.WaitGroup
+	done     chan struct{}
 }
 
 type queueEntry struct {
-	hash string
-	stop context.CancelFunc
+	hash     string
+	stop     context.CancelFunc
+	consumer *queue.Consumer
+	// started is closed when the consumer runs (after the one before it
+	// drained), done when it has stopped and its calls in flight ended.
+	started, done chan struct{}
 }
 
 type cronEntry struct {
@@ -100,7 +109,8 @@ func (e *cronEntry) lastRun() time.Time {
 func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
 	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
-		jobs: map[types.NamespacedName]int64{}, done: make(chan struct{})}
+		draining: map[types.NamespacedName]<-chan struct{}{},
+		jobs:     map[types.NamespacedName]int64{}, done: make(chan struct{})}
 }
 
 // Close stops the schedules and waits for runs in progress.
@@ -137,8 +147,14 @@ const (
 	ReasonInvalidQueue      = "InvalidQueue"
 )
 
+// consumerRestart is how long a consumer that stopped on an error no retry
+// mends (access refused) stays stopped before it is made again, as a
+// kubelet restarts the crashed consumer of a cluster after 10 s at first.
+const consumerRestart = 10 * time.Second
+
 // consume runs one consumer per enabled queue Trigger, made again when
-// what it consumes or calls changes.
+// what it consumes or calls changes, and reports on the trigger whether it
+// consumes: Consuming only once connected to the broker and consuming.
 func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1alpha1.Trigger) error {
 	if r.Broker == "" {
 		r.stopConsuming(key)
@@ -161,6 +177,11 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 	r.mu.Lock()
 	e := r.queues[key]
 	r.mu.Unlock()
+	if e != nil && e.hash == hash {
+		if s, _ := e.consumer.State(); s.Stopped && s.Err != nil && time.Since(s.Since) >= consumerRestart {
+			e = nil // made again, as a crashed consumer's pod restarts
+		}
+	}
 	if e == nil || e.hash != hash {
 		r.stopConsuming(key)
 		c, err := queue.New(cfg)
@@ -168,6 +189,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 			return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonInvalidQueue, err.Error(), nil, "")
 		}
 		cctx, cancel := context.WithCancel(context.Background())
+		e = &queueEntry{hash: hash, stop: cancel, consumer: c, started: make(chan struct{}), done: make(chan struct{})}
 		r.mu.Lock()
 		select {
 		case <-r.done:
@@ -176,25 +198,100 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 			return nil
 		default:
 		}
-		r.queues[key] = &queueEntry{hash: hash, stop: cancel}
-		r.wg.Add(1)
+		prev := r.draining[key]
+		delete(r.draining, key)
+		r.queues[key] = e
+		r.wg.Add(2)
 		r.mu.Unlock()
 		go func() {
 			defer r.wg.Done()
+			defer close(e.done)
+			// Waited for also when this consumer is stopped before it
+			// started: its end is what the next one waits for.
+			if prev != nil {
+				<-prev
+			}
+			if cctx.Err() != nil {
+				return
+			}
+			close(e.started)
 			if err := c.Run(cctx); err != nil && cctx.Err() == nil {
 				cfg.Logger.Error("queue consumer stopped", "error", err)
 			}
 		}()
+		go r.followConsumer(cctx, key, e)
 	}
-	return r.triggerStatus(ctx, t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+q.Queue, nil, "")
+	s, reason, msg := consumerCondition(e, q.Queue)
+	return r.triggerStatus(ctx, t, s, reason, msg, nil, "")
 }
 
+// consumerCondition is the trigger's Ready condition from its consumer's
+// state, with the cluster's reasons: Consuming, else ConsumerNotAvailable,
+// Unknown while it starts or connects and False with the error that keeps
+// it from consuming.
+func consumerCondition(e *queueEntry, q string) (metav1.ConditionStatus, string, string) {
+	select {
+	case <-e.started:
+	default:
+		return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable,
+			"waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q
+	}
+	s, _ := e.consumer.State()
+	switch {
+	case s.Ready():
+		return metav1.ConditionTrue, ReasonConsuming, "consuming queue " + q
+	case s.Err != nil:
+		return metav1.ConditionFalse, trigger.ReasonConsumerNotAvailable, s.Reason(q)
+	case s.Stopped:
+		return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable, "the consumer of queue " + q + " is stopping"
+	}
+	return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable, s.Reason(q)
+}
+
+// followConsumer writes the trigger's Ready condition at each change of
+// its consumer's state (connected, broker lost, back), until the consumer
+// is stopped; a reconcile in between writes the same from the same state.
+func (r *Runs) followConsumer(ctx context.Context, key types.NamespacedName, e *queueEntry) {
+	defer r.wg.Done()
+	select {
+	case <-e.started:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		_, changed := e.consumer.State()
+		r.mu.Lock()
+		current := r.queues[key] == e
+		r.mu.Unlock()
+		if !current {
+			return
+		}
+		t := &slessv1alpha1.Trigger{}
+		if err := r.store.Get(ctx, key, t); err == nil && t.Spec.Queue != nil && t.IsEnabled() {
+			s, reason, msg := consumerCondition(e, t.Spec.Queue.Queue)
+			if err := r.triggerStatus(ctx, t, s, reason, msg, nil, ""); err != nil && ctx.Err() == nil {
+				r.Logger.Warn("queue trigger status not written", "trigger", key.String(), "error", err)
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// stopConsuming stops the trigger's consumer. Its calls in flight finish
+// and are recorded; the trigger's next consumer starts after them.
 func (r *Runs) stopConsuming(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.queues[key]; e != nil {
 		e.stop()
 		delete(r.queues, key)
+		r.draining[key] = e.done
 	}
 }
 
