@@ -81,7 +81,14 @@ type queueEntry struct {
 }
 
 type cronEntry struct {
-	hash  string
+	// uid is the trigger's: one deleted and made again under its name
+	// starts from its own creation, not from the runs of the one before.
+	uid  types.UID
+	hash string
+	// stop ends the schedule loop; nil while the trigger is not scheduled
+	// (disabled, its function missing) but runs of it are still in flight:
+	// the entry stays until they end, so a schedule started again meanwhile
+	// counts them (Forbid waits for them, Replace cancels them).
 	stop  chan struct{}
 	ended chan struct{} // a run ended (buffered: a Forbid-held time may now run)
 
@@ -122,7 +129,9 @@ func (r *Runs) Close() {
 		close(r.done)
 	}
 	for k, e := range r.crons {
-		close(e.stop)
+		if e.stop != nil {
+			close(e.stop)
+		}
 		delete(r.crons, k)
 	}
 	for k, e := range r.queues {
@@ -400,8 +409,11 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 	hash := string(raw)
 	r.mu.Lock()
 	e := r.crons[key]
-	if e == nil {
-		e = &cronEntry{ended: make(chan struct{}, 1), last: t.CreationTimestamp.Time}
+	if e == nil || e.uid != t.UID {
+		if e != nil && e.stop != nil {
+			close(e.stop)
+		}
+		e = &cronEntry{uid: t.UID, ended: make(chan struct{}, 1), last: t.CreationTimestamp.Time}
 		r.crons[key] = e
 	}
 	if e.stop == nil || e.hash != hash {
@@ -429,11 +441,31 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 	return recheck, r.triggerStatus(ctx, t, metav1.ConditionTrue, trigger.ReasonScheduled, "runs on schedule "+t.Spec.Schedule+" ("+tz+")", &next, "")
 }
 
+// unschedule stops the trigger's schedule. Its runs in flight go on and
+// are recorded; their entry stays until they end, so that the trigger
+// enabled again in the meantime counts them.
 func (r *Runs) unschedule(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.crons[key]; e != nil {
+	e := r.crons[key]
+	if e == nil {
+		return
+	}
+	if e.stop != nil {
 		close(e.stop)
+		e.stop = nil
+	}
+	if !e.busy() {
+		delete(r.crons, key)
+	}
+}
+
+// runEnded forgets e once its last run in flight ended, if its trigger is
+// no longer scheduled.
+func (r *Runs) runEnded(key types.NamespacedName, e *cronEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.crons[key] == e && e.stop == nil && !e.busy() {
 		delete(r.crons, key)
 	}
 }
@@ -495,6 +527,11 @@ func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sche
 	}
 	policy := t.EffectiveConcurrencyPolicy()
 	for {
+		select {
+		case <-stop:
+			return // unscheduled while a run was being started
+		default:
+		}
 		now := r.now()
 		if due, ok := latestDue(sched, e.lastRun(), now, deadline); ok {
 			// Under Forbid a time that comes during a run is not counted
@@ -580,6 +617,7 @@ func (r *Runs) startCronRun(key types.NamespacedName, t *slessv1alpha1.Trigger, 
 			e.mu.Lock()
 			delete(e.inFlight, id)
 			e.mu.Unlock()
+			r.runEnded(key, e)
 			select {
 			case e.ended <- struct{}{}:
 			default:

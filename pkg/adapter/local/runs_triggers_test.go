@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -161,5 +162,74 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 	_, _ = reconcileTriggerOnce(t, runs, "tick")
 	if scheduled() {
 		t.Error("still scheduled after its function went away")
+	}
+}
+
+// A cron trigger disabled and enabled again while a run is in flight: the
+// run finishes and is recorded, and the schedule started again counts it
+// as the CronJob controller counts a suspended CronJob's active Job —
+// Forbid holds the next time until it ends, Replace cancels it (recorded
+// 499). Before, the re-enabled trigger forgot the run: Forbid ran the next
+// time beside it and Replace let it run on.
+func TestCronRunInFlightAcrossDisable(t *testing.T) {
+	ctx := context.Background()
+	rig := newCronRig(ctx, t)
+	t0 := time.Now().Truncate(time.Minute).Add(10 * time.Minute)
+	for i, policy := range []slessv1alpha1.ConcurrencyPolicy{slessv1alpha1.ConcurrencyForbid, slessv1alpha1.ConcurrencyReplace} {
+		t.Run(string(policy), func(t *testing.T) {
+			base := t0.Add(time.Duration(i) * 10 * time.Minute)
+			name := "toggled-" + string(rune('a'+i))
+			key := types.NamespacedName{Namespace: "ns", Name: name}
+			last := base.Add(-time.Minute)
+			rig.setClock(base.Add(time.Second))
+			since := base.Add(-time.Second)
+			rig.trigger(ctx, t, name, "* * * * *", policy, 300, 3, &last)
+			rig.awaitLast(ctx, t, name, base)
+			setEnabled := func(on bool) {
+				t.Helper()
+				tr := &slessv1alpha1.Trigger{}
+				if err := rig.store.Get(ctx, key, tr); err != nil {
+					t.Fatal(err)
+				}
+				tr.Spec.Enabled = ptr.To(on)
+				if err := rig.store.Update(ctx, tr); err != nil {
+					t.Fatal(err)
+				}
+				reconcileTriggerOnce(t, rig.runs, name)
+			}
+			// The first run takes 3 s; the trigger is off and on during it,
+			// and the next time comes.
+			setEnabled(false)
+			rig.setClock(base.Add(time.Minute + time.Second))
+			setEnabled(true)
+			rig.awaitLast(ctx, t, name, base.Add(time.Minute))
+			recs := rig.cronRecords(ctx, t, since, 2)
+			first, second := recs[0], recs[1]
+			switch policy {
+			case slessv1alpha1.ConcurrencyForbid:
+				if first.Status != 200 || second.Status != 200 || second.StartedAt.Before(first.StartedAt.Add(first.Duration)) {
+					t.Errorf("Forbid: the run of the re-enabled trigger overlapped the one in flight: %+v", recs)
+				}
+			case slessv1alpha1.ConcurrencyReplace:
+				if first.Status != invoke.StatusClientClosed || second.Status != 200 {
+					t.Errorf("Replace: the run in flight was not replaced: %+v", recs)
+				}
+			}
+			// Once the runs are over and the trigger is off, nothing of it is kept.
+			setEnabled(false)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				rig.runs.mu.Lock()
+				_, kept := rig.runs.crons[key]
+				rig.runs.mu.Unlock()
+				if !kept {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("a disabled trigger's entry is kept after its runs ended")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
