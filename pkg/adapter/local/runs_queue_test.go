@@ -109,6 +109,8 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 	nowhere, _ := url.Parse(broker)
 	nowhere.Host = closed.Addr().String()
 	closed.Close()
+	refused, _ := url.Parse(broker)
+	refused.User = url.UserPassword(refused.User.Username(), "not-the-password")
 
 	for _, tc := range []struct {
 		name   string
@@ -116,6 +118,8 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 		errHas string
 	}{
 		{name: "nothing at the URL", broker: nowhere.String(), errHas: "connection refused"},
+		// The consumer stops (no retry mends it); the trigger says why.
+		{name: "wrong password", broker: refused.String(), errHas: "stopped: queue: connect to the broker"},
 		{name: "broker refuses connections", broker: relayURL, errHas: "connect to the broker at " + relay.Addr()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
