@@ -111,6 +111,7 @@ const (
 	DefaultNamespacePrefix = "tenant-"
 	DefaultJWKSRefresh     = 15 * time.Minute
 	minHS256Secret         = 32
+	jwksFetchTimeout       = 10 * time.Second
 )
 
 // Verifier authenticates requests. It is safe for concurrent use.
@@ -162,8 +163,13 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 		kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{cfg.JWKSURL}, keyfunc.Override{
 			RefreshInterval:           cfg.JWKSRefresh,
 			NoErrorReturnFirstHTTPReq: &noErr,
-			HTTPTimeout:               10 * time.Second,
-			RateLimitWaitMax:          time.Second,
+			HTTPTimeout:               jwksFetchTimeout,
+			// This bound is also the deadline of the refetch an unknown key
+			// id makes (jwkset derives the fetch's context from it), so it
+			// must leave a slow identity provider the whole fetch timeout.
+			// Waiting for the limiter itself fails at once unless its next
+			// refetch is due within it.
+			RateLimitWaitMax: jwksFetchTimeout,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("JWKS URL %s: %w", cfg.JWKSURL, err)

@@ -319,6 +319,45 @@ func TestJWKSURL(t *testing.T) {
 	}
 }
 
+// An identity provider that takes more than a second to serve its key set
+// still gets a rotated key in: the refetch on an unknown key id has the
+// whole fetch timeout, not the rate limiter's wait.
+func TestJWKSURLSlowRefetch(t *testing.T) {
+	k := newTestKeys(t)
+	var mu sync.Mutex
+	doc := k.jwks()
+	fetches := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		fetches++
+		slow := fetches > 1
+		body := doc
+		mu.Unlock()
+		if slow {
+			time.Sleep(1500 * time.Millisecond) // the identity provider's own pace
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v, err := New(ctx, Config{JWKSURL: srv.URL, Audiences: []string{"sless"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	var set map[string][]map[string]any
+	_ = json.Unmarshal(doc, &set)
+	set["keys"] = append(set["keys"], map[string]any{"kty": "RSA", "kid": "rsa-2", "alg": "RS256", "use": "sig",
+		"n": b64(k.other.N.Bytes()), "e": b64(big.NewInt(int64(k.other.E)).Bytes())})
+	doc, _ = json.Marshal(set)
+	mu.Unlock()
+	if _, err := v.Verify(ctx, sign(t, jwt.SigningMethodRS256, "rsa-2", k.other, claims("alice"))); err != nil {
+		t.Fatalf("verify with a key fetched in 1.5 s: %v", err)
+	}
+}
+
 // TestJWKSFileReload replaces the key file and expects the new key to verify.
 func TestJWKSFileReload(t *testing.T) {
 	k := newTestKeys(t)
