@@ -269,6 +269,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 		if !isString || len(validation.IsDNS1123Label(ns)) > 0 {
 			return nil, fail(ReasonInvalidClaim, "claim %q must be a namespace name (a DNS-1123 label)", v.cfg.NamespaceClaim)
 		}
+		// Kubernetes reserves kube-* for the system: no tenant lives
+		// there, whatever an identity provider was made to put in a claim.
+		if strings.HasPrefix(ns, "kube-") {
+			return nil, fail(ReasonInvalidClaim, "claim %q names %s, a namespace of the Kubernetes system, not a tenant's", v.cfg.NamespaceClaim, ns)
+		}
 		id.Namespace = ns
 	} else {
 		id.Namespace = v.NamespaceFor(sub)

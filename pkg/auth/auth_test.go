@@ -140,6 +140,8 @@ func TestVerify(t *testing.T) {
 		{"no subject", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("")), nil, ReasonMissingClaim},
 		{"admin claim not a bool", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/admin", "true")), nil, ReasonInvalidClaim},
 		{"namespace claim not a label", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/namespace", "Team_A")), nil, ReasonInvalidClaim},
+		{"namespace claim of the system", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/namespace", "kube-system")), nil, ReasonInvalidClaim},
+		{"namespace claim under kube-", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/namespace", "kube-public")), nil, ReasonInvalidClaim},
 		{"garbage", "not.a.jwt", nil, ReasonMalformed},
 		{"tampered payload", tamper(sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a"))), nil, ReasonBadSignature},
 	}
