@@ -104,6 +104,10 @@ type Config struct {
 	DevIdentity Identity
 }
 
+// triggerClaims mark a trigger's credential (pkg/reconciler/trigger's
+// HS256Tokens); tokens carrying any of them are not a caller's.
+var triggerClaims = []string{"sless.dev/trigger", "sless.dev/trigger-type", "sless.dev/trigger-uid", "sless.dev/function"}
+
 // Defaults of Config.
 const (
 	DefaultNamespaceClaim  = "sless.dev/namespace"
@@ -255,6 +259,16 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 	sub, _ := claims["sub"].(string)
 	if sub == "" {
 		return nil, fail(ReasonMissingClaim, "the token has no sub claim")
+	}
+	// A trigger's credential is signed with the same secret and names its
+	// namespace, but it is good for one function and one trigger, checked
+	// (trigger still there, enabled, same UID) where trigger calls come in.
+	// As a caller's token it would reach the whole namespace, through the
+	// API as well, until it expires, whatever became of its trigger.
+	for _, c := range triggerClaims {
+		if _, ok := claims[c]; ok {
+			return nil, fail(ReasonInvalidClaim, "a trigger's credential (claim %q) is good only for its trigger's calls, with the X-Sless-Trigger header", c)
+		}
 	}
 	id := &Identity{Subject: sub}
 	if raw, ok := claims[v.cfg.AdminClaim]; ok {

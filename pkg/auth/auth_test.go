@@ -140,6 +140,11 @@ func TestVerify(t *testing.T) {
 		{"no subject", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("")), nil, ReasonMissingClaim},
 		{"admin claim not a bool", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/admin", "true")), nil, ReasonInvalidClaim},
 		{"namespace claim not a label", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/namespace", "Team_A")), nil, ReasonInvalidClaim},
+		// A trigger's credential (pkg/reconciler/trigger) is signed with the
+		// same secret; it is not a caller's token.
+		{"trigger credential", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("system:trigger:team-a:nightly",
+			"sless.dev/namespace", "team-a", "sless.dev/trigger", "nightly", "sless.dev/trigger-type", "cron",
+			"sless.dev/trigger-uid", "0b7c", "sless.dev/function", "report")), nil, ReasonInvalidClaim},
 		{"namespace claim of the system", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/namespace", "kube-system")), nil, ReasonInvalidClaim},
 		{"namespace claim under kube-", sign(t, jwt.SigningMethodHS256, "", k.secret, claims("a", "sless.dev/namespace", "kube-public")), nil, ReasonInvalidClaim},
 		{"garbage", "not.a.jwt", nil, ReasonMalformed},
