@@ -18,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +60,10 @@ type build struct {
 	name    string
 	started time.Time
 	waiters map[[2]string]bool
+	// rebuilds are the spec.rebuild values the outcome answers: those of
+	// the failed build this one retries, and the one that asked for it.
+	rebuilds []string
+	timeout  time.Duration
 }
 
 // buildResult is <digest>.json.
@@ -69,6 +74,33 @@ type buildResult struct {
 	Message        string    `json:"message,omitempty"`
 	StartTime      time.Time `json:"startTime"`
 	CompletionTime time.Time `json:"completionTime"`
+	// Rebuilds are the spec.rebuild values that asked for this outcome,
+	// and TimeoutSeconds the build timeout it had: a failed build is kept
+	// for its digest until a Function asks again with another (askedAgain).
+	Rebuilds       []string `json:"rebuilds,omitempty"`
+	TimeoutSeconds int64    `json:"timeoutSeconds,omitempty"`
+}
+
+// askedAgain tells whether fn asks for the digest whose outcome is res to
+// be built again: res failed, and fn names a spec.rebuild res does not
+// answer, or a build timeout above the one res timed out at. Functions
+// sharing the digest without asking keep seeing res until the new build
+// ends.
+func askedAgain(res buildResult, fn *slessv1alpha1.Function) bool {
+	if res.Succeeded {
+		return false
+	}
+	if r := fn.Spec.Rebuild; r != "" && !slices.Contains(res.Rebuilds, r) {
+		return true
+	}
+	return res.Reason == ReasonBuildTimeout && res.TimeoutSeconds > 0 && int64(buildTimeout(fn)/time.Second) > res.TimeoutSeconds
+}
+
+func buildTimeout(fn *slessv1alpha1.Function) time.Duration {
+	if fn.Spec.BuildTimeoutSeconds != nil {
+		return time.Duration(*fn.Spec.BuildTimeoutSeconds) * time.Second
+	}
+	return time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
 }
 
 // Reasons a local build reports.
@@ -163,13 +195,8 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 	}
 	hexd := strings.TrimPrefix(in.Digest, "sha256:")
 	name := BuildName(fn.Name, in.Digest)
-	if res, ok := b.result(hexd); ok {
-		st := adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: res.Succeeded,
-			Reason: res.Reason, Message: res.Message, StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}
-		if res.Succeeded {
-			st.Image = Image(fn.Namespace, fn.Name, in.Digest)
-		}
-		return st, nil
+	if res, ok := b.result(hexd); ok && !askedAgain(res, fn) {
+		return finished(fn, name, in.Digest, res), nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -179,18 +206,20 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 	bl, ok := b.running[hexd]
 	if !ok {
 		// The result may have landed between the check above and the lock.
-		if res, ok := b.result(hexd); ok && res.Succeeded {
-			return adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: true,
-				Image: Image(fn.Namespace, fn.Name, in.Digest), StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}, nil
+		res, found := b.result(hexd)
+		if found && !askedAgain(res, fn) {
+			return finished(fn, name, in.Digest, res), nil
 		}
-		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}}
+		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}, timeout: buildTimeout(fn)}
+		if found { // a failed build fn asks to run again
+			bl.rebuilds = res.Rebuilds
+		}
+		if r := fn.Spec.Rebuild; r != "" && !slices.Contains(bl.rebuilds, r) {
+			bl.rebuilds = append(slices.Clone(bl.rebuilds), r)
+		}
 		b.running[hexd] = bl
-		timeout := time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
-		if fn.Spec.BuildTimeoutSeconds != nil {
-			timeout = time.Duration(*fn.Spec.BuildTimeoutSeconds) * time.Second
-		}
 		b.wg.Add(1)
-		go b.run(hexd, in.Location, bl, timeout)
+		go b.run(hexd, in.Location, bl)
 	}
 	bl.waiters[[2]string{fn.Namespace, fn.Name}] = true
 	start := bl.started
@@ -198,13 +227,25 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 		Message: "installing dependencies", StartTime: &start}, nil
 }
 
-func (b *Builder) run(hexd, location string, bl *build, timeout time.Duration) {
+// finished reports the outcome res of fn's build of digest.
+func finished(fn *slessv1alpha1.Function, name, digest string, res buildResult) adapter.BuildState {
+	st := adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: res.Succeeded,
+		Reason: res.Reason, Message: res.Message, StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}
+	if res.Succeeded {
+		st.Image = Image(fn.Namespace, fn.Name, digest)
+	}
+	return st
+}
+
+func (b *Builder) run(hexd, location string, bl *build) {
 	defer b.wg.Done()
+	timeout := bl.timeout
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	res := b.build(ctx, hexd, location)
 	res.Name = bl.name
 	res.StartTime = bl.started
+	res.Rebuilds, res.TimeoutSeconds = bl.rebuilds, int64(timeout/time.Second)
 	res.CompletionTime = time.Now().UTC()
 	if ctx.Err() != nil && !res.Succeeded {
 		if b.ctx.Err() != nil {

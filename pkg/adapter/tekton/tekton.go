@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +52,9 @@ var _ adapter.Builder = (*Builder)(nil)
 // and reports on it. The name derives from both, so concurrent or repeated
 // calls converge on one run: the apiserver refuses the second create. A run
 // of the digest that sless cancelled as superseded is passed over for the
-// next attempt's name: it will never yield the image.
+// next attempt's name: it will never yield the image. So is a failed run
+// made for another spec.rebuild than the Function's now, or stopped at a
+// buildTimeoutSeconds since raised: the user asked to build again.
 func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, in adapter.BuildInput) (adapter.BuildState, error) {
 	for attempt := 0; ; attempt++ {
 		want := resources.MakePipelineRun(fn, in, attempt, b.Config)
@@ -59,7 +62,7 @@ func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, i
 		if err != nil {
 			return adapter.BuildState{}, err
 		}
-		if superseded(pr) && !pr.IsSuccessful() {
+		if superseded(pr) && !pr.IsSuccessful() || retried(pr, fn) {
 			continue
 		}
 		if !pr.DeletionTimestamp.IsZero() {
@@ -141,6 +144,27 @@ func (b *Builder) cancel(ctx context.Context, pr *tektonv1.PipelineRun, generati
 	return false, fmt.Errorf("cancel PipelineRun %s/%s: %w", pr.Namespace, pr.Name, err)
 }
 
+// retried tells a run that ended without an image and that fn asks to run
+// again: by a spec.rebuild other than the one the run was made for, or by
+// a buildTimeoutSeconds above the one the run timed out at.
+func retried(pr *tektonv1.PipelineRun, fn *slessv1alpha1.Function) bool {
+	if !pr.IsDone() || pr.IsSuccessful() {
+		return false
+	}
+	if pr.Annotations[resources.AnnotationRebuild] != fn.Spec.Rebuild {
+		return true
+	}
+	c := pr.Status.GetCondition(apis.ConditionSucceeded)
+	if c == nil || c.Reason != string(tektonv1.PipelineRunReasonTimedOut) || pr.Spec.Timeouts == nil || pr.Spec.Timeouts.Pipeline == nil {
+		return false
+	}
+	want := int64(slessv1alpha1.DefaultBuildTimeoutSeconds)
+	if fn.Spec.BuildTimeoutSeconds != nil {
+		want = int64(*fn.Spec.BuildTimeoutSeconds)
+	}
+	return time.Duration(want)*time.Second > pr.Spec.Timeouts.Pipeline.Duration
+}
+
 // superseded tells a run sless cancelled because its Function moved on.
 func superseded(pr *tektonv1.PipelineRun) bool {
 	return pr.Annotations[resources.AnnotationSupersededBy] != ""
@@ -168,7 +192,7 @@ func (b *Builder) state(ctx context.Context, pr *tektonv1.PipelineRun) adapter.B
 		// Cancelled by someone, not as superseded (those are passed over):
 		// they meant this build to stop, so it is not started again.
 		st.Reason = c.Reason
-		st.Message = fmt.Sprintf("PipelineRun %s was stopped by hand (spec.status %s); delete it to build this source again", pr.Name, pr.Spec.Status)
+		st.Message = fmt.Sprintf("PipelineRun %s was stopped by hand (spec.status %s); delete it, or change the Function's spec.rebuild, to build this source again", pr.Name, pr.Spec.Status)
 		return st
 	}
 	if !pr.IsSuccessful() {

@@ -52,7 +52,7 @@ func TestState(t *testing.T) {
 			pr := run(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionFalse, Reason: "Cancelled", Message: `PipelineRun "f-0123456789" was cancelled`}, nil)
 			pr.Spec.Status = tektonv1.PipelineRunSpecStatusCancelled
 			return pr
-		}(), done: true, reason: "Cancelled", msgContains: "f-0123456789 was stopped by hand (spec.status Cancelled); delete it to build this source again"},
+		}(), done: true, reason: "Cancelled", msgContains: "f-0123456789 was stopped by hand (spec.status Cancelled); delete it, or change the Function's spec.rebuild, to build this source again"},
 	}
 	b := &Builder{}
 	for _, tc := range tests {

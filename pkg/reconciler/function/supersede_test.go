@@ -314,7 +314,7 @@ func TestHandCancelledBuildStaysStopped(t *testing.T) {
 	}
 	failed := w.waitPhase("hand", slessv1alpha1.FunctionPhaseFailed)
 	c := condition(failed, slessv1alpha1.FunctionConditionBuildSucceeded)
-	if want := "PipelineRun " + run + " was stopped by hand (spec.status Cancelled); delete it to build this source again"; c.Reason != "Cancelled" || c.Message != want {
+	if want := "PipelineRun " + run + " was stopped by hand (spec.status Cancelled); delete it, or change the Function's spec.rebuild, to build this source again"; c.Reason != "Cancelled" || c.Message != want {
 		t.Errorf("BuildSucceeded %+v, want reason Cancelled and message %q", c, want)
 	}
 	if n := len(w.pipelineRuns("hand")); n != 1 {

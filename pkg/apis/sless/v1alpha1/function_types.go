@@ -65,6 +65,7 @@ type Function struct {
 // FunctionSpec is what the user asks for.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.source.image) || has(self.entrypoint)",message="entrypoint is required when building from source",fieldPath=".entrypoint",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="!has(self.source.image) || !has(self.rebuild)",message="rebuild retries a build, and a function whose source is an image has none",fieldPath=".rebuild"
 type FunctionSpec struct {
 	// Runtime the code runs on. python3.11 and nodejs20 are aliases of
 	// python3.12 and nodejs22.
@@ -121,7 +122,20 @@ type FunctionSpec struct {
 	// +kubebuilder:default=900
 	// +optional
 	BuildTimeoutSeconds *int32 `json:"buildTimeoutSeconds,omitempty"`
+
+	// Rebuild, set to a value it has not had, runs the build of the current
+	// code again if that build failed: a failure that may pass (a registry
+	// or package index that was down, a buildTimeoutSeconds since raised)
+	// is otherwise kept for that code, as a build's outcome is. A build that
+	// succeeded is kept. Any value; a timestamp is usual.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._:+-]*[A-Za-z0-9])?$`
+	// +optional
+	Rebuild string `json:"rebuild,omitempty"`
 }
+
+// MaxRebuildLength bounds FunctionSpec.Rebuild, as its CRD marker does.
+const MaxRebuildLength = 63
 
 // FunctionSource holds exactly one of its fields.
 //

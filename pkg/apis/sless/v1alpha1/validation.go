@@ -20,6 +20,7 @@ var (
 	functionNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	labelNameRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	entrypointRE   = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`)
+	rebuildRE      = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:+-]*[A-Za-z0-9])?$`)
 	imageRE        = regexp.MustCompile(`^(?:(?:localhost(?::[0-9]+)?|(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))+(?::[0-9]+)?|(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]):[0-9]+)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`)
 	envNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	sha256RE       = regexp.MustCompile(`^[a-f0-9]{64}$`)
@@ -77,6 +78,15 @@ func ValidateFunctionSpec(s *FunctionSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, inRange(p.Child("memoryMB"), s.MemoryMB, MinMemoryMB, MaxMemoryMB)...)
 	errs = append(errs, inRange(p.Child("timeoutSeconds"), s.TimeoutSeconds, MinTimeoutSeconds, MaxTimeoutSeconds)...)
 	errs = append(errs, inRange(p.Child("buildTimeoutSeconds"), s.BuildTimeoutSeconds, MinBuildTimeoutSeconds, MaxBuildTimeoutSeconds)...)
+	switch {
+	case s.Rebuild == "":
+	case len(s.Rebuild) > MaxRebuildLength:
+		errs = append(errs, field.TooLong(p.Child("rebuild"), s.Rebuild, MaxRebuildLength))
+	case !rebuildRE.MatchString(s.Rebuild):
+		errs = append(errs, field.Invalid(p.Child("rebuild"), s.Rebuild, "must be letters, digits and . _ : + -, starting and ending with a letter or digit, e.g. a timestamp"))
+	case hasImage:
+		errs = append(errs, field.Invalid(p.Child("rebuild"), s.Rebuild, "rebuild retries a build, and a function whose source is an image has none"))
+	}
 	if s.CPU != nil && s.CPU.Sign() <= 0 {
 		errs = append(errs, field.Invalid(p.Child("cpu"), s.CPU.String(), "must be greater than zero"))
 	}

@@ -22,6 +22,10 @@ const (
 	// a run from one cancelled by hand: only those sless cancelled are built
 	// again when the Function asks for their source once more.
 	AnnotationSupersededBy = "sless.dev/superseded-by-generation"
+	// AnnotationRebuild on a PipelineRun is the Function's spec.rebuild it
+	// was made for. A failed run made for another value than the spec's
+	// now is passed over for a new run: the user asked to build again.
+	AnnotationRebuild = "sless.dev/rebuild"
 
 	// LabelVisibility with VisibilityClusterLocal keeps a Knative Service
 	// off the public ingress: sless's invoke proxy is the public door.

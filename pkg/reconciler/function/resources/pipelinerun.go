@@ -20,7 +20,7 @@ import (
 // IMAGE_DIGEST. Parameters carry every input, so the pipeline text is the
 // same for every function and user input never reaches a script. attempt
 // is the names.PipelineRun attempt: 0 unless earlier runs of the digest
-// were cancelled as superseded.
+// were cancelled as superseded or failed before a rebuild was asked for.
 func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, attempt int, cfg Config) *tektonv1.PipelineRun {
 	cfg = cfg.WithDefaults()
 	timeout := time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
@@ -28,12 +28,16 @@ func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, attempt 
 		timeout = time.Duration(*fn.Spec.BuildTimeoutSeconds) * time.Second
 	}
 	labels := Labels(fn)
+	annotations := map[string]string{AnnotationSourceDigest: in.Digest}
+	if fn.Spec.Rebuild != "" {
+		annotations[AnnotationRebuild] = fn.Spec.Rebuild
+	}
 	return &tektonv1.PipelineRun{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.PipelineRun(fn, in.Digest, attempt),
 			Namespace:       fn.Namespace,
 			Labels:          labels,
-			Annotations:     map[string]string{AnnotationSourceDigest: in.Digest},
+			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(fn)},
 		},
 		Spec: tektonv1.PipelineRunSpec{
