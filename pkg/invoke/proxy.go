@@ -328,6 +328,7 @@ type call struct {
 	reason, errText string // why, when it did
 	upstreamErr     error  // a failure reading the function's response body
 	clientGone      bool
+	upgraded        bool            // the function switched protocols (101)
 	parent          context.Context // the caller's request context
 }
 
@@ -545,6 +546,13 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		c.coldCounted = true
 		c.p.opts.Metrics.coldStart(time.Since(c.forwardStart))
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy needs the body as it is, the connection to the
+		// function (an io.ReadWriteCloser), to join it to the caller's; it
+		// writes the 101 on the hijacked connection, past responseWriter.
+		c.upgraded = true
+		return nil
+	}
 	if resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = &watchedBody{rc: resp.Body, c: c, resp: resp}
 	}
@@ -596,6 +604,8 @@ func (c *call) finish(r *http.Request, v any) {
 			status = StatusClientClosed
 			c.errText = "client closed the request"
 		}
+	case status == 0 && c.upgraded:
+		status = http.StatusSwitchingProtocols
 	case status == 0:
 		status = http.StatusOK // a handler that wrote nothing
 	}

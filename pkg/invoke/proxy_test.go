@@ -834,3 +834,51 @@ func TestProxyTrailers(t *testing.T) {
 		t.Fatalf("X-Request-Id %q", rid)
 	}
 }
+
+// A protocol upgrade (WebSocket) passes through: the caller and the
+// function talk over the switched connection, the 101 carries the call's
+// request id and not the function's X-Sless-Error, and the call is recorded
+// as 101 once the connection ends.
+func TestProxyUpgrade(t *testing.T) {
+	r := newRig(t, invoke.Options{})
+	fn := function(t, func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "upgrade required", http.StatusUpgradeRequired)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Sless-Error: spoofed\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString("echo: " + line)
+		brw.Flush()
+	})
+	r.targets.set("ns", "ws", invoke.Target{Address: fn, Ready: true, Public: true})
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET /fn/ns/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Request-Id: ws-1\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get(invoke.ErrorHeader) != "" || resp.Header.Get("X-Request-Id") != "ws-1" {
+		t.Fatalf("upgrade answered %d %v", resp.StatusCode, resp.Header)
+	}
+	fmt.Fprintf(c, "hello\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo: hello\n" {
+		t.Fatalf("after the upgrade: %q %v", line, err)
+	}
+	c.Close()
+	if got := r.records(t, "ns", "ws", 1)[0]; got.Status != http.StatusSwitchingProtocols || got.RequestID != "ws-1" || got.Error != "" {
+		t.Fatalf("record %+v", got)
+	}
+}
