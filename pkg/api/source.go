@@ -105,7 +105,7 @@ func (s *Server) putSource(c *gin.Context) {
 	}
 	sum := sha256.Sum256(zipBytes)
 	archive := slessv1alpha1.ArchiveSource{Bucket: s.opts.Bucket, Key: blobkey.Source(ns, name, hex.EncodeToString(sum[:])), SHA256: hex.EncodeToString(sum[:])}
-	files, err := source.ReadZip(bytes.NewReader(zipBytes), int64(len(zipBytes)), s.opts.Limits)
+	files, modes, err := source.ReadZipModes(bytes.NewReader(zipBytes), int64(len(zipBytes)), s.opts.Limits)
 	if err != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
 		writeProblem(c, archiveProblem(err))
@@ -161,7 +161,7 @@ func (s *Server) putSource(c *gin.Context) {
 		if stored != nil && builtFor == [2]string{fn.Spec.Runtime, fn.Spec.Entrypoint} {
 			return nil
 		}
-		bc, p := buildContext(fn, files)
+		bc, p := buildContext(fn, files, modes)
 		if p != nil {
 			return p
 		}
@@ -428,15 +428,18 @@ func archiveProblem(err error) *Problem {
 	return internal(err)
 }
 
-// buildContext makes the Function's build context from files, answering a
-// missing or malformed entrypoint as a fault of spec.entrypoint.
-func buildContext(fn *slessv1alpha1.Function, files source.Files) (*source.Context, *Problem) {
+// buildContext makes the Function's build context from files and their
+// modes, answering a missing or malformed entrypoint as a fault of
+// spec.entrypoint. It is the context the controller builds from the same
+// archive (pkg/reconciler/function), so the digest reported is the one the
+// Function's status will show.
+func buildContext(fn *slessv1alpha1.Function, files source.Files, modes source.Modes) (*source.Context, *Problem) {
 	if fn.Spec.Entrypoint == "" {
 		p := badRequest("Function %q has no spec.entrypoint; set one before uploading source", fn.Name)
 		p.Errors = []FieldError{{Field: "spec.entrypoint", Detail: "required to build from source", Type: "FieldValueRequired"}}
 		return nil, p
 	}
-	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files})
+	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files, Modes: modes})
 	if err != nil {
 		var se *source.Error
 		if !errors.As(err, &se) {
@@ -535,11 +538,11 @@ func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *sl
 		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != a.SHA256 {
 			return internal(fmt.Errorf("stored archive %s does not have its sha256", a.Key))
 		}
-		files, err := source.ReadZip(bytes.NewReader(data), int64(len(data)), s.opts.Limits)
+		files, modes, err := source.ReadZipModes(bytes.NewReader(data), int64(len(data)), s.opts.Limits)
 		if err != nil {
 			return archiveProblem(err)
 		}
-		bc, p := buildContext(fn, files)
+		bc, p := buildContext(fn, files, modes)
 		if p != nil {
 			return p
 		}

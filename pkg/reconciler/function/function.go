@@ -363,11 +363,11 @@ func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Functio
 	}
 	r.mu.Unlock()
 
-	files, err := r.sourceFiles(ctx, fn)
+	files, modes, err := r.sourceFiles(ctx, fn)
 	if err != nil {
 		return adapter.BuildInput{}, err
 	}
-	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files})
+	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files, Modes: modes})
 	if err != nil {
 		return adapter.BuildInput{}, err
 	}
@@ -391,24 +391,27 @@ func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Functio
 	return in, nil
 }
 
-// sourceFiles are the function's files: inline ones, or the uploaded zip,
-// checked against the digest the upload recorded.
-func (r *Reconciler) sourceFiles(ctx context.Context, fn *slessv1alpha1.Function) (source.Files, error) {
+// sourceFiles are the function's files and their modes: inline ones (which
+// have no modes), or the uploaded zip, checked against the digest the
+// upload recorded, with the permission bits of its entries, so that a
+// script shipped executable is built executable, as the API's upload built
+// the context it reported.
+func (r *Reconciler) sourceFiles(ctx context.Context, fn *slessv1alpha1.Function) (source.Files, source.Modes, error) {
 	src := fn.Spec.Source
 	switch {
 	case src.Inline != nil:
-		return source.Inline(src.Inline.Files), nil
+		return source.Inline(src.Inline.Files), nil, nil
 	case src.Archive != nil:
 		a := src.Archive
 		if b, ok := r.Store.(interface{ Bucket() string }); ok && b.Bucket() != a.Bucket {
-			return nil, &source.Error{Reason: ReasonArchiveBucket, Message: fmt.Sprintf("archive is in bucket %q, sless reads bucket %q", a.Bucket, b.Bucket())}
+			return nil, nil, &source.Error{Reason: ReasonArchiveBucket, Message: fmt.Sprintf("archive is in bucket %q, sless reads bucket %q", a.Bucket, b.Bucket())}
 		}
 		rc, _, err := r.Store.Get(ctx, a.Key)
 		if errors.Is(err, s3.ErrNotFound) {
-			return nil, &source.Error{Reason: ReasonArchiveMissing, Path: a.Key, Message: "no uploaded archive under this key"}
+			return nil, nil, &source.Error{Reason: ReasonArchiveMissing, Path: a.Key, Message: "no uploaded archive under this key"}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read archive %s: %w", a.Key, err)
+			return nil, nil, fmt.Errorf("read archive %s: %w", a.Key, err)
 		}
 		defer rc.Close()
 		lim := r.Config.ZipLimits
@@ -418,16 +421,16 @@ func (r *Reconciler) sourceFiles(ctx context.Context, fn *slessv1alpha1.Function
 		}
 		zipped, err := io.ReadAll(io.LimitReader(rc, max+1))
 		if err != nil {
-			return nil, fmt.Errorf("read archive %s: %w", a.Key, err)
+			return nil, nil, fmt.Errorf("read archive %s: %w", a.Key, err)
 		}
 		sum := sha256.Sum256(zipped)
 		if got := hex.EncodeToString(sum[:]); got != a.SHA256 {
-			return nil, &source.Error{Reason: ReasonArchiveMismatch, Path: a.Key,
+			return nil, nil, &source.Error{Reason: ReasonArchiveMismatch, Path: a.Key,
 				Message: fmt.Sprintf("archive has sha256 %s, the Function names %s", got, a.SHA256)}
 		}
-		return source.ReadZip(bytes.NewReader(zipped), int64(len(zipped)), lim)
+		return source.ReadZipModes(bytes.NewReader(zipped), int64(len(zipped)), lim)
 	}
-	return nil, &source.Error{Reason: source.ReasonEmpty, Message: "the Function has no inline files, archive or image"}
+	return nil, nil, &source.Error{Reason: source.ReasonEmpty, Message: "the Function has no inline files, archive or image"}
 }
 
 // finalize deletes the function's objects in storage, then lets the
