@@ -75,6 +75,9 @@ type queueEntry struct {
 	hash     string
 	stop     context.CancelFunc
 	consumer *queue.Consumer
+	// after is the end of the trigger's previous consumer, which this one
+	// waits for; nil when there was none.
+	after <-chan struct{}
 	// started is closed when the consumer runs (after the one before it
 	// drained), done when it has stopped and its calls in flight ended.
 	started, done chan struct{}
@@ -209,6 +212,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		}
 		prev := r.draining[key]
 		delete(r.draining, key)
+		e.after = prev
 		r.queues[key] = e
 		r.wg.Add(2)
 		r.mu.Unlock()
@@ -241,9 +245,13 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 func consumerCondition(e *queueEntry, q string) (metav1.ConditionStatus, string, string) {
 	select {
 	case <-e.started:
+	case <-e.after:
+		// Drained; this one starts at once.
 	default:
-		return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable,
-			"waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q
+		if e.after != nil {
+			return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable,
+				"waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q
+		}
 	}
 	s, _ := e.consumer.State()
 	switch {
@@ -275,12 +283,18 @@ func (r *Runs) followConsumer(ctx context.Context, key types.NamespacedName, e *
 		if !current {
 			return
 		}
-		t := &slessv1alpha1.Trigger{}
-		if err := r.store.Get(ctx, key, t); err == nil && t.Spec.Queue != nil && t.IsEnabled() {
-			s, reason, msg := consumerCondition(e, t.Spec.Queue.Queue)
-			if err := r.triggerStatus(ctx, t, s, reason, msg, nil, ""); err != nil && ctx.Err() == nil {
-				r.Logger.Warn("queue trigger status not written", "trigger", key.String(), "error", err)
+		// A conflict is tried again: no reconcile may follow this change
+		// (sless dev's loop looks again only every few seconds, a test not at all).
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			t := &slessv1alpha1.Trigger{}
+			if err := r.store.Get(ctx, key, t); err != nil || t.Spec.Queue == nil || !t.IsEnabled() {
+				return client0(err)
 			}
+			s, reason, msg := consumerCondition(e, t.Spec.Queue.Queue)
+			return r.writeTriggerStatus(ctx, t, s, reason, msg, nil, "")
+		})
+		if err != nil && ctx.Err() == nil {
+			r.Logger.Warn("queue trigger status not written", "trigger", key.String(), "error", err)
 		}
 		select {
 		case <-changed:
@@ -473,6 +487,16 @@ func (r *Runs) runEnded(key types.NamespacedName, e *cronEntry) {
 // triggerStatus writes the Ready condition, next run time and URL, only
 // when they change.
 func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time, url string) error {
+	err := r.writeTriggerStatus(ctx, t, s, reason, msg, next, url)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // a newer version is queued already
+	}
+	return err
+}
+
+// writeTriggerStatus is triggerStatus that returns a conflict, for writers
+// no reconcile follows up on.
+func (r *Runs) writeTriggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time, url string) error {
 	before := t.Status.DeepCopy()
 	t.Status.ObservedGeneration = t.Generation
 	t.Status.NextScheduleTime = next
@@ -482,11 +506,7 @@ func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s me
 	if equalJSON(before, &t.Status) {
 		return nil
 	}
-	err := r.store.Status().Update(ctx, t)
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // a newer version is queued already
-	}
-	return err
+	return r.store.Status().Update(ctx, t)
 }
 
 func equalJSON(a, b any) bool {
