@@ -572,9 +572,12 @@ func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 		c.fail(w, Problem{Status: http.StatusGatewayTimeout, Reason: ReasonTimeout,
 			Detail: fmt.Sprintf("function %s/%s did not answer within %s", c.ns, c.name, c.target.Timeout)}, "timeout: "+err.Error())
 	default:
-		c.p.opts.Logger.Warn("cannot reach function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", err)
+		// A malformed answer's error quotes it, up to the whole head the
+		// function sent: the log and the record take the error cut short.
+		msg := cleanText("unreachable: "+err.Error(), MaxErrorLength)
+		c.p.opts.Logger.Warn("cannot reach function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", msg)
 		c.fail(w, Problem{Status: http.StatusBadGateway, Reason: ReasonUnreachable,
-			Detail: "function " + c.ns + "/" + c.name + " could not be reached"}, "unreachable: "+err.Error())
+			Detail: "function " + c.ns + "/" + c.name + " could not be reached"}, msg)
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -880,5 +882,64 @@ func TestProxyUpgrade(t *testing.T) {
 	c.Close()
 	if got := r.records(t, "ns", "ws", 1)[0]; got.Status != http.StatusSwitchingProtocols || got.RequestID != "ws-1" || got.Error != "" {
 		t.Fatalf("record %+v", got)
+	}
+}
+
+// lockedBuffer is a log destination a test reads while the proxy writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A function that answers with a long line that is not HTTP gets a 502;
+// the error, which quotes the line, is cut short in the log and in the
+// record, so a function cannot make the proxy log or store its garbage.
+func TestProxyMalformedAnswerIsCutInLogAndRecord(t *testing.T) {
+	var logs lockedBuffer
+	r := newRig(t, invoke.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, strings.Repeat("garbage", 64<<10)+"\r\n\r\n")
+			}()
+		}
+	}()
+	r.targets.set("ns", "junk", invoke.Target{Address: &url.URL{Scheme: "http", Host: l.Addr().String()}, Ready: true, Public: true})
+	resp := do(t, "GET", r.url+"/fn/ns/junk", "")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	got := r.records(t, "ns", "junk", 1)[0]
+	if !strings.HasPrefix(got.Error, "unreachable: malformed HTTP response") || len(got.Error) > invoke.MaxErrorLength {
+		t.Fatalf("record error of %d bytes: %.80q", len(got.Error), got.Error)
+	}
+	if n := len(logs.String()); !strings.Contains(logs.String(), "cannot reach function") || n > 2*invoke.MaxErrorLength {
+		t.Fatalf("log of %d bytes: %.200q", n, logs.String())
 	}
 }

@@ -105,7 +105,9 @@ func cleanText(s string, max int) string {
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
-		s = s[:cut]
+		// A copy: a record waits in the queue, and a slice would keep all
+		// of a long text alive with it.
+		s = strings.Clone(s[:cut])
 	}
 	return s
 }
