@@ -52,6 +52,8 @@ type Runs struct {
 	recorder *invoke.Recorder
 	now      func() time.Time
 	cronWake time.Duration
+	// consumerRestart is how long a stopped queue consumer waits to be made again.
+	consumerRestart time.Duration
 	// Broker is the AMQP URL queue Triggers are consumed from (local mode
 	// has no Secrets for their connectionSecret); empty, they are not
 	// consumed and say so. Set it before the Trigger loop starts.
@@ -117,7 +119,7 @@ func (e *cronEntry) lastRun() time.Time {
 // NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
 func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
-	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, Logger: slog.Default(),
+	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, consumerRestart: consumerRestart, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
 		draining: map[types.NamespacedName]<-chan struct{}{},
 		jobs:     map[types.NamespacedName]int64{}, done: make(chan struct{})}
@@ -190,7 +192,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 	e := r.queues[key]
 	r.mu.Unlock()
 	if e != nil && e.hash == hash {
-		if s, _ := e.consumer.State(); s.Stopped && s.Err != nil && time.Since(s.Since) >= consumerRestart {
+		if s, _ := e.consumer.State(); s.Stopped && s.Err != nil && time.Since(s.Since) >= r.consumerRestart {
 			e = nil // made again, as a crashed consumer's pod restarts
 		}
 	}

@@ -146,6 +146,26 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 			if c.Reason != trigger.ReasonConsumerNotAvailable {
 				t.Errorf("not connected: Ready %+v", c)
 			}
+			if strings.Contains(tc.errHas, "stopped") {
+				// Made again, as a crashed consumer's pod restarts; it
+				// fails alike.
+				runs.consumerRestart = time.Millisecond
+				key := types.NamespacedName{Namespace: "ns", Name: "orders"}
+				runs.mu.Lock()
+				first := runs.queues[key]
+				runs.mu.Unlock()
+				reconcileTriggerOnce(t, runs, "orders")
+				runs.mu.Lock()
+				again := runs.queues[key]
+				runs.mu.Unlock()
+				if again == nil || again == first {
+					t.Fatal("the stopped consumer was not made again")
+				}
+				awaitTriggerReady(t, runs, "orders", "the restarted consumer's error", func(c metav1.Condition) bool {
+					s, _ := again.consumer.State()
+					return s.Stopped && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, tc.errHas)
+				})
+			}
 			if tc.broker != relayURL {
 				return
 			}
