@@ -38,8 +38,12 @@ var skippedDirs = map[string]bool{".git": true, ".terraform": true, "__pycache__
 var zipEpoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // zipDir zips the regular files under dir deterministically: sorted paths,
-// fixed times and modes, no extra fields, deflate at a fixed level. The same
-// contents give the same bytes (and sha256) on every run.
+// fixed times, no extra fields, deflate at a fixed level, and of a file's
+// mode only whether it is executable (0755, else 0644): the API builds a
+// file with an execute bit executable, so a script the function runs must
+// keep it, while other bits (a 0600 or 0664 file, the umask) must not move
+// the digest. The same contents and execute bits give the same bytes (and
+// sha256) on every run.
 func zipDir(dir string) (*archive, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -48,7 +52,7 @@ func zipDir(dir string) (*archive, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	files := source.Files{}
+	files, modes := source.Files{}, source.Modes{}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -74,11 +78,18 @@ func zipDir(dir string) (*archive, error) {
 		case strings.HasSuffix(rel, ".pyc"):
 			return nil
 		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
 		files[rel] = b
+		if info.Mode().Perm()&0o111 != 0 {
+			modes[rel] = 0o755
+		}
 		return nil
 	})
 	if err != nil {
@@ -87,11 +98,17 @@ func zipDir(dir string) (*archive, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s holds no files", dir)
 	}
-	return zipFiles(files)
+	return zipModes(files, modes)
 }
 
-// zipFiles writes files as a deterministic zip and checks it as the API will.
+// zipFiles writes files (inline ones, which have no modes) as a
+// deterministic zip of 0644 entries and checks it as the API will.
 func zipFiles(files source.Files) (*archive, error) {
+	return zipModes(files, nil)
+}
+
+// zipModes is zipFiles with a file that has an execute bit in modes 0755.
+func zipModes(files source.Files, modes source.Modes) (*archive, error) {
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
 	w.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {
@@ -106,7 +123,11 @@ func zipFiles(files source.Files) (*archive, error) {
 		// Modified stays zero so Go writes no extended timestamp field: the
 		// entry holds only the fixed DOS date.
 		h := &zip.FileHeader{Name: n, Method: zip.Deflate, ModifiedDate: dosDate(zipEpoch)}
-		h.SetMode(0o644)
+		mode := fs.FileMode(0o644)
+		if modes[n]&0o111 != 0 {
+			mode = 0o755
+		}
+		h.SetMode(mode)
 		fw, err := w.CreateHeader(h)
 		if err != nil {
 			return nil, err
