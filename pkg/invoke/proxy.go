@@ -539,6 +539,11 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 }
 
 func (c *call) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode > 599 {
+		// RFC 9110 has no status past 599; callers, the metrics' classes
+		// and the history's status filters know none either.
+		return fmt.Errorf("the function answered status %d, which HTTP does not have (100-599)", resp.StatusCode)
+	}
 	resp.Header.Del(ErrorHeader)
 	resp.Header.Set(RequestIDHeader, c.reqID)
 	dropPlatformTrailers(resp.Trailer)

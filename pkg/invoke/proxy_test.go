@@ -297,7 +297,11 @@ func TestProxyPlatformErrors(t *testing.T) {
 		w.Header().Set(invoke.ErrorHeader, "FunctionTimeout")
 		http.Error(w, "my own gateway timeout", http.StatusGatewayTimeout)
 	})
+	weird := function(t, func(w http.ResponseWriter, req *http.Request) {
+		w.WriteHeader(999) // net/http writes any three digits
+	})
 	r.targets.set("ns", "ok", invoke.Target{Address: ok, Ready: true, Public: true})
+	r.targets.set("ns", "weird", invoke.Target{Address: weird, Ready: true, Public: true})
 	r.targets.set("ns", "building", invoke.Target{Public: true})
 	r.targets.set("ns", "broken", invoke.Target{Public: true, Failed: "BuildFailed"})
 	r.targets.set("ns", "dead", invoke.Target{Address: dead, Ready: true, Public: true})
@@ -325,6 +329,7 @@ func TestProxyPlatformErrors(t *testing.T) {
 		{name: "chunked body over the cap", path: "/fn/ns/ok", body: strings.Repeat("x", 5000), chunked: true, status: 413, reason: invoke.ReasonBodyTooLarge, recorded: true},
 		{name: "body at the cap", path: "/fn/ns/ok", body: strings.Repeat("x", 1000), chunked: true, status: 201, recorded: true},
 		{name: "function's own 504", path: "/fn/ns/own", status: 504, recorded: true},
+		{name: "status past 599", path: "/fn/ns/weird", status: 502, reason: invoke.ReasonUnreachable, recorded: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,7 +380,7 @@ func TestProxyPlatformErrors(t *testing.T) {
 		n       int
 		status  int
 		errPart string
-	}{{"building", 1, 503, "not ready"}, {"broken", 1, 503, "failed: BuildFailed"}, {"dead", 1, 502, "unreachable"}, {"slow", 1, 504, "timeout"}, {"own", 1, 504, ""}} {
+	}{{"building", 1, 503, "not ready"}, {"broken", 1, 503, "failed: BuildFailed"}, {"dead", 1, 502, "unreachable"}, {"slow", 1, 504, "timeout"}, {"own", 1, 504, ""}, {"weird", 1, 502, "status 999"}} {
 		recs := r.records(t, "ns", fn.name, fn.n)
 		if recs[0].Status != fn.status || !strings.Contains(recs[0].Error, fn.errPart) || (fn.errPart == "") != (recs[0].Error == "") {
 			t.Errorf("%s: record %+v, want status %d and error about %q", fn.name, recs[0], fn.status, fn.errPart)
