@@ -146,9 +146,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
 	ctx := req.Context()
-	// A request without a body can be sent again when a reused connection
-	// turns out closed before any answer came: the server saw nothing.
-	replayable := req.Body == nil || req.Body == http.NoBody
+	// A reused connection found closed before any answer came was most
+	// likely closed idle by the server as the request went out; but the
+	// server may also have read the request and died working on it. So only
+	// requests that may run twice are sent again, as net/http does: without
+	// a body, and idempotent by method or by an idempotency key.
+	replayable := (req.Body == nil || req.Body == http.NoBody) && idempotent(req)
 	for {
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
@@ -446,6 +449,17 @@ func isUpgrade(h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// idempotent tells whether running req twice is as running it once.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 // closedBeforeAnswer tells whether err means the server closed the

@@ -436,3 +436,75 @@ func TestResponseHeadCap(t *testing.T) {
 		})
 	}
 }
+
+// A reused connection that the function resets after reading a call,
+// without answering (it crashed working on it), is retried on a new
+// connection only for calls that may run twice: a POST is not run again.
+func TestClosedAfterTheCallReplaysOnlyIdempotent(t *testing.T) {
+	for _, tc := range []struct {
+		method, key string
+		runs        int
+		ok          bool
+	}{
+		{method: "GET", runs: 2, ok: true},
+		{method: "HEAD", runs: 2, ok: true},
+		{method: "POST", runs: 1},
+		{method: "DELETE", runs: 1},
+		{method: "POST", key: "order-7", runs: 2, ok: true},
+	} {
+		t.Run(tc.method+tc.key, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			var runs atomic.Int32
+			go func() {
+				for first := true; ; first = false {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					go func(c net.Conn, first bool) {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for n := 0; ; n++ {
+							req, err := http.ReadRequest(br)
+							if err != nil {
+								return
+							}
+							if req.URL.Path == "/call" {
+								runs.Add(1)
+								if first {
+									// Read, began, died: no answer, and a
+									// reset, as from a process killed or a
+									// proxy in between giving up.
+									c.(*net.TCPConn).SetLinger(0)
+									return
+								}
+							}
+							io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						}
+					}(c, first)
+				}
+			}()
+			tr := transport(t)
+			base := "http://" + l.Addr().String()
+			do(t, tr, "GET", base+"/warm", nil) // the connection the call reuses
+			req, err := http.NewRequest(tc.method, base+"/call", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.key != "" {
+				req.Header.Set("Idempotency-Key", tc.key)
+			}
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if (err == nil) != tc.ok || int(runs.Load()) != tc.runs {
+				t.Fatalf("error %v, the function ran it %d times; want ok=%v and %d runs", err, runs.Load(), tc.ok, tc.runs)
+			}
+		})
+	}
+}
