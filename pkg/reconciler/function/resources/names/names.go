@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
@@ -77,15 +78,18 @@ func WarmRevision(revision string) string {
 }
 
 // ObjectPrefix is where all of a function's S3 objects live; the finalizer
-// deletes it.
+// deletes it. The layout of keys is blobkey's, which the REST API writes
+// by and the sweep of unneeded objects (pkg/sourcegc) parses: one
+// definition, so the three never disagree on where an object lies.
 func ObjectPrefix(namespace, name string) string {
-	return namespace + "/" + name + "/"
+	return blobkey.Prefix(namespace, name)
 }
 
 // ContextKey is the S3 key of a build context, content-addressed so that
-// an unchanged source is stored once.
+// an unchanged source is stored once; the key the API stores an upload's
+// context under.
 func ContextKey(namespace, name, digest string) string {
-	return ObjectPrefix(namespace, name) + "context/" + digestHex(digest) + ".tar.gz"
+	return blobkey.Context(namespace, name, digest)
 }
 
 // ImageRepository is where a function's images are pushed: one repository
