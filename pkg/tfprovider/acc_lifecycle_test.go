@@ -1,6 +1,7 @@
 package tfprovider
 
 import (
+	"archive/zip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -504,15 +505,15 @@ func Handle(ctx context.Context, ev map[string]any) (string, error) {
 
 // An apply of the same configuration after a failed build does not say
 // "No changes": the function is not Ready, so the plan shows phase going to
-// Ready, and the apply fails again saying the build cannot be retried
-// without a code change. Fixed code then builds and serves.
+// Ready, and the apply runs the failed build again (spec.rebuild). Here the
+// build failed for a passing reason, a package its index did not have yet;
+// once the index has it, that apply builds the same code and serves it.
 func TestAccFailedBuildIsNotNoChanges(t *testing.T) {
 	api := startAPI(t)
 	dir := t.TempDir()
-	// A requirement pip cannot find without an index fails the build at
-	// once, with no network involved.
-	broken := pyHello("broken")
-	broken["requirements.txt"] = "--no-index\nsless-no-such-package\n"
+	index := t.TempDir() // the package index, outside the code
+	needy := pyHello("needy")
+	needy["requirements.txt"] = "--no-index\n--find-links " + index + "\nslessretrypkg\n"
 	name := "tf-retry-" + fmt.Sprint(time.Now().UnixNano()%100000)
 	addr := "sless_function.f"
 	cfg := hcl("", fmt.Sprintf(`resource "sless_function" "f" {
@@ -523,7 +524,7 @@ func TestAccFailedBuildIsNotNoChanges(t *testing.T) {
   wait_timeout = "4m"
 }
 `, name, dir))
-	buildFailed := `(?s)Function not ready.*the build of function .*` + name + `.* failed.*sless-no-such-package`
+	buildFailed := `(?s)Function not ready.*the build of function .*` + name + `.* failed.*slessretrypkg`
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providerFactories(),
 		CheckDestroy:             functionGone(api, api.Namespace, name),
@@ -532,28 +533,65 @@ func TestAccFailedBuildIsNotNoChanges(t *testing.T) {
 			{
 				// An update whose build fails: the function stays in state,
 				// untainted, Failed, the first revision serving.
-				PreConfig:   func() { setTree(t, dir, broken) },
+				PreConfig:   func() { setTree(t, dir, needy) },
 				Config:      cfg,
 				ExpectError: regexp.MustCompile(buildFailed),
 			},
 			{
+				// The same again, the index still without the package: the
+				// build runs again and fails again, and the apply says so.
 				Config: cfg,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
 				}},
-				ExpectError: regexp.MustCompile(buildFailed + `.*could not retry the build.*Change the code`),
+				ExpectError: regexp.MustCompile(buildFailed + `.*was\s+run\s+again\s+\(spec\.rebuild\s+[^)]+\)\s+and\s+failed\s+again`),
 			},
 			{
-				PreConfig: func() { setTree(t, dir, pyHello("two")) },
+				// The index has the package now: the same code builds.
+				PreConfig: func() { writeWheel(t, index, "slessretrypkg") },
 				Config:    cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
 				},
-				Check: answers(api, addr, "two", ""),
+				Check: answers(api, addr, "needy", ""),
 			},
+			{Config: cfg, PlanOnly: true},
 		},
 	})
+}
+
+// writeWheel puts a pure-Python wheel of pkg, version 1.0, in dir, as a
+// package index (pip --find-links) holds it.
+func writeWheel(t *testing.T, dir, pkg string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, pkg+"-1.0-py3-none-any.whl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z := zip.NewWriter(f)
+	info := pkg + "-1.0.dist-info/"
+	for _, e := range [][2]string{
+		{pkg + "/__init__.py", "VALUE = 1\n"},
+		{info + "METADATA", "Metadata-Version: 2.1\nName: " + pkg + "\nVersion: 1.0\n"},
+		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: sless-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{info + "RECORD", pkg + "/__init__.py,,\n" + info + "METADATA,,\n" + info + "WHEEL,,\n" + info + "RECORD,,\n"},
+	} {
+		w, err := z.Create(e[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(w, e[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A function that is not Ready when the create's wait_timeout ends (a slow

@@ -167,6 +167,9 @@ func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
 		switch {
 		case s.Source.Image != "":
 			src["image"] = s.Source.Image
+			// A prebuilt image has no build to run again, and the API
+			// refuses spec.rebuild beside it.
+			spec["rebuild"] = nil
 		case s.Source.Inline != nil:
 			src["inline"] = s.Source.Inline
 		case s.Source.Archive != nil:

@@ -550,7 +550,12 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 	progress(ctx, "function", ns, name, "updating")
 	// The spec is replaced field by field; the source only when it is an
 	// image (an uploaded archive is the upload API's to set).
-	if fn, err = r.api.client.PatchFunction(ctx, ns, name, specPatch(&spec, a == nil && sourceChanged)); err != nil {
+	patch := specPatch(&spec, a == nil && sourceChanged)
+	if !state.Phase.Equal(types.StringValue(string(slessv1alpha1.FunctionPhaseReady))) && spec.Source.Image == "" && !(a == nil && sourceChanged) {
+		// The apply asks for Ready: a build that failed is run again.
+		patch["spec"].(map[string]any)["rebuild"] = rebuildToken()
+	}
+	if fn, err = r.api.client.PatchFunction(ctx, ns, name, patch); err != nil {
 		mapper.addAPIError(&resp.Diagnostics, "Updating the function failed", err)
 		return
 	}
@@ -570,6 +575,20 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 func (r *functionResource) settle(ctx context.Context, fn *slessv1alpha1.Function, plan *functionModel, diags *diag.Diagnostics, state interface {
 	Set(context.Context, any) diag.Diagnostics
 }) {
+	retried := ""
+	if buildFailed(fn) {
+		// sless keeps a failed build for its code until spec.rebuild asks
+		// again; the apply asks, as a failure may pass (a registry or
+		// package index that was down).
+		retried = rebuildToken()
+		progress(ctx, "function", fn.Namespace, fn.Name, "running the failed build again", "rebuild", retried)
+		again, err := r.api.client.PatchFunction(ctx, fn.Namespace, fn.Name, map[string]any{"spec": map[string]any{"rebuild": retried}})
+		if err != nil {
+			diags.AddError("Asking for the build again failed", err.Error())
+			return
+		}
+		fn = again
+	}
 	fn, err := r.waitReady(ctx, fn, waitTimeout(plan.WaitTimeout, defaultFunctionWait))
 	st, d := functionState(ctx, fn, plan)
 	diags.Append(d...)
@@ -578,15 +597,15 @@ func (r *functionResource) settle(ctx context.Context, fn *slessv1alpha1.Functio
 		return
 	}
 	msg := err.Error()
-	if buildFailed(fn) {
-		// The build's outcome is kept by the source's digest (the
-		// PipelineRun's name on a cluster, builds/<digest>.json in local
-		// mode), and the API has no way to ask for the same code again.
-		msg += ". This apply could not retry the build: sless does not build the same code of a function " +
-			"again once its build failed, so applying the same configuration again fails the same way. " +
-			"Change the code (or its runtime or entrypoint) to build again."
+	if retried != "" && buildFailed(fn) {
+		msg += ". The failed build was run again (spec.rebuild " + retried + ") and failed again: fix the code, or apply again to retry"
 	}
 	diags.AddError("Function not ready", msg)
+}
+
+// rebuildToken is a spec.rebuild value no earlier apply used.
+func rebuildToken() string {
+	return time.Now().UTC().Format(time.RFC3339Nano)
 }
 
 // buildFailed says whether the build of fn's current code failed.
