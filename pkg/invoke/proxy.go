@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,7 +83,8 @@ type Options struct {
 	// sets them from the connection alone.
 	TrustForwarded bool
 	// Logger receives platform failures (unreachable functions, failed
-	// activations). Default slog.Default().
+	// activations) and, at debug level, what net/http's ReverseProxy logs
+	// (responses cut short). Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -103,6 +105,9 @@ type Proxy struct {
 	opts      Options
 	transport http.RoundTripper
 	buffers   bufferPool
+	// errorLog takes what ReverseProxy logs itself (a function's response
+	// cut short): at debug level, since the call's record says it.
+	errorLog *log.Logger
 }
 
 // NewProxy makes a Proxy.
@@ -128,7 +133,8 @@ func NewProxy(opts Options) (*Proxy, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	p := &Proxy{opts: opts, transport: opts.Transport}
+	p := &Proxy{opts: opts, transport: opts.Transport,
+		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
 	if p.transport == nil {
 		p.transport = NewTransport()
 	}
@@ -481,7 +487,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 		BufferPool:     &p.buffers,
 		ModifyResponse: c.modifyResponse,
 		ErrorHandler:   c.errorHandler,
-		ErrorLog:       nil,
+		ErrorLog:       p.errorLog,
 	}
 	rp.ServeHTTP(c.out, out)
 }

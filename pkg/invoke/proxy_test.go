@@ -948,3 +948,34 @@ func TestProxyMalformedAnswerIsCutInLogAndRecord(t *testing.T) {
 		t.Fatalf("log of %d bytes: %.200q", n, logs.String())
 	}
 }
+
+// A function that ends its connection mid-response: the caller's response
+// is cut, the record says so, and what net/http's ReverseProxy logs about
+// it goes to the proxy's Logger (at debug level), not to the process's
+// unstructured standard log.
+func TestProxyResponseCutShort(t *testing.T) {
+	var logs lockedBuffer
+	r := newRig(t, invoke.Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	fn := function(t, func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.Write([]byte("0123456789"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection ends here
+	})
+	r.targets.set("ns", "cut", invoke.Target{Address: fn, Ready: true, Public: true})
+	resp, err := http.Get(r.url + "/fn/ns/cut")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("the caller read a whole response")
+	}
+	got := r.records(t, "ns", "cut", 1)[0]
+	if got.Status != 200 || got.BytesOut != 10 || !strings.HasPrefix(got.Error, "response cut short") {
+		t.Fatalf("record %+v", got)
+	}
+	if !strings.Contains(logs.String(), `"level":"DEBUG","msg":"httputil: ReverseProxy read error during body copy`) {
+		t.Fatalf("the proxy's log: %s", logs.String())
+	}
+}
