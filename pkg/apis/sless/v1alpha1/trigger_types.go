@@ -201,7 +201,9 @@ type TriggerStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions holds Ready: True while the trigger calls its function
 	// (Public, Scheduled, Consuming), False with the reason it does not
-	// (Disabled, FunctionNotFound, InvalidSchedule, Rejected, ...).
+	// (Disabled, FunctionNotFound, InvalidSchedule, Rejected, ...), and
+	// Unknown while a queue trigger's consumer is on its way
+	// (ConsumerNotAvailable: rolling out, or not yet connected).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
