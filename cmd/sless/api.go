@@ -59,6 +59,7 @@ func runAPI(ctx context.Context, args []string) error {
 	maxUploads := fs.Int("max-uploads", api.DefaultMaxUploads, "source uploads in progress at once (each holds its zip and unpacked files in memory)")
 	uploadQueueWait := fs.Duration("upload-queue-wait", api.DefaultUploadQueueWait, "how long an upload waits for a free slot before it is refused with 503")
 	bodyIdle := fs.Duration("body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408 (an upload gives back its slot)")
+	connIdle := fs.Duration("idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
@@ -76,6 +77,9 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *uploadQueueWait <= 0 {
 		return fmt.Errorf("-upload-queue-wait must be positive")
+	}
+	if *connIdle <= 0 {
+		return fmt.Errorf("-idle-conn-timeout must be positive")
 	}
 	if *bodyIdle <= 0 {
 		return fmt.Errorf("-body-idle-timeout must be positive")
@@ -217,7 +221,10 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Without IdleTimeout (and no ReadTimeout, which would cut long calls
+	// and uploads), net/http keeps a keep-alive connection that sends no
+	// next request for ever: anyone could hold all the file descriptors.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", *s3Bucket)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,7 +51,7 @@ func TestAPICommand(t *testing.T) {
 	go func() {
 		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port),
 			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
-			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3",
+			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3", "-idle-conn-timeout", "300ms",
 			"-database-url", testbed.DatabaseURL(t)})
 	}()
 
@@ -71,6 +73,25 @@ func TestAPICommand(t *testing.T) {
 			t.Fatalf("sless api not ready: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A keep-alive connection that sends no next request is closed.
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("an idle keep-alive connection: %v, want closed by the server (EOF) after -idle-conn-timeout", err)
 	}
 
 	ns := k.Namespace(t)
