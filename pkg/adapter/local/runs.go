@@ -805,10 +805,12 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonJobGone, st.Message)
 		res, err := write(reconcile.Result{})
 		if err == nil && !equalJSON(before, st) {
-			rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Trigger: invoke.TriggerJob,
+			rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Revision: st.Revision, Trigger: invoke.TriggerJob,
 				RequestID: jobresources.RequestID(fj, st.RunID), StartedAt: now.Time, Status: http.StatusInternalServerError, Error: st.Message}
 			if st.StartTime != nil {
-				rec.StartedAt = st.StartTime.Time
+				// As a cluster records a Job gone mid-run: from its start
+				// to when the loss was seen.
+				rec.StartedAt, rec.Duration = st.StartTime.Time, now.Sub(st.StartTime.Time)
 			}
 			r.recorder.Record(rec)
 		}
@@ -860,7 +862,8 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	}
 	now := metav1.NewTime(r.now().UTC())
 	*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhaseRunning,
-		JobName: jobnames.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation}
+		JobName: jobnames.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation,
+		Revision: fn.Status.LatestReadyRevision}
 	setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonJobCreated, fmt.Sprintf("run %d runs in process", fj.Spec.RunID))
 	setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionUnknown, jobrec.ReasonRunning, "the function runs")
 	// Marked in progress before Running is written, so no reconcile reads

@@ -138,6 +138,11 @@ def handler(event, context):
 		if rec := record(t, want); rec.Status != 200 {
 			t.Errorf("record %+v, want status 200", rec)
 		}
+		// The revision the run ran, kept in the status as a cluster keeps
+		// it, so a run lost later is recorded with it too.
+		if rec := record(t, want); j.Status.Revision == "" || j.Status.Revision != rec.Revision {
+			t.Errorf("status.revision %q, record's revision %q; want the same, set", j.Status.Revision, rec.Revision)
+		}
 		if c := cond(j, slessv1alpha1.JobConditionComplete); c.Status != metav1.ConditionTrue || c.Reason != jobrec.ReasonSucceeded {
 			t.Errorf("Complete %s/%s", c.Status, c.Reason)
 		}
@@ -303,7 +308,9 @@ func TestFunctionJobLostWithSlessDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
-	j.Status = slessv1alpha1.FunctionJobStatus{Phase: slessv1alpha1.JobPhaseRunning, RunID: 7, JobName: "once-7", StartTime: &started}
+	// What the run's start wrote: the revision it ran.
+	j.Status = slessv1alpha1.FunctionJobStatus{Phase: slessv1alpha1.JobPhaseRunning, RunID: 7, JobName: "once-7", StartTime: &started,
+		Revision: "calc-00001"}
 	if err := rig.store.Status().Update(ctx, j); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +337,14 @@ func TestFunctionJobLostWithSlessDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(p.Items) != 1 || p.Items[0].Status != 500 || !strings.Contains(p.Items[0].RequestID, "-7") || !p.Items[0].StartedAt.Equal(started.Time) {
-		t.Errorf("records %+v; want the lost run once, as a 500", p.Items)
+		t.Fatalf("records %+v; want the lost run once, as a 500", p.Items)
+	}
+	// As every other run's row, and as a cluster records a Job gone: the
+	// revision that ran, and the time from the start to the loss.
+	// (completionTime is stored to the second.)
+	if got, d := p.Items[0], j.Status.CompletionTime.Sub(started.Time); got.Revision != "calc-00001" || got.Duration < time.Minute ||
+		got.Duration < d || got.Duration >= d+time.Second {
+		t.Errorf("record %+v; want revision calc-00001 and the duration from the start to %s", got, j.Status.CompletionTime)
 	}
 }
 
