@@ -104,9 +104,18 @@ type Config struct {
 	DevIdentity Identity
 }
 
-// triggerClaims mark a trigger's credential (pkg/reconciler/trigger's
-// HS256Tokens); tokens carrying any of them are not a caller's.
-var triggerClaims = []string{"sless.dev/trigger", "sless.dev/trigger-type", "sless.dev/trigger-uid", "sless.dev/function"}
+// Claims of a trigger's credential beyond the registered ones and the
+// namespace claim (DefaultNamespaceClaim, which pins its tenant).
+// pkg/reconciler/trigger mints such credentials and checks them on trigger
+// calls; Verify refuses a token carrying any of them as a caller's.
+const (
+	ClaimTrigger     = "sless.dev/trigger"
+	ClaimTriggerType = "sless.dev/trigger-type"
+	ClaimTriggerUID  = "sless.dev/trigger-uid"
+	ClaimFunction    = "sless.dev/function"
+)
+
+var triggerClaims = []string{ClaimTrigger, ClaimTriggerType, ClaimTriggerUID, ClaimFunction}
 
 // Defaults of Config.
 const (

@@ -9,17 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-)
-
-// Claims of a trigger credential beyond the registered ones. The namespace
-// claim is pkg/auth's default namespace claim, so the API's verifier maps the
-// token to the trigger's namespace and nowhere else.
-const (
-	ClaimNamespace   = "sless.dev/namespace"
-	ClaimTrigger     = "sless.dev/trigger"
-	ClaimTriggerType = "sless.dev/trigger-type"
-	ClaimTriggerUID  = "sless.dev/trigger-uid"
-	ClaimFunction    = "sless.dev/function"
+	"github.com/sless-dev/sless/pkg/auth"
 )
 
 // DefaultTokenLifetime of a trigger credential. The reconciler renews it when
@@ -72,15 +62,15 @@ func (h *HS256Tokens) IssueTriggerToken(t *slessv1alpha1.Trigger) (string, time.
 	now := h.now().Truncate(time.Second)
 	exp := now.Add(life)
 	claims := jwt.MapClaims{
-		"sub":            Subject(t.Namespace, t.Name),
-		"iat":            now.Unix(),
-		"nbf":            now.Add(-time.Minute).Unix(),
-		"exp":            exp.Unix(),
-		ClaimNamespace:   t.Namespace,
-		ClaimTrigger:     t.Name,
-		ClaimTriggerType: string(t.Spec.Type),
-		ClaimTriggerUID:  string(t.UID),
-		ClaimFunction:    t.Spec.Function,
+		"sub":                      Subject(t.Namespace, t.Name),
+		"iat":                      now.Unix(),
+		"nbf":                      now.Add(-time.Minute).Unix(),
+		"exp":                      exp.Unix(),
+		auth.DefaultNamespaceClaim: t.Namespace,
+		auth.ClaimTrigger:          t.Name,
+		auth.ClaimTriggerType:      string(t.Spec.Type),
+		auth.ClaimTriggerUID:       string(t.UID),
+		auth.ClaimFunction:         t.Spec.Function,
 	}
 	if h.Issuer != "" {
 		claims["iss"] = h.Issuer
@@ -122,8 +112,8 @@ func (h *HS256Tokens) VerifyTriggerToken(token string) (TriggerClaims, error) {
 	}
 	str := func(k string) string { s, _ := claims[k].(string); return s }
 	tc := TriggerClaims{
-		Namespace: str(ClaimNamespace), Trigger: str(ClaimTrigger), Function: str(ClaimFunction),
-		UID: str(ClaimTriggerUID), Type: slessv1alpha1.TriggerType(str(ClaimTriggerType)),
+		Namespace: str(auth.DefaultNamespaceClaim), Trigger: str(auth.ClaimTrigger), Function: str(auth.ClaimFunction),
+		UID: str(auth.ClaimTriggerUID), Type: slessv1alpha1.TriggerType(str(auth.ClaimTriggerType)),
 	}
 	if tc.Namespace == "" || tc.Trigger == "" || tc.Function == "" || tc.Type == "" || str("sub") != Subject(tc.Namespace, tc.Trigger) {
 		return TriggerClaims{}, errors.New("trigger credential: not a trigger credential (trigger claims missing or inconsistent)")

@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
@@ -39,7 +40,7 @@ func TestTriggerTokens(t *testing.T) {
 	}
 	base := func(mut func(jwt.MapClaims)) jwt.MapClaims {
 		m := jwt.MapClaims{"sub": "system:trigger:tenant-a:nightly", "iss": "sless", "aud": "sless-api", "exp": now.Add(time.Hour).Unix(),
-			trigger.ClaimNamespace: "tenant-a", trigger.ClaimTrigger: "nightly", trigger.ClaimTriggerType: "cron", trigger.ClaimTriggerUID: "u1", trigger.ClaimFunction: "report"}
+			auth.DefaultNamespaceClaim: "tenant-a", auth.ClaimTrigger: "nightly", auth.ClaimTriggerType: "cron", auth.ClaimTriggerUID: "u1", auth.ClaimFunction: "report"}
 		if mut != nil {
 			mut(m)
 		}
