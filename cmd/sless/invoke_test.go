@@ -105,6 +105,20 @@ func TestInvokeRecordsACronRow(t *testing.T) {
 			t.Errorf("%s: sless invoke error %v, want a 401/403 answer", tc.name, err)
 		}
 	}
+	// Two Authorization headers, the first the good credential: refused,
+	// as pkg/auth refuses them for callers, not the first taken.
+	twice, err := http.NewRequest(http.MethodPost, fnURL, strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice.Header.Set(queue.TriggerHeader, "cron")
+	twice.Header.Add("Authorization", "Bearer "+token)
+	twice.Header.Add("Authorization", "Bearer not-a-credential")
+	if res, err := http.DefaultClient.Do(twice); err != nil {
+		t.Fatal(err)
+	} else if res.Body.Close(); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("two Authorization headers: HTTP %d, want 401", res.StatusCode)
+	}
 	// Disabled: the credential stops working (after the lookup cache's TTL).
 	tr.Spec.Enabled = ptr.To(false)
 	if err := kube.Client.Update(ctx, tr); err != nil {

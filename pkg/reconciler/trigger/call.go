@@ -3,6 +3,7 @@ package trigger
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -63,6 +64,12 @@ func (h *CallHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		// The proxy answers malformed paths; the marker means nothing there.
 		h.Proxy.ServeHTTP(w, r)
+		return
+	}
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		// As pkg/auth does for callers: taking the first of several would
+		// let whatever sits in front decide which credential counts.
+		writeRefusal(w, http.StatusUnauthorized, fmt.Sprintf("the request has %d Authorization headers; send one", n))
 		return
 	}
 	token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
