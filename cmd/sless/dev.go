@@ -60,6 +60,7 @@ func runDev(ctx context.Context, args []string) error {
 	goTool := fs.String("go", "", "go to build Go functions with (default: from PATH)")
 	gcGrace := fs.Duration("source-gc-grace", sourcegc.DefaultGrace, "keep uploaded archives and build contexts no Function needs this long before deleting them")
 	gcInterval := fs.Duration("source-gc-interval", sourcegc.DefaultInterval, "time between sweeps for blobs no Function needs (0: no sweeps)")
+	connIdle := fs.Duration("idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -73,6 +74,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *maxAge < 0 {
 		return errors.New("--records-max-age must not be negative")
+	}
+	if *connIdle <= 0 {
+		return errors.New("--idle-conn-timeout must be positive")
 	}
 	logMaxBytes, err := logSize(*logMaxSize)
 	if err != nil {
@@ -305,7 +309,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	go func() { loopsRunning.Wait(); close(loopDone) }()
 
-	srv := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// As sless api: without IdleTimeout (and no ReadTimeout, which would
+	// cut long calls) a keep-alive connection would be held for ever.
+	srv := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sless-dev/sless/pkg/adapter/local"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // Every bad flag of sless dev is refused at once with a message naming it.
@@ -47,6 +52,7 @@ func TestDevRefusesBadFlags(t *testing.T) {
 		{"negative idle timeout", []string{"--idle-timeout", "-5s"}, "--idle-timeout must be positive"},
 		{"unparsable idle timeout", []string{"--idle-timeout", "soon"}, "invalid value \"soon\""},
 		{"negative records age", []string{"--records-max-age", "-1h"}, "--records-max-age must not be negative"},
+		{"zero idle connection timeout", []string{"--idle-conn-timeout", "0s"}, "--idle-conn-timeout must be positive"},
 		{"log size not a size", []string{"--log-max-size", "big"}, `--log-max-size "big": want a size`},
 		{"log size too small", []string{"--log-max-size", "100"}, "at least 1Ki"},
 		{"log size not whole bytes", []string{"--log-max-size", "0.5"}, "a whole number of bytes"},
@@ -72,5 +78,49 @@ func TestDevRefusesBadFlags(t *testing.T) {
 				t.Fatalf("runDev(%q) = %v, want an error with %q", args, err, c.want)
 			}
 		})
+	}
+}
+
+// A keep-alive connection that sends no next request is closed after
+// --idle-conn-timeout, as sless api closes it.
+func TestDevClosesIdleConnections(t *testing.T) {
+	port, err := testbed.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, []string{"--addr", addr, "--data-dir", t.TempDir(), "--dev-token", "0123456789abcdef0123",
+			"--idle-conn-timeout", "300ms", "--quiet"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sless dev: %v", err)
+		}
+	}()
+	var conn net.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if conn, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sless dev does not listen on %s: %v", addr, err)
+		}
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("an idle keep-alive connection: %v, want closed by the server (EOF) after --idle-conn-timeout", err)
 	}
 }
