@@ -93,14 +93,7 @@ func askedAgain(res buildResult, fn *slessv1alpha1.Function) bool {
 	if r := fn.Spec.Rebuild; r != "" && !slices.Contains(res.Rebuilds, r) {
 		return true
 	}
-	return res.Reason == ReasonBuildTimeout && res.TimeoutSeconds > 0 && int64(buildTimeout(fn)/time.Second) > res.TimeoutSeconds
-}
-
-func buildTimeout(fn *slessv1alpha1.Function) time.Duration {
-	if fn.Spec.BuildTimeoutSeconds != nil {
-		return time.Duration(*fn.Spec.BuildTimeoutSeconds) * time.Second
-	}
-	return time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
+	return res.Reason == ReasonBuildTimeout && res.TimeoutSeconds > 0 && int64(fn.BuildTimeout()) > res.TimeoutSeconds
 }
 
 // Reasons a local build reports.
@@ -210,7 +203,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 		if found && !askedAgain(res, fn) {
 			return finished(fn, name, in.Digest, res), nil
 		}
-		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}, timeout: buildTimeout(fn)}
+		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}, timeout: time.Duration(fn.BuildTimeout()) * time.Second}
 		if found { // a failed build fn asks to run again
 			bl.rebuilds = res.Rebuilds
 		}

@@ -158,11 +158,7 @@ func retried(pr *tektonv1.PipelineRun, fn *slessv1alpha1.Function) bool {
 	if c == nil || c.Reason != string(tektonv1.PipelineRunReasonTimedOut) || pr.Spec.Timeouts == nil || pr.Spec.Timeouts.Pipeline == nil {
 		return false
 	}
-	want := int64(slessv1alpha1.DefaultBuildTimeoutSeconds)
-	if fn.Spec.BuildTimeoutSeconds != nil {
-		want = int64(*fn.Spec.BuildTimeoutSeconds)
-	}
-	return time.Duration(want)*time.Second > pr.Spec.Timeouts.Pipeline.Duration
+	return time.Duration(fn.BuildTimeout())*time.Second > pr.Spec.Timeouts.Pipeline.Duration
 }
 
 // superseded tells a run sless cancelled because its Function moved on.

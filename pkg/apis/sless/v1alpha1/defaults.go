@@ -57,6 +57,14 @@ func (fn *Function) Timeout() int32 {
 	return *fn.Spec.TimeoutSeconds
 }
 
+// BuildTimeout is the bound of one build of the function, in seconds.
+func (fn *Function) BuildTimeout() int32 {
+	if fn.Spec.BuildTimeoutSeconds == nil {
+		return DefaultBuildTimeoutSeconds
+	}
+	return *fn.Spec.BuildTimeoutSeconds
+}
+
 // IsReady says whether the Function's Ready condition is True for its current generation.
 func (fn *Function) IsReady() bool {
 	if fn.Status.ObservedGeneration != fn.Generation {

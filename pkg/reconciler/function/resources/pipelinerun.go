@@ -23,10 +23,7 @@ import (
 // were cancelled as superseded or failed before a rebuild was asked for.
 func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, attempt int, cfg Config) *tektonv1.PipelineRun {
 	cfg = cfg.WithDefaults()
-	timeout := time.Duration(slessv1alpha1.DefaultBuildTimeoutSeconds) * time.Second
-	if fn.Spec.BuildTimeoutSeconds != nil {
-		timeout = time.Duration(*fn.Spec.BuildTimeoutSeconds) * time.Second
-	}
+	timeout := time.Duration(fn.BuildTimeout()) * time.Second
 	labels := Labels(fn)
 	annotations := map[string]string{AnnotationSourceDigest: in.Digest}
 	if fn.Spec.Rebuild != "" {
