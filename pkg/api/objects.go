@@ -216,19 +216,8 @@ func (s *Server) patch(k *kind) gin.HandlerFunc {
 			writeProblem(c, unsupportedMediaType("PATCH takes a JSON merge patch (Content-Type: %s), not %q", MergePatchContentType, mt))
 			return
 		}
-		if p := checkJSONCharset(c.GetHeader("Content-Type")); p != nil {
-			writeProblem(c, p)
-			return
-		}
-		body, p := s.readBody(c, s.opts.MaxObjectBytes)
-		if p == nil {
-			body, p = jsonText(body)
-		}
+		body, p := s.readJSON(c)
 		if p != nil {
-			writeProblem(c, p)
-			return
-		}
-		if p := checkUTF8(body); p != nil {
 			writeProblem(c, p)
 			return
 		}
@@ -395,11 +384,10 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 	}
 }
 
-// readObject reads and strictly decodes a create or replace body.
-func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
-	if mt := mediaType(c.GetHeader("Content-Type")); mt != "" && mt != "application/json" {
-		return nil, unsupportedMediaType("the body must be application/json, not %q", mt)
-	}
+// readJSON reads an object's JSON body as UTF-8 text: a charset in
+// Content-Type other than UTF-8 is refused, a byte order mark dropped, and
+// text that is not valid Unicode refused, each before any decoding.
+func (s *Server) readJSON(c *gin.Context) ([]byte, *Problem) {
 	if p := checkJSONCharset(c.GetHeader("Content-Type")); p != nil {
 		return nil, p
 	}
@@ -407,10 +395,19 @@ func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
 	if p == nil {
 		body, p = jsonText(body)
 	}
-	if p != nil {
-		return nil, p
+	if p == nil {
+		p = checkUTF8(body)
 	}
-	if p := checkUTF8(body); p != nil {
+	return body, p
+}
+
+// readObject reads and strictly decodes a create or replace body.
+func (s *Server) readObject(c *gin.Context, k *kind) (client.Object, *Problem) {
+	if mt := mediaType(c.GetHeader("Content-Type")); mt != "" && mt != "application/json" {
+		return nil, unsupportedMediaType("the body must be application/json, not %q", mt)
+	}
+	body, p := s.readJSON(c)
+	if p != nil {
 		return nil, p
 	}
 	in := k.newObj()

@@ -38,9 +38,8 @@ func jsonText(body []byte) ([]byte, *Problem) {
 		return b, nil
 	}
 	if len(body) >= 2 && (body[0] == 0 || body[1] == 0 || (body[0] == 0xff && body[1] == 0xfe) || (body[0] == 0xfe && body[1] == 0xff)) {
-		p := badRequest("the body is UTF-16 or UTF-32; JSON text is UTF-8 (RFC 8259): send it encoded as UTF-8")
-		p.Errors = []FieldError{{Field: "body", Detail: "not UTF-8", Type: string(field.ErrorTypeInvalid)}}
-		return nil, p
+		return nil, badRequest("the body is UTF-16 or UTF-32; JSON text is UTF-8 (RFC 8259): send it encoded as UTF-8").
+			naming("body", field.ErrorTypeInvalid, "not UTF-8")
 	}
 	return body, nil
 }
