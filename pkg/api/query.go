@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/sless-dev/sless/pkg/problems"
 )
@@ -25,7 +24,7 @@ func (s *Server) query(allowed ...string) gin.HandlerFunc {
 		_, errs, err := problems.Query(raw, c.FullPath(), allowed)
 		if err != nil {
 			p := badRequest("the query string does not parse: %v", err)
-			p.Errors = []FieldError{{Field: "query", Detail: err.Error(), Type: string(field.ErrorTypeInvalid)}}
+			p.Errors = []FieldError{problems.Unparsable(err)}
 			writeProblem(c, p)
 			return
 		}

@@ -260,7 +260,7 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 	q, errs, err := ParseQuery(namespace, function, r.URL.RawQuery)
 	if err != nil {
 		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "the query string does not parse: "+err.Error())
-		p.Title, p.Errors = "Query is invalid", []FieldError{{Field: "query", Detail: err.Error(), Type: string(field.ErrorTypeInvalid)}}
+		p.Title, p.Errors = "Query is invalid", []FieldError{problems.Unparsable(err)}
 		writeProblem(w, p)
 		return
 	}

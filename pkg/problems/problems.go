@@ -41,6 +41,11 @@ type FieldError struct {
 	Type   string `json:"type"`
 }
 
+// Unparsable names a query string that does not parse, err its error.
+func Unparsable(err error) FieldError {
+	return FieldError{Field: "query", Detail: err.Error(), Type: string(field.ErrorTypeInvalid)}
+}
+
 // Query parses a raw query string that may hold only the allowed
 // parameters, each at most once. A pair that does not parse is the error;
 // an unknown or repeated parameter is a FieldError, in the order of the
