@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
@@ -129,3 +130,15 @@ type RevisionReader interface {
 
 // Pinned tells an image reference that names its digest.
 func Pinned(image string) bool { return strings.Contains(image, "@sha256:") }
+
+// Rejected tells a write the apiserver or an admission webhook refused
+// (Knative's refusing a timeoutSeconds above its max-revision-timeout-seconds,
+// a quota, missing RBAC) from one that may pass as it is when retried. The
+// same write is refused until the spec or the cluster changes, so the
+// owner's status says so (a Failed Function, a Trigger not Ready) rather
+// than waiting for ever; it is still retried with backoff, so a cluster
+// fixed meanwhile is picked up.
+func Rejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
+}

@@ -206,7 +206,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 	// tells the two apart.
 	ss, err := r.Server.EnsureService(ctx, fn, image)
 	if err != nil {
-		if rejected(err) {
+		if adapter.Rejected(err) {
 			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionFalse, ReasonServiceRejected, err.Error())
 		} else {
 			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
@@ -318,7 +318,7 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs 
 	prevRef, prevFinal := st.BuildRef, isFinal(fn, slessv1alpha1.FunctionConditionBuildSucceeded)
 	bs, err := r.Builder.EnsureBuild(ctx, fn, in)
 	if err != nil {
-		if rejected(err) {
+		if adapter.Rejected(err) {
 			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionFalse, ReasonBuildRejected, err.Error())
 		} else {
 			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonBuildError, err.Error())
@@ -461,17 +461,6 @@ func (r *Reconciler) finalize(ctx context.Context, fn *slessv1alpha1.Function) e
 	r.mu.Unlock()
 	controllerutil.RemoveFinalizer(fn, names.Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, fn))
-}
-
-// rejected tells a write the apiserver or an admission webhook refused
-// (Knative's refusing a timeoutSeconds above its max-revision-timeout-seconds,
-// a quota, missing RBAC) from one that may pass as it is when retried. A
-// refusal is a Failed Function, not one Deploying for ever: the same write
-// is refused until the spec or the cluster changes. It is still retried
-// with backoff, so a cluster fixed meanwhile is picked up.
-func rejected(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsRequestEntityTooLargeError(err)
 }
 
 func setCondition(fn *slessv1alpha1.Function, typ string, status metav1.ConditionStatus, reason, message string) {

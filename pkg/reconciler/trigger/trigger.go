@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
@@ -388,7 +389,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 // reason at all, the refusal only in the controller's log. err is returned
 // as it is, so the write is retried with backoff.
 func (r *Reconciler) rejected(t *slessv1alpha1.Trigger, child client.Object, err error) error {
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
+	if adapter.Rejected(err) {
 		r.setReady(t, metav1.ConditionFalse, ReasonRejected, fmt.Sprintf("%s %s was refused: %v", kindOf(child), child.GetName(), err))
 	}
 	return err
