@@ -26,6 +26,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Headers the consumer sets on messages it republishes.
@@ -423,11 +424,11 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 	h.Set(AttemptHeader, strconv.Itoa(retries+1))
 	// A content type or encoding that is no header value says nothing an
 	// HTTP body could carry: the body goes as bytes of no known type.
-	if d.ContentEncoding != "" && validHeaderValue(d.ContentEncoding) {
+	if d.ContentEncoding != "" && httpguts.ValidHeaderFieldValue(d.ContentEncoding) {
 		h.Set("Content-Encoding", d.ContentEncoding)
 	}
 	ct := d.ContentType
-	if !validHeaderValue(ct) {
+	if !httpguts.ValidHeaderFieldValue(ct) {
 		ct = ""
 	}
 	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: ct, RequestID: headerValue(reqID), Header: h})
@@ -463,21 +464,10 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 // an HTTP client refuses a header with control characters: such an id goes
 // Go-quoted ("order\n42") rather than fail every call of its message.
 func headerValue(id string) string {
-	if validHeaderValue(id) {
+	if httpguts.ValidHeaderFieldValue(id) {
 		return id
 	}
 	return strconv.Quote(id)
-}
-
-// validHeaderValue says whether an HTTP client sends s as a header value:
-// no control characters but tab.
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // move puts msg in queue. A queue deleted since it was declared is
