@@ -23,7 +23,6 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 )
 
 // Reasons this builder reports besides Tekton's own.
@@ -245,6 +244,3 @@ func (b *Builder) failureMessage(ctx context.Context, pr *tektonv1.PipelineRun, 
 	}
 	return fmt.Sprintf("PipelineRun %s: %s", pr.Name, c.Message)
 }
-
-// Name is the PipelineRun that first builds fn's digest.
-func Name(fn *slessv1alpha1.Function, digest string) string { return names.PipelineRun(fn, digest, 0) }
