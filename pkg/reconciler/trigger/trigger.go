@@ -137,12 +137,7 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		// spend each message's retries and dead-letter it, while a paused
 		// one leaves the messages waiting in the queue.
 		t.Status.URL = ""
-		t.Status.NextScheduleTime = nil
-		r.setReady(t, metav1.ConditionFalse, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist: the trigger is paused until it does")
-		if err := r.pauseChildren(ctx, t); err != nil {
-			return 0, err
-		}
-		return 0, r.releasePreWarm(ctx, t)
+		return 0, r.pause(ctx, t, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist: the trigger is paused until it does")
 	}
 	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP && r.Config.Image == "" {
 		r.setReady(t, metav1.ConditionFalse, ReasonNoCallerImage, "the controller has no sless image configured (SLESS_IMAGE, --sless-image) to run "+string(t.Spec.Type)+" triggers with")
@@ -157,6 +152,18 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		return r.reconcileQueue(ctx, t, fn)
 	}
 	return 0, fmt.Errorf("unknown trigger type %q", t.Spec.Type)
+}
+
+// pause stops t's children calling (a suspended CronJob, a consumer scaled
+// to zero) and lets go of any pre-warm hold, while t stays Ready False with
+// reason and message until what pauses it is fixed.
+func (r *Reconciler) pause(ctx context.Context, t *slessv1alpha1.Trigger, reason, message string) error {
+	t.Status.NextScheduleTime = nil
+	r.setReady(t, metav1.ConditionFalse, reason, message)
+	if err := r.pauseChildren(ctx, t); err != nil {
+		return err
+	}
+	return r.releasePreWarm(ctx, t)
 }
 
 // reconcileHTTP: the invoke proxy reads http Triggers itself (an enabled one
@@ -180,22 +187,12 @@ func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger
 		// an older sless. A CronJob made of an earlier spec would go on
 		// calling on the old schedule while the trigger says it does not:
 		// it is suspended, as for a missing function, until the spec is fixed.
-		t.Status.NextScheduleTime = nil
-		r.setReady(t, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error()+": the trigger is paused until its schedule is fixed")
-		if err := r.pauseChildren(ctx, t); err != nil {
-			return 0, err
-		}
-		return 0, r.releasePreWarm(ctx, t)
+		return 0, r.pause(ctx, t, ReasonInvalidSchedule, err.Error()+": the trigger is paused until its schedule is fixed")
 	}
 	if msg := slessv1alpha1.PayloadTooLarge(t.Spec.Payload); msg != "" {
 		// Every run's pod would fail to start; a CronJob of an earlier
 		// payload would go on calling with it. Paused as above.
-		t.Status.NextScheduleTime = nil
-		r.setReady(t, metav1.ConditionFalse, ReasonPayloadTooLarge, msg+": the trigger is paused until it is smaller")
-		if err := r.pauseChildren(ctx, t); err != nil {
-			return 0, err
-		}
-		return 0, r.releasePreWarm(ctx, t)
+		return 0, r.pause(ctx, t, ReasonPayloadTooLarge, msg+": the trigger is paused until it is smaller")
 	}
 	renew, err := r.ensureToken(ctx, t)
 	if err != nil {
