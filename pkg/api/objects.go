@@ -564,12 +564,16 @@ func (s *Server) respond(c *gin.Context, k *kind, status int, obj client.Object)
 // etag is the strong entity tag of an object: its resourceVersion, quoted.
 func etag(obj client.Object) string { return `"` + obj.GetResourceVersion() + `"` }
 
-// noneMatch implements the comparison of If-None-Match (RFC 9110 13.1.2)
-// against an entity tag: "*" or any listed tag equal to it, weak or not.
-func noneMatch(header []string, tag string) bool {
+// listed tells whether an If-Match or If-None-Match header lists tag, or
+// "*". If-Match compares strongly, so a weak W/ tag never matches (RFC 9110
+// 13.1.1); If-None-Match weakly, so it does (13.1.2).
+func listed(header []string, tag string, weak bool) bool {
 	for _, h := range header {
 		for _, t := range strings.Split(h, ",") {
-			t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+			t = strings.TrimSpace(t)
+			if weak {
+				t = strings.TrimPrefix(t, "W/")
+			}
 			if t == "*" || t == tag {
 				return true
 			}
@@ -582,7 +586,7 @@ func noneMatch(header []string, tag string) bool {
 // tag with 304 and that tag, and says whether it did.
 func notModified(c *gin.Context, tag string) bool {
 	h, ok := c.Request.Header["If-None-Match"]
-	if !ok || !noneMatch(h, tag) {
+	if !ok || !listed(h, tag, true) {
 		return false
 	}
 	c.Header("ETag", tag)
@@ -596,25 +600,15 @@ func notModified(c *gin.Context, tag string) bool {
 // change only if the object is not (or no longer) as it names.
 func checkIfNoneMatch(c *gin.Context, rv string) *Problem {
 	h, ok := c.Request.Header["If-None-Match"]
-	if !ok || !noneMatch(h, `"`+rv+`"`) {
+	if !ok || !listed(h, `"`+rv+`"`, true) {
 		return nil
 	}
 	return preconditionFailed("If-None-Match %s matches the current version \"%s\"", strings.Join(h, ", "), rv)
 }
 
 // etagMatches implements If-Match (RFC 9110 13.1.1) against a
-// resourceVersion: "*" or any listed tag equal to it. Weak tags never match.
-func etagMatches(header []string, rv string) bool {
-	for _, h := range header {
-		for _, tag := range strings.Split(h, ",") {
-			tag = strings.TrimSpace(tag)
-			if tag == "*" || tag == `"`+rv+`"` {
-				return true
-			}
-		}
-	}
-	return false
-}
+// resourceVersion.
+func etagMatches(header []string, rv string) bool { return listed(header, `"`+rv+`"`, false) }
 
 func mediaType(ct string) string {
 	mt, _, _ := strings.Cut(ct, ";")
