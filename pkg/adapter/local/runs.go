@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -543,10 +544,7 @@ const cronWake = 30 * time.Second
 //     overlap.
 func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sched cron.Schedule, e *cronEntry, stop <-chan struct{}) {
 	defer r.wg.Done()
-	deadline := time.Duration(triggerresources.DefaultStartingDeadlineSeconds) * time.Second
-	if t.Spec.StartingDeadlineSeconds != nil {
-		deadline = time.Duration(*t.Spec.StartingDeadlineSeconds) * time.Second
-	}
+	deadline := time.Duration(ptr.Deref(t.Spec.StartingDeadlineSeconds, triggerresources.DefaultStartingDeadlineSeconds)) * time.Second
 	policy := t.EffectiveConcurrencyPolicy()
 	for {
 		select {
