@@ -381,16 +381,16 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	if !c.target.Ready && c.target.Activate == nil && c.target.Failed != "" {
-		// Only the reason: a public function's callers are anyone, and the
-		// condition's message may quote build logs. Its tenant reads the
-		// message in the Function's status.
-		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
-			Detail: "function " + c.ns + "/" + c.name + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"},
-			"function failed: "+c.target.Failed)
-		return
-	}
 	if !c.target.Ready && c.target.Activate == nil {
+		if c.target.Failed != "" {
+			// Only the reason: a public function's callers are anyone, and
+			// the condition's message may quote build logs. Its tenant reads
+			// the message in the Function's status.
+			c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
+				Detail: "function " + c.ns + "/" + c.name + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"},
+				"function failed: "+c.target.Failed)
+			return
+		}
 		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
 		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
 			Detail: "function " + c.ns + "/" + c.name + " is not ready yet"}, "function not ready")
