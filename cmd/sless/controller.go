@@ -95,6 +95,7 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.res.Registry, "registry", os.Getenv("SLESS_REGISTRY"), "repository prefix images are pushed to, e.g. registry.example.com/sless; required")
 	fs.StringVar(&c.res.RegistrySecret, "registry-secret", envOr("SLESS_REGISTRY_SECRET", "sless-registry"), "kubernetes.io/dockerconfigjson Secret in each function namespace with push rights (empty: none)")
 	fs.StringVar(&c.res.BuilderImage, "builder-image", envOr("SLESS_BUILDER_IMAGE", resources.DefaultBuilderImage), "image that builds and pushes; takes kaniko's flags")
+	fs.StringVar(&c.res.BuilderCommand, "builder-command", envOr("SLESS_BUILDER_COMMAND", resources.DefaultBuilderCommand), "the builder image's executable (Tekton needs it to run the step without asking the registry)")
 	fs.StringVar(&c.builderArgs, "builder-args", os.Getenv("SLESS_BUILDER_ARGS"), "extra builder flags, comma-separated (e.g. --insecure,--cache=true)")
 	fs.StringVar(&c.res.HelperImage, "helper-image", envOr("SLESS_HELPER_IMAGE", resources.DefaultHelperImage), "image with a POSIX shell for the build's result step")
 	fs.StringVar(&c.res.BuildServiceAccount, "build-service-account", os.Getenv("SLESS_BUILD_SERVICE_ACCOUNT"), "service account of build pods (default: the namespace's default)")

@@ -66,6 +66,8 @@ const (
 	// archived in 2025: operators should pin a maintained fork (or another
 	// builder that takes kaniko's flags) with --builder-image.
 	DefaultBuilderImage = "gcr.io/kaniko-project/executor:v1.23.2"
+	// DefaultBuilderCommand is kaniko's executable in its images.
+	DefaultBuilderCommand = "/kaniko/executor"
 	// DefaultHelperImage runs the one-line step that reports IMAGE_URL.
 	DefaultHelperImage = "busybox:1.37.0"
 	DefaultS3Region    = "us-east-1"
@@ -79,6 +81,11 @@ type Config struct {
 	Registry string
 	// BuilderImage runs the build; it takes kaniko's flags.
 	BuilderImage string
+	// BuilderCommand is the builder image's executable. Tekton must know
+	// a step's command: without one it asks the image's registry for the
+	// entrypoint on every build, which fails where the registry is private
+	// or out of reach.
+	BuilderCommand string
 	// BuilderArgs are extra flags for the builder (e.g. --insecure for a
 	// plain-HTTP registry, --cache=true).
 	BuilderArgs []string
@@ -104,6 +111,9 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	if c.BuilderImage == "" {
 		c.BuilderImage = DefaultBuilderImage
+	}
+	if c.BuilderCommand == "" {
+		c.BuilderCommand = DefaultBuilderCommand
 	}
 	if c.HelperImage == "" {
 		c.HelperImage = DefaultHelperImage

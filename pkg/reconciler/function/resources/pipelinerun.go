@@ -136,6 +136,7 @@ func buildTask(cfg Config, params []string) tektonv1.TaskSpec {
 			{
 				Name:         StepBuild,
 				Image:        cfg.BuilderImage,
+				Command:      []string{cfg.BuilderCommand},
 				Args:         args,
 				Env:          env,
 				VolumeMounts: mounts,

@@ -163,7 +163,7 @@ func TestMakePipelineRun(t *testing.T) {
 		return out
 	}
 	all := []string{"CONTEXT", "CONTEXT_DIGEST", "IMAGE", "TAG"}
-	pipeline := func(builderImage string, extraArgs []string, env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) *tektonv1.PipelineSpec {
+	pipeline := func(builderImage, builderCommand string, extraArgs []string, env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) *tektonv1.PipelineSpec {
 		args := append([]string{
 			"--dockerfile=Dockerfile",
 			"--context=$(params.CONTEXT)",
@@ -194,7 +194,7 @@ func TestMakePipelineRun(t *testing.T) {
 					Steps: []tektonv1.Step{
 						{Name: "image-url", Image: DefaultHelperImage, Env: []corev1.EnvVar{{Name: "IMAGE", Value: "$(params.IMAGE)"}},
 							Script: "#!/bin/sh\nset -eu\nprintf '%s' \"$IMAGE\" > \"$(results.IMAGE_URL.path)\"\n"},
-						{Name: "build-and-push", Image: builderImage, Args: args, Env: env, VolumeMounts: mounts},
+						{Name: "build-and-push", Image: builderImage, Command: []string{builderCommand}, Args: args, Env: env, VolumeMounts: mounts},
 					},
 				}},
 			}},
@@ -216,18 +216,18 @@ func TestMakePipelineRun(t *testing.T) {
 		cfg:  Config{Registry: "reg.example/sless/"},
 		want: func() *tektonv1.PipelineRun {
 			pr := params(900 * time.Second)
-			pr.Spec.PipelineSpec = pipeline(DefaultBuilderImage, nil, []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-east-1"}}, nil, nil)
+			pr.Spec.PipelineSpec = pipeline(DefaultBuilderImage, "/kaniko/executor", nil, []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-east-1"}}, nil, nil)
 			return pr
 		}(),
 	}, {
 		name: "S3 endpoint, credentials, registry secret, builder, service account, timeout",
 		fn:   testFunction(func(fn *slessv1alpha1.Function) { fn.Spec.BuildTimeoutSeconds = ptr.To[int32](120) }),
-		cfg: Config{Registry: "reg.example/sless", BuilderImage: "ghcr.io/fork/kaniko:v1.25.0", BuilderArgs: []string{"--insecure", "--cache=true"},
+		cfg: Config{Registry: "reg.example/sless", BuilderImage: "ghcr.io/fork/kaniko:v1.25.0", BuilderCommand: "/ko-app/executor", BuilderArgs: []string{"--insecure", "--cache=true"},
 			RegistrySecret: "push", S3Endpoint: "http://minio.sless-system:9000", S3Region: "eu-west-1", S3Secret: "s3-creds", BuildServiceAccount: "builder"},
 		want: func() *tektonv1.PipelineRun {
 			pr := params(120 * time.Second)
 			pr.Spec.TaskRunTemplate.ServiceAccountName = "builder"
-			pr.Spec.PipelineSpec = pipeline("ghcr.io/fork/kaniko:v1.25.0", []string{"--insecure", "--cache=true"},
+			pr.Spec.PipelineSpec = pipeline("ghcr.io/fork/kaniko:v1.25.0", "/ko-app/executor", []string{"--insecure", "--cache=true"},
 				[]corev1.EnvVar{
 					{Name: "AWS_REGION", Value: "eu-west-1"},
 					{Name: "S3_ENDPOINT", Value: "http://minio.sless-system:9000"},
@@ -248,7 +248,7 @@ func TestMakePipelineRun(t *testing.T) {
 		want: func() *tektonv1.PipelineRun {
 			pr := params(900 * time.Second)
 			pr.Name = "hello-01234567-2"
-			pr.Spec.PipelineSpec = pipeline(DefaultBuilderImage, nil, []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-east-1"}}, nil, nil)
+			pr.Spec.PipelineSpec = pipeline(DefaultBuilderImage, "/kaniko/executor", nil, []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-east-1"}}, nil, nil)
 			return pr
 		}(),
 	}}
