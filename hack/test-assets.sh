@@ -4,7 +4,10 @@
 #   kube-apiserver and etcd  (envtest's control plane)
 #   kubectl                  (the client users type, of the apiserver's release)
 #   versitygw                (a real S3-compatible server, posix back end)
-# Prints the asset directory on stdout; progress goes to stderr.
+#   Knative Serving's and Tekton Pipelines' controllers, at the versions
+#   go.mod pins (the real-primitives test bed runs them; `controllers`)
+# Prints the asset directory on stdout (for `controllers`, theirs); progress
+# goes to stderr.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
@@ -97,12 +100,46 @@ build_versitygw() {
   log "versitygw built in $((SECONDS - start)) s"
 }
 
+# The controllers' versions are the ones go.mod pins, so the bed runs the
+# code whose API types sless is built against.
+root=$(cd "$(dirname "$0")/.." && pwd)
+modversion() { (cd "$root" && go list -m -f '{{.Version}}' "$1"); }
+SERVING_VERSION=$(modversion knative.dev/serving)
+PIPELINE_VERSION=$(modversion github.com/tektoncd/pipeline)
+ctrl_dir="$cache/serving-$SERVING_VERSION-pipeline-$PIPELINE_VERSION"
+
+# build_controllers builds knative.dev/serving/cmd/controller and
+# github.com/tektoncd/pipeline/cmd/controller in a throwaway module holding
+# sless's go.mod and go.sum, so shared dependencies resolve to the versions
+# sless itself uses; -mod=mod adds what only the controllers need.
+build_controllers() {
+  mkdir -p "$ctrl_dir"
+  exec 8>"$ctrl_dir/.lock"
+  flock 8
+  [ -x "$ctrl_dir/knative-controller" ] && [ -x "$ctrl_dir/tekton-controller" ] && return
+  local work; work=$(mktemp -d)
+  local start=$SECONDS
+  log "building Knative Serving $SERVING_VERSION and Tekton Pipelines $PIPELINE_VERSION controllers (about 5 min cold)"
+  (
+    cd "$work"
+    sed 's|^module .*|module sless.local/controllers-build|' "$root/go.mod" > go.mod
+    cp "$root/go.sum" go.sum
+    go build -mod=mod -ldflags "-s -w" -o "$ctrl_dir/knative-controller.tmp" knative.dev/serving/cmd/controller >&2
+    mv "$ctrl_dir/knative-controller.tmp" "$ctrl_dir/knative-controller"
+    go build -mod=mod -ldflags "-s -w" -o "$ctrl_dir/tekton-controller.tmp" github.com/tektoncd/pipeline/cmd/controller >&2
+    mv "$ctrl_dir/tekton-controller.tmp" "$ctrl_dir/tekton-controller"
+  )
+  rm -rf "$work"
+  log "controllers built in $((SECONDS - start)) s"
+}
+
 case "${1:-all}" in
-  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl ;;
+  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl; build_controllers ;;
+  controllers) build_controllers; echo "$ctrl_dir"; exit 0 ;;
   kube-apiserver) build_kube_apiserver ;;
   kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers]" >&2; exit 2 ;;
 esac
 echo "$dir"
