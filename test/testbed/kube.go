@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +27,8 @@ import (
 )
 
 // Kube is a running kube-apiserver and etcd with sless's CRDs and the
-// third-party ones of Knative Serving and Tekton installed.
+// upstream ones of Knative Serving and Tekton installed, and their
+// defaulting and validation in force (webhook.go), as on a cluster.
 type Kube struct {
 	Config *rest.Config
 	Client client.Client
@@ -34,8 +36,9 @@ type Kube struct {
 	// Kubeconfig is a file for kubectl and other clients, with admin rights.
 	Kubeconfig string
 
-	env *envtest.Environment
-	dir string
+	env     *envtest.Environment
+	webhook *admissionServer
+	dir     string
 }
 
 // NewScheme knows the Kubernetes built-in types, sless's, Knative Serving's
@@ -66,13 +69,16 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 	if scheme == nil {
 		scheme = NewScheme()
 	}
+	upstream, err := UpstreamCRDs()
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "config", "crd"),
-			filepath.Join(root, "third_party", "knative-serving"),
-			filepath.Join(root, "third_party", "tekton-pipelines"),
-		},
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd")},
+		CRDs:                  upstream,
+		// Tekton's CRDs are large: establishing them takes seconds on 2 cores.
+		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: time.Minute},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
@@ -87,6 +93,15 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 	stop := func(err error) (*Kube, error) { _ = env.Stop(); return nil, err }
 	if k.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return stop(err)
+	}
+	if k.webhook, err = startAdmission(k.Client); err != nil {
+		return stop(err)
+	}
+	stop = func(err error) (*Kube, error) { _ = env.Stop(); _ = k.webhook.Close(); return nil, err }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := k.webhook.register(ctx, k.Client, upstream); err != nil {
+		return stop(fmt.Errorf("Knative's and Tekton's admission: %w", err))
 	}
 	if k.dir, err = os.MkdirTemp("", "sless-kube-"); err != nil {
 		return stop(err)
@@ -106,9 +121,10 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 	return k, nil
 }
 
-// Stop stops the control plane and removes its files.
+// Stop stops the control plane, then the webhook it calls, and removes its files.
 func (k *Kube) Stop() error {
 	err := k.env.Stop()
+	err = errors.Join(err, k.webhook.Close())
 	_ = os.RemoveAll(k.dir)
 	return err
 }

@@ -64,9 +64,9 @@ type ServePolicy struct {
 // Service and carrying status.containerStatuses: each container's image
 // pinned by digest, as Knative resolves tags when it creates a revision
 // (the simulator plays the registry: a tag's digest is the sha256 of the
-// reference). No Route or Pod objects are created. Knative's webhook rule
-// that a changed revision template needs a new revision name is in force
-// on the apiserver (an admission policy), as on a cluster.
+// reference). No Route or Pod objects are created. Knative's own
+// defaulting and validation are in force on the apiserver (webhook.go), as
+// on a cluster.
 type KnativeSim struct {
 	kube   *Kube
 	cache  client.Reader
@@ -112,9 +112,6 @@ func SharedKnative(t testing.TB) *KnativeSim {
 
 // StartKnativeSim starts a simulator on k; call Stop when done.
 func StartKnativeSim(k *Kube) (*KnativeSim, error) {
-	if err := installKnativeRules(k); err != nil {
-		return nil, err
-	}
 	s := &KnativeSim{kube: k, policies: map[string]ServePolicy{}, since: map[genKey]time.Time{}}
 	mgr, err := simManager(k)
 	if err != nil {
@@ -217,7 +214,10 @@ func (s *KnativeSim) createRevision(ctx context.Context, svc *servingv1.Service)
 		rev = &servingv1.Revision{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: key.Namespace, Name: key.Name,
-				Labels: map[string]string{"serving.knative.dev/service": svc.Name, "serving.knative.dev/configuration": svc.Name},
+				// Knative's also carry serving.knative.dev/configuration,
+				// which its webhook takes only on a Revision a Configuration
+				// owns; the simulator makes no Configuration.
+				Labels: map[string]string{"serving.knative.dev/service": svc.Name},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: servingv1.SchemeGroupVersion.String(), Kind: "Service",
 					Name: svc.Name, UID: svc.UID, Controller: ptr.To(true)}},
 			},

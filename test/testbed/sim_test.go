@@ -201,6 +201,12 @@ func TestTektonSimulator(t *testing.T) {
 	})
 }
 
+// Images pinned by digest, which Knative's webhook checks are well formed.
+var (
+	image1 = "registry.example/img@sha256:" + strings.Repeat("1", 64)
+	image2 = "registry.example/img@sha256:" + strings.Repeat("2", 64)
+)
+
 func newService(ns, name, image string) *servingv1.Service {
 	svc := &servingv1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	svc.Spec.Template.Spec.Containers = []corev1.Container{{Image: image}}
@@ -226,7 +232,7 @@ func TestKnativeSimulator(t *testing.T) {
 	t.Run("ready with a local URL, then a new revision", func(t *testing.T) {
 		ns := k.Namespace(t)
 		sim.SetPolicy(ns, testbed.ServePolicy{URL: func(*servingv1.Service) string { return backend.URL }})
-		if err := k.Client.Create(ctx, newService(ns, "hello", "img@sha256:1")); err != nil {
+		if err := k.Client.Create(ctx, newService(ns, "hello", image1)); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "hello").IsReady(), nil })
@@ -249,7 +255,7 @@ func TestKnativeSimulator(t *testing.T) {
 		resp.Body.Close()
 
 		svc.Spec.Template.Name = "hello-custom"
-		svc.Spec.Template.Spec.Containers[0].Image = "img@sha256:2"
+		svc.Spec.Template.Spec.Containers[0].Image = image2
 		if err := k.Client.Update(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +265,7 @@ func TestKnativeSimulator(t *testing.T) {
 		})
 		// Each revision is a Revision object of the Service with its image
 		// digest resolved, as Knative's are.
-		for name, image := range map[string]string{"hello-00001": "img@sha256:1", "hello-custom": "img@sha256:2"} {
+		for name, image := range map[string]string{"hello-00001": image1, "hello-custom": image2} {
 			rev := &servingv1.Revision{}
 			if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, rev); err != nil {
 				t.Fatalf("Revision %s: %v", name, err)
@@ -288,23 +294,23 @@ func TestKnativeSimulator(t *testing.T) {
 
 	t.Run("failed revision keeps the previous one serving", func(t *testing.T) {
 		ns := k.Namespace(t)
-		if err := k.Client.Create(ctx, newService(ns, "f", "img@sha256:1")); err != nil {
+		if err := k.Client.Create(ctx, newService(ns, "f", image1)); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "f").IsReady(), nil })
 		if u := getSvc(t, k, ns, "f").Status.URL.String(); u != "http://f."+ns+".svc.cluster.local" {
 			t.Errorf("default URL %q", u)
 		}
-		sim.SetPolicy(ns, testbed.ServePolicy{Mode: testbed.ServeFail, Reason: "RevisionFailed", Message: `Unable to fetch image "img@sha256:2"`})
+		sim.SetPolicy(ns, testbed.ServePolicy{Mode: testbed.ServeFail, Reason: "RevisionFailed", Message: "Unable to fetch image \"" + image2 + "\""})
 		svc := getSvc(t, k, ns, "f")
-		svc.Spec.Template.Spec.Containers[0].Image = "img@sha256:2"
+		svc.Spec.Template.Spec.Containers[0].Image = image2
 		if err := k.Client.Update(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "Service failed", func() (bool, error) { return getSvc(t, k, ns, "f").IsFailed(), nil })
 		svc = getSvc(t, k, ns, "f")
 		ready := svc.Status.GetCondition(servingv1.ServiceConditionReady)
-		if ready.Reason != "RevisionFailed" || ready.Message != `Unable to fetch image "img@sha256:2"` {
+		if ready.Reason != "RevisionFailed" || ready.Message != "Unable to fetch image \""+image2+"\"" {
 			t.Errorf("Ready %+v", ready)
 		}
 		if svc.Status.LatestCreatedRevisionName != "f-00002" || svc.Status.LatestReadyRevisionName != "f-00001" {
@@ -318,7 +324,7 @@ func TestKnativeSimulator(t *testing.T) {
 	t.Run("holds until told", func(t *testing.T) {
 		ns := k.Namespace(t)
 		sim.SetPolicy(ns, testbed.ServePolicy{Mode: testbed.ServeHold})
-		if err := k.Client.Create(ctx, newService(ns, "h", "img@sha256:1")); err != nil {
+		if err := k.Client.Create(ctx, newService(ns, "h", image1)); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "Service observed", func() (bool, error) {
@@ -368,7 +374,7 @@ func TestKnativeSimulatorDelay(t *testing.T) {
 	ns := k.Namespace(t)
 	sim.SetPolicy(ns, testbed.ServePolicy{Delay: 300 * time.Millisecond})
 	start := time.Now()
-	if err := k.Client.Create(context.Background(), newService(ns, "d", "img@sha256:1")); err != nil {
+	if err := k.Client.Create(context.Background(), newService(ns, "d", image1)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "Service ready", func() (bool, error) { return getSvc(t, k, ns, "d").IsReady(), nil })
