@@ -1,0 +1,388 @@
+package testbed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Namespaces the upstream controllers run in, as their release manifests
+// install them.
+const (
+	KnativeNamespace = "knative-serving"
+	TektonNamespace  = "tekton-pipelines"
+)
+
+// Primitives is Knative Serving's and Tekton Pipelines' own controllers,
+// built from the versions go.mod pins, running against a Kube with their
+// release configuration, and the stand-ins for what needs a node or a
+// network (standins.go). Knative's controller makes Configurations,
+// Revisions, Routes, Deployments and PodAutoscalers; Tekton's makes the
+// TaskRun and its Pod. Their webhooks' defaulting and validation are the
+// Kube's own (webhook.go).
+type Primitives struct {
+	Kube *Kube
+	// Kubelet finishes build pods; tests set how per namespace.
+	Kubelet *Kubelet
+
+	dir      string
+	procs    []*controllerProcess
+	standins *standIns
+}
+
+type controllerProcess struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// knativeHealthPort is where Knative's controller serves its probes: v0.50
+// binds :8080 with no way to move it, so one bed at a time per machine.
+const knativeHealthPort = 8080
+
+// StartPrimitives starts the controllers and stand-ins on k, which must be
+// a bed of its own: the controllers act on every namespace, as they do on a
+// cluster, and would fight the simulators. Stop them before k.
+func StartPrimitives(k *Kube) (*Primitives, error) {
+	bin, err := ControllersDir()
+	if err != nil {
+		return nil, err
+	}
+	p := &Primitives{Kube: k}
+	if p.dir, err = os.MkdirTemp("", "sless-primitives-"); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fail := func(err error) (*Primitives, error) { p.Stop(); return nil, err }
+	if err := installReleaseConfig(ctx, k); err != nil {
+		return fail(err)
+	}
+	if p.standins, p.Kubelet, err = startStandIns(k); err != nil {
+		return fail(fmt.Errorf("stand-ins: %w", err))
+	}
+	if err := portFree(knativeHealthPort); err != nil {
+		return fail(fmt.Errorf("Knative's controller serves its probes on :%d, which is taken (by make run's sless dev, or another real-controller bed?): %w", knativeHealthPort, err))
+	}
+	knative, err := p.start("knative-controller", filepath.Join(bin, "knative-controller"), nil, map[string]string{
+		"SYSTEM_NAMESPACE": KnativeNamespace, "POD_NAME": "controller-testbed",
+		"CONFIG_LOGGING_NAME": "config-logging", "CONFIG_OBSERVABILITY_NAME": "config-observability",
+	})
+	if err != nil {
+		return fail(err)
+	}
+	tektonProbes, err := FreePort()
+	if err != nil {
+		return fail(err)
+	}
+	// Tekton's controller puts these images into the pods it makes; no
+	// image is pulled here, so any digest-pinned reference does.
+	var images []string
+	for _, flag := range []string{"entrypoint-image", "nop-image", "sidecarlogresults-image", "workingdirinit-image", "shell-image", "shell-image-win"} {
+		images = append(images, "-"+flag, "registry.testbed.local/tekton/"+strings.TrimSuffix(flag, "-image")+"@sha256:"+strings.Repeat("7", 64))
+	}
+	tekton, err := p.start("tekton-controller", filepath.Join(bin, "tekton-controller"), images, map[string]string{
+		"SYSTEM_NAMESPACE": TektonNamespace, "KUBERNETES_MIN_VERSION": "v1.28.0",
+		"CONFIG_DEFAULTS_NAME": "config-defaults", "CONFIG_LOGGING_NAME": "config-logging",
+		"CONFIG_OBSERVABILITY_NAME": "config-observability", "CONFIG_FEATURE_FLAGS_NAME": "feature-flags",
+		"CONFIG_LEADERELECTION_NAME": "config-leader-election-controller", "CONFIG_SPIRE": "config-spire",
+		"METRICS_DOMAIN": "tekton.dev/pipeline", "PROBES_PORT": strconv.Itoa(tektonProbes),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	for _, w := range []struct {
+		proc *controllerProcess
+		port int
+	}{{knative, knativeHealthPort}, {tekton, tektonProbes}} {
+		if err := w.proc.awaitReady(ctx, w.port); err != nil {
+			return fail(err)
+		}
+	}
+	return p, nil
+}
+
+// ControllersDir is where hack/test-assets.sh keeps Knative's and Tekton's
+// controllers, building them on first use.
+func ControllersDir() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "test-assets.sh"), "controllers")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/test-assets.sh controllers (builds Knative's and Tekton's controllers from the module proxy): %w\n%s", err, errOut.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// start runs one controller with the bed's kubeconfig and ports of its
+// own on loopback (the binaries default to the same ones).
+func (p *Primitives) start(name, bin string, args []string, env map[string]string) (*controllerProcess, error) {
+	profiling, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(p.dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, append([]string{"-kubeconfig", p.Kube.Kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "PROFILING_PORT="+strconv.Itoa(profiling),
+		"METRICS_PROMETHEUS_PORT="+strconv.Itoa(metrics), "METRICS_PROMETHEUS_HOST=127.0.0.1")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	proc := &controllerProcess{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		proc.err = cmd.Wait()
+		logFile.Close()
+		close(proc.done)
+	}()
+	p.procs = append(p.procs, proc)
+	return proc, nil
+}
+
+// awaitReady waits for the controller's readiness probe, which answers once
+// its informers have synced.
+func (c *controllerProcess) awaitReady(ctx context.Context, port int) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readiness", port)
+	for {
+		select {
+		case <-c.done:
+			return fmt.Errorf("%s exited (%v) before it was ready:\n%s", c.name, c.err, c.Tail(40))
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s: %w\n%s", c.name, url, ctx.Err(), c.Tail(40))
+		case <-c.done:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Tail is the last n lines the controller logged.
+func (c *controllerProcess) Tail(n int) string {
+	b, _ := os.ReadFile(c.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Logs writes the tail of each controller's log to t's log when t has
+// failed: the reason a real controller did not act is there.
+func (p *Primitives) Logs(t testing.TB) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	for _, c := range p.procs {
+		t.Logf("%s log (last 60 lines, %s):\n%s", c.name, c.log, c.Tail(60))
+	}
+}
+
+// Stop ends the controllers (a polite signal, then a kill) and stand-ins.
+func (p *Primitives) Stop() {
+	for _, c := range p.procs {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range p.procs {
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+	if p.standins != nil {
+		p.standins.stop()
+	}
+	if os.Getenv("SLESS_TESTBED_KEEP_LOGS") == "" {
+		_ = os.RemoveAll(p.dir)
+	}
+}
+
+// Namespace is k.Namespace with the default ServiceAccount that a cluster's
+// controller-manager would make: Tekton looks the build's account up.
+func (p *Primitives) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := p.Kube.Namespace(t)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+	if err := p.Kube.Client.Create(context.Background(), sa); err != nil {
+		t.Fatalf("testbed: default ServiceAccount in %s: %v", ns, err)
+	}
+	return ns
+}
+
+// releaseConfig is what the bed installs of each project's release
+// manifests besides CRDs: its namespace and the config maps its controller
+// reads at start and watches.
+var releaseConfig = []struct{ module, glob string }{
+	{"knative.dev/serving", "config/core/100-namespace.yaml"},
+	{"knative.dev/serving", "config/core/configmaps/*.yaml"},
+	{"knative.dev/networking", "config/config-network.yaml"},
+	{"github.com/tektoncd/pipeline", "config/100-namespace/*.yaml"},
+	{"github.com/tektoncd/pipeline", "config/config-*.yaml"},
+}
+
+// configOverrides are the bed's changes to the release's config maps.
+var configOverrides = map[string]map[string]string{
+	// The release names the queue-proxy by a ko:// reference that only
+	// its build resolves; no image is pulled here.
+	KnativeNamespace + "/config-deployment": {"queue-sidecar-image": "registry.testbed.local/knative/queue@sha256:" + strings.Repeat("5", 64)},
+}
+
+func installReleaseConfig(ctx context.Context, k *Kube) error {
+	for _, rc := range releaseConfig {
+		dir, err := ModuleDir(rc.module)
+		if err != nil {
+			return err
+		}
+		files, err := filepath.Glob(filepath.Join(dir, rc.glob))
+		if err != nil || len(files) == 0 {
+			return fmt.Errorf("no release manifests %s in %s (%s): %v", rc.glob, rc.module, dir, err)
+		}
+		for _, f := range files {
+			if err := applyConfigFile(ctx, k, f); err != nil {
+				return err
+			}
+		}
+	}
+	// No controller-manager makes the system namespaces' default accounts.
+	for _, ns := range []string{KnativeNamespace, TektonNamespace} {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+		if err := k.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("default ServiceAccount in %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// applyConfigFile creates the Namespaces and ConfigMaps of a release
+// manifest, with configOverrides applied.
+func applyConfigFile(ctx context.Context, k *Kube, file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", file, err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			return fmt.Errorf("parse %s: %w", file, err)
+		}
+		if u.GetAPIVersion() != "v1" || (u.GetKind() != "Namespace" && u.GetKind() != "ConfigMap") {
+			continue
+		}
+		if o, ok := configOverrides[u.GetNamespace()+"/"+u.GetName()]; ok && u.GetKind() == "ConfigMap" {
+			for key, v := range o {
+				if err := unstructured.SetNestedField(u.Object, v, "data", key); err != nil {
+					return err
+				}
+			}
+		}
+		if err := k.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s %s/%s from %s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), file, err)
+		}
+	}
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+var (
+	primitivesOnce   sync.Once
+	primitivesShared *Primitives
+	primitivesErr    error
+)
+
+// SharedPrimitives is the package's bed with the real controllers, on a
+// control plane of its own (never SharedKube's, where simulators run),
+// started on first use and stopped by Main: controllers first, then the
+// apiserver.
+func SharedPrimitives(t testing.TB) *Primitives {
+	t.Helper()
+	primitivesOnce.Do(func() {
+		k, err := StartKube(nil)
+		if err != nil {
+			primitivesErr = err
+			return
+		}
+		p, err := StartPrimitives(k)
+		if err != nil {
+			_ = k.Stop()
+			primitivesErr = err
+			return
+		}
+		primitivesShared = p
+		sharedMu.Lock()
+		atExit(func() {
+			p.Stop()
+			if err := k.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "testbed: stop control plane: %v\n", err)
+			}
+		})
+		sharedMu.Unlock()
+	})
+	if primitivesErr != nil {
+		t.Fatalf("testbed: real Knative and Tekton: %v", primitivesErr)
+	}
+	return primitivesShared
+}
