@@ -1,0 +1,73 @@
+package testbed
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+)
+
+// Registry is the repository prefix RunFunctionController builds into.
+const Registry = "registry.testbed.local/sless"
+
+// RunFunctionController runs sless's Function controller on namespace ns of
+// k until the test ends, storing build contexts in a fresh bucket of the
+// package's S3 server, with the credentials Secrets an operator puts in a
+// function namespace (build pods mount them).
+func RunFunctionController(t testing.TB, k *Kube, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "sless-s3", Namespace: ns},
+			StringData: map[string]string{"AWS_ACCESS_KEY_ID": "testbed", "AWS_SECRET_ACCESS_KEY": "testbed-secret"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "registry-push", Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
+			StringData: map[string]string{corev1.DockerConfigJsonKey: `{"auths":{"registry.testbed.local":{"auth":"dGVzdDp0ZXN0"}}}`}},
+	} {
+		if err := k.Client.Create(ctx, sec); err != nil {
+			t.Fatalf("testbed: Secret %s/%s: %v", ns, sec.Name, err)
+		}
+	}
+	s3srv := SharedS3(t)
+	bucket := s3srv.Bucket(t)
+	blobs, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Region: s3srv.Region, Bucket: bucket,
+		AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PathStyle: true})
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	mgr, err := ctrl.NewManager(k.Config, ctrl.Options{
+		Scheme: k.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	if err := function.SetupWithManager(mgr, function.Options{
+		Config: function.Config{PublicBaseURL: "https://fn.testbed.local"},
+		Resources: resources.Config{Registry: Registry, RegistrySecret: "registry-push",
+			S3Endpoint: "http://" + s3srv.Endpoint, S3Secret: "sless-s3"},
+		Store:                   blobs,
+		MaxConcurrentReconciles: 4,
+	}); err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("testbed: Function controller: %v", err)
+		}
+	})
+}
