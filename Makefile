@@ -17,8 +17,9 @@ generate:
 	$(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=400 paths=./pkg/apis/... output:crd:dir=config/crd
 	$(CONTROLLER_GEN) rbac:roleName=sless-controller paths=./pkg/reconciler/... output:rbac:dir=config/rbac
 
-# Builds kube-apiserver, kubectl, etcd and versitygw from the Go module proxy once
-# (about 6 minutes on 2 cores), then reuses them.
+# Builds kube-apiserver, kubectl, etcd, versitygw and Knative's and Tekton's
+# controllers from the Go module proxy once (about 10 minutes on 2 cores), then
+# reuses them.
 test-assets:
 	@bash hack/test-assets.sh >/dev/null
 
