@@ -205,7 +205,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (c *call) authorize(w http.ResponseWriter, r *http.Request) bool {
 	id, err := c.p.authenticate(r)
 	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sless"`)
 		c.refuse(w, r, Problem{Status: http.StatusUnauthorized, Reason: ReasonUnauthorized,
 			Detail: "function " + c.ns + "/" + c.name + " needs a token of namespace " + c.ns + " unless it is public: " + err.Error()})
 		return false
@@ -259,6 +258,13 @@ func (p *Proxy) authenticate(r *http.Request) (Identity, error) {
 		return Identity{}, errors.New("this server accepts no credentials")
 	}
 	return p.opts.Authenticator.Authenticate(r)
+}
+
+// Refuse answers a call that a handler in front of the proxy refuses (the
+// trigger credential check) as the proxy answers its own refusals, so that
+// every refusal on /fn has one shape. Nothing is recorded.
+func (p *Proxy) Refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
+	p.refuse(w, r, time.Now(), prob)
 }
 
 // refuse answers a request that names no function; nothing is recorded.
@@ -339,11 +345,19 @@ type call struct {
 }
 
 // refuse answers with a problem before anything was forwarded; nothing is
-// recorded.
+// recorded. A 401 says how to authenticate (RFC 9110 11.6.1) and a 503 when
+// to come back, whichever check refused.
 func (c *call) refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
 	prob.RequestID = c.reqID
-	w.Header().Set(ErrorHeader, prob.Reason)
-	w.Header().Set(RequestIDHeader, c.reqID)
+	h := w.Header()
+	h.Set(ErrorHeader, prob.Reason)
+	h.Set(RequestIDHeader, c.reqID)
+	switch {
+	case prob.Status == http.StatusUnauthorized:
+		h.Set("WWW-Authenticate", `Bearer realm="sless"`)
+	case prob.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "":
+		h.Set("Retry-After", strconv.Itoa(int(c.p.opts.RetryAfter/time.Second)))
+	}
 	writeProblem(w, prob)
 	c.p.opts.Metrics.request(prob.Status, true, time.Since(c.start))
 }
@@ -354,7 +368,6 @@ func (c *call) refuseResolve(w http.ResponseWriter, r *http.Request, err error) 
 			Detail: "no function " + c.ns + "/" + c.name})
 		return
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(int(c.p.opts.RetryAfter/time.Second)))
 	c.refuse(w, r, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonUnavailable,
 		Detail: "cannot look up function " + c.ns + "/" + c.name + " right now"})
 }

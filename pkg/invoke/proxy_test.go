@@ -3,7 +3,6 @@ package invoke_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/invoketest"
 )
 
 // seen is what a function server saw of a forwarded call.
@@ -348,28 +348,23 @@ func TestProxyPlatformErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got := resp.Header.Get("Retry-After"); got != tc.retryAfter {
+				t.Fatalf("Retry-After = %q, want %q", got, tc.retryAfter)
+			}
+			if tc.reason != "" {
+				p := invoketest.Refusal(t, resp, tc.status, tc.reason)
+				if tc.reason == invoke.ReasonFailed && !strings.Contains(p.Detail, "BuildFailed") {
+					t.Fatalf("the problem of a failed function does not say why: %q", p.Detail)
+				}
+				return
+			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
 			}
-			if got := resp.Header.Get(invoke.ErrorHeader); got != tc.reason {
-				t.Fatalf("%s = %q, want %q", invoke.ErrorHeader, got, tc.reason)
-			}
-			if got := resp.Header.Get("Retry-After"); got != tc.retryAfter {
-				t.Fatalf("Retry-After = %q, want %q", got, tc.retryAfter)
-			}
-			if tc.reason != "" {
-				var p invoke.Problem
-				if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-					t.Fatalf("Content-Type %q", ct)
-				}
-				if err := json.Unmarshal(b, &p); err != nil || p.Status != tc.status || p.Reason != tc.reason || p.Detail == "" || p.RequestID == "" {
-					t.Fatalf("problem %s (%v)", b, err)
-				}
-				if tc.reason == invoke.ReasonFailed && !strings.Contains(p.Detail, "BuildFailed") {
-					t.Fatalf("the problem of a failed function does not say why: %q", p.Detail)
-				}
+			if got := resp.Header.Get(invoke.ErrorHeader); got != "" {
+				t.Fatalf("the function's answer carries %s %q", invoke.ErrorHeader, got)
 			}
 		})
 	}
@@ -439,12 +434,13 @@ func TestProxyAccessPolicy(t *testing.T) {
 				h = []string{"Authorization", "Bearer " + tc.token}
 			}
 			resp := do(t, "GET", r.url+tc.path, "", h...)
+			if reason, refused := map[int]string{401: invoke.ReasonUnauthorized, 403: invoke.ReasonForbidden, 404: invoke.ReasonNotFound}[tc.status]; refused {
+				invoketest.Refusal(t, resp, tc.status, reason)
+				return
+			}
 			resp.Body.Close()
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
-			}
-			if tc.status == 401 && resp.Header.Get("WWW-Authenticate") == "" {
-				t.Fatal("401 without WWW-Authenticate")
 			}
 		})
 	}

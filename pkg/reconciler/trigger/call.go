@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -15,15 +14,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
 )
 
 // Invoker is the part of the invoke proxy (*invoke.Proxy) CallHandler needs:
-// its public handler, and Invoke for a call sless has authenticated itself,
-// recorded with the given trigger.
+// its public handler, Invoke for a call sless has authenticated itself,
+// recorded with the given trigger, and Refuse, so that a refused trigger
+// call is answered as the proxy answers every other refusal.
 type Invoker interface {
 	http.Handler
 	Invoke(w http.ResponseWriter, r *http.Request, namespace, name, trigger string)
+	Refuse(w http.ResponseWriter, r *http.Request, prob invoke.Problem)
 }
 
 // CallHandler serves /fn/{namespace}/{name}[/*path] in front of the invoke
@@ -66,42 +68,48 @@ func (h *CallHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Proxy.ServeHTTP(w, r)
 		return
 	}
+	unauthorized := func(detail string) {
+		h.Proxy.Refuse(w, r, invoke.Problem{Status: http.StatusUnauthorized, Reason: invoke.ReasonUnauthorized, Detail: detail})
+	}
+	forbidden := func(detail string) {
+		h.Proxy.Refuse(w, r, invoke.Problem{Status: http.StatusForbidden, Reason: invoke.ReasonForbidden, Detail: detail})
+	}
 	if n := len(r.Header.Values("Authorization")); n > 1 {
 		// As pkg/auth does for callers: taking the first of several would
 		// let whatever sits in front decide which credential counts.
-		writeRefusal(w, http.StatusUnauthorized, fmt.Sprintf("the request has %d Authorization headers; send one", n))
+		unauthorized(fmt.Sprintf("the request has %d Authorization headers; send one", n))
 		return
 	}
 	token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found || h.Tokens == nil {
-		writeRefusal(w, http.StatusUnauthorized, "a trigger's call needs the trigger's credential as a bearer token")
+		unauthorized("a trigger's call needs the trigger's credential as a bearer token")
 		return
 	}
 	claims, err := h.Tokens.VerifyTriggerToken(strings.TrimSpace(token))
 	if err != nil {
-		writeRefusal(w, http.StatusUnauthorized, err.Error())
+		unauthorized(err.Error())
 		return
 	}
 	if string(claims.Type) != kind || claims.Namespace != ns || claims.Function != name || claims.Type == slessv1alpha1.TriggerTypeHTTP {
-		writeRefusal(w, http.StatusForbidden, "the credential belongs to "+string(claims.Type)+" trigger "+claims.Namespace+"/"+claims.Trigger+
-			" of function "+claims.Function+", not to a "+kind+" call of "+ns+"/"+name)
+		forbidden("the credential belongs to " + string(claims.Type) + " trigger " + claims.Namespace + "/" + claims.Trigger +
+			" of function " + claims.Function + ", not to a " + kind + " call of " + ns + "/" + name)
 		return
 	}
 	if h.Triggers != nil {
 		t, err := h.trigger(r.Context(), types.NamespacedName{Namespace: ns, Name: claims.Trigger})
 		switch {
 		case apierrors.IsNotFound(err):
-			writeRefusal(w, http.StatusForbidden, "trigger "+ns+"/"+claims.Trigger+" no longer exists")
+			forbidden("trigger " + ns + "/" + claims.Trigger + " no longer exists")
 			return
 		case err != nil:
-			w.Header().Set("Retry-After", "5")
-			writeRefusal(w, http.StatusServiceUnavailable, "cannot check trigger "+ns+"/"+claims.Trigger+" right now")
+			h.Proxy.Refuse(w, r, invoke.Problem{Status: http.StatusServiceUnavailable, Reason: invoke.ReasonUnavailable,
+				Detail: "cannot check trigger " + ns + "/" + claims.Trigger + " right now"})
 			return
 		case string(t.UID) != claims.UID || t.Spec.Function != name || string(t.Spec.Type) != kind:
-			writeRefusal(w, http.StatusForbidden, "the credential was issued to an earlier trigger "+ns+"/"+claims.Trigger)
+			forbidden("the credential was issued to an earlier trigger " + ns + "/" + claims.Trigger)
 			return
 		case !t.IsEnabled():
-			writeRefusal(w, http.StatusForbidden, "trigger "+ns+"/"+claims.Trigger+" is disabled")
+			forbidden("trigger " + ns + "/" + claims.Trigger + " is disabled")
 			return
 		}
 	}
@@ -165,12 +173,4 @@ func splitFunctionPath(escaped string) (ns, name, rest string, ok bool) {
 		rest += parts[2]
 	}
 	return parts[0], parts[1], rest, true
-}
-
-func writeRefusal(w http.ResponseWriter, status int, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Sless-Error", http.StatusText(status))
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail})
-	_, _ = w.Write(b)
 }
