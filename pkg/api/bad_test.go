@@ -23,6 +23,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth"
 )
 
 // fnWith is pythonFunction("x") with spec fields set (nil deletes one).
@@ -79,6 +80,11 @@ func TestBadRequests(t *testing.T) {
 	wrongAud := e.token("alice", "aud", "someone-else")
 	wrongIss := e.token("alice", "iss", "https://evil.test")
 	future := e.token("alice", "nbf", time.Now().Add(time.Hour).Unix())
+	critTok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "iss": "https://issuer.test", "aud": "sless",
+		"exp": time.Now().Add(time.Hour).Unix(), "sless.dev/namespace": e.ns})
+	critTok.Header["crit"] = []string{"https://example.com/must-check"}
+	critTok.Header["https://example.com/must-check"] = true
+	critical, _ := critTok.SignedString(testSecret)
 
 	big := make([]byte, testLimits.MaxCompressed+10)
 	_, _ = rand.Read(big)
@@ -100,6 +106,7 @@ func TestBadRequests(t *testing.T) {
 		headers []string
 		code    int
 		field   string // an errors[].field the problem must name, if set
+		reason  string // the problem's reason, if set
 	}
 	fns, item, src := e.path("functions"), e.path("functions", "base"), e.path("functions", "base", "source")
 	rows := []row{
@@ -244,6 +251,7 @@ func TestBadRequests(t *testing.T) {
 		{name: "wrong issuer", method: "GET", path: fns, token: wrongIss, code: 401},
 		{name: "forged signature", method: "POST", path: fns, token: forged, body: pythonFunction("forged"), code: 401},
 		{name: "alg none", method: "DELETE", path: item, token: noneToken, code: 401},
+		{name: "critical header extension", method: "POST", path: fns, token: critical, body: pythonFunction("crit"), code: 401, reason: auth.ReasonCritical},
 
 		// Other tenants.
 		{name: "cross-tenant read", method: "GET", path: otherFns + "/secret", code: 403},
@@ -283,6 +291,9 @@ func TestBadRequests(t *testing.T) {
 			}
 			if p.Detail == "" {
 				t.Fatalf("problem without detail: %s", r.Body)
+			}
+			if tc.reason != "" && p.Reason != tc.reason {
+				t.Fatalf("reason %q, want %q: %s", p.Reason, tc.reason, r.Body)
 			}
 			// Every refused input names what is at fault: a field of the
 			// body, the body, a query parameter or a header.

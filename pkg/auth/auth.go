@@ -5,8 +5,8 @@
 // shared secret, RS256 and ES256 with public keys from a JWKS document (a file
 // re-read when it changes, or a URL fetched and refreshed by
 // github.com/MicahParks/keyfunc/v3). exp is required; nbf, iss and aud are
-// checked; alg "none", algorithms not configured and key ids not in the key
-// set are refused.
+// checked; alg "none", algorithms not configured, key ids not in the key
+// set and any crit header (no extension is understood) are refused.
 package auth
 
 import (
@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,7 @@ const (
 	ReasonWrongAudience = "WrongAudience"
 	ReasonMissingClaim  = "MissingClaim"
 	ReasonInvalidClaim  = "InvalidClaim"
+	ReasonCritical      = "UnsupportedCritical"
 )
 
 // Error is why a request could not be authenticated: always an HTTP 401.
@@ -258,6 +260,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 	if alg, _ := unverified.Header["alg"].(string); !slices.Contains(v.methods, alg) {
 		return nil, fail(ReasonBadAlgorithm, "algorithm %q is not accepted (accepted: %s)", alg, strings.Join(v.methods, ", "))
 	}
+	// Refused before any key is looked up, so such a token cannot make a
+	// JWKS URL be fetched again either.
+	if err := CheckCritical(unverified.Header); err != nil {
+		return nil, err
+	}
 	claims := jwt.MapClaims{}
 	_, err = jwt.NewParser(opts...).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		return v.key(ctx, t)
@@ -302,6 +309,38 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 		id.Namespace = v.NamespaceFor(sub)
 	}
 	return id, nil
+}
+
+// CheckCritical refuses a JOSE header with a crit parameter. RFC 7515
+// §4.1.11 makes a token invalid when it marks critical an extension the
+// recipient does not understand; sless understands none, and golang-jwt does
+// not look at crit at all.
+func CheckCritical(header map[string]any) *Error {
+	raw, ok := header["crit"]
+	if !ok {
+		return nil
+	}
+	list, _ := raw.([]any)
+	var names []string
+	for _, n := range list {
+		if s, ok := n.(string); ok && s != "" {
+			names = append(names, strconv.Quote(truncate(s, 40)))
+		}
+	}
+	if len(names) == 0 || len(names) != len(list) {
+		return fail(ReasonCritical, "the token's crit header must be a non-empty list of header names (RFC 7515 §4.1.11), and sless understands no critical extension")
+	}
+	if len(names) > 3 {
+		names = append(names[:3], "…")
+	}
+	return fail(ReasonCritical, "the token's header marks %s critical (crit), an extension sless does not understand, so the token is invalid (RFC 7515 §4.1.11)", strings.Join(names, ", "))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // keyError marks a failure to find the verification key, so classify can

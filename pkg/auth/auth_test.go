@@ -394,3 +394,87 @@ func TestJWKSFileReload(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// signHeader is sign with extra JOSE header parameters.
+func signHeader(t testing.TB, method jwt.SigningMethod, kid string, key any, header map[string]any, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	for k, v := range header {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCriticalHeader: a token that marks a header parameter critical (crit)
+// is refused whatever its algorithm and however good its signature: sless
+// understands no JWS extension, and RFC 7515 §4.1.11 makes such a token
+// invalid. golang-jwt ignores crit, so before this every row verified.
+func TestCriticalHeader(t *testing.T) {
+	k := newTestKeys(t)
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, k.jwks(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(k.jwks())
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fromFile, err := New(ctx, Config{HS256Secret: k.secret, JWKSFile: file, Issuer: "https://issuer.test", Audiences: []string{"sless"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromURL, err := New(ctx, Config{JWKSURL: srv.URL, Issuer: "https://issuer.test", Audiences: []string{"sless"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := map[string]any{"crit": []string{"https://example.com/must-check"}, "https://example.com/must-check": true}
+	tests := []struct {
+		name   string
+		v      *Verifier
+		token  string
+		reason string // "" accepts
+	}{
+		{"hs256 with an unknown critical extension", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, ext, claims("a")), ReasonCritical},
+		{"rs256 from a JWKS file", fromFile, signHeader(t, jwt.SigningMethodRS256, "rsa-1", k.rsa, ext, claims("a")), ReasonCritical},
+		{"es256 from a JWKS file", fromFile, signHeader(t, jwt.SigningMethodES256, "ec-1", k.ec, ext, claims("a")), ReasonCritical},
+		{"rs256 from a JWKS URL", fromURL, signHeader(t, jwt.SigningMethodRS256, "rsa-1", k.rsa, ext, claims("a")), ReasonCritical},
+		{"es256 from a JWKS URL", fromURL, signHeader(t, jwt.SigningMethodES256, "ec-1", k.ec, ext, claims("a")), ReasonCritical},
+		{"b64 of RFC 7797", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"crit": []string{"b64"}, "b64": false}, claims("a")), ReasonCritical},
+		{"crit naming a parameter the header lacks", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"crit": []string{"exp"}}, claims("a")), ReasonCritical},
+		{"crit an empty list", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"crit": []string{}}, claims("a")), ReasonCritical},
+		{"crit a string", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"crit": "x", "x": 1}, claims("a")), ReasonCritical},
+		{"crit a list of numbers", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"crit": []int{1}}, claims("a")), ReasonCritical},
+		{"crit null", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"crit": nil}, claims("a")), ReasonCritical},
+		{"unknown critical extension with an unknown key", fromURL, signHeader(t, jwt.SigningMethodRS256, "rsa-9", k.other, ext, claims("a")), ReasonCritical},
+		// An unknown parameter that is not marked critical is ignored (§4).
+		{"unknown parameter not marked critical", fromFile, signHeader(t, jwt.SigningMethodHS256, "", k.secret, map[string]any{"https://example.com/hint": 1}, claims("a")), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := tc.v.Verify(ctx, tc.token)
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return
+			}
+			var ae *Error
+			if !asError(err, &ae) || ae.Reason != tc.reason {
+				t.Fatalf("Verify = %+v, %v; want a 401 %s", id, err, tc.reason)
+			}
+			if !strings.Contains(ae.Message, "crit") {
+				t.Fatalf("message %q does not say the crit header is why", ae.Message)
+			}
+		})
+	}
+}

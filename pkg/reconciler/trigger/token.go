@@ -107,7 +107,11 @@ func (h *HS256Tokens) VerifyTriggerToken(token string) (TriggerClaims, error) {
 		opts = append(opts, jwt.WithAudience(h.Audience))
 	}
 	claims := jwt.MapClaims{}
-	if _, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.Secret, nil }); err != nil {
+	tok, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.Secret, nil })
+	if err != nil {
+		return TriggerClaims{}, fmt.Errorf("trigger credential: %w", err)
+	}
+	if err := auth.CheckCritical(tok.Header); err != nil {
 		return TriggerClaims{}, fmt.Errorf("trigger credential: %w", err)
 	}
 	str := func(k string) string { s, _ := claims[k].(string); return s }

@@ -58,6 +58,7 @@ func TestTriggerTokens(t *testing.T) {
 		{"a user's API token", sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "iss": "sless", "aud": "sless-api", "exp": now.Add(time.Hour).Unix()}), "not a trigger credential"},
 		{"subject of another trigger", sign(jwt.SigningMethodHS256, secret, base(func(m jwt.MapClaims) { m["sub"] = "system:trigger:tenant-a:other" })), "not a trigger credential"},
 		{"garbage", "not.a.jwt", "trigger credential"},
+		{"critical extension", signCrit(t, secret, base(nil)), "crit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := toks.VerifyTriggerToken(tc.token)
@@ -72,4 +73,17 @@ func TestTriggerTokens(t *testing.T) {
 	if _, _, err := (&trigger.HS256Tokens{Secret: []byte("short")}).IssueTriggerToken(tr); err == nil {
 		t.Error("issued a token with a short secret")
 	}
+}
+
+// signCrit signs claims with a header that marks an extension critical.
+func signCrit(t *testing.T, key []byte, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header["crit"] = []string{"https://example.com/ext"}
+	tok.Header["https://example.com/ext"] = true
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
