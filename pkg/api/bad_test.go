@@ -107,6 +107,7 @@ func TestBadRequests(t *testing.T) {
 		code    int
 		field   string // an errors[].field the problem must name, if set
 		reason  string // the problem's reason, if set
+		detail  string // a phrase the problem's detail must hold, if set
 	}
 	fns, item, src := e.path("functions"), e.path("functions", "base"), e.path("functions", "base", "source")
 	rows := []row{
@@ -248,7 +249,10 @@ func TestBadRequests(t *testing.T) {
 		{name: "expired token", method: "GET", path: fns, token: expired, code: 401},
 		{name: "not yet valid token", method: "GET", path: fns, token: future, code: 401},
 		{name: "wrong audience", method: "GET", path: fns, token: wrongAud, code: 401},
-		{name: "wrong issuer", method: "GET", path: fns, token: wrongIss, code: 401},
+		{name: "wrong issuer", method: "GET", path: fns, token: wrongIss, code: 401, reason: auth.ReasonWrongIssuer, detail: "iss claim"},
+		{name: "no issuer", method: "GET", path: fns, token: e.token("alice", "iss", nil), code: 401, reason: auth.ReasonMissingClaim, detail: "no iss claim"},
+		{name: "no audience", method: "GET", path: fns, token: e.token("alice", "aud", nil), code: 401, reason: auth.ReasonMissingClaim, detail: "no aud claim"},
+		{name: "expiry not a number", method: "GET", path: fns, token: e.token("alice", "exp", "tomorrow"), code: 401, reason: auth.ReasonInvalidClaim, detail: "exp claim"},
 		{name: "forged signature", method: "POST", path: fns, token: forged, body: pythonFunction("forged"), code: 401},
 		{name: "alg none", method: "DELETE", path: item, token: noneToken, code: 401},
 		{name: "critical header extension", method: "POST", path: fns, token: critical, body: pythonFunction("crit"), code: 401, reason: auth.ReasonCritical},
@@ -294,6 +298,9 @@ func TestBadRequests(t *testing.T) {
 			}
 			if tc.reason != "" && p.Reason != tc.reason {
 				t.Fatalf("reason %q, want %q: %s", p.Reason, tc.reason, r.Body)
+			}
+			if !strings.Contains(p.Detail, tc.detail) {
+				t.Fatalf("detail does not say %q: %s", tc.detail, r.Body)
 			}
 			// Every refused input names what is at fault: a field of the
 			// body, the body, a query parameter or a header.

@@ -239,18 +239,6 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 	if len(v.methods) == 0 {
 		return nil, fail(ReasonMalformed, "the token is not the dev token, and no JWT keys are configured")
 	}
-	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(v.methods),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(v.cfg.Leeway),
-		jwt.WithTimeFunc(v.now),
-	}
-	if v.cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(v.cfg.Issuer))
-	}
-	if len(v.cfg.Audiences) > 0 {
-		opts = append(opts, jwt.WithAudience(v.cfg.Audiences...))
-	}
 	// The algorithm is checked before anything else so that "none" and
 	// algorithms that are not configured get an answer saying so.
 	unverified, _, err := jwt.NewParser().ParseUnverified(token, jwt.MapClaims{})
@@ -265,15 +253,22 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 	if err := CheckCritical(unverified.Header); err != nil {
 		return nil, err
 	}
+	// golang-jwt checks only the signature here: its claim errors do not
+	// say which claim failed, so checkClaims does that part.
 	claims := jwt.MapClaims{}
-	_, err = jwt.NewParser(opts...).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		return v.key(ctx, t)
-	})
+	_, err = jwt.NewParser(jwt.WithValidMethods(v.methods), jwt.WithoutClaimsValidation()).
+		ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) { return v.key(ctx, t) })
 	if err != nil {
 		return nil, classify(err)
 	}
-	sub, _ := claims["sub"].(string)
-	if sub == "" {
+	if err := v.checkClaims(claims); err != nil {
+		return nil, err
+	}
+	sub, err := claims.GetSubject()
+	switch {
+	case err != nil:
+		return nil, fail(ReasonInvalidClaim, "the token's sub claim must be a string")
+	case sub == "":
 		return nil, fail(ReasonMissingClaim, "the token has no sub claim")
 	}
 	// A trigger's credential is signed with the same secret and names its
@@ -309,6 +304,57 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 		id.Namespace = v.NamespaceFor(sub)
 	}
 	return id, nil
+}
+
+// checkClaims checks the registered claims, exp, nbf, iss and aud in that
+// order, and names the first one at fault.
+func (v *Verifier) checkClaims(c jwt.MapClaims) *Error {
+	now, leeway := v.now(), v.cfg.Leeway
+	exp, err := c.GetExpirationTime()
+	switch {
+	case err != nil:
+		return fail(ReasonInvalidClaim, "the token's exp claim must be a NumericDate (seconds since 1970-01-01 UTC)")
+	case exp == nil:
+		return fail(ReasonMissingClaim, "the token has no exp claim; sless requires one")
+	case !now.Before(exp.Add(leeway)):
+		return fail(ReasonExpired, "the token expired at %s (exp)", exp.UTC().Format(time.RFC3339))
+	}
+	nbf, err := c.GetNotBefore()
+	switch {
+	case err != nil:
+		return fail(ReasonInvalidClaim, "the token's nbf claim must be a NumericDate (seconds since 1970-01-01 UTC)")
+	case nbf != nil && now.Before(nbf.Add(-leeway)):
+		return fail(ReasonNotYetValid, "the token is not valid before %s (nbf)", nbf.UTC().Format(time.RFC3339))
+	}
+	if v.cfg.Issuer != "" {
+		iss, err := c.GetIssuer()
+		switch {
+		case err != nil:
+			return fail(ReasonInvalidClaim, "the token's iss claim must be a string")
+		case iss == "":
+			return fail(ReasonMissingClaim, "the token has no iss claim; this server requires issuer %q", v.cfg.Issuer)
+		case iss != v.cfg.Issuer:
+			return fail(ReasonWrongIssuer, "the token's iss claim names an issuer this server does not trust (it requires %q)", v.cfg.Issuer)
+		}
+	}
+	if len(v.cfg.Audiences) > 0 {
+		aud, err := c.GetAudience()
+		switch c["aud"].(type) {
+		case nil, string, []any:
+		default:
+			// GetAudience reads any other type as no audience at all.
+			err = jwt.ErrInvalidType
+		}
+		switch {
+		case err != nil:
+			return fail(ReasonInvalidClaim, "the token's aud claim must be a string or a list of strings")
+		case len(aud) == 0 || len(aud) == 1 && aud[0] == "":
+			return fail(ReasonMissingClaim, "the token has no aud claim; this server requires one of its audiences")
+		case !slices.ContainsFunc(aud, func(a string) bool { return slices.Contains(v.cfg.Audiences, a) }):
+			return fail(ReasonWrongAudience, "the token's aud claim names no audience of this server")
+		}
+	}
+	return nil
 }
 
 // CheckCritical refuses a JOSE header with a crit parameter. RFC 7515
@@ -391,20 +437,8 @@ func classify(err error) *Error {
 		return fail(ke.reason, "%v", ke.err)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return fail(ReasonBadSignature, "the token's signature does not verify")
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return fail(ReasonExpired, "the token has expired")
-	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return fail(ReasonNotYetValid, "the token is not valid yet (nbf)")
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return fail(ReasonWrongIssuer, "the token was issued by an issuer that is not trusted")
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return fail(ReasonWrongAudience, "the token is not meant for this audience")
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return fail(ReasonMissingClaim, "the token lacks a required claim (exp)")
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		return fail(ReasonBadAlgorithm, "the token's algorithm is not accepted")
-	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return fail(ReasonInvalidClaim, "the token's claims are invalid")
 	}
 	return fail(ReasonMalformed, "the token is not a well-formed JWT")
 }

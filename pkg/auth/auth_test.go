@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -474,6 +475,84 @@ func TestCriticalHeader(t *testing.T) {
 			}
 			if !strings.Contains(ae.Message, "crit") {
 				t.Fatalf("message %q does not say the crit header is why", ae.Message)
+			}
+		})
+	}
+}
+
+// TestClaimErrors: a token refused for a registered claim is told which
+// one, and no other. Before, a token without iss or aud was refused as
+// lacking "a required claim (exp)", and a claim of the wrong type only as
+// "claims are invalid".
+func TestClaimErrors(t *testing.T) {
+	k := newTestKeys(t)
+	strict, err := New(context.Background(), Config{HS256Secret: k.secret, Issuer: "https://issuer.test", Audiences: []string{"sless"}, Leeway: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lax, err := New(context.Background(), Config{HS256Secret: k.secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	hour, past, soon := now.Add(time.Hour).Unix(), now.Add(-time.Hour).Unix(), now.Add(-10*time.Second).Unix()
+	without := func(names ...string) jwt.MapClaims {
+		c := claims("alice")
+		for _, n := range names {
+			delete(c, n)
+		}
+		return c
+	}
+	with := func(kv ...any) jwt.MapClaims { return claims("alice", kv...) }
+	tests := []struct {
+		name   string
+		v      *Verifier
+		claims jwt.MapClaims
+		reason string // "" accepts
+		claim  string // the registered claim the message names
+	}{
+		{"missing iss", strict, without("iss"), ReasonMissingClaim, "iss"},
+		{"empty iss", strict, with("iss", ""), ReasonMissingClaim, "iss"},
+		{"wrong iss", strict, with("iss", "https://evil.test"), ReasonWrongIssuer, "iss"},
+		{"iss a number", strict, with("iss", 7), ReasonInvalidClaim, "iss"},
+		{"missing exp", strict, without("exp"), ReasonMissingClaim, "exp"},
+		{"exp a string", strict, with("exp", "tomorrow"), ReasonInvalidClaim, "exp"},
+		{"expired", strict, with("exp", past), ReasonExpired, "exp"},
+		{"expired within the leeway", strict, with("exp", soon), "", ""},
+		{"nbf in the future", strict, with("nbf", hour), ReasonNotYetValid, "nbf"},
+		{"nbf a string", strict, with("nbf", "now"), ReasonInvalidClaim, "nbf"},
+		{"missing aud", strict, without("aud"), ReasonMissingClaim, "aud"},
+		{"empty aud list", strict, with("aud", []string{}), ReasonMissingClaim, "aud"},
+		{"wrong aud", strict, with("aud", "other"), ReasonWrongAudience, "aud"},
+		{"wrong aud list", strict, with("aud", []string{"a", "b"}), ReasonWrongAudience, "aud"},
+		{"aud a number", strict, with("aud", 1), ReasonInvalidClaim, "aud"},
+		{"missing sub", strict, without("sub"), ReasonMissingClaim, "sub"},
+		{"sub a number", strict, with("sub", 42), ReasonInvalidClaim, "sub"},
+		// Several faults: the first in the order exp, nbf, iss, aud.
+		{"missing iss and aud, expired", strict, jwt.MapClaims{"sub": "alice", "exp": past}, ReasonExpired, "exp"},
+		{"missing iss and aud", strict, jwt.MapClaims{"sub": "alice", "exp": hour}, ReasonMissingClaim, "iss"},
+		{"missing iss and aud, none required", lax, jwt.MapClaims{"sub": "alice", "exp": hour}, "", ""},
+		{"missing exp, none required but exp", lax, jwt.MapClaims{"sub": "alice"}, ReasonMissingClaim, "exp"},
+	}
+	registered := []string{"exp", "nbf", "iss", "aud", "sub"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := tc.v.Verify(context.Background(), sign(t, jwt.SigningMethodHS256, "", k.secret, tc.claims))
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return
+			}
+			var ae *Error
+			if !asError(err, &ae) || ae.Reason != tc.reason {
+				t.Fatalf("Verify = %+v, %v; want a 401 %s", id, err, tc.reason)
+			}
+			for _, c := range registered {
+				named := regexp.MustCompile(`\b` + c + `\b`).MatchString(ae.Message)
+				if named != (c == tc.claim) {
+					t.Fatalf("message %q: names %s %v, want only %s named", ae.Message, c, named, tc.claim)
+				}
 			}
 		})
 	}
