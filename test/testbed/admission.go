@@ -14,9 +14,9 @@ import (
 )
 
 // Refusal is an admission rule that refuses creates and updates of one
-// resource in one namespace, as another system's webhook does (Knative's
-// refusing a timeoutSeconds above its max-revision-timeout-seconds) or a
-// policy of the cluster's operator. It is a ValidatingAdmissionPolicy on the
+// resource in one namespace, as a policy of the cluster's operator or a
+// webhook the test bed does not run would (Knative's and Tekton's own
+// validation always runs: webhook.go). It is a ValidatingAdmissionPolicy on the
 // real apiserver, so the refusal reaches the client as the apiserver words
 // it: 422 Invalid.
 type Refusal struct {

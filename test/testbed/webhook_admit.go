@@ -126,6 +126,8 @@ func (a *admissionServer) defaulting(ctx context.Context, p *project, req *admis
 		ctx = apis.WithinCreate(ctx)
 	}
 	ctx = apis.WithUserInfo(ctx, &req.UserInfo)
+	// knative.dev/pkg adds creator annotations itself only to apis.HasSpec
+	// kinds, which none of these is: Knative's SetDefaults sets its own.
 	newObj.SetDefaults(ctx)
 
 	after, err := json.Marshal(newObj)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	servingconfig "knative.dev/serving/pkg/apis/config"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
@@ -20,8 +21,8 @@ import (
 func TestMain(m *testing.M) { testbed.Main(m) }
 
 const (
-	digestA = "registry.test/f@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	digestB = "registry.test/f@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	digestA = "registry.test/team/f@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "registry.test/team/f@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
 // revisionOf is the Revision Knative makes from the template of the Service
@@ -78,8 +79,10 @@ func TestReadRevision(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got.Env, wantEnv) || !equality.Semantic.DeepEqual(got.Resources, wantRes) || got.TimeoutSeconds != 45 || got.Entrypoint != "index.handler" {
 		t.Errorf("f-00001: env %v, resources %v, timeout %d, entrypoint %q; want %v, %v, 45, index.handler", got.Env, got.Resources, got.TimeoutSeconds, got.Entrypoint, wantEnv, wantRes)
 	}
-	if got, _, _ := s.ReadRevision(ctx, now, "f-00002"); got.TimeoutSeconds != slessv1alpha1.DefaultTimeoutSeconds {
-		t.Errorf("a Revision without timeoutSeconds: %d, want the default %d", got.TimeoutSeconds, slessv1alpha1.DefaultTimeoutSeconds)
+	// Knative's webhook gives a Revision written without timeoutSeconds its
+	// revision-timeout-seconds: that is what the Revision runs with.
+	if got, _, _ := s.ReadRevision(ctx, now, "f-00002"); got.TimeoutSeconds != servingconfig.DefaultRevisionTimeoutSeconds {
+		t.Errorf("a Revision written without timeoutSeconds: %d, want Knative's default %d", got.TimeoutSeconds, servingconfig.DefaultRevisionTimeoutSeconds)
 	}
 	for _, name := range []string{"other-00001", "f-00009"} {
 		if _, found, err := s.ReadRevision(ctx, now, name); found || err != nil {
@@ -102,10 +105,10 @@ func TestRevisionImage(t *testing.T) {
 	cases := []struct {
 		name, spec, resolved, want string
 	}{
-		{"f-00001", "registry.test/f:v1", digestB, digestB},
+		{"f-00001", "registry.test/team/f:v1", digestB, digestB},
 		{"f-00002", digestA, "", digestA},
 		{"f-00003", digestA, digestB, digestB},
-		{"f-00004", "registry.test/f:v1", "", ""},
+		{"f-00004", "registry.test/team/f:v1", "", ""},
 	}
 	for _, tc := range cases {
 		rev := revisionOf(f, tc.name, "f", tc.spec)

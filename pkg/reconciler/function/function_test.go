@@ -398,7 +398,12 @@ func TestPrewarmHold(t *testing.T) {
 		for i := 0; ; i++ {
 			svc, _ := w.service("warm")
 			if on {
-				svc.Annotations = map[string]string{resources.PrewarmHoldPrefix + "nightly": "true"}
+				// Added beside Knative's creator annotations, which its
+				// webhook refuses to see dropped.
+				if svc.Annotations == nil {
+					svc.Annotations = map[string]string{}
+				}
+				svc.Annotations[resources.PrewarmHoldPrefix+"nightly"] = "true"
 			} else {
 				delete(svc.Annotations, resources.PrewarmHoldPrefix+"nightly")
 			}

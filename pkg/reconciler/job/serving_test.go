@@ -45,7 +45,7 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "new"}, {Name: "ONLY_NEW", Value: "1"}}
 	fn.Spec.MemoryMB = ptr.To[int32](1024)
 	fn.Spec.CPU = ptr.To(resource.MustParse("2"))
-	fn.Spec.TimeoutSeconds = ptr.To[int32](900)
+	fn.Spec.TimeoutSeconds = ptr.To[int32](600)
 	if err := e.c.Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
