@@ -69,14 +69,41 @@ func (m *metrics) handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
-// observe records every request once it is answered.
+// observe records every request once it is answered. Each label takes its
+// value from a closed set: anything a caller or a function can choose would
+// otherwise add series, and memory, for good.
 func (s *Server) observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
+	// FullPath is the pattern of a registered route, never the raw path.
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
 	}
-	s.metrics.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(c.Writer.Status())).Inc()
-	s.metrics.duration.WithLabelValues(c.Request.Method, route).Observe(time.Since(start).Seconds())
+	method := methodLabel(c.Request.Method)
+	s.metrics.requests.WithLabelValues(method, route, codeLabel(c.Writer.Status())).Inc()
+	s.metrics.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+}
+
+// otherLabel stands for every value outside a label's closed set.
+const otherLabel = "other"
+
+// methodLabel is the method when HTTP defines it (RFC 9110 §9, RFC 5789),
+// else "other": a client may send any token as a method.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return otherLabel
+}
+
+// codeLabel is the status code when it is a registered one, else "other":
+// on /fn/ a function's own status, anything from 100 to 999, passes through.
+func codeLabel(code int) string {
+	if http.StatusText(code) == "" {
+		return otherLabel
+	}
+	return strconv.Itoa(code)
 }
