@@ -83,8 +83,9 @@ type Options struct {
 	// sets them from the connection alone.
 	TrustForwarded bool
 	// Logger receives platform failures (unreachable functions, failed
-	// activations) and, at debug level, what net/http's ReverseProxy logs
-	// (responses cut short). Default slog.Default().
+	// activations) and, at debug level, callers' request bodies that could
+	// not be read and what net/http's ReverseProxy logs (responses cut
+	// short). Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -98,9 +99,10 @@ type Options struct {
 // resolved to, and the path segments are matched before any unescaping or
 // cleaning, so no spelling of a path reaches another namespace.
 //
-// Responses sless makes itself (404 unknown function, 401/403, 413, 503 not
-// ready, 502 unreachable, 504 timeout) are problem+json and carry
-// X-Sless-Error; responses of the function never do.
+// Responses sless makes itself (404 unknown function, 401/403, 400/408/413
+// for a request body that cannot be read, 503 not ready, 502 unreachable,
+// 504 timeout) are problem+json and carry X-Sless-Error; responses of the
+// function never do.
 type Proxy struct {
 	opts      Options
 	transport http.RoundTripper
@@ -342,6 +344,9 @@ type call struct {
 	clientGone      bool
 	upgraded        bool            // the function switched protocols (101)
 	parent          context.Context // the caller's request context
+
+	// conn sets the caller's connection's deadlines.
+	conn *http.ResponseController
 }
 
 // refuse answers with a problem before anything was forwarded; nothing is
@@ -488,6 +493,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
 	}()
+	c.conn = rc
 
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
@@ -583,11 +589,13 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
+// errorHandler answers a call that got no response. ReverseProxy hands it
+// failures of both sides alike; the caller's body tells them apart.
 func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if c.body != nil && c.bodyFailed(w) {
+		return
+	}
 	switch {
-	case c.body != nil && c.body.tooLarge.Load():
-		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
-			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
 	case c.parent.Err() != nil:
 		// The caller went away; nobody reads an answer.
 		c.clientGone = true
@@ -603,6 +611,54 @@ func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 		c.fail(w, Problem{Status: http.StatusBadGateway, Reason: ReasonUnreachable,
 			Detail: "function " + c.ns + "/" + c.name + " could not be reached"}, msg)
 	}
+}
+
+// bodyFailed answers the call, as the caller's fault (4xx), when the request
+// body is why it failed, and reports whether it did. Logged at debug level
+// only: anyone can send a broken body.
+func (c *call) bodyFailed(w http.ResponseWriter) bool {
+	b := c.body
+	// reading first: a read that ends after it has stored its error.
+	reading := b.reading.Load()
+	err := b.failed()
+	if !b.tooLarge.Load() && err == nil && !reading {
+		return false
+	}
+	h := w.Header()
+	switch {
+	case b.tooLarge.Load():
+		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
+			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
+		return true
+	case errors.Is(err, io.ErrUnexpectedEOF) || c.parent.Err() != nil:
+		// The caller closed its side before the body's end. One that only
+		// half-closed still reads this; net/http would send an empty 200.
+		h.Set("Connection", "close")
+		c.fail(w, Problem{Status: http.StatusBadRequest, Reason: ReasonBodyIncomplete,
+			Detail: "the connection ended before the request body did"}, "")
+		c.clientGone = true
+		c.errText = fmt.Sprintf("client closed the request before its body ended (%d bytes read)", b.n.Load())
+	case err != nil:
+		h.Set("Connection", "close")
+		c.fail(w, Problem{Status: http.StatusBadRequest, Reason: ReasonBodyMalformed,
+			Detail: "the request body cannot be read: " + err.Error()}, cleanText("malformed request body: "+err.Error(), MaxErrorLength))
+	case c.deadline.Err() == context.DeadlineExceeded:
+		// The function still waited for the rest of the body: the caller's
+		// time ran out, not the function's.
+		h.Set("Connection", "close")
+		c.fail(w, Problem{Status: http.StatusRequestTimeout, Reason: ReasonBodyTimeout,
+			Detail: fmt.Sprintf("the request body did not arrive whole within the function's timeout (%s)", c.target.Timeout)},
+			fmt.Sprintf("request body stalled: %d bytes of it arrived within %s", b.n.Load(), c.target.Timeout))
+		// Its read still waits on the caller. A deadline now ends it, and
+		// closing the body keeps net/http from waiting for the rest.
+		_ = c.conn.SetReadDeadline(time.Now())
+		_ = b.Close()
+	default:
+		// Still sending when the function went away: the function's fault.
+		return false
+	}
+	c.p.opts.Logger.Debug("cannot read the request body", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", c.errText)
+	return true
 }
 
 // finish records the call and counts it. v is what the forwarding panicked
@@ -661,18 +717,41 @@ func (c *call) finish(r *http.Request, v any) {
 	})
 }
 
-// limitedBody counts a request body and fails the read past the cap. The
-// transport reads it on a goroutine of its own, hence the atomics.
+// limitedBody counts a request body, fails the read past the cap, and keeps
+// what failed reading it from the caller: the transport's error alone does
+// not tell the caller's side from the function's. The transport reads it on
+// a goroutine of its own, hence the atomics.
 type limitedBody struct {
 	rc       io.ReadCloser
 	left     int64
 	n        atomic.Int64
 	tooLarge atomic.Bool
+	reading  atomic.Bool // a Read waits on the caller
+	err      atomic.Pointer[error]
 }
 
 var errBodyTooLarge = errors.New("request body too large")
 
 func (b *limitedBody) Read(p []byte) (int, error) {
+	b.reading.Store(true)
+	n, err := b.read(p)
+	// A read after the transport closed the body is no fault of the caller.
+	if err != nil && err != io.EOF && err != errBodyTooLarge && !errors.Is(err, http.ErrBodyReadAfterClose) {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	b.reading.Store(false) // after the error: see call.bodyFailed
+	return n, err
+}
+
+// failed is the first error reading the caller's body, or nil.
+func (b *limitedBody) failed() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (b *limitedBody) read(p []byte) (int, error) {
 	if b.left <= 0 {
 		// Read one byte more to tell "exactly at the cap" from "past it".
 		var one [1]byte

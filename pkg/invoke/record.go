@@ -66,8 +66,8 @@ type Record struct {
 	// ColdStart is true when the call waited for an instance to start.
 	ColdStart bool
 	// Error says what went wrong when the platform, not the function,
-	// answered (timeout, unreachable, not ready) or the response was cut
-	// short; empty otherwise.
+	// answered (timeout, unreachable, not ready, a request body the caller
+	// did not send whole) or the response was cut short; empty otherwise.
 	Error string
 }
 

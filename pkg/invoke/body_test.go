@@ -1,0 +1,102 @@
+package invoke_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/invoketest"
+)
+
+// A caller's request that cannot be read whole is the caller's fault: a 4xx
+// problem, recorded and counted as the caller's, never 502 "cannot reach
+// function". Raw sockets: the Go client would not send these bodies.
+func TestProxyBrokenRequestBodies(t *testing.T) {
+	var logs lockedBuffer
+	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	// The function reads the whole body before it answers, as most do.
+	reader := function(t, func(w http.ResponseWriter, req *http.Request) {
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	cases := []struct {
+		name      string
+		framing   string // the header that frames the body
+		body      string
+		halfClose bool // the caller shuts its side after the body
+		status    int
+		reason    string
+		recorded  int    // the record's status
+		errPart   string // in the record's error
+	}{
+		{name: "bad chunk size", framing: "Transfer-Encoding: chunked", body: "5\r\nhello\r\nzz\r\n",
+			status: 400, reason: invoke.ReasonBodyMalformed, recorded: 400, errPart: "invalid byte in chunk length"},
+		{name: "chunk longer than its size", framing: "Transfer-Encoding: chunked", body: "3\r\nhello\r\n0\r\n\r\n",
+			status: 400, reason: invoke.ReasonBodyMalformed, recorded: 400, errPart: "malformed chunked encoding"},
+		{name: "chunk size ends in a bare LF", framing: "Transfer-Encoding: chunked", body: "5\nhello\r\n0\r\n\r\n",
+			status: 400, reason: invoke.ReasonBodyMalformed, recorded: 400, errPart: "bare LF"},
+		{name: "body ends before its Content-Length", framing: "Content-Length: 100", body: "hello", halfClose: true,
+			status: 400, reason: invoke.ReasonBodyIncomplete, recorded: invoke.StatusClientClosed, errPart: "before its body ended"},
+		{name: "chunked body ends before its last chunk", framing: "Transfer-Encoding: chunked", body: "a\r\nhello", halfClose: true,
+			status: 400, reason: invoke.ReasonBodyIncomplete, recorded: invoke.StatusClientClosed, errPart: "before its body ended"},
+		{name: "body stalls past the deadline", framing: "Content-Length: 100", body: "hello",
+			status: 408, reason: invoke.ReasonBodyTimeout, recorded: 408, errPart: "stalled"},
+		{name: "chunked body over the cap", framing: "Transfer-Encoding: chunked", body: fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", 1500, strings.Repeat("x", 1500)),
+			status: 413, reason: invoke.ReasonBodyTooLarge, recorded: 413, errPart: "too large"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fn := fmt.Sprintf("body-%d", i)
+			r.targets.set("ns", fn, invoke.Target{Address: reader, Ready: true, Public: true, Timeout: 300 * time.Millisecond})
+			class := func(class string) float64 {
+				return prometheusCollector{r, "sless_invoke_requests_total", map[string]string{"class": class, "source": invoke.SourcePlatform}}.value(t)
+			}
+			client4xx, platform5xx := class("4xx"), class("5xx")
+
+			conn, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(conn, "POST /fn/ns/%s HTTP/1.1\r\nHost: proxy\r\n%s\r\n\r\n%s", fn, tc.framing, tc.body)
+			if tc.halfClose {
+				conn.(*net.TCPConn).CloseWrite()
+			}
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			invoketest.Refusal(t, resp, tc.status, tc.reason)
+			if tc.status != http.StatusRequestEntityTooLarge {
+				// What is left of a body that could not be read must never
+				// be read as the next request.
+				if _, err := br.ReadByte(); err != io.EOF {
+					t.Fatalf("after the answer: %v, want the connection closed", err)
+				}
+			}
+
+			rec := r.records(t, "ns", fn, 1)[0]
+			if rec.Status != tc.recorded || !strings.Contains(rec.Error, tc.errPart) {
+				t.Fatalf("record status %d error %q, want %d and an error about %q", rec.Status, rec.Error, tc.recorded, tc.errPart)
+			}
+			if d4, d5 := class("4xx")-client4xx, class("5xx")-platform5xx; d4 != 1 || d5 != 0 {
+				t.Fatalf("counted %v more platform 4xx and %v more platform 5xx, want one 4xx", d4, d5)
+			}
+		})
+	}
+	if strings.Contains(logs.String(), "cannot reach function") {
+		t.Fatalf("the caller's broken bodies were logged as the function's: %s", logs.String())
+	}
+}
