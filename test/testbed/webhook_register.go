@@ -85,7 +85,13 @@ func (a *admissionServer) clientConfig(path string) admissionregistrationv1.Webh
 // deletes of kinds without SupportedVerbs, and admits them all.
 func (p *project) rules(plurals map[schema.GroupKind]string) (defaulting, validation []admissionregistrationv1.RuleWithOperations, err error) {
 	createUpdate := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
-	for gvk, obj := range p.types {
+	// In a fixed order, so that the configurations read the same each run.
+	gvks := make([]schema.GroupVersionKind, 0, len(p.types))
+	for gvk := range p.types {
+		gvks = append(gvks, gvk)
+	}
+	sort.Slice(gvks, func(i, j int) bool { return gvks[i].String() < gvks[j].String() })
+	for _, gvk := range gvks {
 		plural, ok := plurals[gvk.GroupKind()]
 		if !ok {
 			return nil, nil, fmt.Errorf("webhook %s: no CRD installed for %s", p.name, gvk.GroupKind())
@@ -94,7 +100,7 @@ func (p *project) rules(plurals map[schema.GroupKind]string) (defaulting, valida
 			Resources: []string{plural, plural + "/status"}}
 		defaulting = append(defaulting, admissionregistrationv1.RuleWithOperations{Operations: createUpdate, Rule: rule})
 		verbs := createUpdate
-		if vl, ok := obj.(resourcesemantics.VerbLimited); ok {
+		if vl, ok := p.types[gvk].(resourcesemantics.VerbLimited); ok {
 			verbs = nil
 			for _, v := range vl.SupportedVerbs() {
 				if v == admissionregistrationv1.Create || v == admissionregistrationv1.Update {
@@ -103,12 +109,6 @@ func (p *project) rules(plurals map[schema.GroupKind]string) (defaulting, valida
 			}
 		}
 		validation = append(validation, admissionregistrationv1.RuleWithOperations{Operations: verbs, Rule: rule})
-	}
-	for _, rules := range [][]admissionregistrationv1.RuleWithOperations{defaulting, validation} {
-		sort.Slice(rules, func(i, j int) bool {
-			return strings.Join(rules[i].APIGroups, ",")+"/"+strings.Join(rules[i].APIVersions, ",")+"/"+rules[i].Resources[0] <
-				strings.Join(rules[j].APIGroups, ",")+"/"+strings.Join(rules[j].APIVersions, ",")+"/"+rules[j].Resources[0]
-		})
 	}
 	return defaulting, validation, nil
 }
