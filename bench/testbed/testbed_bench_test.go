@@ -23,6 +23,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/test/testbed"
+	"github.com/sless-dev/sless/test/testbed/functionctl"
 )
 
 func TestMain(m *testing.M) {
@@ -99,7 +100,7 @@ func BenchmarkFunctionsToReady(b *testing.B) {
 
 func functionsToReady(b *testing.B, k *testbed.Kube, ns string, n int) time.Duration {
 	b.Helper()
-	testbed.RunFunctionController(b, k, ns)
+	functionctl.Run(b, k, ns)
 	ctx := context.Background()
 	start := time.Now()
 	for i := range n {

@@ -32,6 +32,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/test/testbed"
+	"github.com/sless-dev/sless/test/testbed/functionctl"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +55,7 @@ func newRealSlice(t *testing.T) *realSlice {
 	bed := testbed.SharedPrimitives(t)
 	t.Cleanup(func() { bed.Logs(t) })
 	s := &realSlice{t: t, bed: bed, ns: bed.Namespace(t), kctl: testbed.Kubectl(t), dir: t.TempDir()}
-	testbed.RunFunctionController(t, bed.Kube, s.ns)
+	functionctl.Run(t, bed.Kube, s.ns)
 	return s
 }
 
@@ -171,9 +172,9 @@ func TestFunctionOnRealKnativeAndTekton(t *testing.T) {
 	for _, r := range pr.Status.Results {
 		results[r.Name] = r.Value.StringVal
 	}
-	dest := fmt.Sprintf("%s/%s/greeter:%s", testbed.Registry, s.ns, "src-"+strings.TrimPrefix(fn.Status.SourceDigest, "sha256:")[:32])
+	dest := fmt.Sprintf("%s/%s/greeter:%s", functionctl.Registry, s.ns, "src-"+strings.TrimPrefix(fn.Status.SourceDigest, "sha256:")[:32])
 	sum := sha256.Sum256([]byte(dest))
-	wantImage := testbed.Registry + "/" + s.ns + "/greeter@sha256:" + hex.EncodeToString(sum[:])
+	wantImage := functionctl.Registry + "/" + s.ns + "/greeter@sha256:" + hex.EncodeToString(sum[:])
 	if got := results["IMAGE_URL"] + "@" + results["IMAGE_DIGEST"]; got != wantImage || fn.Status.Image != wantImage {
 		t.Errorf("image: Tekton's results give %s, the Function says %s, want %s", got, fn.Status.Image, wantImage)
 	}

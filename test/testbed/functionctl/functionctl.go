@@ -1,4 +1,7 @@
-package testbed
+// Package functionctl runs sless's Function controller in a test process on
+// a test bed. It is apart from testbed, which the adapters' own tests import
+// and the controller imports those adapters.
+package functionctl
 
 import (
 	"context"
@@ -15,16 +18,17 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
-// Registry is the repository prefix RunFunctionController builds into.
+// Registry is the repository prefix Run builds into.
 const Registry = "registry.testbed.local/sless"
 
-// RunFunctionController runs sless's Function controller on namespace ns of
+// Run runs sless's Function controller on namespace ns of
 // k until the test ends, storing build contexts in a fresh bucket of the
 // package's S3 server, with the credentials Secrets an operator puts in a
 // function namespace (build pods mount them).
-func RunFunctionController(t testing.TB, k *Kube, ns string) {
+func Run(t testing.TB, k *testbed.Kube, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, sec := range []*corev1.Secret{
@@ -37,7 +41,7 @@ func RunFunctionController(t testing.TB, k *Kube, ns string) {
 			t.Fatalf("testbed: Secret %s/%s: %v", ns, sec.Name, err)
 		}
 	}
-	s3srv := SharedS3(t)
+	s3srv := testbed.SharedS3(t)
 	bucket := s3srv.Bucket(t)
 	blobs, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Region: s3srv.Region, Bucket: bucket,
 		AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PathStyle: true})
