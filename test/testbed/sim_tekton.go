@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +33,8 @@ const (
 	// (repository without tag or digest). Without it the simulator makes up
 	// registry.sim.local/<namespace>/<pipelinerun>.
 	SimParamImage = "IMAGE"
+	// simParamTag is the tag the image is pushed with.
+	simParamTag = "TAG"
 	// SimResultDigest and SimResultURL are the results a successful run
 	// reports, as kaniko's task does.
 	SimResultDigest = "IMAGE_DIGEST"
@@ -59,17 +59,20 @@ type BuildPolicy struct {
 	Mode  BuildMode
 	Delay time.Duration
 	// Reason and Message of a BuildFail: the PipelineRun's reason (Tekton's
-	// "Failed" when empty) and the failing step's message.
+	// "Failed" when empty) and the failed TaskRun's message. Without a
+	// Message the last step exits 1 and the TaskRun says so in Tekton's
+	// words; with one, that text stands in for them, which real Tekton
+	// never writes: a step's own output does not reach its status.
 	Reason  string
 	Message string
 }
 
 // TektonSim plays Tekton Pipelines' controller against a test apiserver: it
 // marks PipelineRuns Running, then Succeeded with IMAGE_DIGEST and IMAGE_URL
-// results, or Failed with a failed child TaskRun whose condition carries the
-// step's message, in the status shape of tekton.dev/v1. No pod runs and no
-// image is pushed; the digest is a hash of the run's parameters, so the same
-// inputs always "build" the same digest.
+// results, or Failed with a failed child TaskRun whose last step exited 1,
+// in the status shape and words of tekton.dev/v1 (test/e2e's agreement test
+// holds them to the real controller's). No pod runs and no image is pushed;
+// the digest is SimDigest's, the one the real bed's kubelet stand-in reports.
 type TektonSim struct {
 	kube   *Kube
 	cache  client.Reader
@@ -191,7 +194,7 @@ func (s *TektonSim) markRunning(ctx context.Context, pr *tektonv1.PipelineRun) e
 	now := metav1.Now()
 	pr.Status.StartTime = &now
 	pr.Status.ObservedGeneration = pr.Generation
-	pr.Status.MarkRunning(string(tektonv1.PipelineRunReasonRunning), "Tasks Completed: 0 (Failed: 0, Cancelled 0), Skipped: 0; Incomplete: %d", max(1, taskCount(pr)))
+	pr.Status.MarkRunning(string(tektonv1.PipelineRunReasonRunning), "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: %d, Skipped: 0", max(1, taskCount(pr)))
 	if err := s.kube.Client.Status().Update(ctx, pr); err != nil {
 		return err
 	}
@@ -215,24 +218,20 @@ func (s *TektonSim) startedAt(pr *tektonv1.PipelineRun) time.Time {
 // Succeed finishes a running PipelineRun as Succeeded with its results.
 func (s *TektonSim) Succeed(ctx context.Context, ns, name string) error {
 	return s.finish(ctx, ns, name, func(pr *tektonv1.PipelineRun, now metav1.Time) {
-		image := paramString(pr, SimParamImage)
-		if image == "" {
-			image = "registry.sim.local/" + pr.Namespace + "/" + pr.Name
-		}
-		digest := SimDigest(pr)
 		pr.Status.Results = []tektonv1.PipelineRunResult{
-			{Name: SimResultDigest, Value: *tektonv1.NewStructuredValues(digest)},
-			{Name: SimResultURL, Value: *tektonv1.NewStructuredValues(image)},
+			{Name: SimResultDigest, Value: *tektonv1.NewStructuredValues(SimDigest(pr))},
+			{Name: SimResultURL, Value: *tektonv1.NewStructuredValues(simImage(pr))},
 		}
 		pr.Status.CompletionTime = &now
 		pr.Status.MarkSucceeded(string(tektonv1.PipelineRunReasonSuccessful), "Tasks Completed: %d (Failed: 0, Cancelled 0), Skipped: 0", max(1, taskCount(pr)))
 	})
 }
 
-// Fail finishes a running PipelineRun as Failed. reason is the PipelineRun's
-// reason ("Failed" when empty; Tekton also uses e.g. "PipelineRunTimeout");
-// message is what the failing step reported, which the simulator puts on a
-// failed child TaskRun as Tekton does.
+// Fail finishes a running PipelineRun as Failed: its last step exits 1, as
+// Tekton reports it on the child TaskRun. reason is the PipelineRun's
+// ("Failed" when empty; Tekton also uses e.g. "PipelineRunTimeout");
+// message, when not empty, replaces Tekton's words on the TaskRun
+// (BuildPolicy.Message).
 func (s *TektonSim) Fail(ctx context.Context, ns, name, reason, message string) error {
 	if reason == "" {
 		reason = string(tektonv1.PipelineRunReasonFailed)
@@ -241,14 +240,17 @@ func (s *TektonSim) Fail(ctx context.Context, ns, name, reason, message string) 
 	if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pr); err != nil {
 		return err
 	}
-	taskName, stepName := "build", "build"
+	taskName, steps := "build", []string{"build"}
 	if ps := pr.Spec.PipelineSpec; ps != nil && len(ps.Tasks) > 0 {
 		taskName = ps.Tasks[0].Name
 		if ts := ps.Tasks[0].TaskSpec; ts != nil && len(ts.Steps) > 0 {
-			stepName = ts.Steps[len(ts.Steps)-1].Name
+			steps = steps[:0]
+			for _, st := range ts.Steps {
+				steps = append(steps, st.Name)
+			}
 		}
 	}
-	tr, err := s.failedTaskRun(ctx, pr, taskName, stepName, message)
+	tr, err := s.failedTaskRun(ctx, pr, taskName, steps, message)
 	if err != nil {
 		return err
 	}
@@ -263,7 +265,9 @@ func (s *TektonSim) Fail(ctx context.Context, ns, name, reason, message string) 
 	})
 }
 
-func (s *TektonSim) failedTaskRun(ctx context.Context, pr *tektonv1.PipelineRun, taskName, stepName, message string) (*tektonv1.TaskRun, error) {
+// failedTaskRun is the TaskRun of a pod whose steps before the last
+// completed and whose last exited 1, with the status Tekton gives it.
+func (s *TektonSim) failedTaskRun(ctx context.Context, pr *tektonv1.PipelineRun, taskName string, steps []string, message string) (*tektonv1.TaskRun, error) {
 	tr := &tektonv1.TaskRun{ObjectMeta: metav1.ObjectMeta{
 		Namespace: pr.Namespace,
 		Name:      pr.Name + "-" + taskName,
@@ -293,18 +297,25 @@ func (s *TektonSim) failedTaskRun(ctx context.Context, pr *tektonv1.PipelineRun,
 	tr.Status.PodName = tr.Name + "-pod"
 	tr.Status.StartTime = start
 	tr.Status.CompletionTime = &now
-	tr.Status.Steps = []tektonv1.StepState{{
-		Name:      stepName,
-		Container: "step-" + stepName,
-		ContainerState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 1, Reason: "Error", Message: message, StartedAt: *start, FinishedAt: now,
-		}},
-		TerminationReason: "Error",
-	}}
+	tr.Status.Steps = nil
+	for i, name := range steps {
+		term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: *start, FinishedAt: now}
+		if i == len(steps)-1 {
+			term.ExitCode, term.Reason = 1, "Error"
+			if message == "" {
+				// Tekton's words for a step that exited (pod/status.go).
+				message = fmt.Sprintf("%q exited with code %d: %s", "step-"+name, term.ExitCode, term.Reason)
+			} else {
+				term.Message = message
+			}
+		}
+		tr.Status.Steps = append(tr.Status.Steps, tektonv1.StepState{Name: name, Container: "step-" + name,
+			ContainerState: corev1.ContainerState{Terminated: term}, TerminationReason: term.Reason})
+	}
 	tr.Status.SetCondition(&apis.Condition{
 		Type:    apis.ConditionSucceeded,
 		Status:  corev1.ConditionFalse,
-		Reason:  string(tektonv1.TaskRunReasonFailed),
+		Reason:  string(tektonv1.TaskRunReasonStepFailed),
 		Message: message,
 	})
 	return tr, s.kube.Client.Status().Update(ctx, tr)
@@ -331,15 +342,24 @@ func (s *TektonSim) finish(ctx context.Context, ns, name string, mark func(*tekt
 }
 
 // SimDigest is the digest the simulator reports for a PipelineRun: the
-// sha256 of its sorted string parameters, so equal inputs give equal images.
+// sha256 of the builder's --destination, IMAGE:TAG, as the real bed's
+// kubelet stand-in (KanikoStep) reports it, so both beds build one image.
 func SimDigest(pr *tektonv1.PipelineRun) string {
-	var parts []string
-	for _, p := range pr.Spec.Params {
-		parts = append(parts, p.Name+"="+p.Value.StringVal)
+	dest := simImage(pr)
+	if tag := paramString(pr, simParamTag); tag != "" {
+		dest += ":" + tag
 	}
-	sort.Strings(parts)
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\n")))
+	sum := sha256.Sum256([]byte(dest))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// simImage is the repository a run pushes to: its IMAGE parameter, or one
+// made up from its name.
+func simImage(pr *tektonv1.PipelineRun) string {
+	if image := paramString(pr, SimParamImage); image != "" {
+		return image
+	}
+	return "registry.sim.local/" + pr.Namespace + "/" + pr.Name
 }
 
 func paramString(pr *tektonv1.PipelineRun, name string) string {

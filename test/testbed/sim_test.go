@@ -156,8 +156,9 @@ func TestTektonSimulator(t *testing.T) {
 		if tc == nil || tc.Status != corev1.ConditionFalse || tc.Message != "error building image: pip install failed" {
 			t.Errorf("TaskRun condition %+v", tc)
 		}
-		if len(tr.Status.Steps) != 1 || tr.Status.Steps[0].Name != "kaniko" || tr.Status.Steps[0].Terminated == nil || tr.Status.Steps[0].Terminated.ExitCode != 1 {
-			t.Errorf("steps %+v", tr.Status.Steps)
+		if st := tr.Status.Steps; len(st) != 2 || st[0].Name != "fetch" || st[0].Terminated == nil || st[0].Terminated.ExitCode != 0 ||
+			st[1].Name != "kaniko" || st[1].Terminated == nil || st[1].Terminated.ExitCode != 1 {
+			t.Errorf("steps %+v", st)
 		}
 		if !metav1.IsControlledBy(tr, pr) {
 			t.Error("TaskRun is not controlled by its PipelineRun")
