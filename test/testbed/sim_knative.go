@@ -310,7 +310,9 @@ func (s *KnativeSim) Ready(ctx context.Context, ns, name string) error {
 }
 
 // Fail makes the Service's latest revision fail, as Knative reports e.g. an
-// image it cannot pull. An earlier ready revision keeps serving.
+// image it cannot pull. An earlier ready revision keeps serving; when the
+// revision that fails is the one serving (its container crashes), the
+// route has none left, and the Service's Ready takes the route's words.
 func (s *KnativeSim) Fail(ctx context.Context, ns, name, reason, message string) error {
 	if reason == "" {
 		reason = "RevisionFailed"
@@ -325,9 +327,13 @@ func (s *KnativeSim) Fail(ctx context.Context, ns, name, reason, message string)
 		}
 		cs := svc.GetConditionSet().Manage(&svc.Status)
 		cs.MarkFalse(servingv1.ServiceConditionConfigurationsReady, reason, "%s", message)
-		if svc.Status.LatestReadyRevisionName == "" {
+		switch svc.Status.LatestReadyRevisionName {
+		case "":
 			cs.MarkFalse(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
 				"Configuration %q does not have any ready Revision.", svc.Name)
+		case rev:
+			cs.MarkFalse(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
+				"Revision %q failed to become ready.", rev)
 		}
 		return nil
 	})
