@@ -5,18 +5,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	autoscalingv1alpha1 "knative.dev/serving/pkg/apis/autoscaling/v1alpha1"
+	"knative.dev/serving/pkg/apis/serving"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -284,4 +287,56 @@ func jsonText(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// CrashRevision makes the pod of Knative revision rev in ns crash as a node
+// reports it: the user container restarting after it exited with code and
+// message (lastState.terminated), and its Deployment without an available
+// replica, the change that wakes Knative's revision reconciler. No pod runs
+// here, so the Kubelet makes the one it reports on.
+func (k *Kubelet) CrashRevision(ctx context.Context, ns, rev string, code int32, message string) error {
+	var deps appsv1.DeploymentList
+	if err := k.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{serving.RevisionLabelKey: rev}); err != nil {
+		return err
+	}
+	if len(deps.Items) != 1 {
+		return fmt.Errorf("revision %s/%s has %d Deployments, want 1", ns, rev, len(deps.Items))
+	}
+	dep := &deps.Items[0]
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rev + "-crashing", Labels: dep.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dep, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: *dep.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := k.client.Create(ctx, pod); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now, HostIP: "127.0.0.1", PodIP: "127.0.0.1"}
+	for _, c := range pod.Spec.Containers {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
+		if c.Name != "queue-proxy" {
+			cs.RestartCount = 1
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off 10s restarting failed container=%s pod=%s", c.Name, pod.Name)}}
+			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: code, Reason: "Error", Message: message, StartedAt: now, FinishedAt: now}}
+		}
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
+	}
+	if err := k.client.Status().Update(ctx, pod); err != nil {
+		return err
+	}
+	// What the deployment controller reports of a replica that never
+	// becomes available.
+	patch := client.MergeFrom(dep.DeepCopy())
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable",
+				Message: "Deployment does not have minimum availability.", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated",
+				Message: fmt.Sprintf("ReplicaSet %q is progressing.", dep.Name), LastUpdateTime: now, LastTransitionTime: now},
+		}}
+	return k.client.Status().Patch(ctx, dep, patch)
 }
