@@ -58,6 +58,9 @@ func runAPI(ctx context.Context, args []string) error {
 	deleteWait := fs.Duration("delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
 	maxUploads := fs.Int("max-uploads", api.DefaultMaxUploads, "source uploads in progress at once (each holds its zip and unpacked files in memory)")
 	uploadQueueWait := fs.Duration("upload-queue-wait", api.DefaultUploadQueueWait, "how long an upload waits for a free slot before it is refused with 503")
+	maxTenantUploads := fs.Int("max-uploads-per-tenant", 0, "of -max-uploads, how many one namespace's uploads may hold at once (past it: 429); 0 is half, rounded up")
+	uploadMinRate := fs.Int64("upload-min-rate", api.DefaultUploadMinRate, "bytes/s an upload holding a slot must send, averaged over -upload-rate-window, or be cut off with 408; 0 turns it off")
+	uploadRateWindow := fs.Duration("upload-rate-window", api.DefaultUploadRateWindow, "the window -upload-min-rate is averaged over, and how long after taking its slot an upload is first judged")
 	bodyIdle := fs.Duration("body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408 (an upload gives back its slot)")
 	connIdle := fs.Duration("idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
@@ -77,6 +80,18 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *uploadQueueWait <= 0 {
 		return fmt.Errorf("-upload-queue-wait must be positive")
+	}
+	if *maxTenantUploads < 0 || *maxTenantUploads > *maxUploads {
+		return fmt.Errorf("-max-uploads-per-tenant must be between 0 (half of -max-uploads) and -max-uploads")
+	}
+	if *uploadMinRate < 0 {
+		return fmt.Errorf("-upload-min-rate must not be negative (0 turns it off)")
+	}
+	if *uploadRateWindow <= 0 {
+		return fmt.Errorf("-upload-rate-window must be positive")
+	}
+	if *uploadMinRate == 0 {
+		*uploadMinRate = -1 // api.Options: a negative rate judges none, 0 is the default
 	}
 	if *connIdle <= 0 {
 		return fmt.Errorf("-idle-conn-timeout must be positive")
@@ -198,6 +213,7 @@ func runAPI(ctx context.Context, args []string) error {
 		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
 		DeleteWait: *deleteWait,
 		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,
+		MaxUploadsPerTenant: *maxTenantUploads, UploadMinRate: *uploadMinRate, UploadRateWindow: *uploadRateWindow,
 		Invoke: proxy, Invocations: list,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Ready: func(ctx context.Context) error {

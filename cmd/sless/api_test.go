@@ -51,7 +51,7 @@ func TestAPICommand(t *testing.T) {
 	go func() {
 		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port),
 			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
-			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3", "-idle-conn-timeout", "300ms",
+			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3", "-max-uploads-per-tenant", "1", "-idle-conn-timeout", "300ms",
 			"-database-url", testbed.DatabaseURL(t)})
 	}()
 
@@ -164,6 +164,9 @@ func TestAPICommand(t *testing.T) {
 	if m := metrics(); !strings.Contains(m, "\nsless_api_source_upload_slots 3\n") {
 		t.Fatalf("metrics do not show 3 upload slots:\n%s", m)
 	}
+	if m := metrics(); !strings.Contains(m, "\nsless_api_source_upload_tenant_slots 1\n") {
+		t.Fatalf("metrics do not show 1 upload slot per tenant:\n%s", m)
+	}
 
 	cancel()
 	select {
@@ -188,6 +191,10 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"queue wait not a duration", []string{"-upload-queue-wait", "2"}, "invalid value"},
 		{"path style not a boolean", nil, `SLESS_S3_PATH_STYLE="yes" (the default of -s3-path-style)`},
 		{"zero body idle timeout", []string{"-body-idle-timeout", "0s"}, "-body-idle-timeout must be positive"},
+		{"tenant share over the slots", []string{"-max-uploads", "4", "-max-uploads-per-tenant", "5"}, "-max-uploads-per-tenant must be between 0"},
+		{"negative tenant share", []string{"-max-uploads-per-tenant", "-1"}, "-max-uploads-per-tenant must be between 0"},
+		{"negative minimum rate", []string{"-upload-min-rate", "-1"}, "-upload-min-rate must not be negative"},
+		{"zero rate window", []string{"-upload-rate-window", "0s"}, "-upload-rate-window must be positive"},
 		{"JWKS file without an audience", []string{"-jwks-file", "/nonexistent/jwks.json"}, "need -jwt-audience"},
 		{"JWKS URL without an audience", []string{"-jwks-url", "https://idp.example.com/jwks"}, "need -jwt-audience"},
 		{"audience of commas", []string{"-jwt-audience", " , "}, "names no audience"},

@@ -18,11 +18,13 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	uploads  *prometheus.CounterVec
 	upBytes  prometheus.Counter
-	// upSlots is Options.MaxUploads; upActive and upWaiting are the uploads
-	// holding one of those slots and those queued for one.
-	upSlots   prometheus.Gauge
-	upActive  prometheus.Gauge
-	upWaiting prometheus.Gauge
+	// upSlots is Options.MaxUploads and upTenantSlots MaxUploadsPerTenant;
+	// upActive and upWaiting are the uploads holding one of those slots and
+	// those queued for one.
+	upSlots       prometheus.Gauge
+	upTenantSlots prometheus.Gauge
+	upActive      prometheus.Gauge
+	upWaiting     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"method", "route"}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sless", Subsystem: "api", Name: "source_uploads_total",
-			Help: "Source uploads by result: changed, unchanged, refused (invalid), or busy (no upload slot within the queue wait).",
+			Help: "Source uploads by result: changed, unchanged, refused (invalid), busy (no upload slot within the queue wait), tenant-busy (the tenant's share of the slots held), too-slow (below the minimum rate) or stalled (idle timeout).",
 		}, []string{"result"}),
 		upBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sless", Subsystem: "api", Name: "source_upload_bytes_total",
@@ -47,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		upSlots: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sless", Subsystem: "api", Name: "source_upload_slots",
 			Help: "Source uploads this server runs at once (-max-uploads).",
+		}),
+		upTenantSlots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sless", Subsystem: "api", Name: "source_upload_tenant_slots",
+			Help: "Of the -max-uploads slots, those one tenant's uploads may hold at once (-max-uploads-per-tenant).",
 		}),
 		upActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sless", Subsystem: "api", Name: "source_uploads_in_progress",
@@ -57,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Source uploads waiting for a free slot.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.uploads, m.upBytes, m.upSlots, m.upActive, m.upWaiting} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.uploads, m.upBytes, m.upSlots, m.upTenantSlots, m.upActive, m.upWaiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -79,6 +79,18 @@ type Options struct {
 	// answered 503 with Retry-After before its archive is read or stored.
 	MaxUploads      int
 	UploadQueueWait time.Duration
+	// MaxUploadsPerTenant bounds the slots the uploads of one namespace
+	// hold at once, so that one tenant cannot keep the others' uploads out;
+	// past it an upload waits as above, then is answered 429. 0 means half
+	// of MaxUploads, rounded up; MaxUploads or more keeps no share.
+	MaxUploadsPerTenant int
+	// UploadMinRate is the slowest, in bytes per second averaged over every
+	// UploadRateWindow, an upload body may arrive once it holds a slot,
+	// judged from one window after it took the slot; a slower one is
+	// answered 408 and gives its slot back. 0 means DefaultUploadMinRate
+	// and DefaultUploadRateWindow; a negative rate judges none.
+	UploadMinRate    int64
+	UploadRateWindow time.Duration
 	// BodyIdleTimeout is how long a request body may send nothing before
 	// the request is answered 408 (and an upload gives back its slot); 0
 	// means DefaultBodyIdleTimeout.
@@ -113,8 +125,11 @@ type Server struct {
 	tenantsMu sync.Mutex
 	tenants   map[string]bool // namespaces known to exist
 
-	// uploads holds one unit per source upload in progress (MaxUploads).
-	uploads *semaphore.Weighted
+	// uploads holds one unit per source upload in progress (MaxUploads),
+	// tenantUploads the same per namespace (MaxUploadsPerTenant; nil when
+	// a tenant may hold them all).
+	uploads       *semaphore.Weighted
+	tenantUploads *shares
 }
 
 // New checks opts and builds the router.
@@ -136,8 +151,8 @@ func New(opts Options) (*Server, error) {
 	if opts.DeleteWait <= 0 {
 		opts.DeleteWait = DefaultDeleteWait
 	}
-	if opts.MaxUploads < 0 || opts.UploadQueueWait < 0 || opts.BodyIdleTimeout < 0 {
-		return nil, errors.New("api: MaxUploads, UploadQueueWait and BodyIdleTimeout must not be negative")
+	if opts.MaxUploads < 0 || opts.UploadQueueWait < 0 || opts.BodyIdleTimeout < 0 || opts.MaxUploadsPerTenant < 0 || opts.UploadRateWindow < 0 {
+		return nil, errors.New("api: MaxUploads, MaxUploadsPerTenant, UploadQueueWait, UploadRateWindow and BodyIdleTimeout must not be negative")
 	}
 	if opts.BodyIdleTimeout == 0 {
 		opts.BodyIdleTimeout = DefaultBodyIdleTimeout
@@ -147,6 +162,16 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.UploadQueueWait == 0 {
 		opts.UploadQueueWait = DefaultUploadQueueWait
+	}
+	if opts.MaxUploadsPerTenant == 0 {
+		opts.MaxUploadsPerTenant = (opts.MaxUploads + 1) / 2
+	}
+	opts.MaxUploadsPerTenant = min(opts.MaxUploadsPerTenant, opts.MaxUploads)
+	if opts.UploadMinRate == 0 {
+		opts.UploadMinRate = DefaultUploadMinRate
+	}
+	if opts.UploadRateWindow == 0 {
+		opts.UploadRateWindow = DefaultUploadRateWindow
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -163,9 +188,13 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	m.upSlots.Set(float64(opts.MaxUploads))
+	m.upTenantSlots.Set(float64(opts.MaxUploadsPerTenant))
 	s := &Server{
 		opts: opts, objects: opts.Objects, live: opts.Live, metrics: m, log: opts.Logger,
 		tenants: map[string]bool{}, uploads: semaphore.NewWeighted(int64(opts.MaxUploads)),
+	}
+	if opts.MaxUploadsPerTenant < opts.MaxUploads {
+		s.tenantUploads = &shares{each: int64(opts.MaxUploadsPerTenant)}
 	}
 	s.engine = s.routes()
 	return s, nil

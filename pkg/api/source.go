@@ -21,6 +21,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/problems"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
@@ -67,8 +68,9 @@ func (s *Server) maxArchive() int64 {
 // slot is taken after the cheap checks of the request's headers and before
 // the archive is read, and held until the answer, as the archive, its files
 // and its build context stay in memory until then. An upload that finds no
-// slot within UploadQueueWait is refused (503, Retry-After) before its
-// archive is read or anything is stored.
+// slot within UploadQueueWait is refused (503, Retry-After; 429 when its
+// tenant holds its whole share) before its archive is read or anything is
+// stored.
 func (s *Server) putSource(c *gin.Context) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
@@ -78,29 +80,28 @@ func (s *Server) putSource(c *gin.Context) {
 		writeProblem(c, p)
 		return
 	}
-	// A client that stops sending is cut off after BodyIdleTimeout, so it
-	// cannot keep an upload slot from others.
-	stopWatching := s.watchBody(c)
+	// A client that stops sending is cut off after BodyIdleTimeout, and
+	// one holding a slot that sends below UploadMinRate once a window has
+	// passed, so neither can keep an upload slot from others.
+	watch := s.watch(c)
 	body, p := s.openArchive(c)
 	if p != nil {
-		stopWatching()
-		s.metrics.uploads.WithLabelValues("refused").Inc()
-		writeProblem(c, p)
+		watch.stop()
+		s.refuseUpload(c, p)
 		return
 	}
-	release, p := s.takeUploadSlot(ctx)
+	release, p := s.takeUploadSlot(ctx, ns)
 	if p != nil {
-		stopWatching()
-		s.metrics.uploads.WithLabelValues("busy").Inc()
-		writeProblem(c, p)
+		watch.stop()
+		s.refuseUpload(c, p)
 		return
 	}
 	defer release()
+	watch.holdToRate(s.opts.UploadMinRate, s.opts.UploadRateWindow)
 	zipBytes, p := s.readArchive(c, body)
-	stopWatching()
+	watch.stop()
 	if p != nil {
-		s.metrics.uploads.WithLabelValues("refused").Inc()
-		writeProblem(c, p)
+		s.refuseUpload(c, p)
 		return
 	}
 	sum := sha256.Sum256(zipBytes)
@@ -341,16 +342,56 @@ func (s *Server) getSource(c *gin.Context) {
 	c.DataFromReader(http.StatusOK, size, "application/zip", rc, headers)
 }
 
+// refuseUpload answers an upload refused before it was read through,
+// counted by why: busy (no slot), tenant-busy (the tenant's share is held),
+// too-slow (below UploadMinRate), stalled (BodyIdleTimeout) or refused (a
+// bad request). All but the last are logged, since they say the server or a
+// tenant is short of slots rather than that a client erred. The connection
+// is closed: net/http would otherwise read the rest of the body first, for
+// as long as a trickling client takes to send it.
+func (s *Server) refuseUpload(c *gin.Context, p *Problem) {
+	c.Header("Connection", "close")
+	result := "refused"
+	switch p.Type {
+	case problems.TypeBase + "busy":
+		result = "busy"
+	case problems.TypeBase + "tenant-busy":
+		result = "tenant-busy"
+	case problems.TypeBase + "body-too-slow":
+		result = "too-slow"
+	case problems.TypeBase + "body-timeout":
+		result = "stalled"
+	}
+	s.metrics.uploads.WithLabelValues(result).Inc()
+	if result != "refused" {
+		s.log.Info("source upload refused", "namespace", c.Param("ns"), "function", c.Param("name"),
+			"result", result, "status", p.Status, "detail", p.Detail)
+	}
+	writeProblem(c, p)
+}
+
 // takeUploadSlot waits up to UploadQueueWait, or until the request ends, for
-// one of the MaxUploads slots; release gives it back.
-func (s *Server) takeUploadSlot(ctx context.Context) (release func(), p *Problem) {
-	if !s.uploads.TryAcquire(1) {
+// one of tenant's MaxUploadsPerTenant slots and then one of the MaxUploads;
+// release gives both back. The tenant's share is taken first, so an upload
+// over it never stands in the server's queue ahead of other tenants'.
+func (s *Server) takeUploadSlot(ctx context.Context, tenant string) (release func(), p *Problem) {
+	releaseShare, shareTaken := s.tenantUploads.tryAcquire(tenant)
+	if !shareTaken || !s.uploads.TryAcquire(1) {
 		s.metrics.upWaiting.Inc()
+		defer s.metrics.upWaiting.Dec()
 		wctx, cancel := context.WithTimeout(ctx, s.opts.UploadQueueWait)
-		err := s.uploads.Acquire(wctx, 1)
-		cancel()
-		s.metrics.upWaiting.Dec()
-		if err != nil {
+		defer cancel()
+		if !shareTaken {
+			var err error
+			if releaseShare, err = s.tenantUploads.acquire(wctx, tenant); err != nil {
+				return nil, problem(http.StatusTooManyRequests, "tenant-busy", "Too many uploads of this tenant in progress",
+					"namespace %s has %d source archives being uploaded or checked, the most one tenant may hold at once (of %d on this server); nothing was changed, try again",
+					tenant, s.opts.MaxUploadsPerTenant, s.opts.MaxUploads).
+					withRetry(retryAfterBusy)
+			}
+		}
+		if err := s.uploads.Acquire(wctx, 1); err != nil {
+			releaseShare()
 			return nil, problem(http.StatusServiceUnavailable, "busy", "Too many uploads in progress",
 				"%d source archives are being uploaded or checked, the most this server holds at once; nothing was changed, try again", s.opts.MaxUploads).
 				withRetry(retryAfterBusy)
@@ -360,6 +401,7 @@ func (s *Server) takeUploadSlot(ctx context.Context) (release func(), p *Problem
 	return func() {
 		s.metrics.upActive.Dec()
 		s.uploads.Release(1)
+		releaseShare()
 	}, nil
 }
 
@@ -516,7 +558,7 @@ func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *sl
 		}
 		// Checking the archive holds it and its files in memory, as an
 		// upload does, so it takes one of the same slots.
-		release, p := s.takeUploadSlot(ctx)
+		release, p := s.takeUploadSlot(ctx, ns)
 		if p != nil {
 			return p
 		}

@@ -234,7 +234,7 @@ func (e *env) awaitMetric(line string) {
 // finishes, a new upload succeeds.
 func TestUploadBound(t *testing.T) {
 	const queueWait = 300 * time.Millisecond
-	e := newEnv(t, func(o *api.Options) { o.MaxUploads, o.UploadQueueWait = 2, queueWait })
+	e := newEnv(t, func(o *api.Options) { o.MaxUploads, o.MaxUploadsPerTenant, o.UploadQueueWait = 2, 2, queueWait })
 	tok := e.token("alice")
 	for _, name := range []string{"held-0", "held-1", "late"} {
 		want(t, e.do("POST", e.path("functions"), tok, pythonFunction(name)), http.StatusCreated)
