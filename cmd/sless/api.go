@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,6 +52,7 @@ func runAPI(ctx context.Context, args []string) error {
 	nsClaim := fs.String("namespace-claim", auth.DefaultNamespaceClaim, "claim naming the tenant namespace")
 	adminClaim := fs.String("admin-claim", auth.DefaultAdminClaim, "boolean claim that makes the caller an admin")
 	nsPrefix := fs.String("namespace-prefix", auth.DefaultNamespacePrefix, "prefix of namespaces derived from subjects")
+	tenantPrefixFlag := fs.String("tenant-namespace-prefixes", "", "comma-separated prefixes of the namespaces a namespace claim may name, besides -namespace-prefix and those sless made (SLESS_TENANT_NAMESPACE_PREFIXES)")
 	devTokenFile := fs.String("dev-token-file", "", "file holding a static admin token for local use (off unless set)")
 	maxArchive := fs.Int64("max-archive-bytes", source.DefaultLimits.MaxCompressed, "largest accepted zip")
 	maxUncompressed := fs.Int64("max-uncompressed-bytes", source.DefaultLimits.MaxUncompressed, "largest total of a zip's inflated files")
@@ -66,7 +68,7 @@ func runAPI(ctx context.Context, args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
-	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE"); err != nil {
+	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +100,10 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *bodyIdle <= 0 {
 		return fmt.Errorf("-body-idle-timeout must be positive")
+	}
+	tenantPrefixes, err := parseTenantPrefixes(*nsPrefix, *tenantPrefixFlag)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
@@ -167,6 +173,7 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tenants := &kube.Tenants{Client: cl, Prefixes: tenantPrefixes}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -199,7 +206,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver:      resolver,
-		Authenticator: proxyAuthenticator(verifier),
+		Authenticator: proxyAuthenticator(verifier, tenants, log),
 		Recorder:      recorder,
 		Metrics:       imetrics,
 		Logger:        log,
@@ -209,7 +216,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 
 	opts := api.Options{
-		Objects: cl, Live: cl, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
+		Objects: cl, Live: cl, TenantNamespaces: tenants, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
 		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
 		DeleteWait: *deleteWait,
 		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,
@@ -226,7 +233,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	opts.Invoke = triggerCalls(proxy, acfg.HS256Secret, *issuer, strings.Join(auds, ","), cl) // cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md)
 	if *provision {
-		opts.Tenants = &kube.Tenants{Client: cl}
+		opts.Tenants = tenants
 	}
 	srv, err := api.New(opts)
 	if err != nil {
@@ -265,6 +272,33 @@ func parseAudiences(flag string) ([]string, error) {
 	}
 	if strings.TrimSpace(flag) != "" && len(out) == 0 {
 		return nil, fmt.Errorf("-jwt-audience %q names no audience", flag)
+	}
+	return out, nil
+}
+
+// parseTenantPrefixes reads -tenant-namespace-prefixes and adds the prefix
+// of namespaces derived from subjects (with its '-', as auth.NamespaceFor
+// writes it). No prefix may take in default or kube-*.
+func parseTenantPrefixes(derived, flag string) ([]string, error) {
+	if !strings.HasSuffix(derived, "-") {
+		derived += "-"
+	}
+	out := []string{derived}
+	for _, p := range strings.Split(flag, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	if strings.TrimSpace(flag) != "" && len(out) == 1 {
+		return nil, fmt.Errorf("-tenant-namespace-prefixes %q names no prefix", flag)
+	}
+	for _, p := range out {
+		if msgs := validation.IsDNS1123Label(strings.TrimSuffix(p, "-")); len(msgs) > 0 {
+			return nil, fmt.Errorf("tenant namespace prefix %q does not start a namespace name: %s", p, msgs[0])
+		}
+		if strings.HasPrefix("default", p) || strings.HasPrefix("kube-", p) || strings.HasPrefix(p, "kube-") {
+			return nil, fmt.Errorf("tenant namespace prefix %q would make default or kube-* a tenant's namespace", p)
+		}
 	}
 	return out, nil
 }

@@ -39,6 +39,9 @@ func TestAPICommand(t *testing.T) {
 	t.Setenv("KUBECONFIG", k.Kubeconfig)
 	t.Setenv("SLESS_S3_ACCESS_KEY", s3srv.AccessKey)
 	t.Setenv("SLESS_S3_SECRET_KEY", s3srv.SecretKey)
+	// The test bed's namespaces (t-…) are tenants' by their prefix: the
+	// token below names one, which is a 403 without this.
+	t.Setenv("SLESS_TENANT_NAMESPACE_PREFIXES", "t-")
 	port, err := testbed.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +201,8 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"JWKS file without an audience", []string{"-jwks-file", "/nonexistent/jwks.json"}, "need -jwt-audience"},
 		{"JWKS URL without an audience", []string{"-jwks-url", "https://idp.example.com/jwks"}, "need -jwt-audience"},
 		{"audience of commas", []string{"-jwt-audience", " , "}, "names no audience"},
+		{"tenant prefix taking in kube-*", []string{"-tenant-namespace-prefixes", "team-,kube-"}, "default or kube-*"},
+		{"tenant prefix not a name", []string{"-tenant-namespace-prefixes", "Team_"}, "does not start a namespace name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

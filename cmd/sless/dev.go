@@ -267,7 +267,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver:      resolver,
-		Authenticator: proxyAuthenticator(verifier),
+		Authenticator: proxyAuthenticator(verifier, nil, log),
 		Recorder:      recorder,
 		Metrics:       imetrics,
 		Logger:        log,

@@ -266,6 +266,8 @@ func TestBadRequests(t *testing.T) {
 		{name: "cross-tenant delete", method: "DELETE", path: otherFns + "/secret", code: 403},
 		{name: "cross-tenant upload", method: "PUT", path: otherFns + "/secret/source", body: pythonZip(t, "1"), headers: []string{"Content-Type", "application/zip"}, code: 403},
 		{name: "cross-tenant download", method: "GET", path: otherFns + "/secret/source", code: 403},
+		{name: "token naming default", method: "POST", path: "/v1/namespaces/default/functions", token: e.token("alice", "sless.dev/namespace", "default"), body: pythonFunction("planted"), code: 403, reason: api.ReasonNotTenantNamespace},
+		{name: "token naming kube-system", method: "GET", path: "/v1/namespaces/kube-system/functions", token: e.token("alice", "sless.dev/namespace", "kube-system"), code: 401, reason: auth.ReasonInvalidClaim},
 	}
 	if len(rows) < 40 {
 		t.Fatalf("only %d rows", len(rows))

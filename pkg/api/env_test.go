@@ -67,8 +67,11 @@ func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test bed's namespaces (t-…) are tenants' by their prefix, as a
+	// deployment's would be by -tenant-namespace-prefixes.
+	tenants := &kube.Tenants{Client: k.Client, Prefixes: []string{auth.DefaultNamespacePrefix, "t-"}}
 	opts := api.Options{
-		Objects: k.Client, Live: k.Client, Tenants: &kube.Tenants{Client: k.Client},
+		Objects: k.Client, Live: k.Client, Tenants: tenants, TenantNamespaces: tenants,
 		Auth: e.auth, Blobs: e.blobs, Bucket: e.bucket, Limits: testLimits, DeleteWait: time.Second,
 	}
 	for _, m := range mods {

@@ -60,6 +60,10 @@ type Options struct {
 	Live client.Reader
 	// Tenants creates a tenant's namespace on first use; nil does nothing.
 	Tenants TenantProvisioner
+	// TenantNamespaces, when set, refuses a non-admin caller (403) whose
+	// namespace is not a tenant's. Nil takes every namespace for one, as
+	// local mode does, where the one caller is the dev token, an admin.
+	TenantNamespaces TenantNamespaces
 	// Auth authenticates every /v1 request.
 	Auth Authenticator
 	// Blobs holds source archives and build contexts; Bucket is the bucket
@@ -302,7 +306,35 @@ func (s *Server) authorize(c *gin.Context) {
 	}
 	if p := checkNamespace(ns); p != nil {
 		writeProblem(c, p)
+		return
 	}
+	if p := s.checkTenant(c, id); p != nil {
+		writeProblem(c, p)
+	}
+}
+
+// ReasonNotTenantNamespace is the reason of the 403 for a caller whose token
+// names a namespace that is no tenant's.
+const ReasonNotTenantNamespace = "NotTenantNamespace"
+
+// checkTenant refuses a non-admin caller whose namespace is not a tenant's:
+// the namespace claim may name any namespace, default and sless's own too.
+func (s *Server) checkTenant(c *gin.Context, id *auth.Identity) *Problem {
+	if s.opts.TenantNamespaces == nil || id == nil || id.Admin {
+		return nil
+	}
+	ok, err := s.opts.TenantNamespaces.IsTenant(c.Request.Context(), id.Namespace)
+	if err != nil {
+		s.log.Error("check tenant namespace", "namespace", id.Namespace, "subject", id.Subject, "error", err)
+		return unavailable(5, "cannot tell now whether namespace %q is a tenant's", id.Namespace)
+	}
+	if !ok {
+		p := problem(http.StatusForbidden, "forbidden", "Forbidden",
+			"namespace %q is not a tenant's: sless did not make it and its name has no tenant prefix, so only an admin may act there", id.Namespace)
+		p.Reason = ReasonNotTenantNamespace
+		return p
+	}
+	return nil
 }
 
 func checkNamespace(ns string) *Problem {
@@ -361,8 +393,13 @@ func (s *Server) forgetTenant(c *gin.Context) bool {
 }
 
 // whoami tells the caller who the API thinks it is, and prepares its
-// namespace so a first `whoami` is all a new tenant needs.
+// namespace so a first `whoami` is all a new tenant needs; a caller whose
+// namespace is no tenant's learns that here too.
 func (s *Server) whoami(c *gin.Context) {
+	if p := s.checkTenant(c, IdentityOf(c)); p != nil {
+		writeProblem(c, p)
+		return
+	}
 	if p := s.ensureTenant(c); p != nil {
 		writeProblem(c, p)
 		return

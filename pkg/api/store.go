@@ -62,6 +62,15 @@ type TenantProvisioner interface {
 	EnsureTenant(ctx context.Context, id *auth.Identity) error
 }
 
+// TenantNamespaces tells a tenant's namespace from any other: a non-admin
+// caller acts only in its own namespace, and only when that namespace is a
+// tenant's, so that a token naming default or sless-system reaches neither.
+// On a cluster, pkg/adapter/kube's Tenants: a name with a tenant prefix, or
+// the label sless puts on the namespaces it makes.
+type TenantNamespaces interface {
+	IsTenant(ctx context.Context, namespace string) (bool, error)
+}
+
 // Authenticator turns a request into an identity; *auth.Verifier is one.
 // Its errors of type *auth.Error are answered 401; any other error is a 503.
 type Authenticator interface {
