@@ -164,6 +164,9 @@ func (p *Primitives) start(name, bin string, args []string, env map[string]strin
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A test binary killed before Stop must not leave a controller holding
+	// :8080 and acting on a dead apiserver.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
