@@ -189,22 +189,31 @@ func unstructuredService(svc *servingv1.Service) (*unstructured.Unstructured, er
 }
 
 // Knative's warning-level field errors reach the client as warnings, not
-// refusals: sless's Services set no security context.
+// refusals; sless's Services, restricted as Pod Security asks, draw none.
 func TestUpstreamWarnings(t *testing.T) {
 	k := testbed.SharedKube(t)
 	ns := k.Namespace(t)
-	warnings := &warningLog{}
-	cfg := rest.CopyConfig(k.Config)
-	cfg.WarningHandler = warnings
-	c, err := client.New(cfg, client.Options{Scheme: k.Scheme})
-	if err != nil {
-		t.Fatal(err)
+	create := func(svc *servingv1.Service) []string {
+		t.Helper()
+		warnings := &warningLog{}
+		cfg := rest.CopyConfig(k.Config)
+		cfg.WarningHandler = warnings
+		c, err := client.New(cfg, client.Options{Scheme: k.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(context.Background(), svc, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		return warnings.all()
 	}
-	if err := c.Create(context.Background(), webhookService(ns, "warned"), client.DryRunAll); err != nil {
-		t.Fatal(err)
+	if got := create(webhookService(ns, "restricted")); len(got) != 0 {
+		t.Errorf("sless's Service drew warnings %q", got)
 	}
+	bare := webhookService(ns, "bare")
+	bare.Spec.Template.Spec.Containers[0].SecurityContext = nil
 	want := "Kubernetes default value is insecure, Knative may default this to secure in a future release: spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation"
-	if got := warnings.all(); !strings.Contains(strings.Join(got, "\n"), want) {
+	if got := create(bare); !strings.Contains(strings.Join(got, "\n"), want) {
 		t.Fatalf("warnings %q, want %q among them", got, want)
 	}
 }

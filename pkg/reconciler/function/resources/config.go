@@ -58,6 +58,9 @@ const (
 	DockerConfigDir = "/kaniko/.docker"
 	// ContainerName is the function's container in its Knative revision.
 	ContainerName = "function"
+	// RuntimeUID is the user the runtime images and build contexts run as
+	// (USER 65532:65532).
+	RuntimeUID = 65532
 )
 
 // Defaults of Config.

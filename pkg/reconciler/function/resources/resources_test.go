@@ -66,6 +66,11 @@ func wantService(mutate func(*servingv1.Service)) *servingv1.Service {
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: mem(128)},
 		},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/_sless/health"}}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+			AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
 	}}
 	if mutate != nil {
 		mutate(svc)

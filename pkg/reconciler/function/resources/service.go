@@ -48,6 +48,7 @@ func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv
 		Ports:     []corev1.ContainerPort{{Name: "http1", ContainerPort: runtimes.DefaultPort}},
 		Env:       env(fn),
 		Resources: computeResources(fn),
+		SecurityContext: restricted(),
 		// The wrapper listens only once the handler is loaded and answers
 		// this path itself, so Knative routes no request to an instance
 		// that cannot serve it.
@@ -56,6 +57,20 @@ func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv
 		}}},
 	}}
 	return svc
+}
+
+// restricted is the Pod Security Standard "restricted" profile for the
+// function's container, as far as Knative lets a revision set it, and as
+// FunctionJobs run the same images: the runtime images run as RuntimeUID.
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](RuntimeUID),
+		RunAsGroup:               ptr.To[int64](RuntimeUID),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }
 
 // env is the runtime contract's variables (docs/runtimes.md) followed by the
