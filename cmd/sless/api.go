@@ -27,6 +27,7 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
 	"github.com/sless-dev/sless/pkg/source"
@@ -249,7 +250,9 @@ func runAPI(ctx context.Context, args []string) error {
 	// next request for ever: anyone could hold all the file descriptors.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
+	// connection closed, or a request could be smuggled behind it.
+	go func() { errc <- framing.Serve(hs, ln) }()
 	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", *s3Bucket)
 	select {
 	case err := <-errc:

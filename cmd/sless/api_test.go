@@ -96,6 +96,7 @@ func TestAPICommand(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("an idle keep-alive connection: %v, want closed by the server (EOF) after -idle-conn-timeout", err)
 	}
+	refusesAmbiguousFraming(t, "127.0.0.1:"+strconv.Itoa(port))
 
 	ns := k.Namespace(t)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "cmd-test", "aud": "sless",

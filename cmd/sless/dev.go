@@ -30,6 +30,7 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/sourcegc"
@@ -313,7 +314,9 @@ func runDev(ctx context.Context, args []string) error {
 	// cut long calls) a keep-alive connection would be held for ever.
 	srv := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
+	// connection closed, or a request could be smuggled behind it.
+	go func() { serveErr <- framing.Serve(srv, ln) }()
 
 	fmt.Fprintf(os.Stderr, "sless dev: serving on %s\n", baseURL)
 	fmt.Fprintf(os.Stderr, "sless dev: data in %s; token in %s\n", data, filepath.Join(data, "dev-token"))

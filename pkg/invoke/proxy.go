@@ -182,7 +182,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Detail: "no function at this path; functions are called at /fn/{namespace}/{name}[/path]"})
 		return
 	}
-	c := &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: requestID(r)}
+	c := &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: RequestID(r)}
 	target, err := p.resolve(r.Context(), ns, name)
 	if err != nil {
 		// An unknown function is refused as a private one is to a caller
@@ -230,7 +230,7 @@ func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, 
 	if !strings.HasPrefix(rest, "/") {
 		rest = "/" + rest
 	}
-	c := &call{p: p, ns: namespace, name: name, rest: rest, trigger: trigger, start: start, reqID: requestID(r)}
+	c := &call{p: p, ns: namespace, name: name, rest: rest, trigger: trigger, start: start, reqID: RequestID(r)}
 	if !validNamespace(namespace) || !validFunctionName(name) {
 		c.refuseResolve(w, r, ErrNotFound)
 		return
@@ -271,7 +271,7 @@ func (p *Proxy) Refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
 
 // refuse answers a request that names no function; nothing is recorded.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, start time.Time, prob Problem) {
-	c := &call{p: p, start: start, reqID: requestID(r)}
+	c := &call{p: p, start: start, reqID: RequestID(r)}
 	c.refuse(w, r, prob)
 }
 
@@ -304,8 +304,9 @@ func splitPath(escaped string) (ns, name, rest string, ok bool) {
 	return ns, name, rest, true
 }
 
-// requestID is the caller's X-Request-Id when it is a sane token, or a new one.
-func requestID(r *http.Request) string {
+// RequestID is the id of a call: the caller's X-Request-Id when it is a sane
+// token, or a new one. pkg/framing, in front of the proxy, answers with it too.
+func RequestID(r *http.Request) string {
 	if id := r.Header.Get(RequestIDHeader); id != "" && len(id) <= MaxRequestIDLength && safeToken(id) {
 		return id
 	}
