@@ -43,11 +43,11 @@ func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv
 	}
 	tmpl.Spec.ServiceAccountName = cfg.ServiceAccount
 	tmpl.Spec.Containers = []corev1.Container{{
-		Name:      ContainerName,
-		Image:     image,
-		Ports:     []corev1.ContainerPort{{Name: "http1", ContainerPort: runtimes.DefaultPort}},
-		Env:       env(fn),
-		Resources: computeResources(fn),
+		Name:            ContainerName,
+		Image:           image,
+		Ports:           []corev1.ContainerPort{{Name: "http1", ContainerPort: runtimes.DefaultPort}},
+		Env:             env(fn),
+		Resources:       computeResources(fn),
 		SecurityContext: restricted(),
 		// The wrapper listens only once the handler is loaded and answers
 		// this path itself, so Knative routes no request to an instance
