@@ -67,7 +67,7 @@ func stderrOf(err error) string {
 // upstreamCRDs are the CustomResourceDefinitions a cluster running Knative
 // Serving and Tekton Pipelines has, read from their release manifests in
 // the module cache: the exact schemas the apiserver then enforces.
-var upstreamCRDs = []struct{ module, glob string }{
+var upstreamCRDs = []releaseManifest{
 	{"knative.dev/serving", "config/core/300-resources/*.yaml"},
 	{"knative.dev/networking", "config/certificate.yaml"},
 	{"knative.dev/networking", "config/ingress.yaml"},
@@ -80,60 +80,65 @@ var upstreamCRDs = []struct{ module, glob string }{
 // UpstreamCRDs reads the CustomResourceDefinitions of Knative Serving (with
 // knative.dev/networking's and knative.dev/caching's) and Tekton Pipelines.
 func UpstreamCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dirs := map[string]string{}
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, u := range upstreamCRDs {
-		dir, ok := dirs[u.module]
-		if !ok {
-			var err error
-			if dir, err = ModuleDir(u.module); err != nil {
-				return nil, err
-			}
-			dirs[u.module] = dir
-		}
-		files, err := filepath.Glob(filepath.Join(dir, u.glob))
-		if err != nil || len(files) == 0 {
-			return nil, fmt.Errorf("no CRD manifests %s in %s (%s): %v", u.glob, u.module, dir, err)
-		}
-		for _, f := range files {
-			more, err := readCRDs(f)
-			if err != nil {
-				return nil, err
-			}
-			crds = append(crds, more...)
-		}
-	}
-	return crds, nil
-}
-
-// readCRDs parses the CustomResourceDefinition documents of a YAML file,
-// passing over its other documents.
-func readCRDs(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			return crds, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", file, err)
-		}
+	err := manifests(upstreamCRDs, func(file string, doc []byte) error {
 		var head struct{ APIVersion, Kind string }
 		if err := yaml.Unmarshal(doc, &head); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", file, err)
+			return fmt.Errorf("parse %s: %w", file, err)
 		}
 		if head.Kind != "CustomResourceDefinition" || head.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
-			continue
+			return nil
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := yaml.UnmarshalStrict(doc, crd); err != nil {
-			return nil, fmt.Errorf("parse CRD in %s: %w", file, err)
+			return fmt.Errorf("parse CRD in %s: %w", file, err)
 		}
 		crds = append(crds, crd)
+		return nil
+	})
+	return crds, err
+}
+
+// releaseManifest names files of a project's release manifests by module
+// and a glob inside its source.
+type releaseManifest struct{ module, glob string }
+
+// manifests calls each with every YAML document of the files ms name, in
+// order; a glob that matches nothing is an error.
+func manifests(ms []releaseManifest, each func(file string, doc []byte) error) error {
+	dirs := map[string]string{}
+	for _, m := range ms {
+		dir, ok := dirs[m.module]
+		if !ok {
+			var err error
+			if dir, err = ModuleDir(m.module); err != nil {
+				return err
+			}
+			dirs[m.module] = dir
+		}
+		files, err := filepath.Glob(filepath.Join(dir, m.glob))
+		if err != nil || len(files) == 0 {
+			return fmt.Errorf("no release manifests %s in %s (%s): %v", m.glob, m.module, dir, err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+			for {
+				doc, err := r.Read()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return fmt.Errorf("read %s: %w", f, err)
+				}
+				if err := each(f, doc); err != nil {
+					return err
+				}
+			}
+		}
 	}
+	return nil
 }

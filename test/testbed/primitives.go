@@ -1,12 +1,9 @@
 package testbed
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -265,7 +261,7 @@ func (p *Primitives) Namespace(t testing.TB) string {
 // releaseConfig is what the bed installs of each project's release
 // manifests besides CRDs: its namespace and the config maps its controller
 // reads at start and watches.
-var releaseConfig = []struct{ module, glob string }{
+var releaseConfig = []releaseManifest{
 	{"knative.dev/serving", "config/core/100-namespace.yaml"},
 	{"knative.dev/serving", "config/core/configmaps/*.yaml"},
 	{"knative.dev/networking", "config/config-network.yaml"},
@@ -281,20 +277,11 @@ var configOverrides = map[string]map[string]string{
 }
 
 func installReleaseConfig(ctx context.Context, k *Kube) error {
-	for _, rc := range releaseConfig {
-		dir, err := ModuleDir(rc.module)
-		if err != nil {
-			return err
-		}
-		files, err := filepath.Glob(filepath.Join(dir, rc.glob))
-		if err != nil || len(files) == 0 {
-			return fmt.Errorf("no release manifests %s in %s (%s): %v", rc.glob, rc.module, dir, err)
-		}
-		for _, f := range files {
-			if err := applyConfigFile(ctx, k, f); err != nil {
-				return err
-			}
-		}
+	err := manifests(releaseConfig, func(file string, doc []byte) error {
+		return applyConfig(ctx, k, file, doc)
+	})
+	if err != nil {
+		return err
 	}
 	// No controller-manager makes the system namespaces' default accounts.
 	for _, ns := range []string{KnativeNamespace, TektonNamespace} {
@@ -306,40 +293,27 @@ func installReleaseConfig(ctx context.Context, k *Kube) error {
 	return nil
 }
 
-// applyConfigFile creates the Namespaces and ConfigMaps of a release
-// manifest, with configOverrides applied.
-func applyConfigFile(ctx context.Context, k *Kube, file string) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return err
+// applyConfig creates doc, a document of a release manifest, when it is a
+// Namespace or a ConfigMap, with configOverrides applied.
+func applyConfig(ctx context.Context, k *Kube, file string, doc []byte) error {
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+		return fmt.Errorf("parse %s: %w", file, err)
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", file, err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			return fmt.Errorf("parse %s: %w", file, err)
-		}
-		if u.GetAPIVersion() != "v1" || (u.GetKind() != "Namespace" && u.GetKind() != "ConfigMap") {
-			continue
-		}
-		if o, ok := configOverrides[u.GetNamespace()+"/"+u.GetName()]; ok && u.GetKind() == "ConfigMap" {
-			for key, v := range o {
-				if err := unstructured.SetNestedField(u.Object, v, "data", key); err != nil {
-					return err
-				}
+	if u.GetAPIVersion() != "v1" || (u.GetKind() != "Namespace" && u.GetKind() != "ConfigMap") {
+		return nil
+	}
+	if o, ok := configOverrides[u.GetNamespace()+"/"+u.GetName()]; ok && u.GetKind() == "ConfigMap" {
+		for key, v := range o {
+			if err := unstructured.SetNestedField(u.Object, v, "data", key); err != nil {
+				return err
 			}
 		}
-		if err := k.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s %s/%s from %s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), file, err)
-		}
 	}
+	if err := k.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%s %s/%s from %s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), file, err)
+	}
+	return nil
 }
 
 func portFree(port int) error {
