@@ -139,6 +139,14 @@ func (s *realSlice) ready(fn *slessv1alpha1.Function) {
 	}
 }
 
+// pipelineRun is the PipelineRun that built fn last.
+func (s *realSlice) pipelineRun(fn *slessv1alpha1.Function) *tektonv1.PipelineRun {
+	s.t.Helper()
+	run := &tektonv1.PipelineRun{}
+	s.get(fn.Status.BuildRef, run)
+	return run
+}
+
 func (s *realSlice) get(name string, obj client.Object) {
 	s.t.Helper()
 	if err := s.bed.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: name}, obj); err != nil {
@@ -158,8 +166,7 @@ func TestFunctionOnRealKnativeAndTekton(t *testing.T) {
 	s.ready(fn)
 	t.Logf("Function Ready through the real controllers in %v", time.Since(start).Round(time.Millisecond))
 	s.mustKubectl("wait", "--for=condition=Ready", "function/greeter", "--timeout=10s")
-	pr := &tektonv1.PipelineRun{}
-	s.get(fn.Status.BuildRef, pr)
+	pr := s.pipelineRun(fn)
 	if !pr.IsSuccessful() {
 		t.Fatalf("PipelineRun %s: %+v", pr.Name, pr.Status.Conditions)
 	}
@@ -234,6 +241,11 @@ func TestBuildFailureOnRealTekton(t *testing.T) {
 		t.Fatalf("phase %s, Ready %+v: want Failed and a message with %s", fn.Status.Phase, ready, want)
 	}
 	t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
+	tr := &tektonv1.TaskRun{}
+	s.get(s.pipelineRun(fn).Status.ChildReferences[0].Name, tr)
+	if hint := "its log: kubectl logs -n " + s.ns + " " + tr.Status.PodName + " -c step-build-and-push"; tr.Status.PodName == "" || !strings.Contains(ready.Message, hint) {
+		t.Errorf("Ready's message does not say where the step's log is (%q)", hint)
+	}
 	if out := s.mustKubectl("describe", "function", "broken"); !strings.Contains(out, want) {
 		t.Errorf("kubectl describe does not show the step's failure:\n%s", out)
 	}

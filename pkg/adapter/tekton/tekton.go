@@ -237,7 +237,14 @@ func (b *Builder) failureMessage(ctx context.Context, pr *tektonv1.PipelineRun, 
 				if m := strings.TrimSpace(t.Message); m != "" && !strings.Contains(msg, m) {
 					msg = strings.TrimSpace(msg + ": " + m)
 				}
-				return fmt.Sprintf("step %q of PipelineRun %s failed: %s", s.Name, pr.Name, msg)
+				msg = fmt.Sprintf("step %q of PipelineRun %s failed: %s", s.Name, pr.Name, msg)
+				if tr.Status.PodName != "" && s.Container != "" {
+					// Tekton keeps a step's output out of its status: the
+					// cause (a package that does not resolve, a syntax
+					// error) is in the step's log.
+					msg += fmt.Sprintf("; its log: kubectl logs -n %s %s -c %s", pr.Namespace, tr.Status.PodName, s.Container)
+				}
+				return msg
 			}
 		}
 		return fmt.Sprintf("task %q of PipelineRun %s failed: %s", ref.PipelineTaskName, pr.Name, msg)

@@ -227,12 +227,14 @@ func TestChanges(t *testing.T) {
 	})
 
 	t.Run("failed build, then a fixed source recovers", func(t *testing.T) {
-		w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildFail, Message: "error building image: pip: No matching distribution found for nosuchpkg"})
+		w.tekton.SetPolicy(w.ns, testbed.BuildPolicy{Mode: testbed.BuildFail})
 		w.update("chg", func(fn *slessv1alpha1.Function) { fn.Spec.Source.Inline.Files["requirements.txt"] = "nosuchpkg\n" })
 		failed := w.waitPhase("chg", slessv1alpha1.FunctionPhaseFailed)
 		b := condition(failed, slessv1alpha1.FunctionConditionBuildSucceeded)
 		r := condition(failed, slessv1alpha1.FunctionConditionReady)
-		wantMsg := `step "build-and-push" of PipelineRun ` + failed.Status.BuildRef + ` failed: error building image: pip: No matching distribution found for nosuchpkg`
+		// Tekton's words, and where the cause is: the step's log.
+		wantMsg := `step "build-and-push" of PipelineRun ` + failed.Status.BuildRef + ` failed: "step-build-and-push" exited with code 1: Error; ` +
+			`its log: kubectl logs -n ` + w.ns + " " + failed.Status.BuildRef + `-build-pod -c step-build-and-push`
 		if b.Status != metav1.ConditionFalse || b.Reason != "Failed" || b.Message != wantMsg {
 			t.Errorf("BuildSucceeded %+v\nwant message %s", b, wantMsg)
 		}
