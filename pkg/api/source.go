@@ -346,11 +346,12 @@ func (s *Server) getSource(c *gin.Context) {
 // counted by why: busy (no slot), tenant-busy (the tenant's share is held),
 // too-slow (below UploadMinRate), stalled (BodyIdleTimeout) or refused (a
 // bad request). All but the last are logged, since they say the server or a
-// tenant is short of slots rather than that a client erred. The connection
-// is closed: net/http would otherwise read the rest of the body first, for
-// as long as a trickling client takes to send it.
+// tenant is short of slots rather than that a client erred. Those close the
+// connection: net/http would otherwise read the rest of the body first, for
+// as long as a trickling client takes to send it. A bad request keeps
+// net/http's way, which reads a short rest so that closing does not reset
+// the connection under the answer (a body just over the cap).
 func (s *Server) refuseUpload(c *gin.Context, p *Problem) {
-	c.Header("Connection", "close")
 	result := "refused"
 	switch p.Type {
 	case problems.TypeBase + "busy":
@@ -364,6 +365,7 @@ func (s *Server) refuseUpload(c *gin.Context, p *Problem) {
 	}
 	s.metrics.uploads.WithLabelValues(result).Inc()
 	if result != "refused" {
+		c.Header("Connection", "close")
 		s.log.Info("source upload refused", "namespace", c.Param("ns"), "function", c.Param("name"),
 			"result", result, "status", p.Status, "detail", p.Detail)
 	}
