@@ -167,24 +167,7 @@ type heldUpload struct {
 // the channel, so a test can wait for an answer it expects to be held back.
 func (e *env) startUpload(tok, name string, body io.Reader) chan *response {
 	e.t.Helper()
-	req, err := http.NewRequest("PUT", e.url+e.path("functions", name, "source"), body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/zip")
-	reply := make(chan *response, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			reply <- &response{Code: -1, Body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		reply <- &response{Code: resp.StatusCode, Header: resp.Header, Body: b}
-	}()
-	return reply
+	return e.uploadTo(tok, e.ns, name, body)
 }
 
 // holdUpload starts an upload of zip, sends its first bytes and keeps the
