@@ -84,31 +84,10 @@ func TestDevRefusesBadFlags(t *testing.T) {
 // A keep-alive connection that sends no next request is closed after
 // --idle-conn-timeout, as sless api closes it.
 func TestDevClosesIdleConnections(t *testing.T) {
-	port, err := testbed.FreePort()
+	addr := startDev(t, "--idle-conn-timeout", "300ms")
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, []string{"--addr", addr, "--data-dir", t.TempDir(), "--dev-token", "0123456789abcdef0123",
-			"--idle-conn-timeout", "300ms", "--quiet"})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sless dev: %v", err)
-		}
-	}()
-	var conn net.Conn
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if conn, err = net.Dial("tcp", addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sless dev does not listen on %s: %v", addr, err)
-		}
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
@@ -122,5 +101,38 @@ func TestDevClosesIdleConnections(t *testing.T) {
 	resp.Body.Close()
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("an idle keep-alive connection: %v, want closed by the server (EOF) after --idle-conn-timeout", err)
+	}
+}
+
+// startDev runs sless dev on a free loopback port with a fresh data
+// directory and args until the test ends, and returns its address once it
+// listens.
+func startDev(t *testing.T, args ...string) string {
+	t.Helper()
+	port, err := testbed.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, append([]string{"--addr", addr, "--data-dir", t.TempDir(), "--dev-token", "0123456789abcdef0123", "--quiet"}, args...))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sless dev: %v", err)
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sless dev does not listen on %s: %v", addr, err)
+		}
 	}
 }

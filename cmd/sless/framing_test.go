@@ -2,20 +2,17 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/problems"
-	"github.com/sless-dev/sless/test/testbed"
 )
 
 // refusesAmbiguousFraming sends, on the REST API and on the invoke path of
@@ -55,31 +52,6 @@ func refusesAmbiguousFraming(t *testing.T, addr string) {
 // sless dev refuses a request with both Content-Length and
 // Transfer-Encoding as sless api does (TestAPICommand).
 func TestDevRefusesAmbiguousFraming(t *testing.T) {
-	port, err := testbed.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, []string{"--addr", addr, "--data-dir", t.TempDir(), "--dev-token", "0123456789abcdef0123", "--quiet"})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sless dev: %v", err)
-		}
-	}()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sless dev does not answer on %s: %v", addr, err)
-		}
-	}
+	addr := startDev(t)
 	refusesAmbiguousFraming(t, addr)
 }
