@@ -65,12 +65,19 @@ func bulkyZip(t *testing.T, size int) []byte {
 // uploadTo is startUpload for a function of any namespace.
 func (e *env) uploadTo(tok, ns, name string, body io.Reader) chan *response {
 	e.t.Helper()
-	req, err := http.NewRequest("PUT", e.url+"/v1/namespaces/"+ns+"/functions/"+name+"/source", body)
+	return e.start("PUT", "/v1/namespaces/"+ns+"/functions/"+name+"/source", tok, "application/zip", body)
+}
+
+// start sends a request with body and answers on the channel, so a test
+// can wait for an answer it expects to be held back.
+func (e *env) start(method, path, tok, contentType string, body io.Reader) chan *response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/zip")
+	req.Header.Set("Content-Type", contentType)
 	reply := make(chan *response, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)

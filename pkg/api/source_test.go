@@ -440,23 +440,7 @@ func TestStalledBodyIsCutOff(t *testing.T) {
 	// A create whose JSON body stops half-way.
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pw.CloseWithError(errors.New("test over")) })
-	req, err := http.NewRequest("POST", e.url+e.path("functions"), pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	reply := make(chan *response, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			reply <- &response{Code: -1, Body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		reply <- &response{Code: resp.StatusCode, Header: resp.Header, Body: b}
-	}()
+	reply := e.start("POST", e.path("functions"), tok, "application/json", pr)
 	if _, err := pw.Write([]byte(`{"metadata":{"name":"half"`)); err != nil {
 		t.Fatal(err)
 	}
