@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ type Primitives struct {
 	dir      string
 	procs    []*controllerProcess
 	standins *standIns
+	portLock *os.File
 }
 
 type controllerProcess struct {
@@ -56,7 +58,8 @@ type controllerProcess struct {
 }
 
 // knativeHealthPort is where Knative's controller serves its probes: v0.50
-// binds :8080 with no way to move it, so one bed at a time per machine.
+// binds :8080 with no way to move it, so one bed at a time per machine,
+// taken in turn through lockKnativePort.
 const knativeHealthPort = 8080
 
 // StartPrimitives starts the controllers and stand-ins on k, which must be
@@ -68,7 +71,11 @@ func StartPrimitives(k *Kube) (*Primitives, error) {
 		return nil, err
 	}
 	p := &Primitives{Kube: k}
+	if p.portLock, err = lockKnativePort(); err != nil {
+		return nil, err
+	}
 	if p.dir, err = os.MkdirTemp("", "sless-primitives-"); err != nil {
+		p.Stop()
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -241,9 +248,49 @@ func (p *Primitives) Stop() {
 	if p.standins != nil {
 		p.standins.stop()
 	}
-	if os.Getenv("SLESS_TESTBED_KEEP_LOGS") == "" {
+	if p.dir != "" && os.Getenv("SLESS_TESTBED_KEEP_LOGS") == "" {
 		_ = os.RemoveAll(p.dir)
 	}
+	if p.portLock != nil {
+		// Closing releases the flock; so does the process dying.
+		_ = p.portLock.Close()
+		p.portLock = nil
+		knativePortHeld.Store(false)
+	}
+}
+
+// lockKnativePort takes the machine-wide lock on knativeHealthPort, waiting
+// while another process's bed holds it: go test runs packages in parallel,
+// and two beds would fight over the port.
+func lockKnativePort() (*os.File, error) {
+	// A second bed of this process would wait on its own lock for ever.
+	if !knativePortHeld.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("this process already runs a real-controller bed (Knative binds :%d): stop it first", knativeHealthPort)
+	}
+	f, err := flockKnativePort()
+	if err != nil {
+		knativePortHeld.Store(false)
+	}
+	return f, err
+}
+
+var knativePortHeld atomic.Bool
+
+func flockKnativePort() (*os.File, error) {
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("sless-testbed-knative-%d.lock", knativeHealthPort))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("real-controller bed lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		return f, nil
+	}
+	fmt.Fprintf(os.Stderr, "testbed: waiting for another real-controller bed on this machine to finish (%s)\n", path)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("real-controller bed lock %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // Namespace is k.Namespace with the default ServiceAccount that a cluster's
