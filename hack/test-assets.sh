@@ -5,7 +5,9 @@
 #   kubectl                  (the client users type, of the apiserver's release)
 #   versitygw                (a real S3-compatible server, posix back end)
 #   Knative Serving's and Tekton Pipelines' controllers, at the versions
-#   go.mod pins (the real-primitives test bed runs them; `controllers`)
+#   go.mod pins (the real-primitives test bed runs them; `controllers`),
+#   and Knative's queue-proxy (bench/invoke runs it; `controllers` or
+#   `queue-proxy`, which prints the binary's path)
 # Prints the asset directory on stdout (for `controllers`, theirs); progress
 # goes to stderr.
 set -euo pipefail
@@ -16,10 +18,13 @@ VERSITYGW_VERSION=${VERSITYGW_VERSION:-1.8.0}
 
 cache=${SLESS_ASSETS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sless/assets}
 dir="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-vgw-$VERSITYGW_VERSION"
-mkdir -p "$dir"
 # Concurrent test runs share the cache: one builds, the others wait for it.
-exec 9>"$dir/.lock"
-flock 9
+# The controllers' directory has a lock of its own (lock_ctrl_dir).
+lock_dir() {
+  mkdir -p "$dir"
+  exec 9>"$dir/.lock"
+  flock 9
+}
 log() { echo "test-assets: $*" >&2; }
 
 # kube_build builds one command of k8s.io/kubernetes at $KUBE_VERSION into the
@@ -108,38 +113,64 @@ SERVING_VERSION=$(modversion knative.dev/serving)
 PIPELINE_VERSION=$(modversion github.com/tektoncd/pipeline)
 ctrl_dir="$cache/serving-$SERVING_VERSION-pipeline-$PIPELINE_VERSION"
 
-# build_controllers builds knative.dev/serving/cmd/controller and
-# github.com/tektoncd/pipeline/cmd/controller in a throwaway module holding
-# sless's go.mod and go.sum, so shared dependencies resolve to the versions
-# sless itself uses; -mod=mod adds what only the controllers need.
-build_controllers() {
-  mkdir -p "$ctrl_dir"
-  exec 8>"$ctrl_dir/.lock"
-  flock 8
-  [ -x "$ctrl_dir/knative-controller" ] && [ -x "$ctrl_dir/tekton-controller" ] && return
+# ctrl_build builds one command of Knative or Tekton into $ctrl_dir/$name,
+# unless it is there, in a throwaway module holding sless's go.mod and
+# go.sum, so shared dependencies resolve to the versions sless itself uses;
+# -mod=mod adds what only the commands need. Callers hold the lock on
+# $ctrl_dir.
+ctrl_build() {
+  local name=$1 pkg=$2
+  [ -x "$ctrl_dir/$name" ] && return
   local work; work=$(mktemp -d)
   local start=$SECONDS
-  log "building Knative Serving $SERVING_VERSION and Tekton Pipelines $PIPELINE_VERSION controllers (about 5 min cold)"
+  log "building $name ($pkg) from the Go module proxy"
   (
     cd "$work"
     sed 's|^module .*|module sless.local/controllers-build|' "$root/go.mod" > go.mod
     cp "$root/go.sum" go.sum
-    go build -mod=mod -ldflags "-s -w" -o "$ctrl_dir/knative-controller.tmp" knative.dev/serving/cmd/controller >&2
-    mv "$ctrl_dir/knative-controller.tmp" "$ctrl_dir/knative-controller"
-    go build -mod=mod -ldflags "-s -w" -o "$ctrl_dir/tekton-controller.tmp" github.com/tektoncd/pipeline/cmd/controller >&2
-    mv "$ctrl_dir/tekton-controller.tmp" "$ctrl_dir/tekton-controller"
+    go build -mod=mod -ldflags "-s -w" -o "$ctrl_dir/$name.tmp" "$pkg" >&2
+    mv "$ctrl_dir/$name.tmp" "$ctrl_dir/$name"
   )
   rm -rf "$work"
-  log "controllers built in $((SECONDS - start)) s"
+  log "$name built in $((SECONDS - start)) s"
+}
+
+lock_ctrl_dir() {
+  mkdir -p "$ctrl_dir"
+  exec 8>"$ctrl_dir/.lock"
+  flock 8
+}
+
+# build_controllers builds Knative Serving's and Tekton Pipelines'
+# controllers (about 5 min cold together) and Knative's queue-proxy, each
+# only when missing: a cache made before the queue-proxy was added gets it.
+build_controllers() {
+  lock_ctrl_dir
+  ctrl_build knative-controller knative.dev/serving/cmd/controller
+  ctrl_build tekton-controller github.com/tektoncd/pipeline/cmd/controller
+  ctrl_build knative-queue knative.dev/serving/cmd/queue
+}
+
+# build_queue_proxy builds only Knative's queue-proxy, the sidecar in front
+# of every Knative revision's container (bench/invoke runs it beside sless's
+# proxy).
+build_queue_proxy() {
+  lock_ctrl_dir
+  ctrl_build knative-queue knative.dev/serving/cmd/queue
 }
 
 case "${1:-all}" in
+  controllers|queue-proxy) ;;
+  *) lock_dir ;;
+esac
+case "${1:-all}" in
   all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl; build_controllers ;;
   controllers) build_controllers; echo "$ctrl_dir"; exit 0 ;;
+  queue-proxy) build_queue_proxy; echo "$ctrl_dir/knative-queue"; exit 0 ;;
   kube-apiserver) build_kube_apiserver ;;
   kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy]" >&2; exit 2 ;;
 esac
 echo "$dir"

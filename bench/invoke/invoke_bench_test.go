@@ -1,5 +1,6 @@
 // Package invoke_bench measures the invoke path on loopback, recording on:
-// the proxy against calling the function server directly, records per
+// the proxy against calling the function server directly and against
+// Knative's queue-proxy and net/http's ReverseProxy, records per
 // second into PostgreSQL, and the invocation listing at a million rows.
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/invoke/
@@ -11,10 +12,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http/httptest"
-	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,153 +45,278 @@ func (f fixed) Resolve(_ context.Context, ns, name string) (invoke.Target, error
 	return t, nil
 }
 
-// The proxy benchmark measures latency in latencyRounds turns of
-// latencyRound per path, one call at a time, and throughput in
-// throughputRounds turns of throughputRound per path from 32 callers.
+// proxyBench says how long BenchmarkProxy measures: latency in
+// latencyRounds turns of latencyRound per path, one call at a time, and
+// throughput in throughputRounds turns of throughputRound per path from
+// callers concurrent callers.
+type proxyBench struct {
+	functions        []benchFunction
+	latencyRounds    int
+	latencyRound     time.Duration
+	throughputRounds int
+	throughputRound  time.Duration
+	callers          int
+	// profile, when set, is a directory the sless hop writes its CPU and
+	// alloc profiles to (cpu.pprof, allocs.pprof), one pair per function.
+	profile string
+}
+
+type benchFunction struct {
+	name  string
+	start func(testing.TB) string
+}
+
+func goFunction(name string, delay time.Duration) benchFunction {
+	return benchFunction{name, func(tb testing.TB) string {
+		return startChild(tb, "function", "SLESS_BENCH_DELAY="+delay.String()).line(tb)
+	}}
+}
+
+// The paths a call takes: straight to the function, or through one hop.
 const (
-	latencyRounds    = 10
-	latencyRound     = 250 * time.Millisecond
-	throughputRounds = 3
-	throughputRound  = 2 * time.Second
+	pathDirect       = "direct"
+	pathRelay        = "relay"
+	pathSless        = "sless"
+	pathQueueProxy   = "queueproxy"
+	pathReverseProxy = "reverseproxy"
 )
 
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+var benchPaths = []string{pathDirect, pathRelay, pathSless, pathQueueProxy, pathReverseProxy}
+
+// pathResult is what one path measured for one function.
+type pathResult struct {
+	Path  string
+	Calls int64   // calls in the throughput turns
+	RPS   float64 // calls per second from the concurrent callers
+	// CPUPerCall is the hop process's own CPU per call (zero for direct):
+	// for sless, writing the records into PostgreSQL included.
+	CPUPerCall time.Duration
+	P50, P99   time.Duration // one call at a time
 }
 
-// BenchmarkProxy compares calls through the proxy (recording into
-// PostgreSQL) with calls straight to the function server, on loopback, with
-// the function server and the load generator in processes of their own:
-// throughput from 32 concurrent callers, and latency one call at a time.
-// It runs for a function that answers at once (the proxy's whole cost
-// shows), one that waits 2 ms per call, one that waits 10 ms, as a
-// function that calls a database or another service does, and sless's own
-// Python and Node.js wrappers serving a hello function: the function
-// servers users' code runs in.
-//
-// The relay figures are the floor: a relay that copies bytes and parses
-// nothing is the cheapest hop any proxy can be. On a machine whose cores the
-// caller, the hop and the function share, a hop's CPU is taken from the
-// function, so the floor ratio tells how much of the gap is the hop itself
-// and proxy_to_relay how much is the proxy's own work.
-func BenchmarkProxy(b *testing.B) {
-	s := postgrestest.New(b)
-	rec := invoke.NewRecorder(s, invoke.RecorderOptions{})
-	defer rec.Close(context.Background())
-	loadgen := startChild(b, "load")
-	for i := 0; i < b.N; i++ {
-		goServer := func(delay time.Duration) func(*testing.B) string {
-			return func(b *testing.B) string {
-				return startChild(b, "function", "SLESS_BENCH_DELAY="+delay.String()).line(b)
-			}
-		}
-		for _, fn := range []struct {
-			name  string
-			start func(*testing.B) string
-		}{
-			{"instant", goServer(0)},
-			{"working", goServer(2 * time.Millisecond)},
-			{"io10ms", goServer(10 * time.Millisecond)},
-			{"python", wrapper("python3", "python3.12/server.py", "main.handler", "main.py",
-				"def handler(event, context):\n    return {\"message\": \"hello from the function\"}\n")},
-			{"node", wrapper("node", "nodejs22/server.js", "index.handler", "index.js",
-				"exports.handler = async () => ({ message: 'hello from the function' });\n")},
-		} {
-			addr := fn.start(b)
-			u, err := url.Parse("http://" + addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			proxy, err := invoke.NewProxy(invoke.Options{Recorder: rec, Resolver: fixed{
-				"bench/" + fn.name: {Address: u, Ready: true, Public: true, Revision: fn.name + "-00001", Timeout: 30 * time.Second},
-			}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			front := httptest.NewServer(proxy)
-			paths := []struct{ name, url string }{
-				{"direct", u.String()},
-				{"relay", relay(b, addr)},
-				{"proxy", front.URL + "/fn/bench/" + fn.name},
-			}
-			// The paths take turns, in rounds, so that a drift of the
-			// machine's state (another process waking, the host's
-			// neighbours) falls on each path alike rather than on
-			// whichever ran last.
-			for _, p := range paths {
-				loadgen.run(b, p.url, 32, 300*time.Millisecond) // open the connections
-			}
-			drain(b, rec)
-			lat := map[string][]time.Duration{}
-			for round := range latencyRounds {
-				for i := range paths {
-					p := paths[(i+round)%len(paths)]
-					lat[p.name] = append(lat[p.name], loadgen.run(b, p.url, 1, latencyRound).Latencies...)
-				}
-			}
-			done := map[string]int64{}
-			took := map[string]time.Duration{}
-			cpu := map[string]time.Duration{}
-			for round := range throughputRounds {
-				for i := range paths {
-					p := paths[(i+round)%len(paths)]
-					// Records of the previous turn are written first: their
-					// writing is part of that turn's cost, not this one's.
-					drain(b, rec)
-					before := cpuTime(b)
-					r := loadgen.run(b, p.url, 32, throughputRound)
-					drain(b, rec)
-					cpu[p.name] += cpuTime(b) - before
-					done[p.name] += r.Done
-					took[p.name] += r.Elapsed
-				}
-			}
-			rps := map[string]float64{}
-			p50 := map[string]time.Duration{}
-			p99 := map[string]time.Duration{}
-			for _, p := range paths {
-				rps[p.name] = float64(done[p.name]) / took[p.name].Seconds()
-				slices.Sort(lat[p.name])
-				p50[p.name], p99[p.name] = pct(lat[p.name], .5), pct(lat[p.name], .99)
-				if p.name != "direct" {
-					b.ReportMetric(float64(cpu[p.name].Microseconds())/float64(done[p.name]), fn.name+"_"+p.name+"_cpu_us/call")
-				}
-				b.ReportMetric(rps[p.name], fn.name+"_"+p.name+"_req/s")
-			}
-			front.Close()
-			b.ReportMetric(rps["proxy"]/rps["direct"], fn.name+"_throughput_ratio")
-			b.ReportMetric(rps["relay"]/rps["direct"], fn.name+"_relay_floor_ratio")
-			b.ReportMetric(rps["proxy"]/rps["relay"], fn.name+"_proxy_to_relay")
-			b.ReportMetric(ms(p50["direct"]), fn.name+"_direct_p50_ms")
-			b.ReportMetric(ms(p50["proxy"]-p50["direct"]), fn.name+"_added_p50_ms")
-			b.ReportMetric(ms(p50["relay"]-p50["direct"]), fn.name+"_relay_added_p50_ms")
-			b.ReportMetric(ms(p99["proxy"]-p99["direct"]), fn.name+"_added_p99_ms")
-		}
+type functionResult struct {
+	Function string
+	Paths    map[string]pathResult
+	Written  int64 // records the sless hop stored
+}
+
+// runProxyBench measures every function on every path.
+func runProxyBench(tb testing.TB, cfg proxyBench) []functionResult {
+	tb.Helper()
+	db := testbed.DatabaseURL(tb)
+	store, err := postgres.Open(db)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	defer store.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := rec.Close(ctx); err != nil {
-		b.Fatal(err)
+	if err := store.Migrate(ctx); err != nil {
+		tb.Fatal(err)
 	}
-	if rec.Dropped() != 0 {
-		b.Fatalf("%d records dropped", rec.Dropped())
+	qp := queueProxyBinary(tb)
+	loadgen := startChild(tb, "load")
+	var out []functionResult
+	for _, fn := range cfg.functions {
+		addr := fn.start(tb)
+		hopEnv := []string{targetEnv + "=" + addr, fnEnv + "=" + fn.name}
+		relay := startChild(tb, "relay", hopEnv...)
+		rproxy := startChild(tb, "reverseproxy", hopEnv...)
+		slessEnv := append([]string{dbEnv + "=" + db}, hopEnv...)
+		if cfg.profile != "" {
+			dir := filepath.Join(cfg.profile, fn.name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				tb.Fatal(err)
+			}
+			slessEnv = append(slessEnv, profileEnv+"="+dir)
+		}
+		sless := startChild(tb, "sless", slessEnv...)
+		qpCmd, qpAddr, stopQP := startQueueProxy(tb, qp, addr, fn.name)
+		urls := map[string]string{
+			pathDirect:       "http://" + addr,
+			pathRelay:        "http://" + relay.line(tb),
+			pathReverseProxy: "http://" + rproxy.line(tb),
+			pathSless:        "http://" + sless.line(tb) + "/fn/bench/" + fn.name,
+			pathQueueProxy:   "http://" + qpAddr,
+		}
+		pids := map[string]int{
+			pathRelay: relay.cmd.Process.Pid, pathReverseProxy: rproxy.cmd.Process.Pid,
+			pathSless: sless.cmd.Process.Pid, pathQueueProxy: qpCmd.Process.Pid,
+		}
+		cpuOf := func(path string) time.Duration {
+			if pid, ok := pids[path]; ok {
+				return processCPU(tb, pid)
+			}
+			return 0
+		}
+		// The paths take turns, in rounds, so that a drift of the
+		// machine's state (another process waking, the host's neighbours)
+		// falls on each path alike rather than on whichever ran last.
+		for _, p := range benchPaths {
+			loadgen.run(tb, urls[p], cfg.callers, 300*time.Millisecond) // open the connections
+		}
+		sless.drain(tb)
+		lat := map[string][]time.Duration{}
+		for round := range cfg.latencyRounds {
+			for i := range benchPaths {
+				p := benchPaths[(i+round)%len(benchPaths)]
+				lat[p] = append(lat[p], loadgen.run(tb, urls[p], 1, cfg.latencyRound).Latencies...)
+			}
+		}
+		done := map[string]int64{}
+		took := map[string]time.Duration{}
+		cpu := map[string]time.Duration{}
+		for round := range cfg.throughputRounds {
+			for i := range benchPaths {
+				p := benchPaths[(i+round)%len(benchPaths)]
+				// Records of the previous turn are written first: their
+				// writing is part of that turn's cost, not this one's.
+				sless.drain(tb)
+				before := cpuOf(p)
+				r := loadgen.run(tb, urls[p], cfg.callers, cfg.throughputRound)
+				sless.drain(tb)
+				cpu[p] += cpuOf(p) - before
+				done[p] += r.Done
+				took[p] += r.Elapsed
+			}
+		}
+		stopQP()
+		counts := sless.closeRecorder(tb)
+		if counts.Err != "" || counts.Dropped != 0 {
+			tb.Fatalf("%s: the sless hop dropped %d records: %s", fn.name, counts.Dropped, counts.Err)
+		}
+		res := functionResult{Function: fn.name, Paths: map[string]pathResult{}, Written: counts.Written}
+		for _, p := range benchPaths {
+			slices.Sort(lat[p])
+			res.Paths[p] = pathResult{Path: p, Calls: done[p], RPS: float64(done[p]) / took[p].Seconds(),
+				CPUPerCall: cpu[p] / time.Duration(max(done[p], 1)), P50: pct(lat[p], .5), P99: pct(lat[p], .99)}
+		}
+		out = append(out, res)
 	}
-	b.ReportMetric(float64(rec.Written()), "records_written")
+	return out
 }
 
-// drain waits until the recorder has stored every record it holds.
-func drain(b *testing.B, rec *invoke.Recorder) {
-	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for rec.Depth() > 0 {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d records still queued after a minute", rec.Depth())
+// report gives the benchmark's metrics of one function and a table row per
+// path: throughput and its ratio to direct, the hop's CPU per call, and the
+// latency it adds at p50 and p99.
+func (r functionResult) report(b *testing.B) {
+	direct := r.Paths[pathDirect]
+	for _, p := range benchPaths {
+		m := r.Paths[p]
+		pre := r.Function + "_" + p + "_"
+		b.ReportMetric(m.RPS, pre+"req/s")
+		if p == pathDirect {
+			b.ReportMetric(ms(m.P50), pre+"p50_ms")
+			continue
 		}
-		time.Sleep(10 * time.Millisecond)
+		b.ReportMetric(m.RPS/direct.RPS, pre+"throughput_ratio")
+		b.ReportMetric(float64(m.CPUPerCall.Nanoseconds())/1000, pre+"cpu_us/call")
+		b.ReportMetric(ms(m.P50-direct.P50), pre+"added_p50_ms")
+		b.ReportMetric(ms(m.P99-direct.P99), pre+"added_p99_ms")
 	}
+	s, q := r.Paths[pathSless], r.Paths[pathQueueProxy]
+	b.ReportMetric(s.RPS/q.RPS, r.Function+"_sless_to_queueproxy_throughput")
+	b.ReportMetric(float64(s.CPUPerCall)/float64(q.CPUPerCall), r.Function+"_sless_to_queueproxy_cpu")
+}
+
+// table is the results as the README's markdown table.
+func table(results []functionResult) string {
+	var sb strings.Builder
+	sb.WriteString("| function | path | req/s | × direct | hop CPU µs/call | added p50 ms | added p99 ms |\n")
+	sb.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range results {
+		direct := r.Paths[pathDirect]
+		for _, p := range benchPaths {
+			m := r.Paths[p]
+			if p == pathDirect {
+				fmt.Fprintf(&sb, "| %s | %s | %.0f | 1 | – | %.3f (p50) | %.3f (p99) |\n", r.Function, p, m.RPS, ms(m.P50), ms(m.P99))
+				continue
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %.0f | %.2f | %.1f | %.3f | %.3f |\n", r.Function, p, m.RPS, m.RPS/direct.RPS,
+				float64(m.CPUPerCall.Nanoseconds())/1000, ms(m.P50-direct.P50), ms(m.P99-direct.P99))
+		}
+	}
+	return sb.String()
+}
+
+// BenchmarkProxy compares five paths of a call, on loopback, each part a
+// process of its own (the function server, the load generator, each hop):
+// straight to the function server; through a relay that copies bytes and
+// parses nothing (the floor under any hop on this machine); through
+// sless's invoke proxy, recording every call into PostgreSQL; through
+// Knative Serving's queue-proxy, the sidecar every Knative revision's calls
+// pass; and through net/http's ReverseProxy. Throughput from 32 concurrent
+// callers, the hop's CPU per call, and latency one call at a time.
+//
+// It runs for a function that answers at once (a hop's whole cost shows),
+// one that waits 2 ms per call, one that waits 10 ms, as a function that
+// calls a database or another service does, and sless's own Python and
+// Node.js wrappers serving a hello function: the function servers users'
+// code runs in. SLESS_BENCH_FUNCTIONS (comma-separated names) runs some of
+// them; SLESS_BENCH_PROFILE names a directory for the sless hop's pprof
+// CPU and alloc profiles.
+//
+// On a machine whose cores the caller, the hop and the function share, a
+// hop's CPU is taken from the function, so the relay's ratio tells how much
+// of the gap is any hop at all.
+func BenchmarkProxy(b *testing.B) {
+	fns := []benchFunction{
+		goFunction("instant", 0),
+		goFunction("working", 2*time.Millisecond),
+		goFunction("io10ms", 10*time.Millisecond),
+		{"python", wrapper("python3", "python3.12/server.py", "main.handler", "main.py",
+			"def handler(event, context):\n    return {\"message\": \"hello from the function\"}\n")},
+		{"node", wrapper("node", "nodejs22/server.js", "index.handler", "index.js",
+			"exports.handler = async () => ({ message: 'hello from the function' });\n")},
+	}
+	if only := os.Getenv("SLESS_BENCH_FUNCTIONS"); only != "" {
+		names := strings.Split(only, ",")
+		fns = slices.DeleteFunc(fns, func(f benchFunction) bool { return !slices.Contains(names, f.name) })
+	}
+	cfg := proxyBench{functions: fns, latencyRounds: 10, latencyRound: 250 * time.Millisecond,
+		throughputRounds: 3, throughputRound: 2 * time.Second, callers: 32, profile: os.Getenv("SLESS_BENCH_PROFILE")}
+	for i := 0; i < b.N; i++ {
+		results := runProxyBench(b, cfg)
+		var written int64
+		for _, r := range results {
+			r.report(b)
+			written += r.Written
+		}
+		b.ReportMetric(float64(written), "records_written")
+		b.Log("\n" + table(results))
+	}
+}
+
+// TestProxyBenchSmoke runs BenchmarkProxy's machinery for a moment on the
+// instant function, every path included, so that the benchmark cannot rot:
+// each path must have answered, each hop used CPU, and sless recorded
+// every call it proxied.
+func TestProxyBenchSmoke(t *testing.T) {
+	results := runProxyBench(t, proxyBench{functions: []benchFunction{goFunction("instant", 0)},
+		latencyRounds: 2, latencyRound: 100 * time.Millisecond,
+		throughputRounds: 1, throughputRound: 300 * time.Millisecond, callers: 8})
+	if len(results) != 1 {
+		t.Fatalf("%d results", len(results))
+	}
+	r := results[0]
+	for _, p := range benchPaths {
+		m, ok := r.Paths[p]
+		switch {
+		case !ok:
+			t.Errorf("%s: not measured", p)
+		case m.Calls == 0 || m.RPS <= 0:
+			t.Errorf("%s: no calls in the throughput turn", p)
+		case m.P50 <= 0 || m.P99 < m.P50:
+			t.Errorf("%s: p50 %s, p99 %s", p, m.P50, m.P99)
+		case p != pathDirect && m.CPUPerCall <= 0:
+			t.Errorf("%s: the hop's CPU per call is %s", p, m.CPUPerCall)
+		}
+	}
+	// Warm-up, latency and throughput calls through sless, each recorded.
+	if r.Written < r.Paths[pathSless].Calls {
+		t.Errorf("sless recorded %d calls, fewer than the %d of its throughput turn", r.Written, r.Paths[pathSless].Calls)
+	}
+	t.Log("\n" + table(results))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -345,4 +472,12 @@ func listLatencies(b *testing.B, s *postgres.Store, n int) (time.Duration, time.
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return pct(lat, .5), pct(lat, .99)
+}
+
+// pct is the p quantile of sorted ds.
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
 }

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +25,11 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-// The proxy benchmark runs the function server and the load generator as
-// processes of their own, as they are in a cluster: each has its own Go
-// runtime, and the benchmark process holds only what it measures (the
-// proxy, or the relay baseline). The test binary plays those parts when
-// roleEnv names one.
+// The proxy benchmark runs every part as a process of its own, as they are
+// in a cluster: the function server, the load generator and each hop (the
+// relay, sless's proxy, a plain ReverseProxy; Knative's queue-proxy is its
+// own binary). Each has its own Go runtime, and each hop's CPU is read from
+// its own process. The test binary plays those parts when roleEnv names one.
 const roleEnv = "SLESS_BENCH_ROLE"
 
 // runRole serves the part roleEnv names and reports whether it did.
@@ -40,6 +39,12 @@ func runRole() bool {
 		serveFunction()
 	case "load":
 		generateLoad()
+	case "relay":
+		serveHop(relayHandler)
+	case "reverseproxy":
+		serveHop(reverseProxyHandler)
+	case "sless":
+		serveSless()
 	default:
 		return false
 	}
@@ -208,7 +213,7 @@ type child struct {
 	out *bufio.Reader
 }
 
-func startChild(b *testing.B, role string, env ...string) *child {
+func startChild(b testing.TB, role string, env ...string) *child {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
@@ -232,7 +237,7 @@ func startChild(b *testing.B, role string, env ...string) *child {
 	return &child{cmd: cmd, in: in, out: bufio.NewReader(out)}
 }
 
-func (c *child) line(b *testing.B) string {
+func (c *child) line(b testing.TB) string {
 	b.Helper()
 	s, err := c.out.ReadString('\n')
 	if err != nil {
@@ -242,7 +247,7 @@ func (c *child) line(b *testing.B) string {
 }
 
 // run asks the load process for one run and waits for its result.
-func (c *child) run(b *testing.B, url string, workers int, d time.Duration) loadResult {
+func (c *child) run(b testing.TB, url string, workers int, d time.Duration) loadResult {
 	b.Helper()
 	if _, err := fmt.Fprintf(c.in, "%s %d %s\n", url, workers, d); err != nil {
 		b.Fatal(err)
@@ -257,52 +262,11 @@ func (c *child) run(b *testing.B, url string, workers int, d time.Duration) load
 	return r
 }
 
-// relay is the cheapest hop a proxy can be, and so the floor under every
-// proxy's cost on this machine: it copies bytes between the caller's
-// connection and one it opens to the function, parsing nothing.
-func relay(b *testing.B, target string) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				f, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer f.Close()
-				go func() { _, _ = io.Copy(f, c); _ = f.(*net.TCPConn).CloseWrite() }()
-				_, _ = io.Copy(c, f)
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // wrapper starts a runtime wrapper of this repository (runtimes/<script>)
 // serving one file of code, as local mode runs it, and returns its address
 // once it answers its health check.
-func wrapper(interpreter, script, entrypoint, file, code string) func(*testing.B) string {
-	return func(b *testing.B) string {
+func wrapper(interpreter, script, entrypoint, file, code string) func(testing.TB) string {
+	return func(b testing.TB) string {
 		b.Helper()
 		bin, err := exec.LookPath(interpreter)
 		if err != nil {
