@@ -107,6 +107,9 @@ type Proxy struct {
 	opts      Options
 	transport http.RoundTripper
 	buffers   bufferPool
+	// rp forwards every call; it finds the call in the request's context,
+	// so that no ReverseProxy and callbacks are made per call.
+	rp *httputil.ReverseProxy
 	// errorLog takes what ReverseProxy logs itself (a function's response
 	// cut short): at debug level, since the call's record says it.
 	errorLog *log.Logger
@@ -140,7 +143,15 @@ func NewProxy(opts Options) (*Proxy, error) {
 	if p.transport == nil {
 		p.transport = NewTransport()
 	}
-	p.buffers.New = func() any { b := make([]byte, 32<<10); return &b }
+	p.buffers.New = func() any { return new([copyBufferSize]byte) }
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        func(pr *httputil.ProxyRequest) { callOf(pr.In.Context()).rewrite(pr) },
+		Transport:      p.transport,
+		BufferPool:     &p.buffers,
+		ModifyResponse: func(resp *http.Response) error { return callOf(resp.Request.Context()).modifyResponse(resp) },
+		ErrorHandler:   func(w http.ResponseWriter, r *http.Request, err error) { callOf(r.Context()).errorHandler(w, r, err) },
+		ErrorLog:       p.errorLog,
+	}
 	return p, nil
 }
 
@@ -347,8 +358,14 @@ type call struct {
 	parent          context.Context // the caller's request context
 
 	// conn sets the caller's connection's deadlines.
-	conn *http.ResponseController
+	conn http.ResponseController
+	rw   responseWriter // out points here: one allocation with the call
 }
+
+type callKey struct{}
+
+// callOf is the call a forwarded request belongs to.
+func callOf(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
 
 // refuse answers with a problem before anything was forwarded; nothing is
 // recorded. A 401 says how to authenticate (RFC 9110 11.6.1) and a 503 when
@@ -391,8 +408,9 @@ func (c *call) fail(w http.ResponseWriter, prob Problem, errText string) {
 
 func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	p := c.p
-	c.out = &responseWriter{ResponseWriter: w}
-	c.out.flusher, _ = w.(http.Flusher)
+	c.rw.ResponseWriter = w
+	c.rw.flusher, _ = w.(http.Flusher)
+	c.out = &c.rw
 	defer func() {
 		v := recover()
 		c.finish(r, v)
@@ -481,11 +499,13 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 	c.deadline = ctx
+	ctx = context.WithValue(ctx, callKey{}, c)
 	// The connection deadlines lie beyond the call's own: when a read
 	// deadline passes while a handler runs, net/http cancels the
 	// connection's context for good, and the caller would get nothing
 	// rather than the proxy's 504.
-	rc := http.NewResponseController(w)
+	c.conn = *http.NewResponseController(w)
+	rc := &c.conn
 	_ = rc.SetReadDeadline(deadline.Add(connectionSlack))
 	_ = rc.SetWriteDeadline(deadline.Add(connectionSlack))
 	// The connection may carry further requests; leave it without the
@@ -494,22 +514,13 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
 	}()
-	c.conn = rc
 
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
 		c.body = &limitedBody{rc: r.Body, left: p.opts.MaxRequestBytes}
 		out.Body = c.body
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite:        c.rewrite,
-		Transport:      p.transport,
-		BufferPool:     &p.buffers,
-		ModifyResponse: c.modifyResponse,
-		ErrorHandler:   c.errorHandler,
-		ErrorLog:       p.errorLog,
-	}
-	rp.ServeHTTP(c.out, out)
+	p.rp.ServeHTTP(c.out, out)
 }
 
 func (c *call) rewrite(pr *httputil.ProxyRequest) {
@@ -849,7 +860,18 @@ func (w *responseWriter) FlushError() error {
 // hijacking for protocol upgrades).
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// copyBufferSize is the buffer ReverseProxy copies response bodies through.
+const copyBufferSize = 32 << 10
+
+// bufferPool holds arrays rather than slices: a slice handed back converts
+// to its array's pointer without an allocation, where pooling the slice
+// would allocate its header on every Put.
 type bufferPool struct{ sync.Pool }
 
-func (p *bufferPool) Get() []byte  { return *(p.Pool.Get().(*[]byte)) }
-func (p *bufferPool) Put(b []byte) { p.Pool.Put(&b) }
+func (p *bufferPool) Get() []byte { return p.Pool.Get().(*[copyBufferSize]byte)[:] }
+
+func (p *bufferPool) Put(b []byte) {
+	if cap(b) >= copyBufferSize {
+		p.Pool.Put((*[copyBufferSize]byte)(b[:copyBufferSize]))
+	}
+}

@@ -130,6 +130,7 @@ type conn struct {
 	bw       *bufio.Writer
 	addr     string
 	idleFrom time.Time
+	probe    prober
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -194,7 +195,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, bool, error) {
 		t.idle[addr] = cs[:len(cs)-1]
 		if now.Sub(c.idleFrom) < t.IdleTimeout {
 			t.mu.Unlock()
-			if alive(c.nc) {
+			if c.probe.alive() {
 				return c, true, nil
 			}
 			_ = c.nc.Close()
@@ -215,6 +216,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, bool, error) {
 		addr: addr,
 	}
 	c.br = bufio.NewReaderSize(&c.hr, t.BufferSize)
+	c.probe.init(nc)
 	return c, false, nil
 }
 
