@@ -136,6 +136,7 @@ func runAPI(ctx context.Context, args []string) error {
 		}
 		acfg.DevToken = strings.TrimSpace(string(b))
 		acfg.DevIdentity = auth.Identity{Subject: "dev", Namespace: "default", Admin: true}
+		acfg.DevTokenHint = "in " + *devTokenFile
 		log.Warn("the dev token is enabled: it acts as an admin in every namespace")
 	}
 	verifier, err := auth.New(ctx, acfg)

@@ -98,10 +98,13 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
+	tokenHint := "the one given with --dev-token or SLESS_DEV_TOKEN"
 	if *token == "" {
-		if *token, err = devToken(filepath.Join(data, "dev-token")); err != nil {
+		tokenFile := filepath.Join(data, "dev-token")
+		if *token, err = devToken(tokenFile); err != nil {
 			return err
 		}
+		tokenHint = "in " + tokenFile
 	}
 	if len(*token) < 16 {
 		return errors.New("--dev-token must be at least 16 characters")
@@ -260,8 +263,9 @@ func runDev(ctx context.Context, args []string) error {
 	jobLoop := local.NewLoop("functionjob", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), log)
 
 	verifier, err := auth.New(ctx, auth.Config{
-		DevToken:    *token,
-		DevIdentity: auth.Identity{Subject: "dev", Namespace: "default", Admin: true},
+		DevToken:     *token,
+		DevIdentity:  auth.Identity{Subject: "dev", Namespace: "default", Admin: true},
+		DevTokenHint: tokenHint,
 	})
 	if err != nil {
 		return err

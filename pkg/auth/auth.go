@@ -104,6 +104,9 @@ type Config struct {
 	// DevIdentity. For local use only: off unless configured.
 	DevToken    string
 	DevIdentity Identity
+	// DevTokenHint says where a user finds the dev token (a file's path,
+	// a flag); refusals of a missing or malformed token end with it.
+	DevTokenHint string
 }
 
 // Claims of a trigger's credential beyond the registered ones and the
@@ -221,13 +224,21 @@ func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, fail(ReasonMissingToken, "an Authorization: Bearer token is required")
+		return nil, v.hint(fail(ReasonMissingToken, "an Authorization: Bearer token is required"))
 	}
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return nil, fail(ReasonMalformed, "the Authorization header must be \"Bearer <token>\"")
+		return nil, v.hint(fail(ReasonMalformed, "the Authorization header must be \"Bearer <token>\""))
 	}
 	return v.Verify(r.Context(), strings.TrimSpace(token))
+}
+
+// hint ends a refusal a newcomer meets first with where the dev token is.
+func (v *Verifier) hint(e *Error) *Error {
+	if v.cfg.DevToken != "" && v.cfg.DevTokenHint != "" {
+		e.Message += "; the dev token is " + v.cfg.DevTokenHint
+	}
+	return e
 }
 
 // Verify checks one token and returns whom it identifies.
@@ -237,13 +248,13 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 		return &id, nil
 	}
 	if len(v.methods) == 0 {
-		return nil, fail(ReasonMalformed, "the token is not the dev token, and no JWT keys are configured")
+		return nil, v.hint(fail(ReasonMalformed, "the token is not the dev token, and no JWT keys are configured"))
 	}
 	// The algorithm is checked before anything else so that "none" and
 	// algorithms that are not configured get an answer saying so.
 	unverified, _, err := jwt.NewParser().ParseUnverified(token, jwt.MapClaims{})
 	if err != nil {
-		return nil, fail(ReasonMalformed, "the token is not a well-formed JWT")
+		return nil, v.hint(fail(ReasonMalformed, "the token is not a well-formed JWT"))
 	}
 	if alg, _ := unverified.Header["alg"].(string); !slices.Contains(v.methods, alg) {
 		return nil, fail(ReasonBadAlgorithm, "algorithm %q is not accepted (accepted: %s)", alg, strings.Join(v.methods, ", "))

@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -241,6 +242,60 @@ func TestDevToken(t *testing.T) {
 	// Off by default: without DevToken no static string is accepted.
 	if _, err := New(context.Background(), Config{}); err == nil {
 		t.Fatal("a verifier with no keys and no dev token was made")
+	}
+}
+
+// A newcomer's first 401 says where the dev token is, when one is set;
+// a refused JWT says nothing of it.
+func TestDevTokenHint(t *testing.T) {
+	ctx := context.Background()
+	hint := "in /home/ada/.data/dev-token"
+	secret := make([]byte, 32)
+	withJWT, err := New(ctx, Config{HS256Secret: secret, DevToken: "dev-token-0123456789", DevTokenHint: hint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devOnly, err := New(ctx, Config{DevToken: "dev-token-0123456789", DevTokenHint: hint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDev, err := New(ctx, Config{HS256Secret: secret, DevTokenHint: hint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ada", "exp": time.Now().Add(-time.Hour).Unix()})
+	signed, err := expired.SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		v      *Verifier
+		header string
+		reason string
+		hinted bool
+	}{
+		{"no header", devOnly, "", ReasonMissingToken, true},
+		{"not bearer", devOnly, "Basic YWRhOnB3", ReasonMalformed, true},
+		{"wrong string, dev token only", devOnly, "Bearer not-the-token", ReasonMalformed, true},
+		{"not a JWT", withJWT, "Bearer not-a-jwt", ReasonMalformed, true},
+		{"an expired JWT is not about the dev token", withJWT, "Bearer " + signed, ReasonExpired, false},
+		{"no dev token configured", noDev, "Bearer not-a-jwt", ReasonMalformed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			_, err := tc.v.Authenticate(r)
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Reason != tc.reason {
+				t.Fatalf("got %v, want reason %s", err, tc.reason)
+			}
+			if got := strings.Contains(ae.Message, hint); got != tc.hinted {
+				t.Fatalf("message %q: hint shown %v, want %v", ae.Message, got, tc.hinted)
+			}
+		})
 	}
 }
 
