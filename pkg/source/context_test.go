@@ -331,6 +331,36 @@ func TestCheckEntrypoint(t *testing.T) {
 	}
 }
 
+// A zip of a folder rather than of its contents gets told so; a missing
+// handler in a zip with several top-level entries does not.
+func TestEntrypointMissingFolderHint(t *testing.T) {
+	for _, tc := range []struct {
+		name, runtime, entrypoint string
+		files                     Files
+		hint                      string
+	}{
+		{"python in a folder", "python3.12", "main.handler", Inline(map[string]string{"hello/main.py": "", "hello/util.py": ""}), "under one folder, hello/"},
+		{"node in a folder", "nodejs22", "index.handler", Inline(map[string]string{"app/index.js": ""}), "(cd app && zip -r ../function.zip .)"},
+		{"go in a folder", "go1.24", "function.Handle", Inline(map[string]string{"fn/go.mod": "module x\n", "fn/x.go": "package function\n"}), "under one folder, fn/"},
+		{"two folders", "python3.12", "main.handler", Inline(map[string]string{"a/main.py": "", "b/x.py": ""}), ""},
+		{"root file beside a folder", "python3.12", "main.handler", Inline(map[string]string{"README": "", "src/main.py": ""}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckEntrypoint(tc.runtime, tc.entrypoint, tc.files)
+			var se *Error
+			if !errors.As(err, &se) || se.Reason != ReasonEntrypointMissing {
+				t.Fatalf("got %v, want %s", err, ReasonEntrypointMissing)
+			}
+			if tc.hint == "" && strings.Contains(se.Message, "one folder") {
+				t.Fatalf("hint where the files are not under one folder: %s", se.Message)
+			}
+			if !strings.Contains(se.Message, tc.hint) {
+				t.Fatalf("message %q lacks %q", se.Message, tc.hint)
+			}
+		})
+	}
+}
+
 func TestParseGoModAndVersions(t *testing.T) {
 	m, v, err := parseGoMod([]byte("// comment\nmodule \"example.com/q\"\n\ngo 1.22\n"))
 	if err != nil || m != "example.com/q" || v != "1.22" {

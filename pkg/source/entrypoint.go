@@ -1,6 +1,8 @@
 package source
 
 import (
+	"errors"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"path"
@@ -54,14 +56,37 @@ func ResolveEntrypoint(runtime, entrypoint string, files Files) (Target, error) 
 		return Target{}, newError(ReasonBadEntrypoint, "", "entrypoint %q must be module.function", entrypoint)
 	}
 	mod, fn := entrypoint[:dot], entrypoint[dot+1:]
+	var t Target
+	var err error
 	switch rt.Language {
 	case runtimes.Python:
-		return resolvePython(entrypoint, mod, fn, files)
+		t, err = resolvePython(entrypoint, mod, fn, files)
 	case runtimes.Node:
-		return resolveNode(entrypoint, mod, fn, files)
+		t, err = resolveNode(entrypoint, mod, fn, files)
 	default:
-		return resolveGo(entrypoint, mod, fn, files)
+		t, err = resolveGo(entrypoint, mod, fn, files)
 	}
+	var se *Error
+	if errors.As(err, &se) && se.Reason == ReasonEntrypointMissing {
+		if top := soleFolder(files); top != "" {
+			se.Message += fmt.Sprintf("; every file sits under one folder, %s/: zip what is inside it, not the folder (cd %s && zip -r ../function.zip .)", top, top)
+		}
+	}
+	return t, err
+}
+
+// soleFolder is the one top-level folder holding every file, if there is
+// one: the usual result of zipping a folder rather than its contents.
+func soleFolder(files Files) string {
+	top := ""
+	for p := range files {
+		first, _, nested := strings.Cut(p, "/")
+		if !nested || (top != "" && first != top) {
+			return ""
+		}
+		top = first
+	}
+	return top
 }
 
 func resolvePython(ep, mod, fn string, files Files) (Target, error) {
