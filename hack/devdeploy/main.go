@@ -1,7 +1,8 @@
-// Command devdeploy deploys a Function manifest (YAML or JSON) to a running
-// `sless dev` through its REST API, waits until it is Ready, calls it once
-// and prints the answer and the URL. hack/run.sh (make run) uses it; it needs
-// nothing but Go, so `make run` works where curl or PyYAML are missing.
+// Command devdeploy deploys a manifest (YAML or JSON) of a Function, Trigger
+// or FunctionJob to a running `sless dev` through its REST API. For a
+// Function it waits until it is Ready, calls it once and prints the answer
+// and the URL. hack/run.sh (make run) uses it; it needs nothing but Go, so
+// `make run` works where curl or PyYAML are missing.
 package main
 
 import (
@@ -37,10 +38,13 @@ type function struct {
 	} `json:"status"`
 }
 
+// collections maps a manifest's kind onto the API's path segment.
+var collections = map[string]string{"Function": "functions", "Trigger": "triggers", "FunctionJob": "jobs"}
+
 func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "base URL of sless dev")
 	tokenFile := flag.String("token-file", ".data/dev-token", "file holding the dev token")
-	file := flag.String("f", "", "Function manifest (YAML or JSON)")
+	file := flag.String("f", "", "manifest of a Function, Trigger or FunctionJob (YAML or JSON)")
 	ns := flag.String("namespace", "default", "namespace to deploy into")
 	query := flag.String("query", "", "query string of the test call, e.g. name=Ada")
 	wait := flag.Duration("wait", 5*time.Minute, "how long to wait for Ready")
@@ -78,7 +82,12 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 		return fmt.Errorf("%s has no metadata.name", file)
 	}
 	meta["namespace"] = ns
-	col := strings.TrimSuffix(base, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/functions"
+	kind, _ := doc["kind"].(string)
+	plural, ok := collections[kind]
+	if !ok {
+		return fmt.Errorf("%s: kind %q is not one sless serves (Function, Trigger or FunctionJob)", file, kind)
+	}
+	col := strings.TrimSuffix(base, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/" + plural
 	item := col + "/" + url.PathEscape(name)
 
 	call := func(method, u string, in any) (int, []byte, error) {
@@ -122,7 +131,11 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 		return err
 	}
 	if code != http.StatusOK && code != http.StatusCreated {
-		return fmt.Errorf("deploying %s: %d %s", name, code, cur)
+		return fmt.Errorf("deploying %s %s: %d %s", kind, name, code, cur)
+	}
+	if kind != "Function" {
+		fmt.Printf("applied %s %s/%s\n", kind, ns, name)
+		return nil
 	}
 	fmt.Printf("deployed function %s/%s; waiting for it to be Ready\n", ns, name)
 
