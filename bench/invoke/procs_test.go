@@ -149,6 +149,7 @@ func load(u string, workers int, d time.Duration) loadResult {
 			var br *bufio.Reader
 			for time.Now().Before(stop) {
 				if c == nil {
+					var err error // each caller's own: the function's err is shared
 					if c, err = net.Dial("tcp", target.Host); err != nil {
 						fail(err)
 						return
