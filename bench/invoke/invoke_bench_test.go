@@ -252,9 +252,9 @@ func table(results []functionResult) string {
 // one that waits 2 ms per call, one that waits 10 ms, as a function that
 // calls a database or another service does, and sless's own Python and
 // Node.js wrappers serving a hello function: the function servers users'
-// code runs in. SLESS_BENCH_FUNCTIONS (comma-separated names) runs some of
-// them; SLESS_BENCH_PROFILE names a directory for the sless hop's pprof
-// CPU and alloc profiles.
+// code runs in. SLESS_BENCH_PROXY_FUNCTIONS (comma-separated names) runs
+// some of them; SLESS_BENCH_PROFILE names a directory for the sless hop's
+// pprof CPU and alloc profiles.
 //
 // On a machine whose cores the caller, the hop and the function share, a
 // hop's CPU is taken from the function, so the relay's ratio tells how much
@@ -269,9 +269,12 @@ func BenchmarkProxy(b *testing.B) {
 		{"node", wrapper("node", "nodejs22/server.js", "index.handler", "index.js",
 			"exports.handler = async () => ({ message: 'hello from the function' });\n")},
 	}
-	if only := os.Getenv("SLESS_BENCH_FUNCTIONS"); only != "" {
+	if only := os.Getenv("SLESS_BENCH_PROXY_FUNCTIONS"); only != "" {
 		names := strings.Split(only, ",")
 		fns = slices.DeleteFunc(fns, func(f benchFunction) bool { return !slices.Contains(names, f.name) })
+		if len(fns) == 0 {
+			b.Fatalf("SLESS_BENCH_PROXY_FUNCTIONS=%s names none of instant, working, io10ms, python, node", only)
+		}
 	}
 	cfg := proxyBench{functions: fns, latencyRounds: 10, latencyRound: 250 * time.Millisecond,
 		throughputRounds: 3, throughputRound: 2 * time.Second, callers: 32, profile: os.Getenv("SLESS_BENCH_PROFILE")}
