@@ -4,8 +4,8 @@
 // Tokens are JWTs verified with github.com/golang-jwt/jwt/v5: HS256 with a
 // shared secret, RS256 and ES256 with public keys from a JWKS document (a file
 // re-read when it changes, or a URL fetched and refreshed by
-// github.com/MicahParks/keyfunc/v3). exp is required; nbf, iss and aud are
-// checked; alg "none", algorithms not configured, key ids not in the key
+// github.com/MicahParks/keyfunc/v3). exp is required; nbf, iat (not in the
+// future), iss and aud are checked; alg "none", algorithms not configured, key ids not in the key
 // set and any crit header (no extension is understood) are refused.
 package auth
 
@@ -47,18 +47,19 @@ func (id *Identity) MayAct(ns string) bool {
 
 // Reasons of an *Error, stable machine codes the API puts in problem bodies.
 const (
-	ReasonMissingToken  = "MissingToken"
-	ReasonMalformed     = "MalformedToken"
-	ReasonBadAlgorithm  = "BadAlgorithm"
-	ReasonUnknownKey    = "UnknownKey"
-	ReasonBadSignature  = "BadSignature"
-	ReasonExpired       = "Expired"
-	ReasonNotYetValid   = "NotYetValid"
-	ReasonWrongIssuer   = "WrongIssuer"
-	ReasonWrongAudience = "WrongAudience"
-	ReasonMissingClaim  = "MissingClaim"
-	ReasonInvalidClaim  = "InvalidClaim"
-	ReasonCritical      = "UnsupportedCritical"
+	ReasonMissingToken   = "MissingToken"
+	ReasonMalformed      = "MalformedToken"
+	ReasonBadAlgorithm   = "BadAlgorithm"
+	ReasonUnknownKey     = "UnknownKey"
+	ReasonBadSignature   = "BadSignature"
+	ReasonExpired        = "Expired"
+	ReasonNotYetValid    = "NotYetValid"
+	ReasonIssuedInFuture = "IssuedInFuture"
+	ReasonWrongIssuer    = "WrongIssuer"
+	ReasonWrongAudience  = "WrongAudience"
+	ReasonMissingClaim   = "MissingClaim"
+	ReasonInvalidClaim   = "InvalidClaim"
+	ReasonCritical       = "UnsupportedCritical"
 )
 
 // Error is why a request could not be authenticated: always an HTTP 401.
@@ -90,7 +91,7 @@ type Config struct {
 	Issuer string
 	// Audiences, when set, must include one of the aud claim's values.
 	Audiences []string
-	// Leeway tolerated on exp and nbf for clock skew.
+	// Leeway tolerated on exp, nbf and iat for clock skew.
 	Leeway time.Duration
 	// NamespaceClaim names a claim that, when present, states the tenant
 	// namespace directly (a DNS-1123 label); otherwise the namespace is
@@ -317,7 +318,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) 
 	return id, nil
 }
 
-// checkClaims checks the registered claims, exp, nbf, iss and aud in that
+// checkClaims checks the registered claims, exp, nbf, iat, iss and aud in that
 // order, and names the first one at fault.
 func (v *Verifier) checkClaims(c jwt.MapClaims) *Error {
 	now, leeway := v.now(), v.cfg.Leeway
@@ -336,6 +337,15 @@ func (v *Verifier) checkClaims(c jwt.MapClaims) *Error {
 		return fail(ReasonInvalidClaim, "the token's nbf claim must be a NumericDate (seconds since 1970-01-01 UTC)")
 	case nbf != nil && now.Before(nbf.Add(-leeway)):
 		return fail(ReasonNotYetValid, "the token is not valid before %s (nbf)", nbf.UTC().Format(time.RFC3339))
+	}
+	// A token issued in the future was made by a clock that is wrong, or
+	// made to outlive the issuer's own limit on exp - iat.
+	iat, err := c.GetIssuedAt()
+	switch {
+	case err != nil:
+		return fail(ReasonInvalidClaim, "the token's iat claim must be a NumericDate (seconds since 1970-01-01 UTC)")
+	case iat != nil && now.Before(iat.Add(-leeway)):
+		return fail(ReasonIssuedInFuture, "the token was issued at %s (iat), later than this server's clock allows (leeway %s)", iat.UTC().Format(time.RFC3339), leeway)
 	}
 	if v.cfg.Issuer != "" {
 		iss, err := c.GetIssuer()

@@ -576,6 +576,11 @@ func TestClaimErrors(t *testing.T) {
 		{"expired within the leeway", strict, with("exp", soon), "", ""},
 		{"nbf in the future", strict, with("nbf", hour), ReasonNotYetValid, "nbf"},
 		{"nbf a string", strict, with("nbf", "now"), ReasonInvalidClaim, "nbf"},
+		{"iat in the future", strict, with("iat", hour), ReasonIssuedInFuture, "iat"},
+		{"iat in the future within the leeway", strict, with("iat", now.Add(10*time.Second).Unix()), "", ""},
+		{"iat past the leeway, none allowed", lax, with("iat", now.Add(10*time.Second).Unix()), ReasonIssuedInFuture, "iat"},
+		{"iat in the past", strict, with("iat", past), "", ""},
+		{"iat a string", strict, with("iat", "now"), ReasonInvalidClaim, "iat"},
 		{"missing aud", strict, without("aud"), ReasonMissingClaim, "aud"},
 		{"empty aud list", strict, with("aud", []string{}), ReasonMissingClaim, "aud"},
 		{"wrong aud", strict, with("aud", "other"), ReasonWrongAudience, "aud"},
@@ -583,13 +588,14 @@ func TestClaimErrors(t *testing.T) {
 		{"aud a number", strict, with("aud", 1), ReasonInvalidClaim, "aud"},
 		{"missing sub", strict, without("sub"), ReasonMissingClaim, "sub"},
 		{"sub a number", strict, with("sub", 42), ReasonInvalidClaim, "sub"},
-		// Several faults: the first in the order exp, nbf, iss, aud.
+		// Several faults: the first in the order exp, nbf, iat, iss, aud.
+		{"iat in the future, missing iss", strict, jwt.MapClaims{"sub": "alice", "exp": hour, "iat": hour}, ReasonIssuedInFuture, "iat"},
 		{"missing iss and aud, expired", strict, jwt.MapClaims{"sub": "alice", "exp": past}, ReasonExpired, "exp"},
 		{"missing iss and aud", strict, jwt.MapClaims{"sub": "alice", "exp": hour}, ReasonMissingClaim, "iss"},
 		{"missing iss and aud, none required", lax, jwt.MapClaims{"sub": "alice", "exp": hour}, "", ""},
 		{"missing exp, none required but exp", lax, jwt.MapClaims{"sub": "alice"}, ReasonMissingClaim, "exp"},
 	}
-	registered := []string{"exp", "nbf", "iss", "aud", "sub"}
+	registered := []string{"exp", "nbf", "iat", "iss", "aud", "sub"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			id, err := tc.v.Verify(context.Background(), sign(t, jwt.SigningMethodHS256, "", k.secret, tc.claims))
