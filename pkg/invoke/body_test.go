@@ -20,7 +20,7 @@ import (
 // function". Raw sockets: the Go client would not send these bodies.
 func TestProxyBrokenRequestBodies(t *testing.T) {
 	var logs lockedBuffer
-	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond,
+	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond, BodyIdleTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	// The function reads the whole body before it answers, as most do.
 	reader := function(t, func(w http.ResponseWriter, req *http.Request) {
@@ -38,6 +38,7 @@ func TestProxyBrokenRequestBodies(t *testing.T) {
 		reason    string
 		recorded  int    // the record's status
 		errPart   string // in the record's error
+		timeout   time.Duration
 	}{
 		{name: "bad chunk size", framing: "Transfer-Encoding: chunked", body: "5\r\nhello\r\nzz\r\n",
 			status: 400, reason: invoke.ReasonBodyMalformed, recorded: 400, errPart: "invalid byte in chunk length"},
@@ -50,14 +51,22 @@ func TestProxyBrokenRequestBodies(t *testing.T) {
 		{name: "chunked body ends before its last chunk", framing: "Transfer-Encoding: chunked", body: "a\r\nhello", halfClose: true,
 			status: 400, reason: invoke.ReasonBodyIncomplete, recorded: invoke.StatusClientClosed, errPart: "before its body ended"},
 		{name: "body stalls past the deadline", framing: "Content-Length: 100", body: "hello",
-			status: 408, reason: invoke.ReasonBodyTimeout, recorded: 408, errPart: "stalled"},
+			status: 408, reason: invoke.ReasonBodyTimeout, recorded: 408, errPart: "within 300ms"},
+		{name: "body stops for the idle timeout", framing: "Content-Length: 100", body: "hello", timeout: time.Minute,
+			status: 408, reason: invoke.ReasonBodyTimeout, recorded: 408, errPart: "nothing arrived for 1s after 5 bytes"},
+		{name: "chunked body stops for the idle timeout", framing: "Transfer-Encoding: chunked", body: "5\r\nhello\r\n", timeout: time.Minute,
+			status: 408, reason: invoke.ReasonBodyTimeout, recorded: 408, errPart: "nothing arrived for 1s after 5 bytes"},
 		{name: "chunked body over the cap", framing: "Transfer-Encoding: chunked", body: fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", 1500, strings.Repeat("x", 1500)),
 			status: 413, reason: invoke.ReasonBodyTooLarge, recorded: 413, errPart: "too large"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fn := fmt.Sprintf("body-%d", i)
-			r.targets.set("ns", fn, invoke.Target{Address: reader, Ready: true, Public: true, Timeout: 300 * time.Millisecond})
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 300 * time.Millisecond
+			}
+			r.targets.set("ns", fn, invoke.Target{Address: reader, Ready: true, Public: true, Timeout: timeout})
 			class := func(class string) float64 {
 				return prometheusCollector{r, "sless_invoke_requests_total", map[string]string{"class": class, "source": invoke.SourcePlatform}}.value(t)
 			}
@@ -98,5 +107,59 @@ func TestProxyBrokenRequestBodies(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "cannot reach function") {
 		t.Fatalf("the caller's broken bodies were logged as the function's: %s", logs.String())
+	}
+}
+
+// The idle timeout is of the body's silence, not its length: a body that
+// keeps coming is read past it, and once it has arrived the function may
+// take longer than the idle timeout to answer.
+func TestProxyBodyIdleTimeoutMovesWithTheBody(t *testing.T) {
+	r := newRig(t, invoke.Options{BodyIdleTimeout: 300 * time.Millisecond})
+	fn := function(t, func(w http.ResponseWriter, req *http.Request) {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return
+		}
+		time.Sleep(600 * time.Millisecond) // twice the idle timeout
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%d bytes", len(b))
+	})
+	r.targets.set("ns", "slow-reader", invoke.Target{Address: fn, Ready: true, Public: true, Timeout: time.Minute})
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "POST /fn/ns/slow-reader HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\n\r\n")
+	// Five pieces 150 ms apart: 750 ms in all, each gap half the timeout.
+	for range 5 {
+		fmt.Fprintf(conn, "2\r\nab\r\n")
+		time.Sleep(150 * time.Millisecond)
+	}
+	fmt.Fprintf(conn, "0\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || string(b) != "10 bytes" {
+		t.Fatalf("got %d %q, want 201 \"10 bytes\"", resp.StatusCode, b)
+	}
+	// The connection serves the next request: no deadline of the last one
+	// is left on it.
+	time.Sleep(400 * time.Millisecond)
+	fmt.Fprintf(conn, "POST /fn/ns/slow-reader HTTP/1.1\r\nHost: proxy\r\nContent-Length: 3\r\n\r\nabc")
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || string(b) != "3 bytes" {
+		t.Fatalf("second call on the connection: %d %q, want 201 \"3 bytes\"", resp.StatusCode, b)
 	}
 }

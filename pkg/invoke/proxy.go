@@ -24,6 +24,10 @@ import (
 // PathPrefix is where the proxy serves: /fn/{namespace}/{name}[/*path].
 const PathPrefix = "/fn/"
 
+// DefaultBodyIdleTimeout is how long a request body may send nothing before
+// the call is answered 408, in a Proxy that sets none.
+const DefaultBodyIdleTimeout = 30 * time.Second
+
 // DefaultMaxRequestBytes is the request body cap of a Proxy that sets none:
 // what a function can be sent, by a caller or by a queue message.
 const DefaultMaxRequestBytes = 32 << 20
@@ -82,6 +86,15 @@ type Options struct {
 	// sends (set it when a trusted ingress is in front); otherwise the proxy
 	// sets them from the connection alone.
 	TrustForwarded bool
+	// Domain, when set, serves every function at its own host,
+	// {name}.{namespace}.{Domain}, through the handler Hosts makes; see
+	// CheckDomain. /fn/ then serves API clients: its answers carry no
+	// cookies and are sandboxed (see isolate).
+	Domain string
+	// BodyIdleTimeout is how long a request body may send nothing before
+	// the call is answered 408 as the caller's fault. Default
+	// DefaultBodyIdleTimeout.
+	BodyIdleTimeout time.Duration
 	// Logger receives platform failures (unreachable functions, failed
 	// activations) and, at debug level, callers' request bodies that could
 	// not be read and what net/http's ReverseProxy logs (responses cut
@@ -110,6 +123,8 @@ type Proxy struct {
 	// rp forwards every call; it finds the call in the request's context,
 	// so that no ReverseProxy and callbacks are made per call.
 	rp *httputil.ReverseProxy
+	// domainSuffix is "." + Options.Domain.
+	domainSuffix string
 	// errorLog takes what ReverseProxy logs itself (a function's response
 	// cut short): at debug level, since the call's record says it.
 	errorLog *log.Logger
@@ -135,10 +150,18 @@ func NewProxy(opts Options) (*Proxy, error) {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = 5 * time.Second
 	}
+	if opts.BodyIdleTimeout <= 0 {
+		opts.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	p := &Proxy{opts: opts, transport: opts.Transport,
+	if opts.Domain != "" {
+		if err := CheckDomain(opts.Domain); err != nil {
+			return nil, fmt.Errorf("invoke: %w", err)
+		}
+	}
+	p := &Proxy{opts: opts, transport: opts.Transport, domainSuffix: "." + opts.Domain,
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
 	if p.transport == nil {
 		p.transport = NewTransport()
@@ -187,14 +210,23 @@ func NewTransport() *upstream.Transport {
 // path unchanged: mount it at PathPrefix without stripping.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if refuseMethod(r.Method) {
+		p.refuseMethod(w, r, start, true)
+		return
+	}
 	ns, name, rest, ok := splitPath(r.URL.EscapedPath())
 	if !ok {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
 			Detail: "no function at this path; functions are called at /fn/{namespace}/{name}[/path]"})
 		return
 	}
-	c := &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: RequestID(r)}
-	target, err := p.resolve(r.Context(), ns, name)
+	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: RequestID(r)})
+}
+
+// serve applies the access policy to a call of the public invoke path, by
+// path or by host, and forwards it.
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, c *call) {
+	target, err := p.resolve(r.Context(), c.ns, c.name)
 	if err != nil {
 		// An unknown function is refused as a private one is to a caller
 		// who may not call in its namespace: a 404 there would tell anyone
@@ -355,6 +387,7 @@ type call struct {
 	upstreamErr     error  // a failure reading the function's response body
 	clientGone      bool
 	upgraded        bool            // the function switched protocols (101)
+	byHost          bool            // on the function's own host, not the shared /fn/
 	parent          context.Context // the caller's request context
 
 	// conn sets the caller's connection's deadlines.
@@ -375,6 +408,9 @@ func (c *call) refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
 	h := w.Header()
 	h.Set(ErrorHeader, prob.Reason)
 	h.Set(RequestIDHeader, c.reqID)
+	if !c.byHost {
+		isolate(h)
+	}
 	switch {
 	case prob.Status == http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer realm="sless"`)
@@ -403,6 +439,9 @@ func (c *call) fail(w http.ResponseWriter, prob Problem, errText string) {
 	h := w.Header()
 	h.Set(ErrorHeader, prob.Reason)
 	h.Set(RequestIDHeader, c.reqID)
+	if !c.byHost && c.trigger == TriggerHTTP {
+		isolate(h)
+	}
 	writeProblem(w, prob)
 }
 
@@ -506,7 +545,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	// rather than the proxy's 504.
 	c.conn = *http.NewResponseController(w)
 	rc := &c.conn
-	_ = rc.SetReadDeadline(deadline.Add(connectionSlack))
+	armed := rc.SetReadDeadline(deadline.Add(connectionSlack)) == nil
 	_ = rc.SetWriteDeadline(deadline.Add(connectionSlack))
 	// The connection may carry further requests; leave it without the
 	// deadlines of this one (the server sets its own per request, if any).
@@ -518,6 +557,9 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
 		c.body = &limitedBody{rc: r.Body, left: p.opts.MaxRequestBytes}
+		if armed {
+			c.body.idle = idleWatch{conn: rc, idle: p.opts.BodyIdleTimeout, ceiling: deadline.Add(connectionSlack)}
+		}
 		out.Body = c.body
 	}
 	p.rp.ServeHTTP(c.out, out)
@@ -562,7 +604,10 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 			h.Set("X-Forwarded-Proto", v)
 		}
 	}
-	if c.trigger == TriggerHTTP {
+	switch {
+	case c.byHost:
+		delete(h, PrefixHeader) // nothing was removed from the path
+	case c.trigger == TriggerHTTP:
 		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name)
 	}
 	h.Set(RequestIDHeader, c.reqID)
@@ -584,6 +629,10 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	resp.Header.Del(ErrorHeader)
 	resp.Header.Set(RequestIDHeader, c.reqID)
 	dropPlatformTrailers(resp.Trailer)
+	if !c.byHost && c.trigger == TriggerHTTP {
+		isolate(resp.Header)
+		delete(resp.Trailer, "Set-Cookie")
+	}
 	if c.target.Idle && !c.coldCounted {
 		c.coldCounted = true
 		c.p.opts.Metrics.coldStart(time.Since(c.forwardStart))
@@ -641,6 +690,9 @@ func (c *call) bodyFailed(w http.ResponseWriter) bool {
 	case b.tooLarge.Load():
 		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
 			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
+		return true
+	case errors.Is(err, errBodyStalled):
+		c.bodyStalled(w)
 		return true
 	case errors.Is(err, io.ErrUnexpectedEOF) || c.parent.Err() != nil:
 		// The caller closed its side before the body's end. One that only
@@ -740,13 +792,18 @@ type limitedBody struct {
 	tooLarge atomic.Bool
 	reading  atomic.Bool // a Read waits on the caller
 	err      atomic.Pointer[error]
+	idle     idleWatch
 }
 
 var errBodyTooLarge = errors.New("request body too large")
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	b.reading.Store(true)
+	b.idle.arm()
 	n, err := b.read(p)
+	if err != nil {
+		err = b.idle.ended(err)
+	}
 	// A read after the transport closed the body is no fault of the caller.
 	if err != nil && err != io.EOF && err != errBodyTooLarge && !errors.Is(err, http.ErrBodyReadAfterClose) {
 		b.err.CompareAndSwap(nil, &err)

@@ -310,6 +310,7 @@ func TestProxyPlatformErrors(t *testing.T) {
 
 	cases := []struct {
 		name, path, body string
+		method           string // POST when empty
 		token            string
 		chunked          bool
 		status           int
@@ -330,6 +331,11 @@ func TestProxyPlatformErrors(t *testing.T) {
 		{name: "body at the cap", path: "/fn/ns/ok", body: strings.Repeat("x", 1000), chunked: true, status: 201, recorded: true},
 		{name: "function's own 504", path: "/fn/ns/own", status: 504, recorded: true},
 		{name: "status past 599", path: "/fn/ns/weird", status: 502, reason: invoke.ReasonUnreachable, recorded: true},
+		// CONNECT would tunnel to the function's address; TRACE echoes
+		// credentials back to scripts. Refused before any lookup.
+		{name: "CONNECT", method: "CONNECT", path: "/fn/ns/ok", status: 405, reason: invoke.ReasonMethodNotAllowed},
+		{name: "TRACE", method: "TRACE", path: "/fn/ns/ok", status: 405, reason: invoke.ReasonMethodNotAllowed},
+		{name: "TRACE of an unknown function", method: "TRACE", path: "/fn/ns/nope", status: 405, reason: invoke.ReasonMethodNotAllowed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,7 +346,11 @@ func TestProxyPlatformErrors(t *testing.T) {
 					body = io.MultiReader(body) // hides the length: sent chunked
 				}
 			}
-			req, _ := http.NewRequest("POST", r.url+tc.path, body)
+			method := tc.method
+			if method == "" {
+				method = "POST"
+			}
+			req, _ := http.NewRequest(method, r.url+tc.path, body)
 			if tc.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.token)
 			}
@@ -381,7 +391,7 @@ func TestProxyPlatformErrors(t *testing.T) {
 			t.Errorf("%s: record %+v, want status %d and error about %q", fn.name, recs[0], fn.status, fn.errPart)
 		}
 	}
-	recs := r.records(t, "ns", "ok", 3)
+	recs := r.records(t, "ns", "ok", 3) // the refused methods left none
 	statuses := map[int]int{}
 	for _, rec := range recs {
 		statuses[rec.Status]++

@@ -16,8 +16,8 @@ import (
 // Refusal reads resp's body and fails t unless it is the problem sless
 // answers for the platform (docs/invoke.md): the status, X-Sless-Error and
 // the problem's reason both reason, a detail, a requestId equal to
-// X-Request-Id, WWW-Authenticate on a 401 and Retry-After on a 503 that is
-// worth retrying. It returns the problem.
+// X-Request-Id, WWW-Authenticate on a 401, Allow on a 405 and Retry-After on a
+// 503 that is worth retrying. It returns the problem.
 func Refusal(t testing.TB, resp *http.Response, status int, reason string) invoke.Problem {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
@@ -47,6 +47,9 @@ func Refusal(t testing.TB, resp *http.Response, status int, reason string) invok
 	}
 	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
 		t.Fatal("401 without WWW-Authenticate")
+	}
+	if status == http.StatusMethodNotAllowed && h.Get("Allow") == "" {
+		t.Fatal("405 without Allow")
 	}
 	if reason == invoke.ReasonUnavailable && h.Get("Retry-After") == "" {
 		t.Fatalf("503 %s without Retry-After", reason)

@@ -1,0 +1,66 @@
+package invoke
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+)
+
+// errBodyStalled is the error of a request body read that waited out
+// Options.BodyIdleTimeout.
+var errBodyStalled = errors.New("no byte of the request body arrived within the idle timeout")
+
+// idleWatch cuts off a request body that sends nothing for idle, as
+// pkg/api does for uploads: each read moves the connection's read deadline
+// to idle from now, never past the call's own (ceiling), so a stalled read
+// returns instead of holding the call until the function's timeout. The
+// end of the body moves it back to the ceiling: net/http then reads the
+// connection in the background, and a deadline passing there would cancel
+// the call.
+type idleWatch struct {
+	conn    *http.ResponseController // nil: the connection takes no deadline
+	idle    time.Duration
+	ceiling time.Time
+	stall   bool // the deadline set last is the idle one
+}
+
+func (w *idleWatch) arm() {
+	if w.conn == nil {
+		return
+	}
+	d := time.Now().Add(w.idle)
+	if w.stall = d.Before(w.ceiling); !w.stall {
+		d = w.ceiling
+	}
+	_ = w.conn.SetReadDeadline(d)
+}
+
+// ended takes the error a read ended with, lifts the idle deadline and
+// tells a stall from the rest.
+func (w *idleWatch) ended(err error) error {
+	if w.conn == nil {
+		return err
+	}
+	_ = w.conn.SetReadDeadline(w.ceiling)
+	if w.stall && errors.Is(err, os.ErrDeadlineExceeded) {
+		return errBodyStalled
+	}
+	return err
+}
+
+// bodyStalled answers a call whose body stopped arriving: the caller's
+// fault. The rest may still come, so the connection cannot carry another
+// request.
+func (c *call) bodyStalled(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	c.fail(w, Problem{Status: http.StatusRequestTimeout, Reason: ReasonBodyTimeout,
+		Detail: "no byte of the request body arrived for " + c.p.opts.BodyIdleTimeout.String() + "; send it again"},
+		"request body stalled: nothing arrived for "+c.p.opts.BodyIdleTimeout.String()+" after "+strconv.FormatInt(c.body.n.Load(), 10)+" bytes")
+	// net/http would wait for the rest of the body before it closes the
+	// connection: a deadline now ends that wait.
+	_ = c.conn.SetReadDeadline(time.Now())
+	_ = c.body.Close()
+	c.p.opts.Logger.Debug("request body stalled", "namespace", c.ns, "function", c.name, "requestId", c.reqID)
+}
