@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,10 @@ type idleWatch struct {
 	idle    time.Duration
 	ceiling time.Time
 	stall   bool // the deadline set last is the idle one
+	// until is that idle deadline (Unix ns), for passed on another
+	// goroutine: net/http cancels the call when the deadline fires, before
+	// the read returns its error.
+	until atomic.Int64
 }
 
 func (w *idleWatch) arm() {
@@ -33,8 +38,17 @@ func (w *idleWatch) arm() {
 	d := time.Now().Add(w.idle)
 	if w.stall = d.Before(w.ceiling); !w.stall {
 		d = w.ceiling
+		w.until.Store(0)
+	} else {
+		w.until.Store(d.UnixNano())
 	}
 	_ = w.conn.SetReadDeadline(d)
+}
+
+// passed reports whether a read in flight waits past its idle deadline.
+func (w *idleWatch) passed() bool {
+	u := w.until.Load()
+	return u != 0 && time.Now().UnixNano() >= u
 }
 
 // ended takes the error a read ended with, lifts the idle deadline and

@@ -691,7 +691,7 @@ func (c *call) bodyFailed(w http.ResponseWriter) bool {
 		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
 			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
 		return true
-	case errors.Is(err, errBodyStalled):
+	case errors.Is(err, errBodyStalled) || err == nil && reading && b.idle.passed():
 		c.bodyStalled(w)
 		return true
 	case errors.Is(err, io.ErrUnexpectedEOF) || c.parent.Err() != nil:
