@@ -52,6 +52,8 @@ bin/devdeploy -url "$base" -token-file "$data/dev-token" \
 
 cat <<MSG
 
-sless dev keeps running (pid $pid): REST API at $base/v1, functions at $base/fn/{namespace}/{name}.
+sless dev keeps running (pid $pid): REST API at $base/v1, each function at its own host,
+http://{name}.{namespace}.fn.localhost:${addr##*:} (curl and browsers resolve *.localhost
+themselves), and for API clients at $base/fn/{namespace}/{name}.
 Its log: $log.  Stop it with: kill $pid
 MSG

@@ -64,7 +64,8 @@ func runAPI(ctx context.Context, args []string) error {
 	maxTenantUploads := fs.Int("max-uploads-per-tenant", 0, "of -max-uploads, how many one namespace's uploads may hold at once (past it: 429); 0 is half, rounded up")
 	uploadMinRate := fs.Int64("upload-min-rate", api.DefaultUploadMinRate, "bytes/s an upload holding a slot must send, averaged over -upload-rate-window, or be cut off with 408; 0 turns it off")
 	uploadRateWindow := fs.Duration("upload-rate-window", api.DefaultUploadRateWindow, "the window -upload-min-rate is averaged over, and how long after taking its slot an upload is first judged")
-	bodyIdle := fs.Duration("body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408 (an upload gives back its slot)")
+	bodyIdle := fs.Duration("body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body, of an upload or a function call, may send nothing before the request is answered 408 (an upload gives back its slot)")
+	fnDomain := fs.String("fn-domain", os.Getenv("SLESS_FN_DOMAIN"), "serve each function at its own host, {name}.{namespace}.<domain> (a wildcard DNS name pointing here); /fn/ then serves API clients only (SLESS_FN_DOMAIN)")
 	connIdle := fs.Duration("idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
@@ -101,6 +102,11 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *bodyIdle <= 0 {
 		return fmt.Errorf("-body-idle-timeout must be positive")
+	}
+	if *fnDomain != "" {
+		if err := invoke.CheckDomain(*fnDomain); err != nil {
+			return fmt.Errorf("-fn-domain: %w", err)
+		}
 	}
 	tenantPrefixes, err := parseTenantPrefixes(*nsPrefix, *tenantPrefixFlag)
 	if err != nil {
@@ -207,11 +213,13 @@ func runAPI(ctx context.Context, args []string) error {
 		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
-		Resolver:      resolver,
-		Authenticator: proxyAuthenticator(verifier, tenants, log),
-		Recorder:      recorder,
-		Metrics:       imetrics,
-		Logger:        log,
+		Resolver:        resolver,
+		Authenticator:   proxyAuthenticator(verifier, tenants, log),
+		Recorder:        recorder,
+		Metrics:         imetrics,
+		Logger:          log,
+		Domain:          *fnDomain,
+		BodyIdleTimeout: *bodyIdle,
 	})
 	if err != nil {
 		return err
@@ -249,12 +257,13 @@ func runAPI(ctx context.Context, args []string) error {
 	// Without IdleTimeout (and no ReadTimeout, which would cut long calls
 	// and uploads), net/http keeps a keep-alive connection that sends no
 	// next request for ever: anyone could hold all the file descriptors.
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
+	// Function hosts are served before the API's router sees them.
+	hs := &http.Server{Handler: proxy.Hosts(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	errc := make(chan error, 1)
 	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
 	// connection closed, or a request could be smuggled behind it.
 	go func() { errc <- framing.Serve(hs, ln) }()
-	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", *s3Bucket)
+	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", *s3Bucket, "functionDomain", *fnDomain)
 	select {
 	case err := <-errc:
 		return err

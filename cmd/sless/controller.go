@@ -26,6 +26,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
@@ -64,6 +65,7 @@ type controllerFlags struct {
 	qps                            float64
 	burst                          int
 	publicBaseURL                  string
+	fnDomain                       string
 	s3Endpoint, s3Bucket, s3Region string
 	s3PathStyle                    bool
 	buildS3Endpoint                string
@@ -81,7 +83,8 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.concurrency, "concurrency", 4, "Functions reconciled at once")
 	fs.Float64Var(&c.qps, "kube-api-qps", 50, "requests per second to the apiserver (client-side limit)")
 	fs.IntVar(&c.burst, "kube-api-burst", 100, "burst above --kube-api-qps")
-	fs.StringVar(&c.publicBaseURL, "public-base-url", envOr("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>")
+	fs.StringVar(&c.publicBaseURL, "public-base-url", envOr("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>, or the function's host under --fn-domain with this URL's scheme and port")
+	fs.StringVar(&c.fnDomain, "fn-domain", os.Getenv("SLESS_FN_DOMAIN"), "the domain sless api serves function hosts under (its --fn-domain): status.url is then {scheme}://{name}.{namespace}.<domain>")
 
 	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://) as the controller reaches it; required")
 	fs.StringVar(&c.s3Bucket, "s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts (credentials from SLESS_S3_ACCESS_KEY and SLESS_S3_SECRET_KEY)")
@@ -121,6 +124,11 @@ func (c *controllerFlags) validate() error {
 	}
 	if !strings.HasPrefix(c.publicBaseURL, "http://") && !strings.HasPrefix(c.publicBaseURL, "https://") {
 		errs = append(errs, fmt.Errorf("--public-base-url %q must be an http:// or https:// URL", c.publicBaseURL))
+	}
+	if c.fnDomain != "" {
+		if err := invoke.CheckDomain(c.fnDomain); err != nil {
+			errs = append(errs, fmt.Errorf("--fn-domain: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -214,7 +222,7 @@ func runController(ctx context.Context, args []string) error {
 		return err
 	}
 	err = function.SetupWithManager(mgr, function.Options{
-		Config:                  function.Config{PublicBaseURL: c.publicBaseURL},
+		Config:                  function.Config{PublicBaseURL: c.publicBaseURL, FunctionDomain: c.fnDomain},
 		Resources:               c.res,
 		Store:                   store,
 		MaxConcurrentReconciles: c.concurrency,

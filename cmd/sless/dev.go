@@ -41,6 +41,11 @@ func init() {
 	register("dev", "local mode: the REST API, invoke path, builder and functions on this machine, no Kubernetes", runDev)
 }
 
+// defaultDevDomain serves functions at {name}.{namespace}.fn.localhost:
+// names under localhost need no DNS (RFC 6761 §6.3; curl and browsers
+// answer them with loopback themselves).
+const defaultDevDomain = "fn.localhost"
+
 // devBucket is what spec.source.archive.bucket says in local mode, where
 // blobs live in a directory.
 const devBucket = "local"
@@ -62,6 +67,8 @@ func runDev(ctx context.Context, args []string) error {
 	gcGrace := fs.Duration("source-gc-grace", sourcegc.DefaultGrace, "keep uploaded archives and build contexts no Function needs this long before deleting them")
 	gcInterval := fs.Duration("source-gc-interval", sourcegc.DefaultInterval, "time between sweeps for blobs no Function needs (0: no sweeps)")
 	connIdle := fs.Duration("idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
+	fnDomain := fs.String("fn-domain", envOr("SLESS_FN_DOMAIN", defaultDevDomain), "serve each function at its own host, {name}.{namespace}.<domain>; curl and browsers resolve *.localhost to this machine without DNS; \"\" serves functions at /fn/ only")
+	bodyIdle := fs.Duration("body-idle-timeout", invoke.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408")
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -78,6 +85,14 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if *connIdle <= 0 {
 		return errors.New("--idle-conn-timeout must be positive")
+	}
+	if *bodyIdle <= 0 {
+		return errors.New("--body-idle-timeout must be positive")
+	}
+	if *fnDomain != "" {
+		if err := invoke.CheckDomain(*fnDomain); err != nil {
+			return fmt.Errorf("--fn-domain: %w", err)
+		}
 	}
 	logMaxBytes, err := logSize(*logMaxSize)
 	if err != nil {
@@ -198,7 +213,7 @@ func runDev(ctx context.Context, args []string) error {
 		Builder: builder,
 		Server:  server,
 		Store:   blobs,
-		Config:  function.Config{PublicBaseURL: baseURL},
+		Config:  function.Config{PublicBaseURL: baseURL, FunctionDomain: *fnDomain},
 	}
 	loop = local.NewLoop("function", store, slessv1alpha1.SchemeGroupVersion.WithKind("Function").GroupKind(), reconciler, log)
 	loop.OnDeleted = func(k types.NamespacedName) { server.Remove(k.Namespace, k.Name) }
@@ -271,11 +286,13 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
-		Resolver:      resolver,
-		Authenticator: proxyAuthenticator(verifier, nil, log),
-		Recorder:      recorder,
-		Metrics:       imetrics,
-		Logger:        log,
+		Resolver:        resolver,
+		Authenticator:   proxyAuthenticator(verifier, nil, log),
+		Recorder:        recorder,
+		Metrics:         imetrics,
+		Logger:          log,
+		Domain:          *fnDomain,
+		BodyIdleTimeout: *bodyIdle,
 	})
 	if err != nil {
 		return err
@@ -316,13 +333,16 @@ func runDev(ctx context.Context, args []string) error {
 
 	// As sless api: without IdleTimeout (and no ReadTimeout, which would
 	// cut long calls) a keep-alive connection would be held for ever.
-	srv := &http.Server{Handler: apiServer.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
+	srv := &http.Server{Handler: proxy.Hosts(apiServer.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	serveErr := make(chan error, 1)
 	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
 	// connection closed, or a request could be smuggled behind it.
 	go func() { serveErr <- framing.Serve(srv, ln) }()
 
 	fmt.Fprintf(os.Stderr, "sless dev: serving on %s\n", baseURL)
+	if *fnDomain != "" {
+		fmt.Fprintf(os.Stderr, "sless dev: functions at %s\n", function.Config{PublicBaseURL: baseURL, FunctionDomain: *fnDomain}.InvokeURL("{namespace}", "{name}"))
+	}
 	fmt.Fprintf(os.Stderr, "sless dev: data in %s; token in %s\n", data, filepath.Join(data, "dev-token"))
 	fmt.Fprintf(os.Stderr, "sless dev: functions stop after %s idle\n", *idle)
 

@@ -100,6 +100,7 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 		if err != nil {
 			return 0, nil, err
 		}
+		localHost(req, base)
 		req.Header.Set("Authorization", "Bearer "+token)
 		if in != nil {
 			req.Header.Set("Content-Type", "application/json")
@@ -200,4 +201,17 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 	fmt.Printf("\nfunction URL: %s\n", fn.Status.URL)
 	fmt.Printf("call it:      curl -H \"Authorization: Bearer $(cat %s)\" '%s'\n", tokenFile, u)
 	return nil
+}
+
+// localHost sends a request for a function host under localhost
+// (status.url of sless dev) to base, naming the host in the request: curl
+// and browsers resolve *.localhost to loopback themselves, Go's resolver
+// does not.
+func localHost(req *http.Request, base string) {
+	b, err := url.Parse(base)
+	if err != nil || !strings.HasSuffix(req.URL.Hostname(), ".localhost") {
+		return
+	}
+	req.Host = req.URL.Host
+	req.URL.Host = b.Host
 }

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -60,14 +62,29 @@ const (
 // Config is what the reconciler needs beyond its adapters.
 type Config struct {
 	// PublicBaseURL is where the invoke proxy is reached from outside, e.g.
-	// https://fn.example.com; status.url is <PublicBaseURL>/fn/<ns>/<name>.
+	// https://sless.example.com; status.url is <PublicBaseURL>/fn/<ns>/<name>
+	// unless FunctionDomain is set.
 	PublicBaseURL string
+	// FunctionDomain, when set, is the domain the invoke proxy serves each
+	// function under (its Options.Domain): status.url is then the
+	// function's own host, {name}.{ns}.{FunctionDomain}, with the scheme
+	// and port of PublicBaseURL.
+	FunctionDomain string
 	// ZipLimits bound uploaded archives (source.DefaultLimits when zero).
 	ZipLimits source.Limits
 }
 
 // InvokeURL is the public URL of a function.
 func (c Config) InvokeURL(namespace, name string) string {
+	if c.FunctionDomain != "" {
+		if u, err := url.Parse(c.PublicBaseURL); err == nil && u.Host != "" {
+			host := name + "." + namespace + "." + c.FunctionDomain // as invoke.FunctionHost
+			if port := u.Port(); port != "" {
+				host = net.JoinHostPort(host, port)
+			}
+			return u.Scheme + "://" + host
+		}
+	}
 	return strings.TrimSuffix(c.PublicBaseURL, "/") + "/fn/" + namespace + "/" + name
 }
 

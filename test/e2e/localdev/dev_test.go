@@ -319,8 +319,9 @@ func lifecycle(t *testing.T, d *dev, rc runtimeCase, idle time.Duration) int {
 		t.Fatalf("create: %d %s", code, b)
 	}
 	fn := d.awaitReady(ns, name, 5*time.Minute)
-	if fn.Status.URL != d.base+"/fn/"+ns+"/"+name {
-		t.Fatalf("status.url = %q", fn.Status.URL)
+	// sless dev serves each function at its own host under fn.localhost.
+	if want := "http://" + name + "." + ns + ".fn.localhost:" + d.base[strings.LastIndexByte(d.base, ':')+1:]; fn.Status.URL != want {
+		t.Fatalf("status.url = %q, want %q", fn.Status.URL, want)
 	}
 	if a := invoke(); a.Version != "v1" || a.Name != "ada" {
 		t.Fatalf("first answer: %+v", a)

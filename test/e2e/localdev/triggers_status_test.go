@@ -2,6 +2,7 @@ package localdev_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,7 +27,7 @@ func TestTriggerStatusThroughAPI(t *testing.T) {
 		name, url, reason string
 		spec              map[string]any
 	}{
-		{name: "public", url: d.base + "/fn/e2e/web", reason: "Public",
+		{name: "public", url: "http://web.e2e.fn.localhost:" + d.base[strings.LastIndexByte(d.base, ':')+1:], reason: "Public",
 			spec: map[string]any{"function": "web", "type": "http"}},
 		{name: "ghost", reason: "FunctionNotFound",
 			spec: map[string]any{"function": "ghost", "type": "cron", "schedule": "* * * * *"}},
