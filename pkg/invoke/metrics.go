@@ -41,6 +41,8 @@ const (
 	DropQueueFull = "queue_full" // the queue held QueueSize records
 	DropRejected  = "rejected"   // the sink refused the batch for good (ErrPermanent)
 	DropShutdown  = "shutdown"   // Close ran out of time before the sink took them
+	DropSpoolFull = "spool_full" // the spool held its cap of records
+	DropSpoolFail = "spool_fail" // the spool could not be written (disk error)
 )
 
 // NewMetrics creates the proxy's and the recorder's metrics and registers
@@ -105,7 +107,7 @@ func NewRecorderMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}, m.queueDepth)
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sless_invocation_records_dropped_total",
-		Help: "Invocation records lost: queue full, refused by the store, or still queued at shutdown.",
+		Help: "Invocation records lost: queue full, refused by the store, still queued at shutdown, or the spool full or failing.",
 	}, []string{"reason"})
 	written := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sless_invocation_records_written_total",
@@ -125,7 +127,7 @@ func NewRecorderMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	for _, reason := range []string{DropQueueFull, DropRejected, DropShutdown} {
+	for _, reason := range []string{DropQueueFull, DropRejected, DropShutdown, DropSpoolFull, DropSpoolFail} {
 		m.dropped[reason] = dropped.WithLabelValues(reason)
 	}
 	m.written, m.writeErrors, m.writeLatency = written, writeErrors, writeLatency

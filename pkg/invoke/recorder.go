@@ -34,8 +34,30 @@ type RecorderOptions struct {
 	// Metrics, when set, receive queue depth, drops, writes and write errors.
 	Metrics *Metrics
 	// Logger receives one line when writes start failing and one when they
-	// recover (not one per retry). Default slog.Default().
+	// recover (not one per retry), and one when records start being dropped
+	// and one when that stops. Default slog.Default().
 	Logger *slog.Logger
+	// Spool, when set, takes the records the sink cannot: while the sink
+	// fails, and while a write is slow and the queue passes half its size.
+	// While it holds records every new one goes behind them, and the writer
+	// drains it in order. Only past its cap are records dropped. The sink
+	// must be idempotent per record: a record written just before a crash
+	// may be written again from the spool.
+	Spool Spool
+}
+
+// Spool keeps records on durable storage, oldest first (package
+// pkg/invoke/spool).
+type Spool interface {
+	// Append adds records at the tail, durable when it returns, as many
+	// as fit; kept is how many (a prefix of records).
+	Append(records []Record) (kept int, err error)
+	// Oldest returns up to n records from the head without removing them.
+	Oldest(n int) ([]Record, error)
+	// Remove deletes the n oldest records.
+	Remove(n int) error
+	// Len is the number of records held.
+	Len() int
 }
 
 func (o *RecorderOptions) defaults() {
@@ -87,6 +109,7 @@ type Recorder struct {
 	free     [][]Record  // written chunks, for reuse
 	waiting  int         // records in chunks
 	inflight int         // records in the batch being written
+	spooling int         // records being appended to the spool
 	closed   bool
 	wake     chan struct{}
 
@@ -102,6 +125,11 @@ type Recorder struct {
 	stats struct {
 		sync.Mutex
 		written, dropped int64
+		// A drop spell: from the first drop to a batch kept whole with
+		// no drop since it was taken.
+		dropping   bool
+		spellStart int64 // dropped when the spell began
+		dropEpoch  uint64
 	}
 }
 
@@ -119,7 +147,11 @@ func NewRecorder(sink Sink, opts RecorderOptions) *Recorder {
 	}
 	r.stop, r.giveUp = context.WithCancel(context.Background())
 	opts.Metrics.addDepth(r.Depth)
-	go r.run()
+	if opts.Spool != nil {
+		go r.runSpooled()
+	} else {
+		go r.run()
+	}
 	return r
 }
 
@@ -132,7 +164,7 @@ func (r *Recorder) Record(rec Record) bool {
 	rec.ID = 0
 	rec.normalize()
 	r.mu.Lock()
-	if r.closed || r.waiting+r.inflight >= r.opts.QueueSize {
+	if r.closed || r.waiting+r.inflight+r.spooling >= r.opts.QueueSize {
 		r.mu.Unlock()
 		r.dropped(DropQueueFull, 1)
 		return false
@@ -169,7 +201,7 @@ func (r *Recorder) Record(rec Record) bool {
 func (r *Recorder) Depth() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.waiting + r.inflight
+	return r.waiting + r.inflight + r.spooling
 }
 
 // Written is the number of records the sink has stored.
@@ -187,10 +219,44 @@ func (r *Recorder) Dropped() int64 {
 }
 
 func (r *Recorder) dropped(reason string, n int) {
+	if n == 0 {
+		return
+	}
 	r.stats.Lock()
+	start := !r.stats.dropping
+	if start {
+		r.stats.dropping, r.stats.spellStart = true, r.stats.dropped
+	}
 	r.stats.dropped += int64(n)
+	r.stats.dropEpoch++
 	r.stats.Unlock()
+	if start {
+		r.opts.Logger.Warn("invocation records are being dropped", "reason", reason)
+	}
 	r.opts.Metrics.drop(reason, n)
+}
+
+// dropEpoch changes with every drop.
+func (r *Recorder) dropEpoch() uint64 {
+	r.stats.Lock()
+	defer r.stats.Unlock()
+	return r.stats.dropEpoch
+}
+
+// kept ends a drop spell once a batch taken at epoch was kept whole and
+// nothing was dropped since.
+func (r *Recorder) kept(epoch uint64) {
+	r.stats.Lock()
+	end := r.stats.dropping && r.stats.dropEpoch == epoch
+	var n int64
+	if end {
+		r.stats.dropping = false
+		n = r.stats.dropped - r.stats.spellStart
+	}
+	r.stats.Unlock()
+	if end {
+		r.opts.Logger.Warn("invocation records are no longer dropped", "dropped", n)
+	}
 }
 
 // Close stops taking records and writes those queued, retrying as usual,
@@ -279,6 +345,7 @@ func (r *Recorder) run() {
 	defer close(r.done)
 	failing := false
 	for {
+		epoch := r.dropEpoch()
 		records, ok := r.next()
 		if !ok {
 			return
@@ -293,6 +360,7 @@ func (r *Recorder) run() {
 					r.opts.Logger.Info("invocation records are being written again", "queued", r.Depth())
 					failing = false
 				}
+				r.kept(epoch)
 				break
 			}
 			if errors.Is(err, ErrPermanent) {

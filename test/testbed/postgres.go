@@ -197,6 +197,16 @@ func (s *PostgresServer) Stop() error {
 	return nil
 }
 
+// Crash stops the server as a crash would (pg_ctl stop -m immediate): no
+// shutdown checkpoint, connections cut, recovery on the next Start.
+func (s *PostgresServer) Crash() error {
+	cmd := s.run(filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-m", "immediate", "-w", "stop")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %v: %s", err, out)
+	}
+	return nil
+}
+
 // Remove stops the server if it runs and deletes its files.
 func (s *PostgresServer) Remove() {
 	_ = s.Stop()

@@ -2,9 +2,13 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/sless-dev/sless/pkg/invoke"
 )
@@ -121,5 +125,139 @@ func TestRecordsRetention(t *testing.T) {
 		if len(p.Items) != 20 || p.Items[len(p.Items)-1].StartedAt.Before(base.Add(30*time.Hour)) {
 			t.Fatalf("%s after retention: %d records", fn, len(p.Items))
 		}
+	}
+}
+
+// Records written as JSON by earlier versions are listed beside the
+// compact ones.
+func TestRecordsReadsJSONOfEarlierVersions(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openTestStore(t)
+	recs, err := st.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	old := invoke.Record{ID: 7, Namespace: "ns", Function: "f", Trigger: invoke.TriggerHTTP, RequestID: "old",
+		StartedAt: base, Status: 200, Duration: time.Millisecond, BytesOut: 3}
+	raw, _ := json.Marshal(old)
+	if err := st.db.Update(func(tx *bolt.Tx) error {
+		fb, err := tx.Bucket(bucketInvocations).CreateBucketIfNotExists([]byte("ns/f"))
+		if err != nil {
+			return err
+		}
+		return fb.Put(recordKey(base, 7), raw)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := recs.Write(ctx, invoke.Batch{Records: []invoke.Record{{Namespace: "ns", Function: "f", Trigger: invoke.TriggerCron,
+		RequestID: "new", StartedAt: base.Add(time.Second), Status: 500, Error: "boom", ColdStart: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := recs.List(ctx, invoke.Query{Namespace: "ns", Function: "f", Limit: 10})
+	if err != nil || len(p.Items) != 2 {
+		t.Fatalf("List = %+v, %v", p, err)
+	}
+	got := p.Items[0]
+	if got.RequestID != "new" || got.Namespace != "ns" || got.Function != "f" || !got.StartedAt.Equal(base.Add(time.Second)) ||
+		got.ID == 0 || got.Error != "boom" || !got.ColdStart || got.Status != 500 || got.Trigger != invoke.TriggerCron {
+		t.Fatalf("compact record read back as %+v", got)
+	}
+	if p.Items[1] != old {
+		t.Fatalf("JSON record read back as %+v, want %+v", p.Items[1], old)
+	}
+}
+
+// With a size bound the oldest records go first, whatever their function,
+// and the records stay within the bound.
+func TestRecordsMaxSizeDeletesOldestFirst(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openTestStore(t)
+	recs, err := st.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	write := func(fn string, from, n int) {
+		var batch []invoke.Record
+		for i := from; i < from+n; i++ {
+			batch = append(batch, invoke.Record{Namespace: "ns", Function: fn, Trigger: invoke.TriggerHTTP,
+				RequestID: fmt.Sprintf("r%04d", i), StartedAt: base.Add(time.Duration(i) * time.Second), Status: 200})
+		}
+		if err := recs.Write(ctx, invoke.Batch{Records: batch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a", 0, 100)
+	write("b", 100, 100)
+	perRecord := recs.Size() / 200
+	if err := recs.SetMaxSize(ctx, 150*perRecord); err != nil {
+		t.Fatal(err)
+	}
+	// 90% of the bound is kept: 135 records, the newest.
+	list := func(fn string) []invoke.Record {
+		p, err := recs.List(ctx, invoke.Query{Namespace: "ns", Function: fn, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Items
+	}
+	a, b := list("a"), list("b")
+	if len(a) != 35 || len(b) != 100 || a[len(a)-1].RequestID != "r0065" {
+		t.Fatalf("after the bound: %d of a (oldest %s), %d of b; want 35 from r0065, 100", len(a), a[len(a)-1].RequestID, len(b))
+	}
+	if recs.Size() > 150*perRecord {
+		t.Fatalf("records take %d bytes, bound %d", recs.Size(), 150*perRecord)
+	}
+	// Writes past the bound trim again.
+	write("a", 200, 100)
+	if recs.Size() > 150*perRecord {
+		t.Fatalf("records take %d bytes after more writes, bound %d", recs.Size(), 150*perRecord)
+	}
+	if a := list("a"); a[0].RequestID != "r0299" {
+		t.Fatalf("newest record gone: %s", a[0].RequestID)
+	}
+	// The count survives a reopen.
+	before := recs.Size()
+	again, err := st.Records()
+	if err != nil || again.Size() != before {
+		t.Fatalf("size after reopen %d, %v; want %d", again.Size(), err, before)
+	}
+}
+
+// The point of the compact encoding: a typical record in at most 200 bytes
+// of the file, where the JSON of earlier versions took over 700.
+func TestRecordsBytesPerRecord(t *testing.T) {
+	ctx := context.Background()
+	st, path := openTestStore(t)
+	recs, err := st.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	base := time.Now()
+	for b := 0; b < n/1000; b++ {
+		var batch []invoke.Record
+		for i := b * 1000; i < (b+1)*1000; i++ {
+			batch = append(batch, invoke.Record{Namespace: "default", Function: "hello", Revision: "hello-5f2c9a1b",
+				Trigger: invoke.TriggerHTTP, RequestID: fmt.Sprintf("%032x", i), StartedAt: base.Add(time.Duration(i) * time.Millisecond),
+				Duration: 1500 * time.Microsecond, Status: 200, BytesIn: 0, BytesOut: 27})
+		}
+		if err := recs.Write(ctx, invoke.Batch{ID: fmt.Sprint(b), Records: batch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := float64(after.Size()-before.Size()) / n
+	t.Logf("%.0f bytes per record in the file", per)
+	if per > 200 {
+		t.Fatalf("%.0f bytes per record, want at most 200", per)
 	}
 }

@@ -1,6 +1,6 @@
 // Package postgres keeps sless's invocation history in PostgreSQL: a pgx
 // connection pool, schema migrations embedded in the binary and applied under
-// an advisory lock, batched writes with COPY (invoke.Sink), keyset-paginated
+// an advisory lock, idempotent batched writes (invoke.Sink), keyset-paginated
 // listings (invoke.History) and age-based retention.
 package postgres
 
@@ -15,7 +15,6 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -145,46 +144,45 @@ func (s *Store) MigrateWhenUp(ctx context.Context, report func(error)) error {
 	}
 }
 
-var copyColumns = []string{"namespace", "function", "revision", "trigger", "request_id", "started_at",
-	"duration_us", "status", "bytes_in", "bytes_out", "cold_start", "error"}
+// insertRecords stores a batch in one statement, the columns sent as
+// arrays, and skips a record already stored (the same request id, start,
+// namespace and function: see migration 3). COPY cannot skip conflicts.
+const insertRecords = `INSERT INTO invocations (namespace, function, revision, trigger, request_id, started_at,
+	duration_us, status, bytes_in, bytes_out, cold_start, error)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
+	$7::bigint[], $8::smallint[], $9::bigint[], $10::bigint[], $11::boolean[], $12::text[])
+ON CONFLICT DO NOTHING`
 
-// Write stores a batch with COPY in one transaction, together with the
-// batch's id: a batch whose id is already stored (its acknowledgement was
-// lost with the connection) is skipped, so retries store nothing twice.
-// Errors a retry cannot fix (data PostgreSQL refuses) wrap invoke.ErrPermanent.
+// Write stores a batch in one statement. A record already stored is
+// skipped, so a batch retried after its acknowledgement was lost, or
+// replayed from the recorder's spool, stores nothing twice; the batch id
+// is not needed for that. Errors a retry cannot fix (data PostgreSQL
+// refuses) wrap invoke.ErrPermanent.
 func (s *Store) Write(ctx context.Context, b invoke.Batch) error {
-	if len(b.Records) == 0 {
+	n := len(b.Records)
+	if n == 0 {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if b.ID != "" {
-			tag, err := tx.Exec(ctx, `INSERT INTO invocation_batches (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, b.ID)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				return errAlreadyStored
-			}
-		}
-		n, err := tx.CopyFrom(ctx, pgx.Identifier{"invocations"}, copyColumns, &recordSource{records: b.Records, i: -1})
-		if err != nil {
-			return err
-		}
-		if n != int64(len(b.Records)) {
-			return fmt.Errorf("copied %d of %d records", n, len(b.Records))
-		}
-		return nil
-	})
-	if errors.Is(err, errAlreadyStored) {
-		return nil
+	var (
+		ns, fn, rev, trig, reqID, errs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		started                        = make([]time.Time, n)
+		dur, in, out                   = make([]int64, n), make([]int64, n), make([]int64, n)
+		status                         = make([]int16, n)
+		cold                           = make([]bool, n)
+	)
+	for i := range b.Records {
+		r := &b.Records[i]
+		ns[i], fn[i], rev[i], trig[i], reqID[i], errs[i] = r.Namespace, r.Function, r.Revision, r.Trigger, r.RequestID, r.Error
+		started[i] = r.StartedAt
+		dur[i], in[i], out[i] = r.Duration.Microseconds(), r.BytesIn, r.BytesOut
+		status[i] = int16(min(max(r.Status, 0), 32767))
+		cold[i] = r.ColdStart
 	}
-	if err != nil {
+	if _, err := s.pool.Exec(ctx, insertRecords, ns, fn, rev, trig, reqID, started, dur, status, in, out, cold, errs); err != nil {
 		return classify(err)
 	}
 	return nil
 }
-
-var errAlreadyStored = errors.New("batch already stored")
 
 // classify marks errors no retry can fix as permanent: the data itself
 // (class 22) or a constraint (class 23) refused. Everything else (a
@@ -197,26 +195,6 @@ func classify(err error) error {
 	}
 	return err
 }
-
-type recordSource struct {
-	records []invoke.Record
-	i       int
-	row     [12]any
-}
-
-func (s *recordSource) Next() bool {
-	s.i++
-	return s.i < len(s.records)
-}
-
-func (s *recordSource) Values() ([]any, error) {
-	r := &s.records[s.i]
-	s.row = [12]any{r.Namespace, r.Function, r.Revision, r.Trigger, r.RequestID, r.StartedAt,
-		r.Duration.Microseconds(), int16(min(max(r.Status, 0), 32767)), r.BytesIn, r.BytesOut, r.ColdStart, r.Error}
-	return s.row[:], nil
-}
-
-func (s *recordSource) Err() error { return nil }
 
 // List is invoke.History over the invocations table. Every filter is a
 // condition the indexes serve: namespace, function (and status class) pick
@@ -285,11 +263,6 @@ FROM invocations WHERE namespace = `)
 	return page, nil
 }
 
-// batchMemory is how long stored batch ids are kept for spotting a retried
-// batch; a Recorder retries for as long as it runs, but a batch held over a
-// day is one whose process has long been replaced.
-const batchMemory = 24 * time.Hour
-
 // DeleteBefore deletes the invocations that started before cutoff, at most
 // batchSize rows per statement so no statement holds locks or builds WAL
 // for long, and returns how many it deleted. It also forgets stored batch
@@ -306,17 +279,6 @@ func (s *Store) DeleteBefore(ctx context.Context, cutoff time.Time, batchSize in
 			return total, err
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batchSize) {
-			break
-		}
-	}
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM invocation_batches WHERE id IN (
-			SELECT id FROM invocation_batches WHERE written_at < now() - $1::interval LIMIT $2)`,
-			fmt.Sprintf("%d seconds", int(batchMemory.Seconds())), batchSize)
-		if err != nil {
-			return total, err
-		}
 		if tag.RowsAffected() < int64(batchSize) {
 			return total, nil
 		}
