@@ -70,6 +70,8 @@ func runAPI(ctx context.Context, args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
 	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
+	spoolPath := fs.String("spool-path", os.Getenv("SLESS_SPOOL_PATH"), "file that keeps invocation records while PostgreSQL is down or slow, e.g. on an emptyDir volume (none: they wait in memory, up to 100000, then are dropped)")
+	spoolMax := fs.String("spool-max-size", "1Gi", "most bytes of records the spool holds; past it new records are dropped")
 	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return err
 	}
@@ -78,6 +80,10 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	if *maxAge < 0 {
 		return fmt.Errorf("-records-max-age must not be negative")
+	}
+	spoolBytes, err := byteSize("-spool-max-size", *spoolMax, 1<<20, false)
+	if err != nil {
+		return err
 	}
 	if *maxUploads < 1 {
 		return fmt.Errorf("-max-uploads must be at least 1")
@@ -203,13 +209,20 @@ func runAPI(ctx context.Context, args []string) error {
 			return err
 		}
 		defer pg.Close()
-		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log, Metrics: imetrics})
+		sp, spooler, err := openSpool(*spoolPath, spoolBytes, log)
+		if err != nil {
+			return err
+		}
+		if sp != nil {
+			defer sp.Close() // after the recorder: deferred calls run last first
+		}
+		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log, Metrics: imetrics, Spool: spooler})
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = recorder.Close(cctx)
 		}()
-		h := invoke.ListHandler{History: pg}
+		h := invoke.ListHandler{History: pg, Logger: log}
 		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{

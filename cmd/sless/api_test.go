@@ -203,6 +203,8 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"negative tenant share", []string{"-max-uploads-per-tenant", "-1"}, "-max-uploads-per-tenant must be between 0"},
 		{"negative minimum rate", []string{"-upload-min-rate", "-1"}, "-upload-min-rate must not be negative"},
 		{"zero rate window", []string{"-upload-rate-window", "0s"}, "-upload-rate-window must be positive"},
+		{"spool size not a size", []string{"-spool-max-size", "huge"}, `-spool-max-size "huge": want a size`},
+		{"spool size too small", []string{"-spool-max-size", "64Ki"}, `-spool-max-size "64Ki": want at least 1Mi`},
 		{"JWKS file without an audience", []string{"-jwks-file", "/nonexistent/jwks.json"}, "need -jwt-audience"},
 		{"JWKS URL without an audience", []string{"-jwks-url", "https://idp.example.com/jwks"}, "need -jwt-audience"},
 		{"audience of commas", []string{"-jwt-audience", " , "}, "names no audience"},

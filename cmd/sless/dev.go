@@ -58,6 +58,8 @@ func runDev(ctx context.Context, args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (default: kept in the data directory)")
 	token := fs.String("dev-token", os.Getenv("SLESS_DEV_TOKEN"), "static bearer token (at least 16 characters); default: a random one, written to <data-dir>/dev-token")
 	maxAge := fs.Duration("records-max-age", 7*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
+	maxSize := fs.String("records-max-size", "1Gi", "without --database-url: most bytes the invocation records take in the data directory, the oldest deleted first (0: no bound)")
+	spoolMax := fs.String("spool-max-size", "1Gi", "with --database-url: most bytes of records kept in <data-dir>/invocation-spool.db while PostgreSQL is down or slow; past it new records are dropped")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
 	logMaxSize := fs.String("log-max-size", "10Mi", "rotate a function's log file at this size (a quantity: 512Ki, 10Mi, 1Gi)")
 	logMaxFiles := fs.Int("log-max-files", local.DefaultLogMaxFiles, "files of a function's log to keep, the current one included")
@@ -95,6 +97,14 @@ func runDev(ctx context.Context, args []string) error {
 		}
 	}
 	logMaxBytes, err := logSize(*logMaxSize)
+	if err != nil {
+		return err
+	}
+	recordsMaxBytes, err := byteSize("--records-max-size", *maxSize, 1<<20, true)
+	if err != nil {
+		return err
+	}
+	spoolBytes, err := byteSize("--spool-max-size", *spoolMax, 1<<20, false)
 	if err != nil {
 		return err
 	}
@@ -221,6 +231,7 @@ func runDev(ctx context.Context, args []string) error {
 	// Invocation records: PostgreSQL when given, else the data directory.
 	var sink invoke.Sink
 	var history invoke.History
+	var spooler invoke.Spool
 	if *databaseURL != "" {
 		pg, err := openRecords(ctx, *databaseURL, *maxAge, log)
 		if err != nil {
@@ -228,9 +239,18 @@ func runDev(ctx context.Context, args []string) error {
 		}
 		defer pg.Close()
 		sink, history = pg, pg
+		sp, s, err := openSpool(filepath.Join(data, "invocation-spool.db"), spoolBytes, log)
+		if err != nil {
+			return err
+		}
+		defer sp.Close() // after the recorder: deferred calls run last first
+		spooler = s
 	} else {
 		recs, err := store.Records()
 		if err != nil {
+			return err
+		}
+		if err := recs.SetMaxSize(ctx, recordsMaxBytes); err != nil {
 			return err
 		}
 		sink, history = recs, recs
@@ -262,7 +282,7 @@ func runDev(ctx context.Context, args []string) error {
 		go func() { defer close(gcDone); _ = gc.Start(gcCtx) }()
 		defer func() { stopGC(); <-gcDone }()
 	}
-	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: imetrics})
+	recorder := invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: imetrics, Spool: spooler})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -297,7 +317,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	list := invoke.ListHandler{History: history}
+	list := invoke.ListHandler{History: history, Logger: log}
 	apiServer, err := api.New(api.Options{
 		Objects: store,
 		Auth:    verifier,

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/spool"
 )
 
 // proxyAuthenticator lets the invoke proxy check callers with the same
@@ -39,7 +43,7 @@ func proxyAuthenticator(v *auth.Verifier, tenants api.TenantNamespaces, log *slo
 
 // openRecords opens the invocation database at url and migrates it in the
 // background once it answers, so sless starts while PostgreSQL is still
-// down (records wait in the recorder's queue). With maxAge > 0 it also
+// down (records wait in the recorder's queue and spool). With maxAge > 0 it also
 // deletes older records hourly: every replica does, and since deletes are
 // bounded batches of old rows, concurrent runs only share the work. The
 // caller closes the store.
@@ -59,4 +63,37 @@ func openRecords(ctx context.Context, url string, maxAge time.Duration, log *slo
 		})
 	}
 	return pg, nil
+}
+
+// byteSize reads a size flag: a quantity of bytes (512Ki, 10Mi, 1Gi), 0 when
+// zero is allowed (it then turns the bound off), else at least least.
+func byteSize(flag, v string, least int64, zeroOK bool) (int64, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want a size such as 512Ki, 10Mi or 1Gi: %w", flag, v, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 0 {
+		return 0, fmt.Errorf("%s %q: want a whole number of bytes", flag, v)
+	}
+	if n == 0 && zeroOK {
+		return 0, nil
+	}
+	if n < least {
+		return 0, fmt.Errorf("%s %q: want at least %s", flag, v, resource.NewQuantity(least, resource.BinarySI))
+	}
+	return n, nil
+}
+
+// openSpool opens the recorder's disk spool at path (none when path is
+// empty), to be closed after the recorder.
+func openSpool(path string, maxBytes int64, log *slog.Logger) (*spool.Spool, invoke.Spool, error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	sp, err := spool.Open(path, maxBytes, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invocation spool: %w", err)
+	}
+	return sp, sp, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -214,7 +215,15 @@ type InvocationList struct {
 // removes it).
 type ListHandler struct {
 	History History
+	// Logger hears the store's errors in full; callers only learn that the
+	// store is unavailable. Default slog.Default().
+	Logger *slog.Logger
 }
+
+// HistoryUnavailable is the detail of every problem a history store's error
+// causes. The error itself may name the database's host, user and
+// database, so it goes to the server's log only.
+const HistoryUnavailable = "history store unavailable"
 
 // ServeHTTP takes the namespace and function from the request's path
 // values "namespace" and "name" (a Go 1.22 ServeMux pattern such as
@@ -275,8 +284,13 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 		if r.Context().Err() != nil {
 			return // the client went away
 		}
+		log := h.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("list invocations", "namespace", namespace, "function", function, "error", err)
 		w.Header().Set("Retry-After", "5")
-		writeProblem(w, listProblem(r, http.StatusServiceUnavailable, "unavailable", ReasonUnavailable, "invocation history is unavailable: "+err.Error()))
+		writeProblem(w, listProblem(r, http.StatusServiceUnavailable, "unavailable", ReasonUnavailable, HistoryUnavailable))
 		return
 	}
 	out := InvocationList{Items: make([]Invocation, len(page.Items))}

@@ -3,16 +3,21 @@ package invoke_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 func TestCursorRoundTripAndRejects(t *testing.T) {
@@ -192,16 +197,123 @@ func TestListHandlerPagesThroughHistory(t *testing.T) {
 	}
 }
 
-func TestListHandlerStoreDown(t *testing.T) {
-	s := postgrestest.New(t)
-	base := listServer(t, s)
-	s.Close()
-	resp, err := http.Get(base + "/v1/namespaces/ns/functions/fn/invocations")
+// While the history store is down, no problem body of a route that reads
+// or writes records names the database's user, database, host or port: it
+// says "history store unavailable" with reason Unavailable and Retry-After,
+// and the full error goes to the server's log.
+func TestStoreDownProblemsNameNoDatabase(t *testing.T) {
+	// A store that never answered: nothing listens on its port.
+	port, err := testbed.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("status %d", resp.StatusCode)
+	never := fmt.Sprintf("postgres://leaky_user:leaky_password@localhost:%d/leaky_db?sslmode=disable&connect_timeout=2", port)
+	// A store that answered and then crashed.
+	srv, err := testbed.StartPostgres()
+	if err != nil {
+		t.Fatalf("start PostgreSQL: %v", err)
+	}
+	t.Cleanup(srv.Remove)
+	crashed := testbed.CreateDatabase(t, srv.URL("postgres"))
+	crashedStore, err := postgres.Open(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(crashedStore.Close)
+	if err := crashedStore.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Crash(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, db := range []struct {
+		name string
+		url  string
+	}{{"never up", never}, {"crashed", crashed}} {
+		u, err := url.Parse(db.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets := []string{u.User.Username(), strings.TrimPrefix(u.Path, "/"), u.Hostname(), u.Port(), u.Host}
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+		store, err := postgres.Open(db.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		var logs syncBuffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		rec := invoke.NewRecorder(store, invoke.RecorderOptions{Logger: log, MinBackoff: time.Second, WriteTimeout: time.Second})
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_ = rec.Close(ctx)
+		})
+		ts := &targets{}
+		ts.set("ns", "fn", invoke.Target{Address: echo(t, nil), Ready: true, Public: true})
+		proxy, err := invoke.NewProxy(invoke.Options{Resolver: ts, Recorder: rec, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/v1/namespaces/{namespace}/functions/{name}/invocations", invoke.ListHandler{History: store, Logger: log})
+		mux.Handle("/fn/", proxy)
+		front := httptest.NewServer(mux)
+		t.Cleanup(front.Close)
+
+		list := "/v1/namespaces/ns/functions/fn/invocations"
+		cursor := invoke.Cursor{StartedAt: time.Now(), ID: 9}.String()
+		for _, c := range []struct {
+			name, method, path string
+			status             int
+		}{
+			{"list", "GET", list, 503},
+			{"list head", "HEAD", list, 503},
+			{"list filtered", "GET", list + "?status=5xx&trigger=cron&limit=3", 503},
+			{"list window", "GET", list + "?since=2026-01-01T00:00:00Z&until=2026-02-01T00:00:00Z", 503},
+			{"list next page", "GET", list + "?cursor=" + cursor, 503},
+			{"list unknown function", "GET", "/v1/namespaces/ns/functions/nobody/invocations", 503},
+			{"invoke, recorded", "GET", "/fn/ns/fn", 201},
+			{"invoke with a body, recorded", "POST", "/fn/ns/fn/path", 201},
+			{"invoke of a missing function, recorded", "GET", "/fn/ns/missing", 401},
+		} {
+			t.Run(db.name+"/"+c.name, func(t *testing.T) {
+				req, _ := http.NewRequest(c.method, front.URL+c.path, strings.NewReader("payload"))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != c.status {
+					t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, body)
+				}
+				for _, s := range secrets {
+					if s != "" && strings.Contains(string(body), s) {
+						t.Fatalf("body names %q: %s", s, body)
+					}
+				}
+				if c.status != 503 {
+					return
+				}
+				if resp.Header.Get("Retry-After") == "" {
+					t.Fatal("no Retry-After")
+				}
+				if c.method == "HEAD" {
+					return
+				}
+				var p invoke.Problem
+				if err := json.Unmarshal(body, &p); err != nil || p.Detail != invoke.HistoryUnavailable || p.Reason != invoke.ReasonUnavailable {
+					t.Fatalf("problem %s (%v); want detail %q, reason %s", body, err, invoke.HistoryUnavailable, invoke.ReasonUnavailable)
+				}
+			})
+		}
+		// The server's log has the error in full.
+		if !strings.Contains(logs.String(), u.Port()) {
+			t.Errorf("%s: the log lacks the store's error:\n%s", db.name, logs.String())
+		}
 	}
 }
