@@ -336,3 +336,49 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A write that hangs does not keep records from the disk: past half the
+// queue they go to the spool, nothing is dropped, and once the write ends
+// everything is stored once, the spool oldest first.
+func TestRecorderSpoolsBehindASlowWrite(t *testing.T) {
+	sink := &gateSink{gate: make(chan struct{})}
+	sp, err := spool.Open(filepath.Join(t.TempDir(), "spool.db"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	rec := invoke.NewRecorder(sink, invoke.RecorderOptions{QueueSize: 100, BatchSize: 10, FlushInterval: -1, Spool: sp})
+	rec.Record(record(0))
+	waitFor(t, "the first write to start", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return len(sink.batches) == 1
+	})
+	for i := 1; i <= 300; i++ {
+		if !rec.Record(record(i)) {
+			t.Fatalf("record %d refused behind a slow write", i)
+		}
+		// Record never waits; give the writer its turn now and then.
+		if i%25 == 0 {
+			waitFor(t, "the queue to reach the spool", func() bool { return rec.Depth() < 50 })
+		}
+	}
+	if sp.Len() < 200 {
+		t.Fatalf("spool holds %d records behind the hanging write", sp.Len())
+	}
+	close(sink.gate)
+	waitFor(t, "everything stored", func() bool { return sink.storedCount() == 301 })
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for i, r := range sink.stored {
+		if r.RequestID != fmt.Sprint(i) {
+			t.Fatalf("stored[%d] is record %s: not in order", i, r.RequestID)
+		}
+	}
+	if rec.Dropped() != 0 || sp.Len() != 0 {
+		t.Fatalf("dropped %d, spool holds %d", rec.Dropped(), sp.Len())
+	}
+}
