@@ -59,8 +59,8 @@ func operations() []operation {
 	)
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
 		ops = append(ops,
-			operation{method: m, path: "/fn/{ns}/{name}", id: "invoke" + strings.ToLower(m), summary: "Invoke a function (public or with a bearer token, per its triggers)", ok: 200, okSchema: "any", errs: []int{401, 403, 404, 502, 503, 504}, public: true},
-			operation{method: m, path: "/fn/{ns}/{name}/{path}", id: "invokePath" + strings.ToLower(m), summary: "Invoke a function with a sub-path", ok: 200, okSchema: "any", errs: []int{401, 403, 404, 502, 503, 504}, public: true},
+			operation{method: m, path: "/fn/{ns}/{name}", id: "invoke" + strings.ToLower(m), summary: "Invoke a function (public or with a bearer token, per its triggers)", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 502, 503, 504}, public: true},
+			operation{method: m, path: "/fn/{ns}/{name}/{path}", id: "invokePath" + strings.ToLower(m), summary: "Invoke a function with a sub-path", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 502, 503, 504}, public: true},
 		)
 	}
 	return ops
