@@ -169,6 +169,7 @@ func TestProxySharedOriginIsolation(t *testing.T) {
 		h.Add("Set-Cookie", "session=s3cret; Path=/; HttpOnly")
 		h.Add("Set-Cookie", "theme=dark; Path=/")
 		h.Set("Content-Security-Policy", "default-src 'self'")
+		h.Set("Cross-Origin-Resource-Policy", "cross-origin")
 		h.Set("Content-Type", "text/html")
 		io.WriteString(w, "<script>document.cookie</script>")
 	})
@@ -191,8 +192,8 @@ func TestProxySharedOriginIsolation(t *testing.T) {
 	if got := own.Header.Values("Content-Security-Policy"); !slices.Equal(got, []string{"default-src 'self'"}) {
 		t.Fatalf("on its host: Content-Security-Policy %q, want the function's alone", got)
 	}
-	if got := own.Header.Get("Cross-Origin-Resource-Policy"); got != "" {
-		t.Fatalf("on its host: Cross-Origin-Resource-Policy %q, want none", got)
+	if got := own.Header.Values("Cross-Origin-Resource-Policy"); !slices.Equal(got, []string{"cross-origin"}) {
+		t.Fatalf("on its host: Cross-Origin-Resource-Policy %q, want the function's", got)
 	}
 
 	for _, path := range []string{"/fn/team-a/page", "/fn/team-a/page/deep"} {
@@ -203,11 +204,11 @@ func TestProxySharedOriginIsolation(t *testing.T) {
 		if got := shared.Header.Values("Set-Cookie"); len(got) != 0 {
 			t.Fatalf("%s: Set-Cookie %q reached the caller", path, got)
 		}
-		if got := shared.Header.Values("Content-Security-Policy"); !slices.Equal(got, []string{"default-src 'self'", "sandbox"}) {
+		if got := shared.Header.Values("Content-Security-Policy"); !slices.Equal(got, []string{"sandbox", "default-src 'self'"}) {
 			t.Fatalf("%s: Content-Security-Policy %q, want the function's and sandbox", path, got)
 		}
-		if got := shared.Header.Get("Cross-Origin-Resource-Policy"); got != "same-origin" {
-			t.Fatalf("%s: Cross-Origin-Resource-Policy %q, want same-origin", path, got)
+		if got := shared.Header.Values("Cross-Origin-Resource-Policy"); !slices.Equal(got, []string{"same-origin"}) {
+			t.Fatalf("%s: Cross-Origin-Resource-Policy %q, want same-origin alone", path, got)
 		}
 	}
 	// sless's own answers on /fn/ are sandboxed too.

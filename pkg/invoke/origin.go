@@ -33,18 +33,25 @@ func (p *Proxy) refuseMethod(w http.ResponseWriter, r *http.Request, start time.
 		Detail: r.Method + " is not served on the invoke path"})
 }
 
-// isolate takes from an answer on the shared origin (/fn/, where every
-// tenant's functions live) what would let one function reach another's
-// callers: its cookies would be sent to every function, and its pages
-// could script any of them. Functions that need cookies or pages are
-// served on their own hosts (Options.Domain).
+// isolate marks an answer to the caller on the shared origin (/fn/, where
+// every tenant's functions live) so that no function reaches another's
+// callers through it: its pages get an opaque origin and other sites may
+// not embed it. Functions that need cookies or pages are served on their
+// own hosts (Options.Domain). h is the caller's header, which the
+// function's is copied into after: a function's own
+// Content-Security-Policy joins the sandbox (browsers enforce every
+// policy), and writing here rather than into the function's header adds
+// no keys to a map per call.
 func isolate(h http.Header) {
-	delete(h, "Set-Cookie")
 	h["Cross-Origin-Resource-Policy"] = sameOrigin
-	if own, ok := h["Content-Security-Policy"]; ok {
-		// Every policy is enforced: the function's own, and the sandbox.
-		h["Content-Security-Policy"] = append(own[:len(own):len(own)], sandbox[0])
-	} else {
-		h["Content-Security-Policy"] = sandbox
-	}
+	h["Content-Security-Policy"] = sandbox
+}
+
+// dropCookies takes from a function's answer on the shared origin its
+// cookies, which the browser would send to every function, and its own
+// Cross-Origin-Resource-Policy, which beside isolate's would make the
+// header a list that browsers ignore.
+func dropCookies(fn http.Header) {
+	delete(fn, "Set-Cookie")
+	delete(fn, "Cross-Origin-Resource-Policy")
 }

@@ -630,8 +630,9 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	resp.Header.Set(RequestIDHeader, c.reqID)
 	dropPlatformTrailers(resp.Trailer)
 	if !c.byHost && c.trigger == TriggerHTTP {
-		isolate(resp.Header)
+		dropCookies(resp.Header)
 		delete(resp.Trailer, "Set-Cookie")
+		isolate(c.out.Header())
 	}
 	if c.target.Idle && !c.coldCounted {
 		c.coldCounted = true
