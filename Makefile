@@ -9,8 +9,13 @@ TEST_TIMEOUT ?= 45m
 
 all: build
 
+# `sless version` reports these; build info lacks them under -buildvcs=false.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN)/sless ./cmd/sless
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sless ./cmd/sless
 
 generate:
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...

@@ -18,7 +18,7 @@ command -v go >/dev/null || { echo "make run needs go on PATH" >&2; exit 1; }
 bash hack/deps.sh python3 # the example function is Python
 
 echo "building bin/sless ..."
-go build -o bin/sless ./cmd/sless
+make --no-print-directory build
 go build -o bin/devdeploy ./hack/devdeploy
 
 pidfile="$data/sless-dev.pid"

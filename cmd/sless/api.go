@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -39,7 +38,7 @@ func init() { register("api", "the REST API and the invoke proxy, on a cluster",
 // invoke proxy at /fn/. Secrets come from files or the environment, never
 // from flags, so they are not visible in the process list.
 func runAPI(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs := newFlags("api", "sless api [flags]\n\nServe the REST API and the invoke proxy against a Kubernetes cluster.")
 	listen := fs.String("listen", ":8080", "address to serve on")
 	s3Endpoint := fs.String("s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
 	s3Bucket := fs.String("s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
@@ -75,7 +74,7 @@ func runAPI(ctx context.Context, args []string) error {
 	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *maxAge < 0 {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -31,8 +29,7 @@ type consumeOptions struct {
 // broker URL (with its password) and the credential come from the
 // environment: SLESS_AMQP_URL and SLESS_TOKEN.
 func parseConsume(args []string, getenv func(string) string) (consumeOptions, error) {
-	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n\nDeliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer).\nThe broker URL comes from $"+resources.EnvAMQPURL+", the credential from $"+resources.EnvToken+".")
 	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
 	q := fs.String("queue", "", "queue to consume")
 	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (default <queue>.dlq)")
@@ -43,7 +40,7 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 	maxBackoff := fs.Duration("max-backoff", queue.DefaultMaxBackoff, "longest retry delay")
 	timeout := fs.Duration("timeout", 0, "how long one call may take (the function's timeout plus a cold start)")
 	health := fs.String("health-addr", "", "address to serve "+resources.ConsumerReadyPath+" (200 while connected and consuming) and "+resources.ConsumerLivePath+" on, e.g. :8080")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return consumeOptions{}, err
 	}
 	if fs.NArg() > 0 {

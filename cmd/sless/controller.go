@@ -134,7 +134,7 @@ func (c *controllerFlags) validate() error {
 }
 
 func runController(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs := newFlags("controller", "sless controller [flags]\n\nRun the reconcilers of Functions, Triggers and FunctionJobs.")
 	var c controllerFlags
 	c.register(fs)
 	var plugins []ControllerSetup
@@ -150,7 +150,7 @@ func runController(ctx context.Context, args []string) error {
 	if err := bindEnv(fs, env...); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {

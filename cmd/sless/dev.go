@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,7 +50,7 @@ const defaultDevDomain = "fn.localhost"
 const devBucket = "local"
 
 func runDev(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sless dev", flag.ContinueOnError)
+	fs := newFlags("dev", "sless dev [flags]\n\nRun the REST API, the invoke path, the builder and the functions on this machine, no Kubernetes.\nThe token is written to <data-dir>/dev-token: sless login --dev --data-dir <data-dir>")
 	addr := fs.String("addr", envOr("SLESS_ADDR", "127.0.0.1:8080"), "address of the REST API and the invoke path (host:port; port 0 picks a free one)")
 	dataDir := fs.String("data-dir", envOr("SLESS_DATA_DIR", ".data"), "directory for the object store, blobs, builds and logs")
 	idle := fs.Duration("idle-timeout", 60*time.Second, "stop a function's process after this long without a call (scale to zero)")
@@ -72,8 +71,7 @@ func runDev(ctx context.Context, args []string) error {
 	fnDomain := fs.String("fn-domain", envOr("SLESS_FN_DOMAIN", defaultDevDomain), "serve each function at its own host, {name}.{namespace}.<domain>; curl and browsers resolve *.localhost to this machine without DNS; \"\" serves functions at /fn/ only")
 	bodyIdle := fs.Duration("body-idle-timeout", invoke.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408")
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

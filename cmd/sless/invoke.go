@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,8 +20,13 @@ import (
 )
 
 func init() {
-	register("invoke", "call a function through the invoke proxy as a trigger (the cron runner)", runInvoke)
+	register("cron-call", "call a function through the invoke proxy as a trigger (the cron runner)", runCronCall)
 }
+
+// cronCallSynopsis is the runner's help.
+const cronCallSynopsis = "sless cron-call --url {proxy}/fn/{namespace}/{name} --timeout D [--trigger cron|queue] [--payload JSON] [--token-file F]\n\n" +
+	"Call a function once as a trigger, with the trigger's credential from $" + resources.EnvToken + " or --token-file.\n" +
+	"It runs in a cron trigger's Jobs; it succeeds only on a 2xx answer."
 
 type invokeOptions struct {
 	invoker queue.Invoker
@@ -31,18 +34,17 @@ type invokeOptions struct {
 	payload []byte
 }
 
-// parseInvoke reads the flags and the environment of `sless invoke`. The
+// parseInvoke reads the flags and the environment of `sless cron-call`. The
 // credential and the payload come from the environment (SLESS_TOKEN,
 // SLESS_PAYLOAD) so that they stay out of the process list.
 func parseInvoke(args []string, getenv func(string) string) (invokeOptions, error) {
-	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("cron-call", cronCallSynopsis)
 	u := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
 	trig := fs.String("trigger", "cron", "trigger type the call is recorded with: cron or queue")
 	timeout := fs.Duration("timeout", 0, "how long to wait for the answer (the function's timeout plus a cold start)")
 	payload := fs.String("payload", "", "JSON body of the call (default: $"+resources.EnvPayload+")")
 	tokenFile := fs.String("token-file", "", "file holding the trigger's credential (default: $"+resources.EnvToken+")")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return invokeOptions{}, err
 	}
 	if fs.NArg() > 0 {
@@ -115,10 +117,10 @@ func triggerCalls(proxy trigger.Invoker, secret []byte, issuer, audiences string
 	return &trigger.CallHandler{Proxy: proxy, Tokens: &trigger.HS256Tokens{Secret: secret, Issuer: issuer, Audience: aud}, Triggers: triggers}
 }
 
-// runInvoke makes one call and succeeds only on a 2xx answer, so a failed
+// runCronCall makes one call and succeeds only on a 2xx answer, so a failed
 // run shows as a failed Job of the CronJob. The function's answer goes to
 // stdout (the Job's log).
-func runInvoke(ctx context.Context, args []string) error {
+func runCronCall(ctx context.Context, args []string) error {
 	o, err := parseInvoke(args, os.Getenv)
 	if err != nil {
 		return err
@@ -135,7 +137,7 @@ func runInvoke(ctx context.Context, args []string) error {
 	if !out.OK() {
 		return fmt.Errorf("%s answered %s after %v", o.invoker.URL, out, time.Since(start).Round(time.Millisecond))
 	}
-	fmt.Fprintf(os.Stderr, "sless invoke: %s answered %d after %v\n", o.invoker.URL, out.Status, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "sless cron-call: %s answered %d after %v\n", o.invoker.URL, out.Status, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -167,7 +169,7 @@ func invokeReachable(ctx context.Context, iv *queue.Invoker, c queue.Call, wait 
 			return out
 		}
 		d := min(backoff, left)
-		fmt.Fprintf(os.Stderr, "sless invoke: %s unreachable (%v); trying again in %v\n", iv.URL, out.Err, d.Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "sless cron-call: %s unreachable (%v); trying again in %v\n", iv.URL, out.Err, d.Round(time.Millisecond))
 		if err := sleep(ctx, d); err != nil {
 			out.Err = fmt.Errorf("%w (gave up waiting for %s: %w)", out.Err, iv.URL, err)
 			return out

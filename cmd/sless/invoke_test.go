@@ -23,7 +23,7 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-// TestInvokeRecordsACronRow runs `sless invoke` as a cron run's container
+// TestInvokeRecordsACronRow runs `sless cron-call` as a cron run's container
 // does, against a running invoke proxy (behind the trigger credential check)
 // recording into a real PostgreSQL, and finds the run recorded as cron.
 func TestInvokeRecordsACronRow(t *testing.T) {
@@ -80,8 +80,8 @@ func TestInvokeRecordsACronRow(t *testing.T) {
 	t.Setenv("SLESS_TOKEN", token)
 	t.Setenv("SLESS_PAYLOAD", `{"kind": "daily"}`)
 	fnURL := srv.URL + "/fn/" + ns + "/report"
-	if err := runInvoke(ctx, []string{"--url=" + fnURL, "--trigger=cron", "--timeout=20s"}); err != nil {
-		t.Fatalf("sless invoke: %v", err)
+	if err := runCronCall(ctx, []string{"--url=" + fnURL, "--trigger=cron", "--timeout=20s"}); err != nil {
+		t.Fatalf("sless cron-call: %v", err)
 	}
 	mu.Lock()
 	if len(got) != 1 || got[0]["body"] != `{"kind": "daily"}` || got[0]["path"] != "/" || got[0]["auth"] != "" || got[0]["ct"] != "application/json" {
@@ -101,8 +101,8 @@ func TestInvokeRecordsACronRow(t *testing.T) {
 		{"forged", []string{"--url=" + fnURL, "--trigger=cron", "--timeout=5s"}, token[:len(token)-4] + "AAAA"},
 	} {
 		t.Setenv("SLESS_TOKEN", tc.tok)
-		if err := runInvoke(ctx, tc.args); err == nil || !strings.Contains(err.Error(), "answered HTTP 40") {
-			t.Errorf("%s: sless invoke error %v, want a 401/403 answer", tc.name, err)
+		if err := runCronCall(ctx, tc.args); err == nil || !strings.Contains(err.Error(), "answered HTTP 40") {
+			t.Errorf("%s: sless cron-call error %v, want a 401/403 answer", tc.name, err)
 		}
 	}
 	// Two Authorization headers, the first the good credential: refused,
@@ -127,7 +127,7 @@ func TestInvokeRecordsACronRow(t *testing.T) {
 	t.Setenv("SLESS_TOKEN", token)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := runInvoke(ctx, []string{"--url=" + fnURL, "--trigger=cron", "--timeout=5s"})
+		err := runCronCall(ctx, []string{"--url=" + fnURL, "--trigger=cron", "--timeout=5s"})
 		if err != nil && strings.Contains(err.Error(), "HTTP 403") {
 			break
 		}

@@ -5,19 +5,30 @@
 //	sless api          the REST API and the invoke proxy
 //	sless dev          local mode: the whole platform on one machine
 //	sless version      print the version
+//
+// and the user's commands (login, new, deploy, list, describe, invoke,
+// history, delete; docs/cli.md).
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are stamped by `make build` with -ldflags
+// "-X main.version=... -X main.commit=..."; build info fills them otherwise.
+var (
+	version = ""
+	commit  = ""
+)
 
 type command struct {
 	summary string
@@ -31,14 +42,56 @@ func register(name, summary string, run func(ctx context.Context, args []string)
 }
 
 func init() {
-	register("version", "print the version", func(context.Context, []string) error {
-		fmt.Println(version)
+	register("version", "print the version and the commit it was built from", func(_ context.Context, args []string) error {
+		fs := newFlags("version", "sless version")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("unexpected arguments %q", fs.Args())
+		}
+		fmt.Println(versionString())
 		return nil
 	})
 }
 
+// versionString is "sless VERSION (commit C[, modified], GOVERSION)": the
+// stamped values first, then the build info's module version and VCS
+// stamps (absent with -buildvcs=false or outside a checkout).
+func versionString() string {
+	v, c, modified := version, commit, false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if c == "" {
+					c = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	if modified {
+		c += ", modified"
+	}
+	return fmt.Sprintf("sless %s (commit %s, %s)", v, c, runtime.Version())
+}
+
+// errSilent fails a command whose message is printed already.
+var errSilent = errors.New("failed")
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: sless <command> [flags]\n\ncommands:")
+	fmt.Fprintln(os.Stderr, "usage: sless <command> [flags]   (sless <command> -h for its help)\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
@@ -50,9 +103,18 @@ func usage() {
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
+	}
+	if a := os.Args[1]; a == "-h" || a == "--help" || a == "help" {
+		if len(os.Args) > 2 && a == "help" {
+			// `sless help deploy` is `sless deploy -h`.
+			os.Args = []string{os.Args[0], os.Args[2], "-h"}
+		} else {
+			usage()
+			os.Exit(0)
+		}
 	}
 	cmd, ok := commands[os.Args[1]]
 	if !ok {
@@ -62,8 +124,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "sless %s: %v\n", os.Args[1], err)
+	err := cmd.run(ctx, os.Args[2:])
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errSilent):
+		os.Exit(1)
+	default:
+		fmt.Fprintf(os.Stderr, "sless %s: %s\n", os.Args[1], describeErr(err))
 		os.Exit(1)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
-// The reconciler writes the command lines and environment of `sless invoke`
+// The reconciler writes the command lines and environment of `sless cron-call`
 // and `sless consume`; these tests hold the builders and the commands to one
 // another, so a renamed flag fails here and not in a cluster.
 func containerEnv(c corev1.Container, secrets map[string]string) func(string) string {
@@ -34,7 +34,7 @@ func containerEnv(c corev1.Container, secrets map[string]string) func(string) st
 	}
 }
 
-func TestCronJobRunsSlessInvoke(t *testing.T) {
+func TestCronJobRunsSlessCronCall(t *testing.T) {
 	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: "ns"}, Spec: slessv1alpha1.FunctionSpec{TimeoutSeconds: ptr.To[int32](30)}}
 	tr := &slessv1alpha1.Trigger{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"},
@@ -43,16 +43,16 @@ func TestCronJobRunsSlessInvoke(t *testing.T) {
 	}
 	cj := resources.MakeCronJob(tr, fn, resources.Config{Image: "sless", InvokeURL: "http://sless-api.sless-system.svc"})
 	c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
-	if c.Args[0] != "invoke" || commands["invoke"].run == nil {
-		t.Fatalf("the CronJob runs %q, not a registered sless invoke", c.Args[0])
+	if c.Args[0] != "cron-call" || commands["cron-call"].run == nil {
+		t.Fatalf("the CronJob runs %q, not a registered sless cron-call", c.Args[0])
 	}
 	o, err := parseInvoke(c.Args[1:], containerEnv(c, map[string]string{"nightly-trigger-token/token": "tok"}))
 	if err != nil {
-		t.Fatalf("sless invoke refuses the CronJob's command line: %v", err)
+		t.Fatalf("sless cron-call refuses the CronJob's command line: %v", err)
 	}
 	if o.invoker.URL != "http://sless-api.sless-system.svc/fn/ns/report" || o.trigger != "cron" || o.invoker.Token != "tok" ||
 		string(o.payload) != `{"a":1}` || o.invoker.Timeout != 90*time.Second {
-		t.Errorf("sless invoke would run with %+v", o)
+		t.Errorf("sless cron-call would run with %+v", o)
 	}
 }
 

@@ -30,7 +30,7 @@ type Invoker interface {
 
 // CallHandler serves /fn/{namespace}/{name}[/*path] in front of the invoke
 // proxy. A request with the X-Sless-Trigger header is a trigger's call
-// (`sless invoke` from a cron run, `sless consume` for a queue message): its
+// (`sless cron-call` from a cron run, `sless consume` for a queue message): its
 // bearer token must be a credential issued to a trigger of that type, for
 // that namespace and function, and the trigger must still exist with the
 // same UID and be enabled. Such a call reaches the function whatever its

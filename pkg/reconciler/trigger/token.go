@@ -16,7 +16,7 @@ import (
 // a quarter of its life is left, and the Pods read it from the Secret on start.
 const DefaultTokenLifetime = 90 * 24 * time.Hour
 
-// TokenIssuer mints the credential a trigger's caller (`sless invoke`,
+// TokenIssuer mints the credential a trigger's caller (`sless cron-call`,
 // `sless consume`) presents to the invoke proxy.
 type TokenIssuer interface {
 	IssueTriggerToken(t *slessv1alpha1.Trigger) (token string, expires time.Time, err error)

@@ -31,7 +31,7 @@ const (
 	ManagedBy      = "sless"
 )
 
-// Environment of the `sless invoke` and `sless consume` containers. The
+// Environment of the `sless cron-call` and `sless consume` containers. The
 // credential comes from the trigger's token Secret, the AMQP URL from the
 // user's connection Secret; neither is written into the pod spec.
 const (
@@ -150,7 +150,7 @@ func callerPodSpec(cfg Config, name string, args []string, env []corev1.EnvVar) 
 }
 
 // MakeCronJob builds the CronJob of a cron trigger. Its one container runs
-// `sless invoke`, which calls the function through the invoke proxy with the
+// `sless cron-call`, which calls the function through the invoke proxy with the
 // trigger's credential, so the run is recorded like any call (trigger=cron).
 // A disabled trigger suspends the CronJob; a run is never retried by the Job
 // (backoffLimit 0): a second call of a function with side effects is the
@@ -166,7 +166,7 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Confi
 		deadline = ptr.To[int64](DefaultStartingDeadlineSeconds)
 	}
 	args := []string{
-		"invoke",
+		"cron-call",
 		"--url=" + FunctionURL(cfg.InvokeURL, t.Namespace, t.Spec.Function),
 		"--trigger=" + string(slessv1alpha1.TriggerTypeCron),
 		"--timeout=" + strconv.Itoa(int(timeout)+StartupAllowanceSeconds) + "s",

@@ -82,7 +82,7 @@ func TestMakeCronJob(t *testing.T) {
 								RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](5),
 								AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false), SecurityContext: podSecurity(),
 								Containers: []corev1.Container{callerContainer("invoke",
-									[]string{"invoke", "--url=http://sless-api.sless-system.svc/fn/tenant-a/report", "--trigger=cron", "--timeout=105s"},
+									[]string{"cron-call", "--url=http://sless-api.sless-system.svc/fn/tenant-a/report", "--trigger=cron", "--timeout=105s"},
 									[]corev1.EnvVar{tokenEnvVar})},
 							},
 						},

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+func init() {
+	register("invoke", "call a function and print its answer", func(ctx context.Context, args []string) error {
+		if cronCallArgs(args) {
+			return runCronCall(ctx, args)
+		}
+		return runInvoke(ctx, os.Stdout, os.Stderr, os.Stdin, os.Getenv, args)
+	})
+}
+
+// cronCallArgs tells the command line of a cron runner, which sless
+// controllers before cron-call existed wrote into CronJobs as `sless invoke
+// --url=…`: those keep running until the controller rewrites them. The
+// user's invoke has no --url.
+func cronCallArgs(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if f := strings.TrimLeft(a, "-"); a != f && (f == "url" || strings.HasPrefix(f, "url=")) {
+			return true
+		}
+	}
+	return false
+}
+
+const invokeSynopsis = `sless invoke NAME [-n NAMESPACE] [-d JSON | -d @FILE | -d @-] [-X METHOD] [-H 'Key: value']... [--path /sub?q=1] [-i]
+
+Call the function through the invoke path and print its answer's body.
+-i prints the status line and headers first. The exit status is 1 when sless
+itself answered with an error (X-Sless-Error: no capacity, a timeout, a
+failed build), with its problem on stderr; a function's own error answers
+print and exit 0 unless --fail is given.`
+
+type invokeCallOptions struct {
+	name, ns string
+	call     client.Call
+	include  bool
+	fail     bool
+}
+
+func parseInvokeCall(args []string, stdin io.Reader) (invokeCallOptions, error) {
+	fs := newFlags("invoke", invokeSynopsis)
+	var o invokeCallOptions
+	var c common
+	c.register(fs, false)
+	data := fs.String("d", "", "request body: JSON, @FILE or @- for stdin (sent as application/json unless -H sets Content-Type)")
+	method := fs.String("X", "", "HTTP method (default: POST with -d, GET without)")
+	var headers stringList
+	fs.Var(&headers, "H", "request header 'Key: value' (repeatable)")
+	fs.StringVar(&o.call.Path, "path", "", "path and query after the function's URL, e.g. /items?limit=2")
+	fs.BoolVar(&o.include, "i", false, "print the status line and headers before the body")
+	fs.BoolVar(&o.fail, "fail", false, "exit 1 on any status of 400 or more, the function's own too")
+	name, err := onePositional(fs, args)
+	if err != nil {
+		return o, err
+	}
+	o.name, o.ns = name, c.ns
+	var errs []error
+	o.call.Header = http.Header{}
+	for _, h := range headers {
+		k, v, ok := strings.Cut(h, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			errs = append(errs, fmt.Errorf("-H %q: want 'Key: value'", h))
+			continue
+		}
+		o.call.Header.Add(k, strings.TrimSpace(v))
+	}
+	if *method != "" {
+		m := strings.ToUpper(*method)
+		if strings.ContainsFunc(m, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+			errs = append(errs, fmt.Errorf("-X %q is not an HTTP method", *method))
+		}
+		o.call.Method = m
+	}
+	if isSet(fs, "d") {
+		body, err := readData(*data, stdin)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			if o.call.Header.Get("Content-Type") == "" && !json.Valid(body) {
+				errs = append(errs, errors.New("-d is not valid JSON; set -H 'Content-Type: …' to send other data"))
+			}
+			o.call.Body = body
+		}
+	}
+	if o.call.Path != "" && !strings.HasPrefix(o.call.Path, "/") {
+		errs = append(errs, fmt.Errorf("--path %q must start with /", o.call.Path))
+	}
+	return o, errors.Join(errs...)
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// readData is -d's body: the text itself, @FILE's content or @- stdin.
+func readData(d string, stdin io.Reader) ([]byte, error) {
+	switch {
+	case d == "@-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("-d @-: reading stdin: %w", err)
+		}
+		return b, nil
+	case strings.HasPrefix(d, "@"):
+		b, err := os.ReadFile(d[1:])
+		if err != nil {
+			return nil, fmt.Errorf("-d: %w", err)
+		}
+		return b, nil
+	}
+	return []byte(d), nil
+}
+
+func runInvoke(ctx context.Context, stdout, stderr io.Writer, stdin io.Reader, getenv func(string) string, args []string) error {
+	o, err := parseInvokeCall(args, stdin)
+	if err != nil {
+		return err
+	}
+	s, err := connect(ctx, getenv, o.ns)
+	if err != nil {
+		return err
+	}
+	ans, err := s.api.Invoke(ctx, s.ns, o.name, o.call)
+	if err != nil {
+		return err
+	}
+	if o.include {
+		fmt.Fprintf(stdout, "HTTP %d %s\n", ans.Status, http.StatusText(ans.Status))
+		keys := make([]string, 0, len(ans.Header))
+		for k := range ans.Header {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			for _, v := range ans.Header[k] {
+				fmt.Fprintf(stdout, "%s: %s\n", k, v)
+			}
+		}
+		fmt.Fprintln(stdout)
+	}
+	if ans.SlessError() {
+		if o.include {
+			writeBody(stdout, ans.Body)
+		}
+		fmt.Fprintf(stderr, "sless invoke: %s\n", problemLine(ans))
+		return errSilent
+	}
+	writeBody(stdout, ans.Body)
+	if o.fail && ans.Status >= 400 {
+		fmt.Fprintf(stderr, "sless invoke: the function answered %d %s\n", ans.Status, http.StatusText(ans.Status))
+		return errSilent
+	}
+	return nil
+}
+
+// writeBody ends the body with a line break, so the shell's prompt does
+// not follow it on the same line.
+func writeBody(w io.Writer, b []byte) {
+	w.Write(b)
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		fmt.Fprintln(w)
+	}
+}
+
+// problemLine is the one-line form of a problem+json answer sless made.
+func problemLine(a *client.Answer) string {
+	var p struct {
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+	}
+	_ = json.Unmarshal(a.Body, &p)
+	line := fmt.Sprintf("%d %s", a.Status, http.StatusText(a.Status))
+	if p.Title != "" && !strings.EqualFold(p.Title, http.StatusText(a.Status)) {
+		line += ": " + p.Title
+	}
+	if p.Detail != "" {
+		line += ": " + p.Detail
+	}
+	if r := a.Header.Get(client.ErrorHeader); r != "" {
+		line += " (" + r + ")"
+	}
+	return line
+}

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+func init() {
+	register("deploy", "upload a folder as a function's code, create or update it, wait until it is Ready", func(ctx context.Context, args []string) error {
+		return runDeploy(ctx, os.Stdout, os.Stderr, os.Getenv, args)
+	})
+}
+
+const (
+	manifestName = "sless.yaml"
+	ignoreFile   = ".slessignore"
+)
+
+const deploySynopsis = `sless deploy [DIR] [-n NAMESPACE] [--name N] [--runtime R] [--entrypoint E] [--no-wait]
+
+Zip DIR (default .), leaving out .git, __pycache__, node_modules, .venv and
+the patterns of DIR/.slessignore; upload it; create the function or update
+its code; wait until it is Ready, showing its phase, and print its URL.
+DIR/sless.yaml names the function (name, runtime, entrypoint; optional
+memoryMB, timeoutSeconds, env); flags override it.`
+
+// manifest is sless.yaml.
+type manifest struct {
+	Name           string            `json:"name"`
+	Runtime        string            `json:"runtime"`
+	Entrypoint     string            `json:"entrypoint"`
+	MemoryMB       *int32            `json:"memoryMB,omitempty"`
+	TimeoutSeconds *int32            `json:"timeoutSeconds,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+}
+
+// defaultIgnores never go up: tool state, caches and dependencies the
+// build installs itself.
+var defaultIgnores = []string{".git", ".hg", ".svn", ".DS_Store", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", manifestName, ignoreFile}
+
+type deployOptions struct {
+	dir     string
+	ns      string
+	m       manifest
+	wait    bool
+	timeout time.Duration
+}
+
+func parseDeploy(args []string) (deployOptions, error) {
+	fs := newFlags("deploy", deploySynopsis)
+	var ns string
+	fs.StringVar(&ns, "n", "", "namespace (default: the login's)")
+	fs.StringVar(&ns, "namespace", "", "namespace (default: the login's)")
+	name := fs.String("name", "", "function name (default: sless.yaml's name)")
+	rt := fs.String("runtime", "", "runtime: python3.12, nodejs22 or go1.24 (default: sless.yaml's)")
+	ep := fs.String("entrypoint", "", "handler, e.g. main.handler (default: sless.yaml's)")
+	noWait := fs.Bool("no-wait", false, "do not wait for Ready")
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for Ready")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return deployOptions{}, err
+	}
+	if len(pos) > 1 {
+		return deployOptions{}, fmt.Errorf("one DIR, got %q", pos)
+	}
+	o := deployOptions{dir: ".", ns: ns, wait: !*noWait, timeout: *timeout}
+	if len(pos) == 1 {
+		o.dir = pos[0]
+	}
+	if *timeout <= 0 {
+		return deployOptions{}, errors.New("--timeout must be positive")
+	}
+	st, err := os.Stat(o.dir)
+	if err != nil {
+		return deployOptions{}, fmt.Errorf("DIR: %w", err)
+	}
+	if !st.IsDir() {
+		return deployOptions{}, fmt.Errorf("DIR %s is not a folder", o.dir)
+	}
+	b, err := os.ReadFile(filepath.Join(o.dir, manifestName))
+	switch {
+	case err == nil:
+		if err := yaml.UnmarshalStrict(b, &o.m); err != nil {
+			return deployOptions{}, fmt.Errorf("%s: %w", filepath.Join(o.dir, manifestName), err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return deployOptions{}, err
+	}
+	for p, v := range map[*string]string{&o.m.Name: *name, &o.m.Runtime: *rt, &o.m.Entrypoint: *ep} {
+		if v != "" {
+			*p = v
+		}
+	}
+	var errs []error
+	if o.m.Name == "" {
+		errs = append(errs, fmt.Errorf("no function name: give --name or write name: in %s (sless new makes one)", filepath.Join(o.dir, manifestName)))
+	} else if msgs := validation.IsDNS1123Label(o.m.Name); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("name %q: %s", o.m.Name, strings.Join(msgs, "; ")))
+	}
+	if o.m.Runtime == "" {
+		errs = append(errs, errors.New("no runtime: give --runtime or write runtime: in "+manifestName))
+	}
+	if o.m.Entrypoint == "" {
+		errs = append(errs, errors.New("no entrypoint: give --entrypoint or write entrypoint: in "+manifestName))
+	}
+	if len(errs) > 0 {
+		return deployOptions{}, errors.Join(errs...)
+	}
+	return o, nil
+}
+
+func runDeploy(ctx context.Context, stdout, stderr io.Writer, getenv func(string) string, args []string) error {
+	o, err := parseDeploy(args)
+	if err != nil {
+		return err
+	}
+	s, err := connect(ctx, getenv, o.ns)
+	if err != nil {
+		return err
+	}
+	zipped, n, err := zipDir(o.dir)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s holds no files to upload", o.dir)
+	}
+	fmt.Fprintf(stderr, "Uploading %s (%d files, %s) as %s/%s ...\n", o.dir, n, byteSize(len(zipped)), s.ns, o.m.Name)
+	up, err := s.api.PutSource(ctx, s.ns, o.m.Name, zipped, client.WithRuntime(o.m.Runtime), client.WithEntrypoint(o.m.Entrypoint))
+	if err != nil {
+		return err
+	}
+	fn := up.Function
+	if fn == nil {
+		// The upload stored the archive; the Function is made with it.
+		fn, err = s.api.CreateFunction(ctx, &slessv1alpha1.Function{
+			ObjectMeta: metav1.ObjectMeta{Name: o.m.Name, Namespace: s.ns},
+			Spec:       o.m.spec(slessv1alpha1.FunctionSource{Archive: &up.Archive}),
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "Created function %s.\n", o.m.Name)
+	} else {
+		if p := o.m.patch(fn); p != nil {
+			if fn, err = s.api.PatchFunction(ctx, s.ns, o.m.Name, p); err != nil {
+				return err
+			}
+		}
+		if up.Changed {
+			fmt.Fprintf(stderr, "Updated function %s.\n", o.m.Name)
+		} else {
+			fmt.Fprintf(stderr, "Function %s already has this code.\n", o.m.Name)
+		}
+	}
+	if !o.wait {
+		fmt.Fprintf(stdout, "%s\n", fn.Status.URL)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	fn, err = waitReady(wctx, s, o.m.Name, newProgress(stderr))
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("not Ready after %v; see sless describe %s", o.timeout, o.m.Name)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", fn.Status.URL)
+	return nil
+}
+
+// spec is the Function the manifest describes, with the given source.
+func (m manifest) spec(src slessv1alpha1.FunctionSource) slessv1alpha1.FunctionSpec {
+	return slessv1alpha1.FunctionSpec{Runtime: m.Runtime, Entrypoint: m.Entrypoint, Source: src,
+		MemoryMB: m.MemoryMB, TimeoutSeconds: m.TimeoutSeconds, Env: m.envVars()}
+}
+
+func (m manifest) envVars() []slessv1alpha1.EnvVar {
+	keys := make([]string, 0, len(m.Env))
+	for k := range m.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var env []slessv1alpha1.EnvVar
+	for _, k := range keys {
+		env = append(env, slessv1alpha1.EnvVar{Name: k, Value: m.Env[k]})
+	}
+	return env
+}
+
+// patch is the merge patch that brings fn to the manifest's settings
+// besides the code (the upload set those), or nil when it has them.
+func (m manifest) patch(fn *slessv1alpha1.Function) map[string]any {
+	spec := map[string]any{}
+	if m.MemoryMB != nil && (fn.Spec.MemoryMB == nil || *fn.Spec.MemoryMB != *m.MemoryMB) {
+		spec["memoryMB"] = *m.MemoryMB
+	}
+	if m.TimeoutSeconds != nil && (fn.Spec.TimeoutSeconds == nil || *fn.Spec.TimeoutSeconds != *m.TimeoutSeconds) {
+		spec["timeoutSeconds"] = *m.TimeoutSeconds
+	}
+	if m.Env != nil {
+		want := m.envVars()
+		same := len(want) == len(fn.Spec.Env)
+		for i := 0; same && i < len(want); i++ {
+			same = fn.Spec.Env[i].Name == want[i].Name && fn.Spec.Env[i].Value == want[i].Value && fn.Spec.Env[i].ValueFrom == nil
+		}
+		if !same {
+			spec["env"] = want
+		}
+	}
+	if len(spec) == 0 {
+		return nil
+	}
+	return map[string]any{"spec": spec}
+}
+
+// zipDir zips dir's regular files under their slash paths, in a stable
+// order, with their permission bits (an executable stays one).
+func zipDir(dir string) ([]byte, int, error) {
+	ignores, err := readIgnores(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	var files []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if ignored(ignores, rel, d.Name()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	sort.Strings(files)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, rel := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		h := &zip.FileHeader{Name: rel, Method: zip.Deflate}
+		h.SetMode(st.Mode().Perm())
+		w, err := zw.CreateHeader(h)
+		if err != nil {
+			return nil, 0, err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		_, err = io.Copy(w, f)
+		f.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("zipping %s: %w", rel, err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, 0, err
+	}
+	return buf.Bytes(), len(files), nil
+}
+
+func readIgnores(dir string) ([]string, error) {
+	pats := append([]string(nil), defaultIgnores...)
+	f, err := os.Open(filepath.Join(dir, ignoreFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return pats, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		p := strings.TrimSpace(sc.Text())
+		if p == "" || strings.HasPrefix(p, "#") {
+			continue
+		}
+		if strings.HasPrefix(p, "!") {
+			return nil, fmt.Errorf("%s:%d: negated patterns (%q) are not supported", ignoreFile, line, p)
+		}
+		p = strings.Trim(p, "/")
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("%s:%d: bad pattern %q: %w", ignoreFile, line, p, err)
+		}
+		pats = append(pats, p)
+	}
+	return pats, sc.Err()
+}
+
+// ignored matches a pattern with a slash against the whole relative path,
+// one without against the base name at any depth (as .gitignore does).
+func ignored(pats []string, rel, base string) bool {
+	for _, p := range pats {
+		target := base
+		if strings.Contains(p, "/") {
+			target = rel
+		}
+		if ok, _ := path.Match(p, target); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReady polls the Function until its current generation is Ready (with
+// a URL) or Failed, reporting each new state to progress.
+func waitReady(ctx context.Context, s *session, name string, progress func(*slessv1alpha1.Function)) (*slessv1alpha1.Function, error) {
+	tick := time.NewTicker(400 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		fn, err := s.api.GetFunction(ctx, s.ns, name)
+		if err != nil {
+			return nil, err
+		}
+		progress(fn)
+		if fn.IsReady() && fn.Status.URL != "" {
+			progress(nil)
+			return fn, nil
+		}
+		if reason, msg, failed := fn.Failure(); failed {
+			progress(nil)
+			return nil, fmt.Errorf("function %s failed (%s): %s", name, reason, msg)
+		}
+		select {
+		case <-ctx.Done():
+			progress(nil)
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// newProgress returns a reporter of a Function's state: on a terminal one
+// line rewritten in place, otherwise a line per change. nil ends the line.
+func newProgress(w io.Writer) func(*slessv1alpha1.Function) {
+	tty := isTerminal(w)
+	last := ""
+	start := time.Now()
+	return func(fn *slessv1alpha1.Function) {
+		if fn == nil {
+			if tty && last != "" {
+				fmt.Fprintln(w)
+			}
+			return
+		}
+		line := stateLine(fn)
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s (%ds)", line, int(time.Since(start).Seconds()))
+		} else if line != last {
+			fmt.Fprintln(w, line)
+		}
+		last = line
+	}
+}
+
+// stateLine is "Building  SourceReady ✓  BuildSucceeded …  ServiceReady …: message".
+func stateLine(fn *slessv1alpha1.Function) string {
+	phase := string(fn.Status.Phase)
+	if phase == "" || fn.Status.ObservedGeneration != fn.Generation {
+		phase = "Pending"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-9s", phase)
+	var msg string
+	for _, t := range []string{"SourceReady", "BuildSucceeded", "ServiceReady"} {
+		mark := "…"
+		if c := meta.FindStatusCondition(fn.Status.Conditions, t); c != nil {
+			switch c.Status {
+			case metav1.ConditionTrue:
+				mark = "✓"
+			case metav1.ConditionFalse:
+				mark = "✗"
+				if msg == "" {
+					msg = c.Message
+				}
+			}
+		}
+		fmt.Fprintf(&b, "  %s %s", t, mark)
+	}
+	if msg == "" {
+		if c := meta.FindStatusCondition(fn.Status.Conditions, "Ready"); c != nil && c.Status != metav1.ConditionTrue {
+			msg = c.Message
+		}
+	}
+	if msg != "" {
+		if len(msg) > 100 {
+			msg = msg[:100] + "…"
+		}
+		b.WriteString(": " + msg)
+	}
+	return b.String()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
