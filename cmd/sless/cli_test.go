@@ -1,0 +1,258 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/sless-dev/sless/pkg/client"
+)
+
+// noEnv is an environment with nothing set.
+func noEnv(string) string { return "" }
+
+// Every bad input of the user's commands is refused before any call, with
+// a message naming it.
+func TestCLIRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	fn := filepath.Join(dir, "fn")
+	os.MkdirAll(fn, 0o755)
+	os.WriteFile(filepath.Join(fn, manifestName), []byte("name: ok\nruntime: python3.12\nentrypoint: main.handler\n"), 0o644)
+	badManifest := filepath.Join(dir, "badmanifest")
+	os.MkdirAll(badManifest, 0o755)
+	os.WriteFile(filepath.Join(badManifest, manifestName), []byte("name: ok\nruntme: python3.12\n"), 0o644)
+	noManifest := filepath.Join(dir, "nomanifest")
+	os.MkdirAll(noManifest, 0o755)
+	aFile := filepath.Join(fn, manifestName)
+	emptyToken := filepath.Join(dir, "empty-token")
+	os.WriteFile(emptyToken, []byte("\n"), 0o600)
+	ctx := context.Background()
+	run := map[string]func(args []string) error{
+		"login":    func(a []string) error { _, err := parseLogin(a, noEnv); return err },
+		"new":      func(a []string) error { _, _, _, err := parseNew(a); return err },
+		"deploy":   func(a []string) error { _, err := parseDeploy(a); return err },
+		"invoke":   func(a []string) error { _, err := parseInvokeCall(a, strings.NewReader("")); return err },
+		"list":     func(a []string) error { return runList(ctx, &bytes.Buffer{}, noEnv, a) },
+		"describe": func(a []string) error { return runDescribe(ctx, &bytes.Buffer{}, noEnv, a) },
+		"history":  func(a []string) error { return runHistory(ctx, &bytes.Buffer{}, noEnv, a) },
+		"delete":   func(a []string) error { return runDelete(ctx, &bytes.Buffer{}, noEnv, a) },
+		"version":  func(a []string) error { return commands["version"].run(ctx, a) },
+	}
+	cases := []struct {
+		cmd  string
+		args []string
+		want string
+	}{
+		{"login", nil, "--server is required"},
+		{"login", []string{"--server", "http://x"}, "--token or --token-file is required"},
+		{"login", []string{"--server", "http://x", "--token", "a", "--token-file", "b"}, "not both"},
+		{"login", []string{"--server", "http://x", "--token-file", filepath.Join(dir, "missing")}, "--token-file: open"},
+		{"login", []string{"--server", "http://x", "--token-file", emptyToken}, "is empty"},
+		{"login", []string{"--dev", "--data-dir", dir}, "no dev token at " + filepath.Join(dir, "dev-token") + ": start sless dev"},
+		{"login", []string{"--dev", "--token", "x"}, "--dev reads the token"},
+		{"login", []string{"--data-dir", dir}, "--data-dir goes with --dev"},
+		{"login", []string{"--server", "http://x", "--token", "t", "extra"}, "unexpected arguments"},
+		{"login", []string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{"new", []string{"hello"}, "--lang is required"},
+		{"new", []string{"--lang", "cobol", "hello"}, `--lang "cobol": want python, node or go`},
+		{"new", []string{"--lang", "python"}, "NAME is required"},
+		{"new", []string{"--lang", "python", "a", "b"}, "one NAME"},
+		{"new", []string{"--lang", "python", "Hello_World"}, `NAME "Hello_World"`},
+		{"deploy", []string{filepath.Join(dir, "missing")}, "DIR: stat"},
+		{"deploy", []string{aFile}, "is not a folder"},
+		{"deploy", []string{fn, fn}, "one DIR"},
+		{"deploy", []string{badManifest}, `unknown field "runtme"`},
+		{"deploy", []string{noManifest}, "no function name"},
+		{"deploy", []string{noManifest, "--name", "x"}, "no runtime"},
+		{"deploy", []string{fn, "--name", "Bad_Name"}, `name "Bad_Name"`},
+		{"deploy", []string{fn, "--timeout", "0s"}, "--timeout must be positive"},
+		{"invoke", nil, "NAME is required"},
+		{"invoke", []string{"a", "b"}, "one NAME"},
+		{"invoke", []string{"f", "-d", "{not json"}, "-d is not valid JSON"},
+		{"invoke", []string{"f", "-d", "@" + filepath.Join(dir, "missing.json")}, "-d: open"},
+		{"invoke", []string{"f", "-H", "NoColon"}, `-H "NoColon": want 'Key: value'`},
+		{"invoke", []string{"f", "-H", "Bad Key: v"}, `want 'Key: value'`},
+		{"invoke", []string{"f", "-X", "GET/1"}, "is not an HTTP method"},
+		{"invoke", []string{"f", "--path", "x"}, "must start with /"},
+		{"list", []string{"extra"}, "unexpected arguments"},
+		{"list", []string{"-o", "xml"}, `-o "xml": want json or yaml`},
+		{"list", nil, "not logged in: run sless login"},
+		{"describe", nil, "NAME is required"},
+		{"describe", []string{"f", "-o", "wide"}, `-o "wide"`},
+		{"history", []string{"f", "--limit", "0"}, "--limit must be between 1 and 1000"},
+		{"history", []string{"f", "--limit", "5000"}, "--limit must be between 1 and 1000"},
+		{"history", []string{"f", "--since", "-1h"}, "--since must not be negative"},
+		{"history", []string{"f", "--since", "yesterday"}, `invalid value "yesterday"`},
+		{"delete", []string{"f", "g"}, "one NAME"},
+		{"delete", []string{"f", "--timeout", "-1s"}, "--timeout must be positive"},
+		{"delete", []string{"f"}, "not logged in"},
+		{"version", []string{"now"}, "unexpected arguments"},
+	}
+	t.Setenv(envConfig, filepath.Join(dir, "no-config"))
+	for _, c := range cases {
+		t.Run(c.cmd+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			err := run[c.cmd](c.args)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("sless %s %q: %v, want an error with %q", c.cmd, c.args, err, c.want)
+			}
+		})
+	}
+}
+
+// Flags go anywhere among the positionals, as with kubectl.
+func TestCLIParsesFlagsAfterNames(t *testing.T) {
+	o, err := parseInvokeCall([]string{"hello", "-d", `{"a":1}`, "-X", "put", "-H", "X-A: 1", "-H", "X-A: 2", "--path", "/p?q=1", "-i", "-n", "team"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.name != "hello" || o.ns != "team" || o.call.Method != "PUT" || string(o.call.Body) != `{"a":1}` ||
+		strings.Join(o.call.Header.Values("X-A"), ",") != "1,2" || o.call.Path != "/p?q=1" || !o.include {
+		t.Fatalf("parsed %+v", o)
+	}
+	o, err = parseInvokeCall([]string{"-d", "@-", "hello"}, strings.NewReader(`[1]`))
+	if err != nil || string(o.call.Body) != "[1]" {
+		t.Fatalf("-d @-: %q, %v", o.call.Body, err)
+	}
+	o, err = parseInvokeCall([]string{"hello", "-H", "Content-Type: text/plain", "-d", "plain words"}, nil)
+	if err != nil || string(o.call.Body) != "plain words" {
+		t.Fatalf("a text body with its Content-Type: %q, %v", o.call.Body, err)
+	}
+	pos, err := parseInterleaved(newFlags("t", "t"), []string{"--", "-n"})
+	if err != nil || len(pos) != 1 || pos[0] != "-n" {
+		t.Fatalf("after --: %q, %v", pos, err)
+	}
+}
+
+// `sless invoke --url=…` is a cron run of a CronJob an older controller
+// wrote; anything else is the user's invoke.
+func TestInvokeTellsTheCronRunner(t *testing.T) {
+	for args, want := range map[string]bool{
+		"--url=http://x/fn/a/b --trigger=cron --timeout=90s": true,
+		"-url http://x/fn/a/b":                               true,
+		"hello -d {}":                                        false,
+		"hello --path /url":                                  false,
+		"hello -- --url":                                     false,
+	} {
+		if got := cronCallArgs(strings.Fields(args)); got != want {
+			t.Errorf("cronCallArgs(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+// An API problem reads as one line: status, title, detail, field errors.
+func TestDescribeErr(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{&client.Error{Status: 404, Title: "Not Found", Detail: `function "x" not found`}, `404 Not Found: function "x" not found`},
+		{&client.Error{Status: 400, Title: "Invalid Function", Detail: "the spec is invalid",
+			Fields: []client.FieldError{{Field: "spec.memoryMB", Detail: "must be at least 64"}}},
+			"400 Bad Request: Invalid Function: the spec is invalid; spec.memoryMB: must be at least 64"},
+		{&client.Error{Status: 401, Detail: "token expired"}, "401 Unauthorized: token expired (log in again: sless login)"},
+		{fmt.Errorf("wrapped: %w", &client.Error{Status: 503}), "503 Service Unavailable"},
+		{errors.New("plain"), "plain"},
+	}
+	for _, c := range cases {
+		if got := describeErr(c.err); got != c.want {
+			t.Errorf("describeErr(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// The upload leaves out tool state, dependencies the build installs and
+// .slessignore's patterns, and keeps an executable's mode.
+func TestZipDirIgnores(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"main.py": "x", "lib/util.py": "x", "run.sh": "x", manifestName: "x", ignoreFile: "# comment\nsecrets/\n*.log\ndocs/draft.md\n",
+		".git/HEAD": "x", "__pycache__/main.cpython-312.pyc": "x", "lib/__pycache__/u.pyc": "x", "node_modules/a/index.js": "x",
+		"secrets/key": "x", "debug.log": "x", "lib/trace.log": "x", "docs/draft.md": "x", "docs/keep.md": "x",
+	}
+	for f, body := range files {
+		p := filepath.Join(dir, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(body), 0o644)
+	}
+	os.Chmod(filepath.Join(dir, "run.sh"), 0o755)
+	b, n, err := zipDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+		if f.Name == "run.sh" && f.Mode().Perm() != 0o755 {
+			t.Errorf("run.sh has mode %v in the zip, want 0755", f.Mode().Perm())
+		}
+	}
+	sort.Strings(names)
+	want := []string{"docs/keep.md", "lib/util.py", "main.py", "run.sh"}
+	if strings.Join(names, " ") != strings.Join(want, " ") || n != len(want) {
+		t.Fatalf("zipped %q, want %q", names, want)
+	}
+	os.WriteFile(filepath.Join(dir, ignoreFile), []byte("!keep\n"), 0o644)
+	if _, _, err := zipDir(dir); err == nil || !strings.Contains(err.Error(), "negated patterns") {
+		t.Fatalf("a negated pattern: %v, want refused", err)
+	}
+}
+
+// The login file is the user's alone; the environment overrides it.
+func TestLoginConfigFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sless")
+	path := filepath.Join(dir, "config")
+	if err := writeConfig(path, &loginConfig{Server: "http://127.0.0.1:1", Token: "secret", Namespace: "team"}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != want {
+			t.Fatalf("%s: mode %v (%v), want %v", p, st.Mode().Perm(), err, want)
+		}
+	}
+	env := map[string]string{envConfig: path}
+	getenv := func(k string) string { return env[k] }
+	s, err := connect(context.Background(), getenv, "")
+	if err != nil || s.ns != "team" || s.api.Endpoint() != "http://127.0.0.1:1" {
+		t.Fatalf("from the file: %+v, %v", s, err)
+	}
+	if s, err = connect(context.Background(), getenv, "other"); err != nil || s.ns != "other" {
+		t.Fatalf("-n: %+v, %v", s, err)
+	}
+	env[envServer], env[envNamespace] = "http://127.0.0.1:2", "ci"
+	if s, err = connect(context.Background(), getenv, ""); err != nil || s.ns != "ci" || s.api.Endpoint() != "http://127.0.0.1:2" {
+		t.Fatalf("$SLESS_SERVER and $SLESS_NAMESPACE: %+v, %v", s, err)
+	}
+	os.WriteFile(path, []byte("{"), 0o600)
+	if _, err := connect(context.Background(), func(k string) string { return map[string]string{envConfig: path}[k] }, ""); err == nil ||
+		!strings.Contains(err.Error(), "is not a sless login") {
+		t.Fatalf("a broken file: %v", err)
+	}
+}
+
+// -h and --help print the command's usage and flags and are no error to
+// main (exit 0).
+func TestHelpIsNoError(t *testing.T) {
+	var out bytes.Buffer
+	helpOut = &out
+	defer func() { helpOut = os.Stdout }()
+	fs := newFlags("list", listSynopsis)
+	var c common
+	c.register(fs, true)
+	err := parseFlags(fs, []string{"--help"})
+	if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(out.String(), "usage: sless list") || !strings.Contains(out.String(), "-output") {
+		t.Fatalf("--help: %v, printed %q", err, out.String())
+	}
+}
