@@ -56,4 +56,6 @@ sless dev keeps running (pid $pid): REST API at $base/v1, each function at its o
 http://{name}.{namespace}.fn.localhost:${addr##*:} (curl and browsers resolve *.localhost
 themselves), and for API clients at $base/fn/{namespace}/{name}.
 Its log: $log.  Stop it with: kill $pid
+Use it with the CLI: bin/sless login --server $base --token-file $data/dev-token
+                     bin/sless new --lang python hello && bin/sless deploy hello
 MSG

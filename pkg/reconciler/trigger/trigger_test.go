@@ -210,7 +210,7 @@ func TestCronTriggerCronJob(t *testing.T) {
 			s.Schedule, s.TimeZone, s.ConcurrencyPolicy, s.StartingDeadlineSeconds, s.Suspend, s.SuccessfulJobsHistoryLimit, s.FailedJobsHistoryLimit)
 	}
 	c := s.JobTemplate.Spec.Template.Spec.Containers[0]
-	wantArgs := []string{"invoke", "--url=http://sless-api.sless-system.svc/fn/" + e.ns + "/report", "--trigger=cron", "--timeout=105s"}
+	wantArgs := []string{"cron-call", "--url=http://sless-api.sless-system.svc/fn/" + e.ns + "/report", "--trigger=cron", "--timeout=105s"}
 	if strings.Join(c.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -316,6 +316,36 @@ func TestCronTriggerCronJob(t *testing.T) {
 	}
 	if err := e.c.Get(ctx, client.ObjectKeyFromObject(sec), &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("credential of a trigger that is now http: %v", err)
+	}
+}
+
+// A CronJob an older controller wrote runs `sless invoke --url=…` (which
+// the binary still accepts); the next reconcile rewrites it to cron-call.
+func TestCronJobOfAnOlderControllerIsRewritten(t *testing.T) {
+	e := setup(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	e.function("report")
+	e.create(&slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+		Spec:       slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily"},
+	})
+	e.reconcile("nightly")
+	key := types.NamespacedName{Namespace: e.ns, Name: "nightly"}
+	cj := &batchv1.CronJob{}
+	if err := e.c.Get(ctx, key, cj); err != nil {
+		t.Fatal(err)
+	}
+	cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[0] = "invoke"
+	cj.Annotations[trigger.SpecHashAnnotation] = "hash-of-an-older-controller"
+	if err := e.c.Update(ctx, cj); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile("nightly")
+	if err := e.c.Get(ctx, key, cj); err != nil {
+		t.Fatal(err)
+	}
+	if args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args; args[0] != "cron-call" {
+		t.Fatalf("after a reconcile the CronJob runs %q, want cron-call", args)
 	}
 }
 
