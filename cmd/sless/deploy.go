@@ -145,7 +145,7 @@ func runDeploy(ctx context.Context, stdout, stderr io.Writer, getenv func(string
 	if n == 0 {
 		return fmt.Errorf("%s holds no files to upload", o.dir)
 	}
-	fmt.Fprintf(stderr, "Uploading %s (%d files, %s) as %s/%s ...\n", o.dir, n, byteSize(len(zipped)), s.ns, o.m.Name)
+	fmt.Fprintf(stderr, "Uploading %s (%d files, %s) as %s/%s ...\n", o.dir, n, humanBytes(len(zipped)), s.ns, o.m.Name)
 	up, err := s.api.PutSource(ctx, s.ns, o.m.Name, zipped, client.WithRuntime(o.m.Runtime), client.WithEntrypoint(o.m.Entrypoint))
 	if err != nil {
 		return err
@@ -438,7 +438,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func byteSize(n int) string {
+func humanBytes(n int) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
