@@ -304,6 +304,10 @@ func TestBadRequests(t *testing.T) {
 			if !strings.Contains(p.Detail, tc.detail) {
 				t.Fatalf("detail does not say %q: %s", tc.detail, r.Body)
 			}
+			// Messages name the path as sent, never a route template.
+			if body := string(r.Body); strings.Contains(body, "/:") || strings.Contains(body, "*path") {
+				t.Fatalf("a route template leaks into the problem: %s", body)
+			}
 			// Every refused input names what is at fault: a field of the
 			// body, the body, a query parameter or a header.
 			if (tc.code == http.StatusBadRequest || tc.code == http.StatusRequestEntityTooLarge || tc.code == http.StatusUnsupportedMediaType) && len(p.Errors) == 0 {

@@ -15,13 +15,14 @@ import (
 // word, and a client would act on an answer to another request than the
 // one it sent: ?dryRun=All would write, ?fieldSelector= would list
 // everything, and a cursor with a stray % would start the list again.
+// The message names the path as sent, not the route's :ns template.
 func (s *Server) query(allowed ...string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		raw := c.Request.URL.RawQuery
 		if raw == "" {
 			return
 		}
-		_, errs, err := problems.Query(raw, c.FullPath(), allowed)
+		_, errs, err := problems.Query(raw, c.Request.Method+" "+c.Request.URL.Path, allowed)
 		if err != nil {
 			p := badRequest("the query string does not parse: %v", err)
 			p.Errors = []FieldError{problems.Unparsable(err)}
