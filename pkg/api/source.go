@@ -37,6 +37,9 @@ type UploadResult struct {
 	Changed bool `json:"changed"`
 	// Function is the Function after the upload, when it exists.
 	Function *slessv1alpha1.Function `json:"function,omitempty"`
+	// Message says what to do next when the upload deployed nothing: the
+	// Function does not exist yet.
+	Message string `json:"message,omitempty"`
 }
 
 // StoredContext locates a build context in blob storage.
@@ -130,9 +133,13 @@ func (s *Server) putSource(c *gin.Context) {
 			writeProblem(c, p)
 			return
 		}
-		s.metrics.uploads.WithLabelValues("changed").Inc()
+		// Stored, but no Function changed and no build starts: a newcomer
+		// who uploads first must not read this as deployed.
+		s.metrics.uploads.WithLabelValues("unchanged").Inc()
 		s.metrics.upBytes.Add(float64(len(zipBytes)))
-		c.JSON(http.StatusOK, UploadResult{Archive: archive, Changed: true})
+		c.JSON(http.StatusOK, UploadResult{Archive: archive, Changed: false, Message: fmt.Sprintf(
+			"the archive is stored, but no Function %q exists in namespace %s, so nothing was deployed: "+
+				"create it (POST /v1/namespaces/%s/functions) with spec.source.archive set to this archive", name, ns, ns)})
 		return
 	}
 	if err != nil {

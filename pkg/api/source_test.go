@@ -112,6 +112,10 @@ func TestUploadBeforeCreate(t *testing.T) {
 	if res.Function != nil || res.BuildContext != nil || !e.blobExists(res.Archive.Key) {
 		t.Fatalf("upload before create: %s", r.Body)
 	}
+	// Nothing was deployed, and the answer says so and what to do next.
+	if res.Changed || !strings.Contains(res.Message, `no Function "later" exists`) || !strings.Contains(res.Message, "spec.source.archive") {
+		t.Fatalf("upload before create must say nothing was deployed: %s", r.Body)
+	}
 	body := pythonFunction("later")
 	body["spec"].(map[string]any)["source"] = map[string]any{"archive": res.Archive}
 	r = e.do("POST", e.path("functions"), tok, body)

@@ -181,6 +181,8 @@ type Upload struct {
 	Changed bool `json:"changed"`
 	// Function is the Function after the upload, when it exists.
 	Function *slessv1alpha1.Function `json:"function,omitempty"`
+	// Message says what to do next when nothing was deployed.
+	Message string `json:"message,omitempty"`
 }
 
 // PutSource uploads a zip as a Function's source. The API validates and
