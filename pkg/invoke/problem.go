@@ -42,9 +42,31 @@ type Problem = problems.Details
 // FieldError is one invalid input, as in the REST API's problems.
 type FieldError = problems.FieldError
 
+// reasonTypes gives each reason the type URI the REST API uses for the
+// same fault, so a client tells problems apart by type on every route.
+var reasonTypes = map[string]string{
+	ReasonNotFound:       problems.TypeBase + "not-found",
+	ReasonNotReady:       problems.TypeBase + "not-ready",
+	ReasonFailed:         problems.TypeBase + "function-failed",
+	ReasonUnauthorized:   problems.TypeBase + "unauthorized",
+	ReasonForbidden:      problems.TypeBase + "forbidden",
+	ReasonBodyTooLarge:   problems.TypeBase + "too-large",
+	ReasonBodyMalformed:  problems.TypeBase + "malformed",
+	ReasonBodyIncomplete: problems.TypeBase + "body-incomplete",
+	ReasonBodyTimeout:    problems.TypeBase + "body-timeout",
+	ReasonUnreachable:    problems.TypeBase + "unreachable",
+	ReasonTimeout:        problems.TypeBase + "function-timeout",
+	ReasonActivateFailed: problems.TypeBase + "activation-failed",
+	ReasonUnavailable:    problems.TypeBase + "unavailable",
+	ReasonInvalid:        problems.TypeBase + "invalid",
+}
+
 func writeProblem(w http.ResponseWriter, p Problem) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
+	}
+	if p.Type == "" {
+		p.Type = reasonTypes[p.Reason]
 	}
 	body, err := json.Marshal(p)
 	if err != nil {

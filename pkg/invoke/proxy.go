@@ -389,6 +389,7 @@ type call struct {
 	upgraded        bool            // the function switched protocols (101)
 	byHost          bool            // on the function's own host, not the shared /fn/
 	parent          context.Context // the caller's request context
+	instance        string          // the caller's path, for problems
 
 	// conn sets the caller's connection's deadlines.
 	conn http.ResponseController
@@ -405,6 +406,9 @@ func callOf(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
 // to come back, whichever check refused.
 func (c *call) refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
 	prob.RequestID = c.reqID
+	if prob.Instance == "" {
+		prob.Instance = r.URL.Path
+	}
 	h := w.Header()
 	h.Set(ErrorHeader, prob.Reason)
 	h.Set(RequestIDHeader, c.reqID)
@@ -436,6 +440,9 @@ func (c *call) refuseResolve(w http.ResponseWriter, r *http.Request, err error) 
 func (c *call) fail(w http.ResponseWriter, prob Problem, errText string) {
 	c.platform, c.reason, c.errText = true, prob.Reason, errText
 	prob.RequestID = c.reqID
+	if prob.Instance == "" {
+		prob.Instance = c.instance
+	}
 	h := w.Header()
 	h.Set(ErrorHeader, prob.Reason)
 	h.Set(RequestIDHeader, c.reqID)
@@ -447,6 +454,7 @@ func (c *call) fail(w http.ResponseWriter, prob Problem, errText string) {
 
 func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	p := c.p
+	c.instance = r.URL.Path
 	c.rw.ResponseWriter = w
 	c.rw.flusher, _ = w.(http.Flusher)
 	c.out = &c.rw

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/invoke"
@@ -16,7 +17,8 @@ import (
 // Refusal reads resp's body and fails t unless it is the problem sless
 // answers for the platform (docs/invoke.md): the status, X-Sless-Error and
 // the problem's reason both reason, a detail, a requestId equal to
-// X-Request-Id, WWW-Authenticate on a 401, Allow on a 405 and Retry-After on a
+// X-Request-Id, a type under problems.TypeBase, the request's path as its
+// instance, WWW-Authenticate on a 401, Allow on a 405 and Retry-After on a
 // 503 that is worth retrying. It returns the problem.
 func Refusal(t testing.TB, resp *http.Response, status int, reason string) invoke.Problem {
 	t.Helper()
@@ -41,6 +43,12 @@ func Refusal(t testing.TB, resp *http.Response, status int, reason string) invok
 	}
 	if p.Status != status || p.Reason != reason || p.Title == "" || p.Detail == "" || p.RequestID == "" {
 		t.Fatalf("problem %s, want status %d, reason %s, a title, a detail and a requestId", b, status, reason)
+	}
+	if !strings.HasPrefix(p.Type, problems.TypeBase) {
+		t.Fatalf("problem type %q is not under %s: %s", p.Type, problems.TypeBase, b)
+	}
+	if resp.Request != nil && p.Instance != resp.Request.URL.Path {
+		t.Fatalf("problem instance %q, want the request's path %q", p.Instance, resp.Request.URL.Path)
 	}
 	if id := h.Get(invoke.RequestIDHeader); id != p.RequestID {
 		t.Fatalf("%s %q, the problem's requestId %q", invoke.RequestIDHeader, id, p.RequestID)
