@@ -52,16 +52,22 @@ func openRecords(ctx context.Context, url string, maxAge time.Duration, log *slo
 	if err != nil {
 		return nil, err
 	}
+	// Retention deletes from the table the migrations make, so it starts
+	// after them: on a fresh database it would otherwise warn of a missing
+	// table at every first start.
 	go func() {
-		_ = pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) })
-	}()
-	if maxAge > 0 {
-		go pg.RunRetention(ctx, maxAge, time.Hour, 10000, func(_ int64, err error) {
-			if err != nil && ctx.Err() == nil {
+		if err := pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) }); err != nil || maxAge <= 0 {
+			return
+		}
+		pg.RunRetention(ctx, maxAge, time.Hour, 10000, func(n int64, err error) {
+			switch {
+			case err != nil && ctx.Err() == nil:
 				log.Warn("invocation retention", "error", err)
+			case err == nil:
+				log.Debug("invocation retention", "deleted", n, "maxAge", maxAge)
 			}
 		})
-	}
+	}()
 	return pg, nil
 }
 
