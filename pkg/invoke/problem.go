@@ -59,6 +59,8 @@ var reasonTypes = map[string]string{
 	ReasonActivateFailed: problems.TypeBase + "activation-failed",
 	ReasonUnavailable:    problems.TypeBase + "unavailable",
 	ReasonInvalid:        problems.TypeBase + "invalid",
+
+	ReasonMethodNotAllowed: problems.TypeBase + "method-not-allowed",
 }
 
 func writeProblem(w http.ResponseWriter, p Problem) {
