@@ -31,8 +31,9 @@ type Metrics struct {
 	// proxy is false for recorder-only metrics (NewRecorderMetrics).
 	proxy bool
 
-	mu    sync.Mutex
-	depth []func() int
+	mu      sync.Mutex
+	depth   []func() int
+	spooled []func() int
 }
 
 // Reasons a record is dropped, the "reason" label of
@@ -105,6 +106,10 @@ func NewRecorderMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sless_invocation_queue_depth",
 		Help: "Invocation records held in memory, waiting for or being written to the store.",
 	}, m.queueDepth)
+	spooled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sless_invocation_spooled_records",
+		Help: "Invocation records held in the disk spool, waiting for the store.",
+	}, m.spooledRecords)
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sless_invocation_records_dropped_total",
 		Help: "Invocation records lost: queue full, refused by the store, still queued at shutdown, or the spool full or failing.",
@@ -122,7 +127,7 @@ func NewRecorderMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help:    "Time to store one batch of invocation records.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 	})
-	for _, c := range []prometheus.Collector{depth, dropped, written, writeErrors, writeLatency} {
+	for _, c := range []prometheus.Collector{depth, spooled, dropped, written, writeErrors, writeLatency} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -142,6 +147,25 @@ func (m *Metrics) queueDepth() float64 {
 		n += f()
 	}
 	return float64(n)
+}
+
+func (m *Metrics) spooledRecords() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.spooled {
+		n += f()
+	}
+	return float64(n)
+}
+
+func (m *Metrics) addSpooled(f func() int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.spooled = append(m.spooled, f)
+	m.mu.Unlock()
 }
 
 func (m *Metrics) addDepth(f func() int) {

@@ -148,6 +148,7 @@ func NewRecorder(sink Sink, opts RecorderOptions) *Recorder {
 	r.stop, r.giveUp = context.WithCancel(context.Background())
 	opts.Metrics.addDepth(r.Depth)
 	if opts.Spool != nil {
+		opts.Metrics.addSpooled(opts.Spool.Len)
 		go r.runSpooled()
 	} else {
 		go r.run()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/spool"
@@ -293,8 +295,13 @@ func TestRecorderSpoolCapDropsWithTwoWarnings(t *testing.T) {
 	}
 	defer sp.Close()
 	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	m, err := invoke.NewRecorderMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := invoke.NewRecorder(sink, invoke.RecorderOptions{QueueSize: 10, BatchSize: 5, FlushInterval: -1,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, Spool: sp,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, Spool: sp, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 50 {
 		rec.Record(record(1000 + i))
@@ -302,6 +309,13 @@ func TestRecorderSpoolCapDropsWithTwoWarnings(t *testing.T) {
 	}
 	if sp.Len() != 20 || rec.Dropped() != 30 {
 		t.Fatalf("spooled %d, dropped %d; want 20 and 30", sp.Len(), rec.Dropped())
+	}
+	r := &rig{registry: reg}
+	if v := (prometheusCollector{r, "sless_invocation_spooled_records", nil}).value(t); v != 20 {
+		t.Fatalf("spooled records metric = %v, want 20", v)
+	}
+	if v := (prometheusCollector{r, "sless_invocation_records_dropped_total", map[string]string{"reason": invoke.DropSpoolFull}}).value(t); v != 30 {
+		t.Fatalf("dropped{reason=spool_full} = %v, want 30", v)
 	}
 	failing.Store(false)
 	waitFor(t, "the spool to drain", func() bool { return sp.Len() == 0 })
