@@ -29,15 +29,13 @@ import (
 
 func TestMain(m *testing.M) { testbed.Main(m) }
 
-const zipTarget = 50 << 20
-
-// bigZip is a 50 MiB function archive: a handler and 200 files of 256 KiB of
-// random bytes, stored (random data does not deflate, as with vendored
+// bigZip is a function archive: a handler and the payload's files (200 of
+// 256 KiB make 50 MiB) of random bytes, stored (random data does not deflate, as with vendored
 // binaries). nonce changes the handler, so each archive has its own digest.
-func bigZip(b *testing.B, payload [][]byte, nonce int) []byte {
+func bigZip(b testing.TB, payload [][]byte, nonce int) []byte {
 	b.Helper()
 	var buf bytes.Buffer
-	buf.Grow(zipTarget + 1<<20)
+	buf.Grow(len(payload)*(256<<10) + 1<<20)
 	zw := zip.NewWriter(&buf)
 	w, err := zw.Create("main.py")
 	if err != nil {
@@ -66,60 +64,87 @@ func bigZip(b *testing.B, payload [][]byte, nonce int) []byte {
 // updates the Function. It reports each time and their ratio, plus the
 // validation and context-building share measured in-process.
 func BenchmarkUpload50MiB(b *testing.B) {
-	k := testbed.SharedKube(b)
-	s3srv := testbed.SharedS3(b)
-	ns := k.Namespace(b)
-	bucket := s3srv.Bucket(b)
-	blobs, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Region: s3srv.Region, Bucket: bucket,
+	r := upload(b, b.N, 200, b.ResetTimer)
+	n := float64(b.N)
+	b.ReportMetric(float64(r.direct.Milliseconds())/n, "direct-put-ms/op")
+	b.ReportMetric(float64(r.viaAPI.Milliseconds())/n, "api-upload-ms/op")
+	b.ReportMetric(float64(r.validate.Milliseconds())/n, "readzip-ms/op")
+	b.ReportMetric(float64(r.buildCtx.Milliseconds())/n, "buildcontext-ms/op")
+	b.ReportMetric(float64(r.viaAPI)/float64(r.direct), "api/direct")
+	b.ReportMetric(float64(r.size)/(1<<20)/(r.viaAPI.Seconds()/n), "api-MiB/s")
+	b.ReportMetric(float64(r.size)/(1<<20)/(r.direct.Seconds()/n), "direct-MiB/s")
+}
+
+// TestBenchSmoke runs the benchmark's code path once with a 2 MiB zip, so
+// that it cannot rot; the numbers are for the README, not for a test.
+func TestBenchSmoke(t *testing.T) {
+	r := upload(t, 1, 8, func() {})
+	t.Logf("%d bytes: direct put %v, through the API %v, zip check %v, build context %v", r.size, r.direct, r.viaAPI, r.validate, r.buildCtx)
+	if r.size < 2<<20 || r.direct <= 0 || r.viaAPI <= 0 || r.validate <= 0 || r.buildCtx <= 0 {
+		t.Errorf("not every number measured: %+v", r)
+	}
+}
+
+// uploadResult is the time each way of storing the archives took in all.
+type uploadResult struct {
+	direct, viaAPI, validate, buildCtx time.Duration
+	size                               int64
+}
+
+// upload stores rounds archives of blobs files of 256 KiB each way; reset
+// is called once the set-up is done.
+func upload(tb testing.TB, rounds, blobs int, reset func()) uploadResult {
+	k := testbed.SharedKube(tb)
+	s3srv := testbed.SharedS3(tb)
+	ns := k.Namespace(tb)
+	bucket := s3srv.Bucket(tb)
+	store, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Region: s3srv.Region, Bucket: bucket,
 		AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PathStyle: true})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	secret := []byte("bench-secret-0123456789abcdef0123456789")
 	verifier, err := auth.New(context.Background(), auth.Config{HS256Secret: secret})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	srv, err := api.New(api.Options{Objects: k.Client, Auth: verifier, Blobs: blobs, Bucket: bucket})
+	srv, err := api.New(api.Options{Objects: k.Client, Auth: verifier, Blobs: store, Bucket: bucket})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "bench", "exp": time.Now().Add(time.Hour).Unix(),
 		"sless.dev/namespace": ns}).SignedString(secret)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx := context.Background()
 	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
 		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
 			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c):\n    return 0\n"}}}}}
 	if err := k.Client.Create(ctx, fn); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 
-	payload := make([][]byte, 200)
+	payload := make([][]byte, blobs)
 	for i := range payload {
 		payload[i] = make([]byte, 256<<10)
 		_, _ = rand.Read(payload[i])
 	}
 	url := hs.URL + "/v1/namespaces/" + ns + "/functions/big/source"
 
-	var direct, viaAPI, validate, buildCtx time.Duration
-	var size int64
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		z := bigZip(b, payload, i)
-		size = int64(len(z))
-		b.StartTimer()
+	var r uploadResult
+	reset()
+	for i := 0; i < rounds; i++ {
+		z := bigZip(tb, payload, i)
+		r.size = int64(len(z))
 
 		start := time.Now()
-		if err := blobs.Put(ctx, fmt.Sprintf("direct/%d.zip", i), bytes.NewReader(z), int64(len(z)), "application/zip"); err != nil {
-			b.Fatal(err)
+		if err := store.Put(ctx, fmt.Sprintf("direct/%d.zip", i), bytes.NewReader(z), int64(len(z)), "application/zip"); err != nil {
+			tb.Fatal(err)
 		}
-		direct += time.Since(start)
+		r.direct += time.Since(start)
 
 		start = time.Now()
 		req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(z))
@@ -127,35 +152,28 @@ func BenchmarkUpload50MiB(b *testing.B) {
 		req.Header.Set("Content-Type", "application/zip")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"changed":true`)) {
-			b.Fatalf("upload %d: %d %s", i, resp.StatusCode, body)
+			tb.Fatalf("upload %d: %d %s", i, resp.StatusCode, body)
 		}
-		viaAPI += time.Since(start)
+		r.viaAPI += time.Since(start)
 
 		// The CPU share, in-process: validating the zip, then making the
 		// build context (pkg/source), which the API does before storing.
 		start = time.Now()
 		files, err := source.ReadZip(bytes.NewReader(z), int64(len(z)), source.Limits{})
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-		validate += time.Since(start)
+		r.validate += time.Since(start)
 		start = time.Now()
 		if _, err := source.BuildContext(source.Input{Runtime: "python3.12", Entrypoint: "main.handler", Files: files}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-		buildCtx += time.Since(start)
+		r.buildCtx += time.Since(start)
 	}
-	n := float64(b.N)
-	b.ReportMetric(float64(direct.Milliseconds())/n, "direct-put-ms/op")
-	b.ReportMetric(float64(viaAPI.Milliseconds())/n, "api-upload-ms/op")
-	b.ReportMetric(float64(validate.Milliseconds())/n, "readzip-ms/op")
-	b.ReportMetric(float64(buildCtx.Milliseconds())/n, "buildcontext-ms/op")
-	b.ReportMetric(float64(viaAPI)/float64(direct), "api/direct")
-	b.ReportMetric(float64(size)/(1<<20)/(viaAPI.Seconds()/n), "api-MiB/s")
-	b.ReportMetric(float64(size)/(1<<20)/(direct.Seconds()/n), "direct-MiB/s")
+	return r
 }

@@ -60,11 +60,12 @@ var cases = []fnCase{
 
 // devServer is a running `sless dev` built from this tree.
 type devServer struct {
-	cmd  *exec.Cmd
-	base string
+	cmd      *exec.Cmd
+	base     string
+	deployed map[string]bool
 }
 
-func startDev(b *testing.B) *devServer {
+func startDev(b testing.TB) *devServer {
 	b.Helper()
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "sless")
@@ -101,7 +102,7 @@ func startDev(b *testing.B) *devServer {
 	return nil
 }
 
-func (d *devServer) do(b *testing.B, method, path string, body any) (int, []byte) {
+func (d *devServer) do(b testing.TB, method, path string, body any) (int, []byte) {
 	var rd io.Reader
 	if body != nil {
 		raw, _ := json.Marshal(body)
@@ -122,7 +123,7 @@ func (d *devServer) do(b *testing.B, method, path string, body any) (int, []byte
 }
 
 // deploy creates a function with inline source and waits until it is Ready.
-func (d *devServer) deploy(b *testing.B, name string, c fnCase) {
+func (d *devServer) deploy(b testing.TB, name string, c fnCase) {
 	code, raw := d.do(b, "POST", "/v1/namespaces/bench/functions", map[string]any{
 		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{"runtime": c.runtime, "entrypoint": c.entrypoint,
@@ -147,6 +148,18 @@ func (d *devServer) deploy(b *testing.B, name string, c fnCase) {
 	b.Fatalf("%s not ready", name)
 }
 
+// deployOnce deploys c as name unless this dev server has it already:
+// a benchmark's rounds share one deployment.
+func (d *devServer) deployOnce(b testing.TB, name string, c fnCase) {
+	if d.deployed == nil {
+		d.deployed = map[string]bool{}
+	}
+	if !d.deployed[name] {
+		d.deploy(b, name, c)
+		d.deployed[name] = true
+	}
+}
+
 // children counts the live processes sless dev started.
 func (d *devServer) children() int {
 	ents, _ := os.ReadDir("/proc")
@@ -168,7 +181,7 @@ func (d *devServer) children() int {
 
 // built unpacks and sets up a function's build context with the local
 // builder, for the bare-wrapper baselines.
-func built(b *testing.B, c fnCase) string {
+func built(b testing.TB, c fnCase) string {
 	dir := b.TempDir()
 	bc, err := source.BuildContext(source.Input{Runtime: c.runtime, Entrypoint: c.entrypoint, Files: source.Inline(c.files)})
 	if err != nil {
@@ -211,7 +224,7 @@ func built(b *testing.B, c fnCase) string {
 }
 
 // bareStart starts the wrapper on a free port and returns once it is healthy.
-func bareStart(b *testing.B, dir string) (*exec.Cmd, string, time.Duration) {
+func bareStart(b testing.TB, dir string) (*exec.Cmd, string, time.Duration) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -257,31 +270,10 @@ func BenchmarkColdStart(b *testing.B) {
 	d := startDev(b)
 	for _, c := range cases {
 		b.Run(c.runtime, func(b *testing.B) {
-			name := "cold-" + strings.NewReplacer(".", "", "python", "py", "nodejs", "node").Replace(c.runtime)
-			d.deploy(b, name, c)
-			dir := built(b, c)
 			var cold, bare []time.Duration
 			for i := 0; i < b.N; i++ {
-				for r := 0; r < coldRounds; r++ {
-					// Through sless dev: wait for scale to zero, then call.
-					deadline := time.Now().Add(30 * time.Second)
-					for d.children() > 0 {
-						if time.Now().After(deadline) {
-							b.Fatal("the function did not scale to zero")
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
-					start := time.Now()
-					code, raw := d.do(b, "GET", "/fn/bench/"+name, nil)
-					if code != 200 {
-						b.Fatalf("cold call: %d %s", code, raw)
-					}
-					cold = append(cold, time.Since(start))
-					// The same wrapper as a bare process, start to healthy.
-					cmd, _, took := bareStart(b, dir)
-					bare = append(bare, took)
-					stopBare(cmd)
-				}
+				cs, bs := coldStarts(b, d, c, coldRounds)
+				cold, bare = append(cold, cs...), append(bare, bs...)
 			}
 			mc, mb := median(cold), median(bare)
 			b.ReportMetric(ms(mc), "cold-ms")
@@ -292,53 +284,44 @@ func BenchmarkColdStart(b *testing.B) {
 	}
 }
 
+// coldStarts deploys c (once per dev server) and times rounds cold calls
+// through sless dev, each after the function scaled to zero, and as many
+// starts of the same wrapper as a bare process.
+func coldStarts(tb testing.TB, d *devServer, c fnCase, rounds int) (cold, bare []time.Duration) {
+	name := "cold-" + strings.NewReplacer(".", "", "python", "py", "nodejs", "node").Replace(c.runtime)
+	d.deployOnce(tb, name, c)
+	dir := built(tb, c)
+	for r := 0; r < rounds; r++ {
+		// Through sless dev: wait for scale to zero, then call.
+		deadline := time.Now().Add(30 * time.Second)
+		for d.children() > 0 {
+			if time.Now().After(deadline) {
+				tb.Fatal("the function did not scale to zero")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		start := time.Now()
+		code, raw := d.do(tb, "GET", "/fn/bench/"+name, nil)
+		if code != 200 {
+			tb.Fatalf("cold call: %d %s", code, raw)
+		}
+		cold = append(cold, time.Since(start))
+		// The same wrapper as a bare process, start to healthy.
+		cmd, _, took := bareStart(tb, dir)
+		bare = append(bare, took)
+		stopBare(cmd)
+	}
+	return cold, bare
+}
+
 func BenchmarkWarmInvoke(b *testing.B) {
 	d := startDev(b)
 	for _, c := range cases {
 		b.Run(c.runtime, func(b *testing.B) {
-			name := "warm-" + strings.NewReplacer(".", "", "python", "py", "nodejs", "node").Replace(c.runtime)
-			d.deploy(b, name, c)
-			dir := built(b, c)
-			cmd, direct, _ := bareStart(b, dir)
-			defer stopBare(cmd)
-			client := &http.Client{}
-			call := func(u string, auth bool) {
-				req, _ := http.NewRequest("GET", u, nil)
-				if auth {
-					req.Header.Set("Authorization", "Bearer "+token)
-				}
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("GET %s: %d", u, resp.StatusCode)
-				}
-			}
-			devURL := d.base + "/fn/bench/" + name + "/"
-			// Warm both up (and keep the function from idling: calls are
-			// far closer together than the idle timeout).
-			for i := 0; i < 20; i++ {
-				call(devURL, true)
-				call(direct+"/", false)
-			}
 			var viaDev, viaDirect time.Duration
 			for i := 0; i < b.N; i++ {
-				// Interleave in blocks so drift in machine load hits both.
-				for blk := 0; blk < 4; blk++ {
-					start := time.Now()
-					for j := 0; j < warmCalls/4; j++ {
-						call(direct+"/", false)
-					}
-					viaDirect += time.Since(start)
-					start = time.Now()
-					for j := 0; j < warmCalls/4; j++ {
-						call(devURL, true)
-					}
-					viaDev += time.Since(start)
-				}
+				dev, direct := warmInvokes(b, d, c, warmCalls)
+				viaDev, viaDirect = viaDev+dev, viaDirect+direct
 			}
 			n := float64(b.N * warmCalls)
 			b.ReportMetric(float64(viaDev.Microseconds())/n, "dev-us/call")
@@ -346,5 +329,65 @@ func BenchmarkWarmInvoke(b *testing.B) {
 			b.ReportMetric(float64(viaDev)/float64(viaDirect), "dev/direct")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// warmInvokes deploys c (once per dev server) and times calls calls to it
+// through sless dev and as many to the same wrapper run bare, interleaved
+// in blocks so that drift in the machine's load hits both.
+func warmInvokes(tb testing.TB, d *devServer, c fnCase, calls int) (viaDev, viaDirect time.Duration) {
+	name := "warm-" + strings.NewReplacer(".", "", "python", "py", "nodejs", "node").Replace(c.runtime)
+	d.deployOnce(tb, name, c)
+	dir := built(tb, c)
+	cmd, direct, _ := bareStart(tb, dir)
+	defer stopBare(cmd)
+	client := &http.Client{}
+	call := func(u string, auth bool) {
+		req, _ := http.NewRequest("GET", u, nil)
+		if auth {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			tb.Fatalf("GET %s: %d", u, resp.StatusCode)
+		}
+	}
+	devURL := d.base + "/fn/bench/" + name + "/"
+	// Warm both up (and keep the function from idling: calls are
+	// far closer together than the idle timeout).
+	for i := 0; i < 20; i++ {
+		call(devURL, true)
+		call(direct+"/", false)
+	}
+	for blk := 0; blk < 4; blk++ {
+		start := time.Now()
+		for j := 0; j < calls/4; j++ {
+			call(direct+"/", false)
+		}
+		viaDirect += time.Since(start)
+		start = time.Now()
+		for j := 0; j < calls/4; j++ {
+			call(devURL, true)
+		}
+		viaDev += time.Since(start)
+	}
+	return viaDev, viaDirect
+}
+
+// TestBenchSmoke runs both benchmarks' code paths on the Python runtime
+// with a few calls, so that they cannot rot; the numbers are for the
+// README, not for a test.
+func TestBenchSmoke(t *testing.T) {
+	d := startDev(t)
+	cold, bare := coldStarts(t, d, cases[0], 1)
+	dev, direct := warmInvokes(t, d, cases[0], 20)
+	t.Logf("%s: cold call %v, bare start %v; 20 warm calls through sless dev %v, direct %v", cases[0].runtime, cold, bare, dev, direct)
+	if len(cold) != 1 || len(bare) != 1 || cold[0] <= 0 || bare[0] <= 0 || dev <= 0 || direct <= 0 {
+		t.Errorf("not every number measured: cold %v, bare %v, dev %v, direct %v", cold, bare, dev, direct)
 	}
 }

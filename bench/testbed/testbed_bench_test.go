@@ -43,39 +43,48 @@ func count() int {
 func BenchmarkBedStart(b *testing.B) {
 	var sim, real time.Duration
 	for range b.N {
-		start := time.Now()
-		k, err := testbed.StartKube(nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk, err := testbed.StartTektonSim(k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		kn, err := testbed.StartKnativeSim(k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sim += time.Since(start)
-		kn.Stop()
-		tk.Stop()
-		_ = k.Stop()
-
-		start = time.Now()
-		if k, err = testbed.StartKube(nil); err != nil {
-			b.Fatal(err)
-		}
-		p, err := testbed.StartPrimitives(k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		real += time.Since(start)
-		p.Stop()
-		_ = k.Stop()
+		s, r := bedStarts(b)
+		sim, real = sim+s, real+r
 	}
 	b.ReportMetric(sim.Seconds()/float64(b.N), "s-sim-bed")
 	b.ReportMetric(real.Seconds()/float64(b.N), "s-real-bed")
 	b.ReportMetric(real.Seconds()/sim.Seconds(), "real/sim")
+}
+
+// bedStarts starts and stops each bed once and returns how long each took
+// to start.
+func bedStarts(tb testing.TB) (sim, real time.Duration) {
+	start := time.Now()
+	k, err := testbed.StartKube(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tk, err := testbed.StartTektonSim(k)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kn, err := testbed.StartKnativeSim(k)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sim = time.Since(start)
+	kn.Stop()
+	tk.Stop()
+	_ = k.Stop()
+
+	start = time.Now()
+	if k, err = testbed.StartKube(nil); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := testbed.StartPrimitives(k)
+	if err != nil {
+		_ = k.Stop()
+		tb.Fatal(err)
+	}
+	real = time.Since(start)
+	p.Stop()
+	_ = k.Stop()
+	return sim, real
 }
 
 // BenchmarkFunctionsToReady creates a batch of Functions at once on each
@@ -98,7 +107,7 @@ func BenchmarkFunctionsToReady(b *testing.B) {
 	b.ReportMetric(real.Seconds()/sim.Seconds(), "real/sim")
 }
 
-func functionsToReady(b *testing.B, k *testbed.Kube, ns string, n int) time.Duration {
+func functionsToReady(b testing.TB, k *testbed.Kube, ns string, n int) time.Duration {
 	b.Helper()
 	functionctl.Run(b, k, ns)
 	ctx := context.Background()
@@ -135,5 +144,24 @@ func functionsToReady(b *testing.B, k *testbed.Kube, ns string, n int) time.Dura
 			b.Fatalf("%d of %d Functions Ready after 5 min", ready, n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBenchSmoke runs both benchmarks' code paths once, with two Functions
+// on each bed, so that they cannot rot; the numbers are for the README,
+// not for a test.
+func TestBenchSmoke(t *testing.T) {
+	simStart, realStart := bedStarts(t)
+	k := testbed.SharedKube(t)
+	testbed.SharedTekton(t)
+	testbed.SharedKnative(t)
+	sim := functionsToReady(t, k, k.Namespace(t), 2)
+	p := testbed.SharedPrimitives(t)
+	real := functionsToReady(t, p.Kube, p.Namespace(t), 2)
+	t.Logf("bed start: simulators %v, real %v; 2 Functions to Ready: simulators %v, real %v", simStart, realStart, sim, real)
+	for _, d := range []time.Duration{simStart, realStart, sim, real} {
+		if d <= 0 {
+			t.Errorf("not every number measured: %v %v %v %v", simStart, realStart, sim, real)
+		}
 	}
 }

@@ -59,6 +59,7 @@ var controllerPlugins []ControllerPlugin
 // SLESS_* environment variable as its default (see docs/install.md).
 type controllerFlags struct {
 	metricsAddr, probeAddr         string
+	pprofAddr                      string
 	leaderElect                    bool
 	leaderNamespace                string
 	concurrency                    int
@@ -78,6 +79,7 @@ type controllerFlags struct {
 func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", envOr("SLESS_METRICS_ADDR", ":9090"), "address of the Prometheus /metrics endpoint (0 to disable)")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", envOr("SLESS_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", os.Getenv("SLESS_PPROF_ADDR"), "address of Go's /debug/pprof/ profiles (empty: off; it exposes the process's memory, keep it private)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "run one active controller among replicas (Lease sless-controller)")
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", envOr("SLESS_LEADER_NAMESPACE", os.Getenv("POD_NAMESPACE")), "namespace of the leader Lease (the pod's own in a cluster)")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "Functions reconciled at once")
@@ -200,6 +202,7 @@ func runController(ctx context.Context, args []string) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
 		HealthProbeBindAddress:  c.probeAddr,
+		PprofBindAddress:        c.pprofAddr,
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "sless-controller",
 		LeaderElectionNamespace: c.leaderNamespace,
