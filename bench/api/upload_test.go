@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/golang-jwt/jwt/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
@@ -27,7 +29,11 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-func TestMain(m *testing.M) { testbed.Main(m) }
+func TestMain(m *testing.M) {
+	// controller-runtime warns on stderr when no logger is set.
+	ctrllog.SetLogger(logr.Discard())
+	testbed.Main(m)
+}
 
 // bigZip is a function archive: a handler and the payload's files (200 of
 // 256 KiB make 50 MiB) of random bytes, stored (random data does not deflate, as with vendored
