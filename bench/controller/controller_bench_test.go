@@ -282,7 +282,8 @@ func report(b *testing.B, r result) {
 	b.ReportMetric(r.e2eUsage.reconciles/n, "reconciles/fn")
 	b.ReportMetric(r.e2eUsage.heap/(1<<20), "heap-MiB")
 	b.ReportMetric(0, "ns/op")
-	b.Log(r.String())
+	// Printed, not logged: the testing package cuts long benchmark logs.
+	fmt.Printf("--- %s\n%s", b.Name(), r)
 }
 
 func (r result) String() string {

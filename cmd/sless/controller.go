@@ -82,9 +82,14 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", os.Getenv("SLESS_PPROF_ADDR"), "address of Go's /debug/pprof/ profiles (empty: off; it exposes the process's memory, keep it private)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "run one active controller among replicas (Lease sless-controller)")
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", envOr("SLESS_LEADER_NAMESPACE", os.Getenv("POD_NAMESPACE")), "namespace of the leader Lease (the pod's own in a cluster)")
-	fs.IntVar(&c.concurrency, "concurrency", 4, "Functions reconciled at once")
-	fs.Float64Var(&c.qps, "kube-api-qps", 50, "requests per second to the apiserver (client-side limit)")
-	fs.IntVar(&c.burst, "kube-api-burst", 100, "burst above --kube-api-qps")
+	// A reconcile mostly waits on the apiserver and S3: at 4 at once, a
+	// batch of Functions queued behind them (bench/controller).
+	fs.IntVar(&c.concurrency, "concurrency", 16, "Functions reconciled at once")
+	// Each kind's client has a limiter of its own, and a Function costs
+	// its kind about eight writes; the apiserver's own fairness (429s)
+	// protects it, so the client's limit is set not to be the bottleneck.
+	fs.Float64Var(&c.qps, "kube-api-qps", 200, "requests per second to the apiserver, per resource kind (client-side limit)")
+	fs.IntVar(&c.burst, "kube-api-burst", 400, "burst above --kube-api-qps")
 	fs.StringVar(&c.publicBaseURL, "public-base-url", envOr("SLESS_PUBLIC_BASE_URL", "http://localhost:8080"), "where callers reach the invoke proxy; status.url is <this>/fn/<ns>/<name>, or the function's host under --fn-domain with this URL's scheme and port")
 	fs.StringVar(&c.fnDomain, "fn-domain", os.Getenv("SLESS_FN_DOMAIN"), "the domain sless api serves function hosts under (its --fn-domain): status.url is then {scheme}://{name}.{namespace}.<domain>")
 
