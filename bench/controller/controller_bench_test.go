@@ -7,7 +7,8 @@
 //
 //	go test -run '^$' -bench . -benchtime 1x -timeout 30m ./bench/controller/
 //
-// SLESS_BENCH_FUNCTIONS changes the batch (default 200);
+// SLESS_BENCH_FUNCTIONS changes the batch (default 100, about 6 minutes on
+// 2 cores);
 // SLESS_BENCH_CONTROLLER_ARGS adds controller flags (space-separated);
 // SLESS_BENCH_PPROF=<dir> keeps CPU profiles of the controller there.
 // README.md has the method and the numbers.
@@ -43,7 +44,7 @@ func count() int {
 	if n, err := strconv.Atoi(os.Getenv("SLESS_BENCH_FUNCTIONS")); err == nil && n > 0 {
 		return n
 	}
-	return 200
+	return 100
 }
 
 // writers is how many clients create the batch at once, for the Functions
