@@ -403,3 +403,35 @@ func TestRunRetentionDeletesOnSchedule(t *testing.T) {
 		}
 	}
 }
+
+// Migration 3 removes exact copies stored before it (same request id,
+// start, namespace and function), keeps one of each, and keeps a reused
+// request id's other calls.
+func TestMigrationRemovesCopiesBeforeTheUniqueIndex(t *testing.T) {
+	s := postgrestest.New(t)
+	ctx := context.Background()
+	// Back to version 2 as an older sless left it.
+	if _, err := s.Pool().Exec(ctx, `DROP INDEX invocations_request; UPDATE `+postgres.MigrationsTable+` SET version = 2`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Microsecond)
+	for _, r := range []invoke.Record{rec("ns", "fn", 1, now), rec("ns", "fn", 1, now), rec("ns", "fn", 1, now),
+		rec("ns", "fn", 1, now.Add(time.Second)), rec("ns", "fn", 2, now)} {
+		if _, err := s.Pool().Exec(ctx, `INSERT INTO invocations (namespace, function, trigger, request_id, started_at, duration_us, status)
+			VALUES ($1, $2, $3, $4, $5, 0, 200)`, r.Namespace, r.Function, r.Trigger, r.RequestID, r.StartedAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, ""); n != 3 {
+		t.Fatalf("%d rows after the migration, want 3", n)
+	}
+	if err := s.Write(ctx, invoke.Batch{Records: []invoke.Record{rec("ns", "fn", 1, now)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, ""); n != 3 {
+		t.Fatalf("%d rows after writing a stored record again, want 3", n)
+	}
+}
