@@ -221,7 +221,7 @@ func runAPI(ctx context.Context, args []string) error {
 			defer cancel()
 			_ = recorder.Close(cctx)
 		}()
-		h := invoke.ListHandler{History: pg, Logger: log}
+		h := invoke.ListHandler{History: pg, Logger: log, Functions: resolver}
 		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{

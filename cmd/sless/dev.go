@@ -315,7 +315,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	list := invoke.ListHandler{History: history, Logger: log}
+	list := invoke.ListHandler{History: history, Logger: log, Functions: resolver}
 	apiServer, err := api.New(api.Options{
 		Objects: store,
 		Auth:    verifier,

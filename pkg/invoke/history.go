@@ -36,6 +36,9 @@ type Query struct {
 	Function  string
 	// StatusClass keeps records whose Status/100 equals it (2 for 2xx ...).
 	StatusClass int
+	// Status, when set, keeps records with exactly this status; StatusClass
+	// is then its class.
+	Status int
 	// Trigger keeps records of one trigger (TriggerHTTP ...).
 	Trigger string
 	// Since keeps records that started at or after it.
@@ -117,10 +120,14 @@ func ParseQuery(namespace, function, raw string) (Query, []FieldError, error) {
 		return "", false // absent, or repeated and so reported already
 	}
 	if s, ok := get("status"); ok {
-		if len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx") {
+		code, err := strconv.Atoi(s)
+		switch {
+		case len(s) == 3 && s[0] >= '1' && s[0] <= '5' && strings.EqualFold(s[1:], "xx"):
 			q.StatusClass = int(s[0] - '0')
-		} else {
-			invalid("status", "must be a status class: 1xx, 2xx, 3xx, 4xx or 5xx")
+		case len(s) == 3 && err == nil && code >= 100 && code <= 599:
+			q.Status, q.StatusClass = code, code/100
+		default:
+			invalid("status", "must be a status code such as 504 or a class: 1xx, 2xx, 3xx, 4xx or 5xx")
 		}
 	}
 	if s, ok := get("trigger"); ok {
@@ -210,11 +217,13 @@ type InvocationList struct {
 
 // ListHandler serves GET /v1/namespaces/{ns}/functions/{name}/invocations.
 // It checks no credentials: mount it behind the API's authentication and
-// tenant check (and a 404 for a function that does not exist, if wanted —
-// the history of a deleted function stays listable here until retention
-// removes it).
+// tenant check.
 type ListHandler struct {
 	History History
+	// Functions, when set, tells a function that does not exist from one
+	// never called: an empty first page of a name it does not know is a
+	// 404. A deleted function's records stay listable.
+	Functions Resolver
 	// Logger hears the store's errors in full; callers only learn that the
 	// store is unavailable. Default slog.Default().
 	Logger *slog.Logger
@@ -292,6 +301,13 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 		w.Header().Set("Retry-After", "5")
 		writeProblem(w, listProblem(r, http.StatusServiceUnavailable, "unavailable", ReasonUnavailable, HistoryUnavailable))
 		return
+	}
+	if len(page.Items) == 0 && q.After == nil && h.Functions != nil {
+		if _, err := h.Functions.Resolve(r.Context(), namespace, function); errors.Is(err, ErrNotFound) {
+			writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound,
+				"no function "+strconv.Quote(namespace+"/"+function)+", and no invocations recorded under that name"))
+			return
+		}
 	}
 	out := InvocationList{Items: make([]Invocation, len(page.Items))}
 	for i, rec := range page.Items {

@@ -50,8 +50,10 @@ func TestListHandlerRefusesBadInput(t *testing.T) {
 		fields []string
 	}{
 		{"status=2xy", 400, []string{"status"}},
-		{"status=200", 400, []string{"status"}},
+		{"status=600", 400, []string{"status"}},
+		{"status=20", 400, []string{"status"}},
 		{"status=6xx", 400, []string{"status"}},
+		{"status=504", 200, nil},
 		{"trigger=webhook", 400, []string{"trigger"}},
 		{"since=yesterday", 400, []string{"since"}},
 		{"until=2026-13-01T00:00:00Z", 400, []string{"until"}},
@@ -185,6 +187,12 @@ func TestListHandlerPagesThroughHistory(t *testing.T) {
 	if len(l.Items) != 5 || l.Next != "" || l.Items[0].Status != 502 || l.Items[0].DurationMs != 1.5 || l.Items[0].StartedAt != start.Add(20*time.Second) {
 		t.Fatalf("5xx list %+v", l)
 	}
+	if l := get(url.Values{"status": {"502"}}); len(l.Items) != 5 || l.Items[0].Status != 502 {
+		t.Fatalf("status=502 list %+v", l)
+	}
+	if l := get(url.Values{"status": {"500"}}); len(l.Items) != 0 {
+		t.Fatalf("status=500 list %+v", l)
+	}
 	// An empty listing is an empty array, not null.
 	resp, err := http.Get(base + "/v1/namespaces/ns/functions/other/invocations")
 	if err != nil {
@@ -194,6 +202,47 @@ func TestListHandlerPagesThroughHistory(t *testing.T) {
 	resp.Body.Close()
 	if string(b) != `{"items":[]}` {
 		t.Fatalf("empty list %s", b)
+	}
+}
+
+// With Functions set, an empty first page of a function that does not
+// exist is a 404; a function never called lists empty, and a deleted one's
+// records stay listable.
+func TestListHandlerMissingFunction(t *testing.T) {
+	s := postgrestest.New(t)
+	ts := &targets{}
+	ts.set("ns", "quiet", invoke.Target{})
+	mux := http.NewServeMux()
+	mux.Handle("/v1/namespaces/{namespace}/functions/{name}/invocations", invoke.ListHandler{History: s, Functions: ts})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	rec := invoke.Record{Namespace: "ns", Function: "deleted", Trigger: invoke.TriggerHTTP, RequestID: "r1", StartedAt: time.Now().UTC(), Status: 200}
+	if err := s.Write(context.Background(), invoke.Batch{ID: "m", Records: []invoke.Record{rec}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, query string
+		status      int
+	}{
+		{"quiet", "", 200},
+		{"quiet", "status=5xx", 200},
+		{"deleted", "", 200},
+		{"nothing", "", 404},
+		{"nothing", "status=5xx", 404},
+	} {
+		resp, err := http.Get(srv.URL + "/v1/namespaces/ns/functions/" + tc.name + "/invocations?" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s?%s: %d, want %d: %s", tc.name, tc.query, resp.StatusCode, tc.status, b)
+		}
+		var p invoke.Problem
+		if tc.status == 404 && (json.Unmarshal(b, &p) != nil || p.Reason != invoke.ReasonNotFound || !strings.Contains(p.Detail, `no function "ns/nothing"`)) {
+			t.Errorf("%s?%s: want a FunctionNotFound problem: %s", tc.name, tc.query, b)
+		}
 	}
 }
 

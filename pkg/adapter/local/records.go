@@ -296,7 +296,7 @@ func (r *Records) List(ctx context.Context, q invoke.Query) (invoke.Page, error)
 			if !q.Since.IsZero() && rec.StartedAt.Before(q.Since) {
 				break // older from here on
 			}
-			if q.StatusClass != 0 && rec.Status/100 != q.StatusClass {
+			if (q.StatusClass != 0 && rec.Status/100 != q.StatusClass) || (q.Status != 0 && rec.Status != q.Status) {
 				continue
 			}
 			if q.Trigger != "" && rec.Trigger != q.Trigger {

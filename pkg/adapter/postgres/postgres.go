@@ -217,6 +217,9 @@ FROM invocations WHERE namespace = `)
 	if q.StatusClass != 0 {
 		sql.WriteString(` AND status_class = ` + arg(int16(q.StatusClass)))
 	}
+	if q.Status != 0 {
+		sql.WriteString(` AND status = ` + arg(int16(q.Status)))
+	}
 	if q.Trigger != "" {
 		sql.WriteString(` AND trigger = ` + arg(q.Trigger))
 	}
