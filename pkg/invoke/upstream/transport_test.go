@@ -363,8 +363,12 @@ func TestConcurrentCalls(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := l.n.Load(); n > workers {
-		t.Errorf("%d connections for %d concurrent callers", n, workers)
+	// Connections are reused: a dial per call would make 800. A
+	// connection goes back to the idle pool just after its body's EOF, so a
+	// caller quick to call again may dial one more now and then (seen under
+	// load); the bound allows for that, not for a dial per call.
+	if n := l.n.Load(); n > 2*workers {
+		t.Errorf("%d connections for %d concurrent callers making %d calls", n, workers, workers*calls)
 	}
 }
 
