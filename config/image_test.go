@@ -81,7 +81,7 @@ func TestImage(t *testing.T) {
 	}
 
 	bin := filepath.Join(t.TempDir(), "sless")
-	cmd := exec.Command("sh", "-c", strings.NewReplacer("/out/sless", bin, "${VERSION}", "v0.0.0-imagetest").Replace(build))
+	cmd := exec.Command("sh", "-c", strings.NewReplacer("/out/sless", bin, "${VERSION}", "v0.0.0-imagetest", "${COMMIT}", "0123abc").Replace(build))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", build, err, out)
@@ -108,7 +108,7 @@ func TestImage(t *testing.T) {
 		t.Errorf("build settings %v: want CGO_ENABLED=0 and -tags timetzdata", settings)
 	}
 	out, err := exec.Command(bin, "version").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "v0.0.0-imagetest" {
+	if err != nil || !strings.HasPrefix(string(out), "sless v0.0.0-imagetest (commit 0123abc, ") {
 		t.Errorf("sless version: %q, %v", out, err)
 	}
 	help, _ := exec.Command(bin, "help").CombinedOutput()
