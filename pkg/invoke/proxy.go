@@ -238,10 +238,25 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	c.target = target
-	if !target.Public && !c.authorize(w, r) {
+	if target.Public {
+		c.spotSlessToken(r)
+	} else if !c.authorize(w, r) {
 		return
 	}
 	c.forward(w, r)
+}
+
+// spotSlessToken marks a public call whose Authorization header is a sless
+// token, so that it is not handed to the function: a caller who sends its
+// login everywhere (as the CLI does) must not give it away. A header sless
+// does not accept is the function's own scheme and passes.
+func (c *call) spotSlessToken(r *http.Request) {
+	if c.p.opts.Authenticator == nil || r.Header.Get("Authorization") == "" {
+		return
+	}
+	if _, err := c.p.authenticate(r); err == nil {
+		c.slessToken = true
+	}
 }
 
 // authorize checks that the caller may call functions of c.ns, and answers
@@ -373,6 +388,7 @@ type call struct {
 	trigger, reqID  string
 	subject         string
 	private         bool
+	slessToken      bool // a public call that carried a sless token
 	start           time.Time
 	target          Target
 	addr            *url.URL
@@ -619,6 +635,9 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name)
 	}
 	h.Set(RequestIDHeader, c.reqID)
+	if c.slessToken {
+		h.Del("Authorization")
+	}
 	if c.private {
 		// The credentials were for sless; the function gets who called.
 		h.Del("Authorization")

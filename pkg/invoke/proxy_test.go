@@ -154,6 +154,34 @@ func TestProxyPrivateFunctionGetsSubjectNotToken(t *testing.T) {
 	}
 }
 
+// A public function never sees a sless token its caller sent (the CLI
+// sends its login with every call), nor who the caller is; a credential of
+// the function's own scheme passes.
+func TestProxyPublicFunctionDoesNotGetSlessToken(t *testing.T) {
+	r := newRig(t, invoke.Options{})
+	calls := make(chan seen, 1)
+	r.targets.set("team-a", "open", invoke.Target{Address: echo(t, calls), Ready: true, Public: true})
+	for _, tc := range []struct{ header, want string }{
+		{"Bearer team-a:alice", ""},
+		{"Bearer team-b:bob", ""}, // another tenant's token is still sless's
+		{"Bearer own-scheme", "Bearer own-scheme"},
+		{"Basic YWRhOnB3", "Basic YWRhOnB3"},
+	} {
+		resp := do(t, "GET", r.url+"/fn/team-a/open", "", "Authorization", tc.header)
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("%s: status %d", tc.header, resp.StatusCode)
+		}
+		c := <-calls
+		if got := c.Header.Get("Authorization"); got != tc.want {
+			t.Errorf("Authorization %q reached the function as %q, want %q", tc.header, got, tc.want)
+		}
+		if got := c.Header.Get(invoke.SubjectHeader); got != "" {
+			t.Errorf("%s: the public function was told the caller %q", tc.header, got)
+		}
+	}
+}
+
 func TestProxyTrustsForwardedHeadersWhenTold(t *testing.T) {
 	r := newRig(t, invoke.Options{TrustForwarded: true})
 	calls := make(chan seen, 1)
