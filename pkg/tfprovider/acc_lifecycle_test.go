@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -56,6 +57,13 @@ func invoke(url, token string) (map[string]any, error) {
 		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
 		if err != nil {
 			return nil, err
+		}
+		// sless dev's function hosts sit under fn.localhost, which Go does
+		// not resolve (curl and browsers map *.localhost to loopback): dial
+		// loopback and name the host, so no lookup leaves the machine.
+		if strings.HasSuffix(req.URL.Hostname(), ".localhost") {
+			req.Host = req.URL.Host
+			req.URL.Host = net.JoinHostPort("127.0.0.1", req.URL.Port())
 		}
 		// Functions without an http trigger are private: the API's token calls them.
 		req.Header.Set("Authorization", "Bearer "+token)
