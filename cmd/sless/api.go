@@ -26,6 +26,7 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
@@ -71,6 +72,7 @@ func runAPI(ctx context.Context, args []string) error {
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
 	spoolPath := fs.String("spool-path", os.Getenv("SLESS_SPOOL_PATH"), "file that keeps invocation records while PostgreSQL is down or slow, e.g. on an emptyDir volume (none: they wait in memory, up to 100000, then are dropped)")
 	spoolMax := fs.String("spool-max-size", "1Gi", "most bytes of records the spool holds; past it new records are dropped")
+	withConsole := fs.Bool("console", true, "serve the web console at /console/")
 	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return err
 	}
@@ -202,6 +204,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	var recorder *invoke.Recorder
 	var list gin.HandlerFunc
+	var history invoke.History
 	if *databaseURL != "" {
 		pg, err := openRecords(ctx, *databaseURL, *maxAge, log)
 		if err != nil {
@@ -221,6 +224,7 @@ func runAPI(ctx context.Context, args []string) error {
 			defer cancel()
 			_ = recorder.Close(cctx)
 		}()
+		history = pg
 		h := invoke.ListHandler{History: pg, Logger: log, Functions: resolver}
 		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 	}
@@ -256,6 +260,18 @@ func runAPI(ctx context.Context, args []string) error {
 	opts.Invoke = triggerCalls(proxy, acfg.HS256Secret, *issuer, strings.Join(auds, ","), cl) // cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md)
 	if *provision {
 		opts.Tenants = tenants
+	}
+	if *withConsole {
+		// The console reads what the API reads and calls functions through
+		// the same handler, with the caller's own token.
+		con, err := console.New(console.Options{
+			Objects: cl, Auth: verifier, TenantNamespaces: tenants, Blobs: blobs, Limits: opts.Limits,
+			History: history, Invoke: opts.Invoke, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		opts.Console = con
 	}
 	srv, err := api.New(opts)
 	if err != nil {

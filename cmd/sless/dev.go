@@ -29,6 +29,7 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
+	webconsole "github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
@@ -60,6 +61,7 @@ func runDev(ctx context.Context, args []string) error {
 	maxSize := fs.String("records-max-size", "1Gi", "without --database-url: most bytes the invocation records take in the data directory, the oldest deleted first (0: no bound)")
 	spoolMax := fs.String("spool-max-size", "1Gi", "with --database-url: most bytes of records kept in <data-dir>/invocation-spool.db while PostgreSQL is down or slow; past it new records are dropped")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
+	withConsole := fs.Bool("console", true, "serve the web console at /console/")
 	logMaxSize := fs.String("log-max-size", "10Mi", "rotate a function's log file at this size (a quantity: 512Ki, 10Mi, 1Gi)")
 	logMaxFiles := fs.Int("log-max-files", local.DefaultLogMaxFiles, "files of a function's log to keep, the current one included")
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
@@ -316,7 +318,16 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	list := invoke.ListHandler{History: history, Logger: log, Functions: resolver}
+	var con http.Handler
+	if *withConsole {
+		c, err := webconsole.New(webconsole.Options{Objects: store, Auth: verifier, Blobs: blobs, History: history, Invoke: proxy, Logger: log})
+		if err != nil {
+			return err
+		}
+		con = c
+	}
 	apiServer, err := api.New(api.Options{
+		Console: con,
 		Objects: store,
 		Auth:    verifier,
 		Blobs:   blobs,
@@ -362,6 +373,9 @@ func runDev(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "sless dev: functions at %s\n", function.Config{PublicBaseURL: baseURL, FunctionDomain: *fnDomain}.InvokeURL("{namespace}", "{name}"))
 	}
 	fmt.Fprintf(os.Stderr, "sless dev: data in %s; token in %s\n", data, filepath.Join(data, "dev-token"))
+	if *withConsole {
+		fmt.Fprintf(os.Stderr, "sless dev: web console at %s/console/ (sign in with the token)\n", baseURL)
+	}
 	fmt.Fprintf(os.Stderr, "sless dev: functions stop after %s idle\n", *idle)
 
 	select {

@@ -110,6 +110,10 @@ type Options struct {
 	// behind authentication and the tenancy check; IdentityOf(c) is the caller.
 	Invocations gin.HandlerFunc
 
+	// Console, when set, serves the web console under /console/ (see
+	// pkg/console). It authenticates its own callers, from a cookie.
+	Console http.Handler
+
 	// Registerer receives the API's metrics; nil makes a fresh registry.
 	// /metrics serves Gatherer (the registry made here when nil).
 	Registerer prometheus.Registerer
@@ -265,6 +269,11 @@ func (s *Server) routes() *gin.Engine {
 		}
 	}
 	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
+	if s.opts.Console != nil {
+		h := gin.WrapH(s.opts.Console)
+		r.Any("/console", h)
+		r.Any("/console/*path", h)
+	}
 	if s.opts.Invoke != nil {
 		h := gin.WrapH(s.opts.Invoke)
 		r.Any("/fn/:ns/:name", h)
