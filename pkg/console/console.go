@@ -53,7 +53,7 @@ type Options struct {
 	// checked like any other. Nil hides the form.
 	Invoke http.Handler
 	// Logs streams function output for the live logs panel; nil hides it.
-	Logs LogSource
+	Logs   LogSource
 	Logger *slog.Logger
 }
 

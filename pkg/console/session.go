@@ -186,10 +186,11 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, http.StatusOK, "login", loginData{})
+	c.render(w, r, http.StatusOK, "login", loginData{page: page{Title: "Sign in"}})
 }
 
 type loginData struct {
+	page
 	Error string
 }
 
@@ -203,7 +204,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	refuse := func(msg string) {
-		c.render(w, r, http.StatusUnauthorized, "login", loginData{Error: msg})
+		c.render(w, r, http.StatusUnauthorized, "login", loginData{page: page{Title: "Sign in"}, Error: msg})
 	}
 	switch {
 	case token == "":
