@@ -9,7 +9,9 @@
 #              throwaway cluster from (package postgresql, any version)
 #   rabbitmq   a RabbitMQ broker: SLESS_TEST_AMQP_URL, one answering on
 #              127.0.0.1:5672, or rabbitmq-server for a throwaway node
-# Usage: hack/deps.sh python3 node postgres rabbitmq
+#   chromium   a headless browser for the web console's test (chromedp):
+#              SLESS_CHROMIUM, or chromium / google-chrome on the PATH
+# Usage: hack/deps.sh python3 node postgres rabbitmq chromium
 set -euo pipefail
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -28,6 +30,11 @@ for want in "$@"; do
       if [ -z "${SLESS_TEST_AMQP_URL:-}" ] && ! answers 5672 &&
         [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && ! command -v rabbitmq-server >/dev/null; then
         missing+=(rabbitmq-server)
+      fi ;;
+    chromium)
+      if [ -z "${SLESS_CHROMIUM:-}" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null &&
+        ! command -v google-chrome-stable >/dev/null && ! command -v google-chrome >/dev/null; then
+        missing+=(chromium)
       fi ;;
     *) echo "deps.sh: unknown need $want" >&2; exit 2 ;;
   esac

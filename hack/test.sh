@@ -4,11 +4,14 @@
 # to (kube-apiserver, etcd, kubectl, versitygw, PostgreSQL, RabbitMQ) are
 # built or started by the tests' harness; what cannot be built from the Go
 # module proxy comes from Debian's packages (hack/deps.sh installs it when
-# missing).
+# missing), Chromium for the web console's browser test among them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== machine"
-bash hack/deps.sh python3 node postgres rabbitmq
+bash hack/deps.sh python3 node postgres rabbitmq chromium
+# The console's browser test skips only where no browser can be had; here
+# deps.sh has just installed one, so a skip would hide a broken install.
+export SLESS_REQUIRE_BROWSER=1
 echo "== go vet"
 go vet ./...
 echo "== gofmt"
