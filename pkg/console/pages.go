@@ -117,7 +117,6 @@ type functionData struct {
 	CanInvoke bool
 	Invoke    invokeForm
 	Result    *invokeResult
-	HasLogs   bool
 }
 
 // getFunction reads the function the path names, answering 404 when there
@@ -159,7 +158,6 @@ func (c *Console) functionData(r *http.Request, s *session, fn *slessv1alpha1.Fu
 		Inv:        c.invocations(r, fn),
 		CanInvoke:  c.opts.Invoke != nil,
 		Invoke:     invokeForm{Method: http.MethodPost, Path: "/", ContentType: "application/json", Body: "{}"},
-		HasLogs:    c.opts.Logs != nil,
 	}
 	return d
 }

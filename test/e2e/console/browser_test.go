@@ -1,7 +1,7 @@
 // Package console_test drives the web console of a real `sless dev` in a
 // real headless Chromium: sign in, find a Python function, read its
-// source, call it, see the call and its log line; and every value a user
-// wrote, source, log lines and answers included, stays text.
+// source, call it, see the call; and every value a user wrote, source and
+// answers included, stays text.
 package console_test
 
 import (
@@ -330,20 +330,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// The call appears in the invocations panel, which refreshes itself.
-	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#invocations tr.inv`)))
+	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#invocations tr.inv`)), shot("invoked"))
 	if rows := text(t, ctx, `#invocations tbody`); !strings.Contains(rows, reqID) || !strings.Contains(rows, "200") {
 		t.Errorf("the invocations panel shows %q, want the call %s with 200", rows, reqID)
 	}
 
-	// Its log line streams into the logs panel, as text.
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`[...document.querySelectorAll('#logs .line')].some(l => l.textContent.includes('console-probe'))`,
-		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-		t.Fatalf("no probe line in the logs panel: %v", err)
-	}
 	do(t, ctx, shot("function"))
-	if logs := text(t, ctx, `#logs`); !strings.Contains(logs, `console-probe <script>window.__xss="log"</script><img src=x onerror="window.__xss='log-img'">`) {
-		t.Errorf("the logs panel shows %q, want the probe line as text", logs)
-	}
 	checkInert(t, ctx, "function page")
 
 	// Filters: a status class no call has empties the panel.
