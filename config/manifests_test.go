@@ -133,6 +133,11 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{"sless-api", "watch", "revisions.serving.knative.dev", "tenant-a", true},
 		{"sless-api", "create", "pipelineruns.tekton.dev", "tenant-a", false},
 		{"sless-api", "update", "functions.sless.dev/status", "tenant-a", false},
+		// The logs routes read pods and their logs, and nothing more of them.
+		{"sless-api", "get", "pods/log", "tenant-a", true},
+		{"sless-api", "list", "pods", "tenant-a", true},
+		{"sless-api", "delete", "pods", "tenant-a", false},
+		{"sless-api", "create", "pods/exec", "tenant-a", false},
 	}
 	for _, tc := range tests {
 		// "functions.sless.dev/status" would read as a resource named

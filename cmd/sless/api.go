@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"log/slog"
 	"net"
 	"net/http"
@@ -189,6 +190,12 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	tenants := &kube.Tenants{Client: cl, Prefixes: tenantPrefixes}
+	// Pod logs are a stream, which the controller-runtime client does not
+	// read: client-go's core client does.
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -248,6 +255,7 @@ func runAPI(ctx context.Context, args []string) error {
 		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,
 		MaxUploadsPerTenant: *maxTenantUploads, UploadMinRate: *uploadMinRate, UploadRateWindow: *uploadRateWindow,
 		Invoke: proxy, Invocations: list,
+		Logs:       &kube.Logs{Pods: core},
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Ready: func(ctx context.Context) error {
 			if !resolver.Synced() {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,9 +121,23 @@ func TestEverySubcommandHelps(t *testing.T) {
 	}
 }
 
+// awaitMatch waits for re to match what buf holds.
+func awaitMatch(t *testing.T, buf *syncBuffer, re *regexp.Regexp, within time.Duration) string {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		if m := re.FindString(buf.String()); m != "" {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line matching %s within %s", re, within)
+		}
+	}
+}
+
 // A new user's whole loop against a live `sless dev`, through the built
-// binary only: login, new, deploy, list, describe, invoke, history, delete;
-// and a build that fails says why.
+// binary only: login, new, deploy, list, describe, invoke, history, logs,
+// delete; a build that fails says why; and sless dev's terminal shows a
+// line per build, rollout, process start and stop, and cold start.
 func TestCLIAgainstSlessDev(t *testing.T) {
 	bin := builtSless(t)
 	home := t.TempDir()
@@ -132,8 +147,10 @@ func TestCLIAgainstSlessDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := "http://127.0.0.1:" + strconv.Itoa(port)
-	dev := exec.Command(bin, "dev", "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", data, "--quiet")
-	var devLog bytes.Buffer
+	// A short idle timeout, so the test sees a process stop and a cold start.
+	dev := exec.Command(bin, "dev", "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", data,
+		"--log-format", "pretty", "--idle-timeout", "4s")
+	var devLog syncBuffer
 	dev.Stdout, dev.Stderr = &devLog, &devLog
 	if err := dev.Start(); err != nil {
 		t.Fatal(err)
@@ -251,12 +268,85 @@ func TestCLIAgainstSlessDev(t *testing.T) {
 		}
 	}
 
+	// The function's output: one call's lines by its request id, the last
+	// line, the build's output, and a follow that shows a new call's line.
+	r = c.ok("logs", "hello", "--invocation", reqID)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) == 0 || !strings.Contains(r.stdout, `"msg": "request"`) {
+		t.Errorf("logs --invocation %s:\n%s", reqID, r.stdout)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"requestId": "`+reqID+`"`) {
+			t.Errorf("logs --invocation %s shows another call's line: %s", reqID, l)
+		}
+	}
+	if r := c.ok("logs", "hello", "--tail", "1", "--timestamps"); strings.Count(r.stdout, "\n") != 1 || !regexp.MustCompile(`^20\d\d-\d\d-\d\dT\S+Z \{`).MatchString(r.stdout) {
+		t.Errorf("logs --tail 1 --timestamps:\n%s", r.stdout)
+	}
+	if r := c.ok("logs", "hello", "--build", "latest"); !strings.Contains(r.stdout, "$ ") {
+		t.Errorf("logs --build latest:\n%s", r.stdout)
+	}
+	if r := c.run("logs", "hello", "--tail", "x"); r.code != 1 && r.code != 2 {
+		t.Errorf("logs --tail x: exit %d, %q", r.code, r.stderr)
+	}
+	if r := c.run("logs", "nope"); r.code != 1 || !strings.Contains(r.stderr, "404 Not Found") {
+		t.Errorf("logs of a missing function: exit %d, %q", r.code, r.stderr)
+	}
+	follow := exec.Command(bin, "logs", "hello", "-f", "--tail", "0")
+	follow.Dir, follow.Env = home, env
+	var followed syncBuffer
+	follow.Stdout, follow.Stderr = &followed, &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followDone := make(chan error, 1)
+	go func() { followDone <- follow.Wait() }()
+	// The stream is open before the call; a line written before it would
+	// not be shown (tail 0), so the call is made until its line shows.
+	r = c.ok("invoke", "hello", "-i", "--path", "/?name=Followed")
+	followedID := between(r.stdout, "X-Request-Id: ", "\n")
+	awaitMatch(t, &followed, regexp.MustCompile(regexp.QuoteMeta(`"requestId": "`+followedID+`"`)), 20*time.Second)
+	follow.Process.Signal(os.Interrupt)
+	select {
+	case err := <-followDone:
+		if err != nil {
+			t.Errorf("logs -f ended with %v after Ctrl-C: %s", err, followed.String())
+		}
+	case <-time.After(10 * time.Second):
+		follow.Process.Kill()
+		t.Error("logs -f did not end on Ctrl-C")
+	}
+
+	// sless dev's terminal: short aligned lines, one per event.
+	for _, re := range []string{
+		`(?m)^\d\d:\d\d:\d\d  build started\s+default/hello\s+build=hello-build-[0-9a-f]{10}$`,
+		`(?m)^\d\d:\d\d:\d\d  build succeeded\s+default/hello\s+build=hello-build-[0-9a-f]{10} took=\S+$`,
+		`(?m)^\d\d:\d\d:\d\d  revision ready\s+default/hello\s+revision=hello-00001$`,
+		`(?m)^\d\d:\d\d:\d\d  process started\s+default/hello\s+revision=hello-00001 pid=\d+ took=\S+$`,
+		// The wrapper's JSON request line, as text.
+		`(?m)^\d\d:\d\d:\d\d  log info\s+default/hello\s+request .*status=200 .*requestId=` + regexp.QuoteMeta(reqID) + `$`,
+	} {
+		awaitMatch(t, &devLog, regexp.MustCompile(re), 10*time.Second)
+	}
+	// Idle past --idle-timeout, the process stops; the next call starts it cold.
+	awaitMatch(t, &devLog, regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  process stopped\s+default/hello\s+revision=hello-00001 pid=\d+ reason="idle for 4s"$`), 30*time.Second)
+	before := strings.Count(devLog.String(), "  cold start ")
+	c.ok("invoke", "hello")
+	awaitMatch(t, &devLog, regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  cold start\s+default/hello\s+revision=hello-00001 took=\d+(\.\d+)?m?s$`), 10*time.Second)
+	if after := strings.Count(devLog.String(), "  cold start "); after != before+1 {
+		t.Errorf("cold start lines %d, then %d after one call from zero", before, after)
+	}
+
 	// A build that fails prints the condition's message and exits 1.
 	c.ok("new", "--lang", "python", "broken")
 	os.WriteFile(filepath.Join(home, "broken", "requirements.txt"), []byte("not a requirement ==\n"), 0o644)
 	if r := c.run("deploy", "broken"); r.code != 1 || !strings.Contains(r.stderr, "function broken failed (BuildFailed)") || !strings.Contains(r.stderr, "requirements.txt") {
 		t.Errorf("deploy of a broken build: exit %d, stderr %q", r.code, r.stderr)
 	}
+	if r := c.ok("logs", "broken", "--build", "latest"); !strings.Contains(r.stdout, "not a requirement") {
+		t.Errorf("logs --build latest of the broken build:\n%s", r.stdout)
+	}
+	awaitMatch(t, &devLog, regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  WARN build failed\s+default/broken\s+build=broken-build-[0-9a-f]{10} took=\S+ reason=BuildFailed error=.*$`), 10*time.Second)
 
 	if r := c.ok("delete", "hello", "--wait"); !strings.Contains(r.stdout, "function hello deleted") {
 		t.Errorf("delete --wait: %q", r.stdout)

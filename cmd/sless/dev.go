@@ -62,6 +62,7 @@ func runDev(ctx context.Context, args []string) error {
 	spoolMax := fs.String("spool-max-size", "1Gi", "with --database-url: most bytes of records kept in <data-dir>/invocation-spool.db while PostgreSQL is down or slow; past it new records are dropped")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
 	withConsole := fs.Bool("console", true, "serve the web console at /console/")
+	logFormat := fs.String("log-format", logFormatAuto, "how sless dev writes its events and echoes the functions' output: pretty (short lines for a person), text or json (slog's, for machines); auto: pretty on a terminal, else text")
 	logMaxSize := fs.String("log-max-size", "10Mi", "rotate a function's log file at this size (a quantity: 512Ki, 10Mi, 1Gi)")
 	logMaxFiles := fs.Int("log-max-files", local.DefaultLogMaxFiles, "files of a function's log to keep, the current one included")
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
@@ -78,6 +79,11 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	switch *logFormat {
+	case logFormatAuto, logFormatPretty, logFormatText, logFormatJSON:
+	default:
+		return fmt.Errorf("--log-format %q: want auto, pretty, text or json", *logFormat)
 	}
 	if *idle <= 0 {
 		return errors.New("--idle-timeout must be positive")
@@ -121,7 +127,10 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, consoleOut, err := devLogger(*logFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
 
 	tokenHint := "the one given with --dev-token or SLESS_DEV_TOKEN"
 	if *token == "" {
@@ -177,9 +186,10 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer builder.Close()
+	builder.Logger = log
 	var console io.Writer
 	if !*quiet {
-		console = os.Stderr
+		console = consoleOut
 	}
 	server := local.NewServer(local.ServerOptions{
 		Dir:         builder.Dir,
@@ -193,6 +203,7 @@ func runDev(ctx context.Context, args []string) error {
 		Address:     func(ns, name string) string { return "local://" + ns + "/" + name },
 		OnChange:    enqueue,
 		StateDir:    filepath.Join(data, "serving"),
+		Logger:      log,
 	})
 	defer server.Close()
 	// The server serves again the revisions it kept; one of a Function no
@@ -336,6 +347,7 @@ func runDev(ctx context.Context, args []string) error {
 		Invocations: func(c *gin.Context) {
 			list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
 		},
+		Logs:       &local.Logs{LogDir: filepath.Join(data, "logs"), Builder: builder},
 		Registerer: reg, Gatherer: reg,
 		Logger: log,
 	})

@@ -55,6 +55,8 @@ func operations() []operation {
 	ops = append(ops,
 		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 408, 409, 412, 413, 415, 503}},
 		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
+		operation{method: "GET", path: fn + "/logs", id: "getFunctionLogs", summary: "The output of the Function's instances as text, one line each; with follow=true a stream that stays open until the client leaves; 501 when the server reads no logs", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: fn + "/builds/{build}/logs", id: "getBuildLogs", summary: "The output of one of the Function's builds (build: status.buildRef, or latest), one line each; following a build ends when it does", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 	)
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
@@ -99,7 +101,7 @@ func buildOpenAPI() obj {
 		}
 		o := obj{"operationId": op.id, "summary": op.summary}
 		var params []any
-		for _, p := range []string{"ns", "name", "path"} {
+		for _, p := range []string{"ns", "name", "build", "path"} {
 			if strings.Contains(op.path, "{"+p+"}") {
 				params = append(params, obj{"name": p, "in": "path", "required": true, "schema": obj{"type": "string"}})
 			}
@@ -120,6 +122,21 @@ func buildOpenAPI() obj {
 					"description": "Sets spec.runtime together with the code (for an existing Function); the code is checked and built for it."},
 				obj{"name": "entrypoint", "in": "query", "schema": obj{"type": "string"},
 					"description": "Sets spec.entrypoint together with the code (for an existing Function), for code whose handler moved."})
+		}
+		if op.id == "getFunctionLogs" || op.id == "getBuildLogs" {
+			params = append(params,
+				obj{"name": "follow", "in": "query", "schema": obj{"type": "boolean", "default": false},
+					"description": "Keep the answer open and send lines as they are written, until the client leaves (for a build: until it ends)."},
+				obj{"name": "since", "in": "query", "schema": obj{"type": "string"}, "example": "10m",
+					"description": "Only lines written since: a duration back from now (10m, 1h30m) or an RFC 3339 time."},
+				obj{"name": "tail", "in": "query", "schema": obj{"type": "integer", "minimum": 0},
+					"description": "Only the last lines (of those the other parameters select) written before the request."},
+				obj{"name": "timestamps", "in": "query", "schema": obj{"type": "boolean", "default": false},
+					"description": "Start each line with the RFC 3339 time it was written and a space (- when unknown)."})
+			if op.id == "getFunctionLogs" {
+				params = append(params, obj{"name": "invocation", "in": "query", "schema": obj{"type": "string"},
+					"description": "Only lines the runtime tagged with this request id (the X-Request-Id of the call, the requestId of its invocation record)."})
+			}
 		}
 		if op.method == "PUT" || op.method == "PATCH" || op.method == "DELETE" {
 			if !op.public {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
@@ -109,6 +110,9 @@ type Options struct {
 	// Invocations, when set, serves GET /v1/namespaces/{ns}/functions/{name}/invocations
 	// behind authentication and the tenancy check; IdentityOf(c) is the caller.
 	Invocations gin.HandlerFunc
+	// Logs, when set, serves GET …/functions/{name}/logs and
+	// …/functions/{name}/builds/{build}/logs; nil answers them 501.
+	Logs logs.Source
 
 	// Console, when set, serves the web console under /console/ (see
 	// pkg/console). It authenticates its own callers, from a cookie.
@@ -269,6 +273,8 @@ func (s *Server) routes() *gin.Engine {
 		}
 	}
 	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
+	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.functionLogs)
+	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs)
 	if s.opts.Console != nil {
 		h := gin.WrapH(s.opts.Console)
 		r.Any("/console", h)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -46,6 +48,9 @@ type Builder struct {
 	// onDone is called (in its own goroutine) with each function that asked
 	// for a build when that build ends, so its reconcile runs again.
 	onDone func(namespace, name string)
+	// Logger, when set, is told when a build starts and ends (sless dev's
+	// terminal lines); set it before the first EnsureBuild.
+	Logger *slog.Logger
 
 	mu      sync.Mutex
 	running map[string]*build
@@ -64,6 +69,8 @@ type build struct {
 	// the failed build this one retries, and the one that asked for it.
 	rebuilds []string
 	timeout  time.Duration
+	// done is closed when the build ends (logs follow it until then).
+	done chan struct{}
 }
 
 // buildResult is <digest>.json.
@@ -203,7 +210,8 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 		if found && !askedAgain(res, fn) {
 			return finished(fn, name, in.Digest, res), nil
 		}
-		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}, timeout: time.Duration(fn.BuildTimeout()) * time.Second}
+		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}, timeout: time.Duration(fn.BuildTimeout()) * time.Second,
+			done: make(chan struct{})}
 		if found { // a failed build fn asks to run again
 			bl.rebuilds = res.Rebuilds
 		}
@@ -213,6 +221,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 		b.running[hexd] = bl
 		b.wg.Add(1)
 		go b.run(hexd, in.Location, bl)
+		b.logf(slog.LevelInfo, "build started", "function", fn.Namespace+"/"+fn.Name, "build", name)
 	}
 	bl.waiters[[2]string{fn.Namespace, fn.Name}] = true
 	start := bl.started
@@ -258,7 +267,23 @@ func (b *Builder) run(hexd, location string, bl *build) {
 	b.mu.Lock()
 	delete(b.running, hexd)
 	waiters := bl.waiters
+	close(bl.done)
 	b.mu.Unlock()
+	var fns []string
+	for w := range waiters {
+		fns = append(fns, w[0]+"/"+w[1])
+	}
+	slices.Sort(fns)
+	took := res.CompletionTime.Sub(res.StartTime).Round(100 * time.Millisecond)
+	switch {
+	case res.Succeeded:
+		b.logf(slog.LevelInfo, "build succeeded", "function", strings.Join(fns, ","), "build", bl.name, "took", took)
+	case res.Reason == ReasonBuildCancelled:
+		b.logf(slog.LevelInfo, "build cancelled", "function", strings.Join(fns, ","), "build", bl.name)
+	default:
+		b.logf(slog.LevelWarn, "build failed", "function", strings.Join(fns, ","), "build", bl.name, "took", took,
+			"reason", res.Reason, "error", res.Message)
+	}
 	for w := range waiters {
 		b.onDone(w[0], w[1])
 	}
@@ -288,12 +313,16 @@ func (b *Builder) build(ctx context.Context, hexd, location string) buildResult 
 		return buildResult{Reason: ReasonBuildFailed, Message: err.Error()}
 	}
 	defer logf.Close()
+	// Stamped lines, as a function's log: `sless logs --build` reads them.
+	stamped := &logs.Stamper{W: logf}
 	for _, cmd := range cmds {
 		tail := &tailBuffer{max: 2048}
-		fmt.Fprintf(logf, "$ %s\n", strings.Join(cmd.Args, " "))
-		cmd.Stdout = io.MultiWriter(logf, tail)
+		fmt.Fprintf(stamped, "$ %s\n", strings.Join(cmd.Args, " "))
+		cmd.Stdout = io.MultiWriter(stamped, tail)
 		cmd.Stderr = cmd.Stdout
-		if err := runGroup(ctx, cmd); err != nil {
+		err := runGroup(ctx, cmd)
+		stamped.Flush()
+		if err != nil {
 			msg := strings.TrimSpace(tail.String())
 			if msg == "" {
 				msg = err.Error()
@@ -308,6 +337,12 @@ func (b *Builder) build(ctx context.Context, hexd, location string) buildResult 
 		return buildResult{Reason: ReasonBuildFailed, Message: err.Error()}
 	}
 	return buildResult{Succeeded: true}
+}
+
+func (b *Builder) logf(level slog.Level, msg string, args ...any) {
+	if b.Logger != nil {
+		b.Logger.Log(context.Background(), level, msg, args...)
+	}
 }
 
 // runGroup runs cmd in its own process group and kills the whole group when

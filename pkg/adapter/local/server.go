@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,6 +27,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -47,7 +49,8 @@ type ServerOptions struct {
 	// Tools names python3, node and go (see runtimes.LocalOptions).
 	Tools runtimes.LocalOptions
 	// LogDir receives <namespace>/<name>.log, the output of the function's
-	// processes. Empty: no log files.
+	// processes, each line stamped with its time (logs.Stamper). Empty: no
+	// log files.
 	LogDir string
 	// LogMaxBytes is the size at which a log file is rotated: it becomes
 	// <name>.log.1, an older .1 becomes .2, and so on. Default
@@ -74,6 +77,9 @@ type ServerOptions struct {
 	// started again (it doubles per failure up to five minutes), as a
 	// crash-looping pod is restarted. Default 10 s.
 	RetryBackoff time.Duration
+	// Logger, when set, is told of rollouts, process starts and stops and
+	// cold starts (sless dev's terminal lines).
+	Logger *slog.Logger
 	// StateDir keeps, per function, the revision that serves it
 	// (<namespace>/<name>.json), and NewServer serves those revisions
 	// again. On a cluster Revisions outlive the controller; without this a
@@ -424,6 +430,15 @@ func (s *Server) rollout(svc *service, r *revision) {
 		time.AfterFunc(wait, func() { s.opts.OnChange(svc.key.Namespace, svc.key.Name) })
 	}
 	s.mu.Unlock()
+	if err == nil {
+		args := []any{"function", svc.key.String(), "revision", r.name}
+		if old != nil && old != r {
+			args = append(args, "replaces", old.name)
+		}
+		s.logf(slog.LevelInfo, "revision ready", args...)
+	} else if !errors.Is(err, errServerClosed) && !errors.Is(err, context.Canceled) {
+		s.logf(slog.LevelWarn, "revision failed", "function", svc.key.String(), "revision", r.name, "error", err.Error())
+	}
 	s.opts.OnChange(svc.key.Namespace, svc.key.Name)
 	if old != nil && old != r {
 		s.retire(old, s.opts.DrainGrace)
@@ -460,6 +475,7 @@ func (c *Call) Done() {
 // fails with invoke.ErrBusy.
 func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
+	begin := time.Now()
 	for {
 		s.mu.Lock()
 		svc := s.fns[key]
@@ -477,6 +493,10 @@ func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, e
 		}
 		if err != nil {
 			return &Call{Revision: r.name, Cold: cold}, err
+		}
+		if cold {
+			s.logf(slog.LevelInfo, "cold start", "function", key.String(), "revision", r.name,
+				"took", time.Since(begin).Round(time.Millisecond))
 		}
 		return &Call{URL: u, Revision: r.name, Cold: cold, r: r}, nil
 	}
@@ -685,7 +705,7 @@ func (s *Server) Close() {
 	s.procMu.Unlock()
 	for _, inst := range left {
 		wg.Add(1)
-		go func(inst *instance) { defer wg.Done(); inst.stop(0, inst.drain) }(inst)
+		go func(inst *instance) { defer wg.Done(); inst.because("sless dev stopping"); inst.stop(0, inst.drain) }(inst)
 	}
 	wg.Wait()
 }
@@ -745,6 +765,7 @@ func (s *Server) reap() {
 			}
 			r.mu.Unlock()
 			if inst != nil {
+				inst.because("idle for " + s.opts.IdleTimeout.String())
 				go inst.stop(s.opts.DrainGrace, time.Duration(r.spec.timeout)*time.Second)
 			}
 			if keepWarm {
@@ -884,6 +905,7 @@ func (r *revision) start(done chan struct{}) {
 	if err == nil {
 		if r.retired {
 			r.mu.Unlock()
+			inst.because("revision retired")
 			inst.stop(0, 0)
 			r.mu.Lock()
 			r.startErr = errRetired
@@ -929,6 +951,7 @@ func (r *revision) stop() {
 		<-ch // start() sees retired and stops what it started
 	}
 	if inst != nil {
+		inst.because("revision retired")
 		inst.stop(0, time.Duration(r.spec.timeout)*time.Second)
 	}
 }
@@ -948,6 +971,22 @@ type instance struct {
 	// drain is how long the wrapper may take to finish its calls after
 	// SIGTERM: the revision's timeout.
 	drain time.Duration
+
+	// fn and revision name the instance in log lines; reason is why it was
+	// stopped ("" while no one stopped it: an exit is then a crash).
+	fn, revision string
+	mu           sync.Mutex
+	reason       string
+}
+
+// because records why the instance is being stopped; the first reason
+// given is kept.
+func (inst *instance) because(reason string) {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.reason == "" {
+		inst.reason = reason
+	}
 }
 
 func (r *revision) spawn() (*instance, error) {
@@ -971,7 +1010,7 @@ func (r *revision) spawn() (*instance, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &tailBuffer{max: 4096},
 		url:   &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
-		drain: time.Duration(r.spec.timeout) * time.Second}
+		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name}
 	out, closeOut := s.output(r.key)
 	inst.closeFn = closeOut
 	w := io.MultiWriter(out, inst.logs)
@@ -991,22 +1030,40 @@ func (r *revision) spawn() (*instance, error) {
 	}
 	s.procs[inst] = struct{}{}
 	s.procMu.Unlock()
+	began := time.Now()
 	go func() {
 		_ = cmd.Wait()
 		closeOut()
 		s.procMu.Lock()
 		delete(s.procs, inst)
 		s.procMu.Unlock()
+		inst.mu.Lock()
+		reason := inst.reason
+		inst.mu.Unlock()
+		if reason != "" {
+			s.logf(slog.LevelInfo, "process stopped", "function", inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "reason", reason)
+		} else {
+			s.logf(slog.LevelWarn, "process exited", "function", inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "status", cmd.ProcessState.String())
+		}
 		close(inst.exited)
 	}()
 	if err := inst.waitHealthy(s.opts.StartTimeout); err != nil {
+		inst.because("not healthy")
 		inst.stop(0, 0)
 		if strings.Contains(inst.logs.String(), "in use") {
 			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
 		}
 		return nil, err
 	}
+	s.logf(slog.LevelInfo, "process started", "function", inst.fn, "revision", r.name, "pid", cmd.Process.Pid,
+		"took", time.Since(began).Round(time.Millisecond))
 	return inst, nil
+}
+
+func (s *Server) logf(level slog.Level, msg string, args ...any) {
+	if s.opts.Logger != nil {
+		s.opts.Logger.Log(context.Background(), level, msg, args...)
+	}
 }
 
 var healthClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -1058,8 +1115,9 @@ func (inst *instance) stop(grace, timeout time.Duration) {
 	}
 }
 
-// output is where a function's process writes: its log file (rotated by
-// size, see logFile) and the console. The returned func ends this
+// output is where a function's process writes: its log file (each line
+// stamped with its time, see logs.Stamper; rotated by size, see logFile)
+// and the console. The returned func ends this
 // process's use of them; calling it again does nothing.
 func (s *Server) output(key types.NamespacedName) (io.Writer, func()) {
 	var ws []io.Writer
@@ -1074,10 +1132,14 @@ func (s *Server) output(key types.NamespacedName) (io.Writer, func()) {
 		}
 		lf.refs++
 		s.logMu.Unlock()
-		ws = append(ws, lf)
+		// Each process stamps its own lines, so that two writing at once
+		// (a draining revision and the new one) never mix within a line.
+		stamped := &logs.Stamper{W: lf}
+		ws = append(ws, stamped)
 		var once sync.Once
 		release = func() {
 			once.Do(func() {
+				stamped.Flush()
 				s.logMu.Lock()
 				defer s.logMu.Unlock()
 				// The file stays known (its size and rotation are the

@@ -23,6 +23,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -640,5 +641,26 @@ func TestServerRotatesFunctionLogs(t *testing.T) {
 	older, _ := os.ReadFile(filepath.Join(dir, "chatty.log.1"))
 	if !strings.Contains(string(older), "chatter 19") {
 		t.Errorf("chatty.log.1 does not hold the lines just before the newest: …%s", older[max(len(older)-200, 0):])
+	}
+	// The logs API reads them back: the last lines across the rotated
+	// files, each stamped when written, the call's tagged with its id.
+	src := &Logs{LogDir: bed.opts.LogDir}
+	var got []logs.Line
+	if err := src.Function(context.Background(), fn, logs.Query{Tail: 3}, func(l logs.Line) error {
+		got = append(got, l)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("tail 3 gave %d lines", len(got))
+	}
+	if !strings.Contains(got[1].Text, "the last line") || logs.InvocationOf(got[1].Text) == "" {
+		t.Errorf("the handler's last print is not the line before the wrapper's request line, tagged: %q", got[1].Text)
+	}
+	for _, l := range got {
+		if time.Since(l.Time) > time.Minute || time.Since(l.Time) < 0 {
+			t.Errorf("line %q stamped %v", l.Text, l.Time)
+		}
 	}
 }

@@ -1,0 +1,72 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/logs"
+)
+
+// Logs is logs.Source for sless dev: a function's output is
+// <LogDir>/<namespace>/<name>.log and its rotated files (Server), a
+// build's is <builds>/<digest>.log (Builder).
+type Logs struct {
+	LogDir  string
+	Builder *Builder
+}
+
+var _ logs.Source = (*Logs)(nil)
+
+// Function reads the function's log files.
+func (l *Logs) Function(ctx context.Context, fn *slessv1alpha1.Function, q logs.Query, emit logs.Emit) error {
+	p := filepath.Join(l.LogDir, fn.Namespace, fn.Name+".log")
+	return logs.Files(ctx, p, fn.Name, q, nil, emit)
+}
+
+var buildSuffixRE = regexp.MustCompile(`^[a-f0-9]{10}$`)
+
+// Build reads the log of fn's build named build (BuildName). Following a
+// build that runs ends when it does.
+func (l *Logs) Build(ctx context.Context, fn *slessv1alpha1.Function, build string, q logs.Query, emit logs.Emit) error {
+	short, ok := strings.CutPrefix(build, fn.Name+"-build-")
+	if !ok || !buildSuffixRE.MatchString(short) {
+		return fmt.Errorf("%w: %s is not a build of function %s", logs.ErrNotFound, build, fn.Name)
+	}
+	hexd, stop, err := l.Builder.logOf(short)
+	if err != nil {
+		return err
+	}
+	if !q.Follow {
+		stop = nil
+	} else if stop == nil {
+		q.Follow = false // it has ended: nothing more will come
+	}
+	return logs.Files(ctx, filepath.Join(l.Builder.root, hexd+".log"), build, q, stop, emit)
+}
+
+// logOf finds the build whose digest starts with short: its digest, and
+// while it runs a channel closed when it ends (nil once it has).
+func (b *Builder) logOf(short string) (string, <-chan struct{}, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for hexd, bl := range b.running {
+		if strings.HasPrefix(hexd, short) {
+			return hexd, bl.done, nil
+		}
+	}
+	matches, _ := filepath.Glob(filepath.Join(b.root, short+"*.log"))
+	for _, m := range matches {
+		hexd := strings.TrimSuffix(filepath.Base(m), ".log")
+		if digestRE.MatchString("sha256:" + hexd) {
+			if _, err := os.Stat(m); err == nil {
+				return hexd, nil, nil
+			}
+		}
+	}
+	return "", nil, fmt.Errorf("%w: no log of build %s", logs.ErrNotFound, short)
+}
