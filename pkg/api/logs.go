@@ -104,6 +104,16 @@ func (s *Server) buildLogs(c *gin.Context) {
 	})
 }
 
+// logsProblem answers a read that failed before its first line.
+func (s *Server) logsProblem(c *gin.Context, fn *slessv1alpha1.Function, err error) {
+	if errors.Is(err, logs.ErrNotFound) {
+		writeProblem(c, notFound("%v", err))
+		return
+	}
+	s.log.Error("read logs", "namespace", fn.Namespace, "function", fn.Name, "error", err)
+	writeProblem(c, unavailable(5, "the logs of Function %q cannot be read now: %v", fn.Name, err))
+}
+
 // serveLogs answers with the lines read as text/plain, one a line, each
 // flushed when following so a client sees it at once. Until the first
 // line an error is a problem; after it the answer just ends.
@@ -126,6 +136,16 @@ func (s *Server) serveLogs(c *gin.Context, read func(*slessv1alpha1.Function, lo
 		c.Header("Content-Type", "text/plain; charset=utf-8")
 		c.Status(http.StatusOK)
 		return
+	}
+	if q.Follow {
+		// A missing build is a 404, not an empty stream: it is asked for
+		// without following (no lines) before the answer begins.
+		probe := q
+		probe.Follow, probe.Tail = false, 0
+		if err := read(fn, probe, func(logs.Line) error { return nil }); err != nil {
+			s.logsProblem(c, fn, err)
+			return
+		}
 	}
 	started := false
 	start := func() {
@@ -168,13 +188,7 @@ func (s *Server) serveLogs(c *gin.Context, read func(*slessv1alpha1.Function, lo
 		return nil
 	})
 	if err != nil && !started && c.Request.Context().Err() == nil {
-		switch {
-		case errors.Is(err, logs.ErrNotFound):
-			writeProblem(c, notFound("%v", err))
-		default:
-			s.log.Error("read logs", "namespace", fn.Namespace, "function", fn.Name, "error", err)
-			writeProblem(c, unavailable(5, "the logs of Function %q cannot be read now: %v", fn.Name, err))
-		}
+		s.logsProblem(c, fn, err)
 		return
 	}
 	if !started {

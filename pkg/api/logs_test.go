@@ -132,6 +132,7 @@ func TestFunctionLogs(t *testing.T) {
 		{name: "another function's build", path: e.path("functions", "other", "builds", "other-build-"+logDigest[:10], "logs"), code: 404},
 		{name: "a build of another function by name", path: e.path("functions", "hello", "builds", "other-build-"+logDigest[:10], "logs"), code: 404},
 		{name: "a build that never ran", path: e.path("functions", "hello", "builds", "hello-build-ffffffffff", "logs"), code: 404},
+		{name: "following a build that never ran", path: e.path("functions", "hello", "builds", "hello-build-ffffffffff", "logs") + "?follow=true", code: 404},
 		{name: "a missing function", path: e.path("functions", "nothere", "logs"), code: 404},
 		{name: "no token", path: fnLogs, tok: "-", code: 401},
 		{name: "another tenant", path: fnLogs, tok: e.token("mallory", "sless.dev/namespace", "t-elsewhere"), code: 403},

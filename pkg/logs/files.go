@@ -26,6 +26,9 @@ import (
 // with anyway. Following ends when ctx ends, or when stop is closed (the
 // writer is done: a build that ended) once what is left has been read.
 func Files(ctx context.Context, path, from string, q Query, stop <-chan struct{}, emit Emit) error {
+	if q.Tail == 0 && !q.Follow {
+		return nil
+	}
 	var w *fsnotify.Watcher
 	if q.Follow {
 		// Watching before the first read: a line written between the read
