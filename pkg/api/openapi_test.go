@@ -122,6 +122,20 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 			}
 		}
 	}
+	for path, params := range map[string][]string{
+		"/v1/namespaces/{ns}/functions/{name}/logs":                {"follow", "since", "tail", "timestamps", "invocation"},
+		"/v1/namespaces/{ns}/functions/{name}/builds/{build}/logs": {"follow", "since", "tail", "timestamps"},
+	} {
+		op := doc.Paths.Find(path).Get
+		if op == nil {
+			t.Fatalf("no GET %s", path)
+		}
+		for _, name := range params {
+			if op.Parameters.GetByInAndName("query", name) == nil {
+				t.Errorf("GET %s does not document ?%s", path, name)
+			}
+		}
+	}
 	put := doc.Paths.Find("/v1/namespaces/{ns}/functions/{name}/source").Put
 	if r := put.Responses.Status(http.StatusServiceUnavailable); r == nil || r.Value.Headers["Retry-After"] == nil {
 		t.Error("the upload's 503 does not document Retry-After")
