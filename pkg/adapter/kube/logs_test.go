@@ -32,7 +32,8 @@ import (
 // request, the real apiserver's authorization, node lookup and proxying —
 // is the real code. It answers canned lines per container, honouring
 // timestamps, tailLines and sinceTime as the kubelet does, and records the
-// queries it got. A followed container stays open until ended.
+// queries it got (the container is in the path). A followed container
+// stays open until ended.
 type kubelet struct {
 	srv *httptest.Server
 
@@ -244,13 +245,13 @@ func TestPodLogs(t *testing.T) {
 	}{
 		{"all, merged by time", logs.Query{Tail: -1},
 			`hello-00001-a: {"msg":"a1","requestId":"r1"}|hello-00001-a: a2|hello-00001-b: b1|hello-00001-a: {"msg":"a3","requestId":"r2"}|hello-00001-b: {"msg":"b2","requestId":"r1"}`,
-			"container=user-container&timestamps=true"},
+			"timestamps=true"},
 		{"tail", logs.Query{Tail: 2}, `hello-00001-a: {"msg":"a3","requestId":"r2"}|hello-00001-b: {"msg":"b2","requestId":"r1"}`,
-			"container=user-container&tailLines=2&timestamps=true"},
+			"tailLines=2&timestamps=true"},
 		{"since", logs.Query{Tail: -1, Since: t0.Add(2 * time.Second)}, `hello-00001-a: {"msg":"a3","requestId":"r2"}|hello-00001-b: {"msg":"b2","requestId":"r1"}`,
-			"container=user-container&sinceTime=" + strings.ReplaceAll(t0.Add(2*time.Second).Format(time.RFC3339), ":", "%3A") + "&timestamps=true"},
+			"sinceTime=" + strings.ReplaceAll(t0.Add(2*time.Second).Format(time.RFC3339), ":", "%3A") + "&timestamps=true"},
 		{"one invocation, its last line", logs.Query{Tail: 1, Invocation: "r1"}, `hello-00001-b: {"msg":"b2","requestId":"r1"}`,
-			"container=user-container&timestamps=true"},
+			"timestamps=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(b.kl.queriesOf(b.ns + "/hello-00001-a/user-container"))
