@@ -255,6 +255,9 @@ func (r *Runtime) ServeArgs(root, interpreter string) []string {
 type Manifest struct {
 	Runtime    string `json:"runtime"`
 	Entrypoint string `json:"entrypoint"`
+	// Mode is "service" for a SlessService's web app, empty for a
+	// function's handler (and left out, so functions' digests stay as they were).
+	Mode string `json:"mode,omitempty"`
 }
 
 // ReadManifest reads sless.json from an unpacked build context.

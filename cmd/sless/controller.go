@@ -28,6 +28,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
@@ -229,13 +230,16 @@ func runController(ctx context.Context, args []string) error {
 	}); err != nil {
 		return err
 	}
-	err = function.SetupWithManager(mgr, function.Options{
+	fnOpts := function.Options{
 		Config:                  function.Config{PublicBaseURL: c.publicBaseURL, FunctionDomain: c.fnDomain},
 		Resources:               c.res,
 		Store:                   store,
 		MaxConcurrentReconciles: c.concurrency,
-	})
-	if err != nil {
+	}
+	if err := function.SetupWithManager(mgr, fnOpts); err != nil {
+		return err
+	}
+	if err := service.SetupWithManager(mgr, fnOpts); err != nil {
 		return err
 	}
 	if c.sourceGCInterval > 0 {

@@ -51,7 +51,7 @@ type BuildState struct {
 // digest: a second call for the same function and digest reports on the
 // build the first one started rather than starting another.
 type Builder interface {
-	EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, in BuildInput) (BuildState, error)
+	EnsureBuild(ctx context.Context, fn slessv1alpha1.Workload, in BuildInput) (BuildState, error)
 }
 
 // ServeState is what a server reports of a function's service.
@@ -100,8 +100,8 @@ type ServeState struct {
 // EnsureService is not called: an older revision may become ready
 // meanwhile.
 type Server interface {
-	EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (ServeState, error)
-	Observe(ctx context.Context, fn *slessv1alpha1.Function) (st ServeState, found bool, err error)
+	EnsureService(ctx context.Context, fn slessv1alpha1.Workload, image string) (ServeState, error)
+	Observe(ctx context.Context, fn slessv1alpha1.Workload) (st ServeState, found bool, err error)
 }
 
 // RevisionSettings are what a revision runs with besides its image, as
@@ -125,7 +125,7 @@ type RevisionSettings struct {
 // RevisionReader reads the settings of one of a function's revisions by
 // name; found is false when no such revision exists.
 type RevisionReader interface {
-	ReadRevision(ctx context.Context, fn *slessv1alpha1.Function, name string) (settings RevisionSettings, found bool, err error)
+	ReadRevision(ctx context.Context, fn slessv1alpha1.Workload, name string) (settings RevisionSettings, found bool, err error)
 }
 
 // Pinned tells an image reference that names its digest.

@@ -385,3 +385,28 @@ func TestInlineAndFiles(t *testing.T) {
 		t.Errorf("Size() = %d", f.Size())
 	}
 }
+
+// A service's context says its mode in the manifest and the image's env;
+// a function's says nothing of modes, so its digest is what it was.
+func TestBuildContextServiceMode(t *testing.T) {
+	files := Inline(map[string]string{"app.py": "def app(environ, start_response):\n    pass\n"})
+	fn, err := BuildContext(Input{Runtime: "python3.12", Entrypoint: "app.app", Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := BuildContext(Input{Runtime: "python3.12", Entrypoint: "app.app", Mode: "service", Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.Digest == svc.Digest {
+		t.Fatal("a function and a service of the same code share a build context digest")
+	}
+	_, fnFiles := readContext(t, fn.TarGz)
+	_, svcFiles := readContext(t, svc.TarGz)
+	if strings.Contains(fnFiles["sless.json"], "mode") || strings.Contains(fnFiles["Dockerfile"], "SLESS_MODE") {
+		t.Errorf("a function's context names a mode:\n%s\n%s", fnFiles["sless.json"], fnFiles["Dockerfile"])
+	}
+	if !strings.Contains(svcFiles["sless.json"], `"mode":"service"`) || !strings.Contains(svcFiles["Dockerfile"], `ENV SLESS_MODE="service"`) {
+		t.Errorf("a service's context does not name its mode:\n%s\n%s", svcFiles["sless.json"], svcFiles["Dockerfile"])
+	}
+}

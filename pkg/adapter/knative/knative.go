@@ -47,15 +47,15 @@ var (
 // EnsureService gets or creates fn's Service and updates it only when it
 // differs from what MakeService builds in a field sless sets, so neither
 // Knative's defaulting nor a controller restart makes a new revision.
-func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
+func (s *Server) EnsureService(ctx context.Context, fn slessv1alpha1.Workload, image string) (adapter.ServeState, error) {
 	st, err := s.ensure(ctx, fn, image)
 	if err != nil {
 		return st, err
 	}
-	if st.Image, err = s.servedImage(ctx, fn.Namespace, image, st); err != nil {
+	if st.Image, err = s.servedImage(ctx, fn.GetNamespace(), image, st); err != nil {
 		return adapter.ServeState{}, err
 	}
-	if st.ServingImage, err = s.servingImage(ctx, fn.Namespace, st); err != nil {
+	if st.ServingImage, err = s.servingImage(ctx, fn.GetNamespace(), st); err != nil {
 		return adapter.ServeState{}, err
 	}
 	return st, nil
@@ -63,8 +63,8 @@ func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, 
 
 // Observe reads fn's Service from the cache and, when the revision that
 // serves is not the one fn's status already names, that Revision's image.
-func (s *Server) Observe(ctx context.Context, fn *slessv1alpha1.Function) (adapter.ServeState, bool, error) {
-	key := client.ObjectKey{Namespace: fn.Namespace, Name: names.Service(fn)}
+func (s *Server) Observe(ctx context.Context, fn slessv1alpha1.Workload) (adapter.ServeState, bool, error) {
+	key := client.ObjectKey{Namespace: fn.GetNamespace(), Name: names.Service(fn)}
 	svc := &servingv1.Service{}
 	switch err := s.Client.Get(ctx, key, svc); {
 	case apierrors.IsNotFound(err):
@@ -78,10 +78,10 @@ func (s *Server) Observe(ctx context.Context, fn *slessv1alpha1.Function) (adapt
 	st := State(svc)
 	switch {
 	case st.LatestReadyRevision == "":
-	case st.LatestReadyRevision == fn.Status.LatestReadyRevision && fn.Status.ServingImage != "":
-		st.ServingImage = fn.Status.ServingImage
+	case st.LatestReadyRevision == fn.WorkloadStatus().LatestReadyRevision && fn.WorkloadStatus().ServingImage != "":
+		st.ServingImage = fn.WorkloadStatus().ServingImage
 	default:
-		img, err := s.revisionImage(ctx, fn.Namespace, st.LatestReadyRevision)
+		img, err := s.revisionImage(ctx, fn.GetNamespace(), st.LatestReadyRevision)
 		if err != nil {
 			return adapter.ServeState{}, false, err
 		}
@@ -90,7 +90,7 @@ func (s *Server) Observe(ctx context.Context, fn *slessv1alpha1.Function) (adapt
 	return st, true, nil
 }
 
-func (s *Server) ensure(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
+func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image string) (adapter.ServeState, error) {
 	want := resources.MakeService(fn, image, s.Config)
 	key := client.ObjectKeyFromObject(want)
 	svc := &servingv1.Service{}
@@ -125,7 +125,7 @@ func (s *Server) ensure(ctx context.Context, fn *slessv1alpha1.Function, image s
 		upd.OwnerReferences = want.OwnerReferences
 		upd.Spec.Template = want.Spec.Template
 		if TemplateDiffers(&want.Spec.Template, &svc.Spec.Template) {
-			taken, err := s.nameTaken(ctx, fn.Namespace, &want.Spec.Template, &svc.Spec.Template)
+			taken, err := s.nameTaken(ctx, fn.GetNamespace(), &want.Spec.Template, &svc.Spec.Template)
 			if err != nil {
 				return adapter.ServeState{}, err
 			}
@@ -216,8 +216,8 @@ func (s *Server) revision(ctx context.Context, ns, name string) (*servingv1.Revi
 // env, resources and timeout as they were then, whatever fn's spec says now.
 // A Revision that is not fn's Service's, or lacks the function's container,
 // is not found.
-func (s *Server) ReadRevision(ctx context.Context, fn *slessv1alpha1.Function, name string) (adapter.RevisionSettings, bool, error) {
-	rev, err := s.revision(ctx, fn.Namespace, name)
+func (s *Server) ReadRevision(ctx context.Context, fn slessv1alpha1.Workload, name string) (adapter.RevisionSettings, bool, error) {
+	rev, err := s.revision(ctx, fn.GetNamespace(), name)
 	if rev == nil || err != nil {
 		return adapter.RevisionSettings{}, false, err
 	}
@@ -323,7 +323,7 @@ func (s *Server) nameTaken(ctx context.Context, ns string, tmpl, have *servingv1
 // retemplated names tmpl, a changed template whose revision name is
 // taken, from its content, keeping the suffix of a held template
 // (keepPrewarm) so that the trigger's release finds it.
-func retemplated(fn *slessv1alpha1.Function, tmpl *servingv1.RevisionTemplateSpec) string {
+func retemplated(fn slessv1alpha1.Workload, tmpl *servingv1.RevisionTemplateSpec) string {
 	t := tmpl.DeepCopy()
 	t.Name = ""
 	b, err := json.Marshal(t)

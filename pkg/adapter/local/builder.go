@@ -93,11 +93,11 @@ type buildResult struct {
 // answer, or a build timeout above the one res timed out at. Functions
 // sharing the digest without asking keep seeing res until the new build
 // ends.
-func askedAgain(res buildResult, fn *slessv1alpha1.Function) bool {
+func askedAgain(res buildResult, fn slessv1alpha1.Workload) bool {
 	if res.Succeeded {
 		return false
 	}
-	if r := fn.Spec.Rebuild; r != "" && !slices.Contains(res.Rebuilds, r) {
+	if r := fn.BuildSpec().Rebuild; r != "" && !slices.Contains(res.Rebuilds, r) {
 		return true
 	}
 	return res.Reason == ReasonBuildTimeout && res.TimeoutSeconds > 0 && int64(fn.BuildTimeout()) > res.TimeoutSeconds
@@ -189,12 +189,12 @@ func (b *Builder) result(hexd string) (buildResult, bool) {
 }
 
 // EnsureBuild reports on the build of in.Digest, starting it if none ran.
-func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in adapter.BuildInput) (adapter.BuildState, error) {
+func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in adapter.BuildInput) (adapter.BuildState, error) {
 	if !digestRE.MatchString(in.Digest) {
 		return adapter.BuildState{}, fmt.Errorf("build digest %q is not sha256:<64 hex>", in.Digest)
 	}
 	hexd := strings.TrimPrefix(in.Digest, "sha256:")
-	name := BuildName(fn.Name, in.Digest)
+	name := BuildName(fn.GetName(), in.Digest)
 	if res, ok := b.result(hexd); ok && !askedAgain(res, fn) {
 		return finished(fn, name, in.Digest, res), nil
 	}
@@ -215,7 +215,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 		if found { // a failed build fn asks to run again
 			bl.rebuilds = res.Rebuilds
 		}
-		if r := fn.Spec.Rebuild; r != "" && !slices.Contains(bl.rebuilds, r) {
+		if r := fn.BuildSpec().Rebuild; r != "" && !slices.Contains(bl.rebuilds, r) {
 			bl.rebuilds = append(slices.Clone(bl.rebuilds), r)
 		}
 		b.running[hexd] = bl
@@ -223,18 +223,18 @@ func (b *Builder) EnsureBuild(_ context.Context, fn *slessv1alpha1.Function, in 
 		go b.run(hexd, in.Location, bl)
 		b.logf(slog.LevelInfo, "build started", "function", fn.Namespace+"/"+fn.Name, "build", name)
 	}
-	bl.waiters[[2]string{fn.Namespace, fn.Name}] = true
+	bl.waiters[[2]string{fn.GetNamespace(), fn.GetName()}] = true
 	start := bl.started
 	return adapter.BuildState{Name: bl.name, Started: true, Created: !ok, Reason: ReasonBuilding,
 		Message: "installing dependencies", StartTime: &start}, nil
 }
 
 // finished reports the outcome res of fn's build of digest.
-func finished(fn *slessv1alpha1.Function, name, digest string, res buildResult) adapter.BuildState {
+func finished(fn slessv1alpha1.Workload, name, digest string, res buildResult) adapter.BuildState {
 	st := adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: res.Succeeded,
 		Reason: res.Reason, Message: res.Message, StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}
 	if res.Succeeded {
-		st.Image = Image(fn.Namespace, fn.Name, digest)
+		st.Image = Image(fn.GetNamespace(), fn.GetName(), digest)
 	}
 	return st
 }

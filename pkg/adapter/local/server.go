@@ -184,8 +184,8 @@ func NewServer(opts ServerOptions) *Server {
 // EnsureService makes the function's latest revision match fn and image and
 // reports on it. It never waits for a process: a new revision starts in the
 // background and OnChange tells when it is ready or failed.
-func (s *Server) EnsureService(ctx context.Context, fn *slessv1alpha1.Function, image string) (adapter.ServeState, error) {
-	key := types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}
+func (s *Server) EnsureService(ctx context.Context, fn slessv1alpha1.Workload, image string) (adapter.ServeState, error) {
+	key := types.NamespacedName{Namespace: fn.GetNamespace(), Name: fn.GetName()}
 	spec, reason, err := s.revisionSpec(ctx, fn, image)
 	if err != nil {
 		// The function cannot be served as it stands; an earlier revision, if
@@ -269,8 +269,8 @@ func pinnedOrNone(image string) string {
 }
 
 // Observe reports the function's revisions as they stand.
-func (s *Server) Observe(_ context.Context, fn *slessv1alpha1.Function) (adapter.ServeState, bool, error) {
-	key := types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}
+func (s *Server) Observe(_ context.Context, fn slessv1alpha1.Workload) (adapter.ServeState, bool, error) {
+	key := types.NamespacedName{Namespace: fn.GetNamespace(), Name: fn.GetName()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// One hold of the lock: a function removed between a presence test and
@@ -346,13 +346,13 @@ type revisionSpec struct {
 	hash        string
 }
 
-func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, image string) (revisionSpec, string, error) {
+func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, image string) (revisionSpec, string, error) {
 	dir, err := s.opts.Dir(image)
 	if err != nil {
 		return revisionSpec{}, ReasonImageNotSupported, err
 	}
 	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout()}
-	if sc := fn.Spec.Scale; sc != nil {
+	if sc := fn.BuildSpec().Scale; sc != nil {
 		if sc.Min != nil {
 			spec.minScale = *sc.Min
 		}
@@ -360,13 +360,13 @@ func (s *Server) revisionSpec(ctx context.Context, fn *slessv1alpha1.Function, i
 			spec.concurrency = *sc.ContainerConcurrency
 		}
 	}
-	for _, e := range fn.Spec.Env {
+	for _, e := range fn.BuildSpec().Env {
 		v := e.Value
 		if e.ValueFrom != nil {
 			if s.opts.ResolveEnv == nil {
 				return revisionSpec{}, ReasonEnvUnresolved, fmt.Errorf("env %s: valueFrom is not available in local mode; give a value", e.Name)
 			}
-			if v, err = s.opts.ResolveEnv(ctx, fn.Namespace, e.ValueFrom); err != nil {
+			if v, err = s.opts.ResolveEnv(ctx, fn.GetNamespace(), e.ValueFrom); err != nil {
 				return revisionSpec{}, ReasonEnvUnresolved, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		}

@@ -54,7 +54,7 @@ var _ adapter.Builder = (*Builder)(nil)
 // next attempt's name: it will never yield the image. So is a failed run
 // made for another spec.rebuild than the Function's now, or stopped at a
 // buildTimeoutSeconds since raised: the user asked to build again.
-func (b *Builder) EnsureBuild(ctx context.Context, fn *slessv1alpha1.Function, in adapter.BuildInput) (adapter.BuildState, error) {
+func (b *Builder) EnsureBuild(ctx context.Context, fn slessv1alpha1.Workload, in adapter.BuildInput) (adapter.BuildState, error) {
 	for attempt := 0; ; attempt++ {
 		want := resources.MakePipelineRun(fn, in, attempt, b.Config)
 		pr, created, err := b.getOrCreate(ctx, want)
@@ -98,10 +98,10 @@ func (b *Builder) getOrCreate(ctx context.Context, want *tektonv1.PipelineRun) (
 // CancelBuilds cancels fn's PipelineRuns that have not finished and build
 // another digest than keep ("" keeps none), and names those it cancelled.
 // Runs someone else already cancels or stops are left to that.
-func (b *Builder) CancelBuilds(ctx context.Context, fn *slessv1alpha1.Function, keep string) ([]string, error) {
+func (b *Builder) CancelBuilds(ctx context.Context, fn slessv1alpha1.Workload, keep string) ([]string, error) {
 	var runs tektonv1.PipelineRunList
-	if err := b.Client.List(ctx, &runs, client.InNamespace(fn.Namespace), client.MatchingLabels{resources.LabelFunction: fn.Name}); err != nil {
-		return nil, fmt.Errorf("list PipelineRuns of %s/%s: %w", fn.Namespace, fn.Name, err)
+	if err := b.Client.List(ctx, &runs, client.InNamespace(fn.GetNamespace()), client.MatchingLabels{resources.OwnerLabel(fn): fn.GetName()}); err != nil {
+		return nil, fmt.Errorf("list PipelineRuns of %s/%s: %w", fn.GetNamespace(), fn.GetName(), err)
 	}
 	var cancelled []string
 	var errs []error
@@ -111,7 +111,7 @@ func (b *Builder) CancelBuilds(ctx context.Context, fn *slessv1alpha1.Function, 
 			(keep != "" && pr.Annotations[resources.AnnotationSourceDigest] == keep) {
 			continue
 		}
-		ok, err := b.cancel(ctx, pr, fn.Generation)
+		ok, err := b.cancel(ctx, pr, fn.GetGeneration())
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -146,11 +146,11 @@ func (b *Builder) cancel(ctx context.Context, pr *tektonv1.PipelineRun, generati
 // retried tells a run that ended without an image and that fn asks to run
 // again: by a spec.rebuild other than the one the run was made for, or by
 // a buildTimeoutSeconds above the one the run timed out at.
-func retried(pr *tektonv1.PipelineRun, fn *slessv1alpha1.Function) bool {
+func retried(pr *tektonv1.PipelineRun, fn slessv1alpha1.Workload) bool {
 	if !pr.IsDone() || pr.IsSuccessful() {
 		return false
 	}
-	if pr.Annotations[resources.AnnotationRebuild] != fn.Spec.Rebuild {
+	if pr.Annotations[resources.AnnotationRebuild] != fn.BuildSpec().Rebuild {
 		return true
 	}
 	c := pr.Status.GetCondition(apis.ConditionSucceeded)

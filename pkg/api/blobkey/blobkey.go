@@ -62,3 +62,17 @@ func isSHA256Hex(s string) bool {
 	}
 	return true
 }
+
+// servicesRoot holds the objects of SlessServices. A namespace name never
+// starts with "_", so no function's prefix meets it, and its keys have a
+// part more than Parse accepts: the sweep of function objects (pkg/sourcegc)
+// never takes one for a function's.
+const servicesRoot = "_services/"
+
+// ServicePrefix is the folder of one SlessService's objects, ending in "/".
+func ServicePrefix(ns, svc string) string { return servicesRoot + Prefix(ns, svc) }
+
+// ServiceContext is a SlessService's build context whose digest is digest.
+func ServiceContext(ns, svc, digest string) string {
+	return ServicePrefix(ns, svc) + "context/" + strings.TrimPrefix(digest, "sha256:") + ".tar.gz"
+}

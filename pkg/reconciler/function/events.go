@@ -70,7 +70,7 @@ func steps(evs []event) []event {
 
 // tell hands over what a reconcile found once its status is stored: the
 // Events, and each build's end to BuildFinished.
-func (r *Reconciler) tell(fn *slessv1alpha1.Function, evs []event) {
+func (r *Reconciler) tell(fn slessv1alpha1.Workload, evs []event) {
 	r.record(fn, evs...)
 	if r.BuildFinished == nil {
 		return
@@ -85,7 +85,7 @@ func (r *Reconciler) tell(fn *slessv1alpha1.Function, evs []event) {
 // record sends evs on fn's behalf. A nil Recorder records nothing: local
 // mode has no Event API, and its REST API serves the same story as
 // conditions.
-func (r *Reconciler) record(fn *slessv1alpha1.Function, evs ...event) {
+func (r *Reconciler) record(fn slessv1alpha1.Workload, evs ...event) {
 	if r.Recorder == nil {
 		return
 	}

@@ -74,6 +74,21 @@ type Config struct {
 	ZipLimits source.Limits
 }
 
+// URL is the public URL of w: a function's invoke URL, or a service's
+// ServiceURL.
+func (c Config) URL(w slessv1alpha1.Workload) string {
+	if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return c.ServiceURL(w.GetNamespace(), w.GetName())
+	}
+	return c.InvokeURL(w.GetNamespace(), w.GetName())
+}
+
+// ServiceURL is the public URL of a SlessService: the invoke proxy serves
+// it under /svc/{ns}/{name}/, passing the rest of the path through.
+func (c Config) ServiceURL(namespace, name string) string {
+	return strings.TrimSuffix(c.PublicBaseURL, "/") + "/svc/" + namespace + "/" + name + "/"
+}
+
 // InvokeURL is the public URL of a function.
 func (c Config) InvokeURL(namespace, name string) string {
 	if c.FunctionDomain != "" {
@@ -104,6 +119,10 @@ type Reconciler struct {
 	// none, as in local mode, which has no Event API to record to.
 	Recorder events.EventRecorder
 
+	// NewObject makes an empty object of the kind reconciled; nil means a
+	// Function. The SlessService controller (pkg/reconciler/service) sets it.
+	NewObject func() slessv1alpha1.Workload
+
 	mu sync.Mutex
 	// contexts remembers, per Function UID, the build context stored for
 	// one generation, so that a reconcile of an unchanged spec neither
@@ -118,6 +137,13 @@ type storedContext struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
+func (r *Reconciler) newObject() slessv1alpha1.Workload {
+	if r.NewObject != nil {
+		return r.NewObject()
+	}
+	return &slessv1alpha1.Function{}
+}
+
 // BuildCanceller is a Builder that can stop builds the Function no longer
 // asks for. On a cluster each superseded PipelineRun would otherwise keep a
 // kaniko pod busy to its end: three quick edits were three builds at once,
@@ -127,12 +153,12 @@ type BuildCanceller interface {
 	// keep ("" keeps none) and names those it cancelled; finished builds
 	// are not touched. EnsureBuild builds a cancelled digest again when it
 	// is asked for once more.
-	CancelBuilds(ctx context.Context, fn *slessv1alpha1.Function, keep string) ([]string, error)
+	CancelBuilds(ctx context.Context, fn slessv1alpha1.Workload, keep string) ([]string, error)
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	fn := &slessv1alpha1.Function{}
+	fn := r.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, fn); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -146,8 +172,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
-func (r *Reconciler) reconcileFunction(ctx context.Context, fn *slessv1alpha1.Function) (reconcile.Result, error) {
-	if !fn.DeletionTimestamp.IsZero() {
+func (r *Reconciler) reconcileFunction(ctx context.Context, fn slessv1alpha1.Workload) (reconcile.Result, error) {
+	if !fn.GetDeletionTimestamp().IsZero() {
 		return reconcile.Result{}, r.finalize(ctx, fn)
 	}
 	if !controllerutil.ContainsFinalizer(fn, names.Finalizer) {
@@ -159,12 +185,12 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn *slessv1alpha1.Fu
 		}
 	}
 
-	before := fn.Status.DeepCopy()
+	before := fn.WorkloadStatus().DeepCopy()
 	var evs []event
 	err := r.reconcile(ctx, fn, &evs)
 	summarize(fn)
-	evs = append(evs, becameReady(before, &fn.Status)...)
-	if !equality.Semantic.DeepEqual(before, &fn.Status) {
+	evs = append(evs, becameReady(before, fn.WorkloadStatus())...)
+	if !equality.Semantic.DeepEqual(before, fn.WorkloadStatus()) {
 		if uerr := r.Client.Status().Update(ctx, fn); uerr != nil {
 			// The steps were taken whatever became of the write. The
 			// transitions were not stored: the next reconcile finds them
@@ -187,16 +213,16 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn *slessv1alpha1.Fu
 // fix (storage or API unavailable); a refusal (bad source, failed build) is
 // a condition and waits for the spec to change. The Events to tell of the
 // steps taken and transitions seen are appended to evs, in order.
-func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, evs *[]event) error {
+func (r *Reconciler) reconcile(ctx context.Context, fn slessv1alpha1.Workload, evs *[]event) error {
 	// Build and serve from the defaulted spec, as the apiserver stores it,
 	// whatever store the Function came from; the status found is copied back.
-	work := fn.DeepCopy()
+	work := fn.DeepCopyObject().(slessv1alpha1.Workload)
 	work.SetDefaults()
 	orig := fn
-	defer func() { orig.Status = work.Status }()
+	defer func() { *orig.WorkloadStatus() = *work.WorkloadStatus() }()
 	fn = work
-	st := &fn.Status
-	st.ObservedGeneration = fn.Generation
+	st := fn.WorkloadStatus()
+	st.ObservedGeneration = fn.GetGeneration()
 
 	image, err := r.image(ctx, fn, evs)
 	// Once the spec's build is known, builds of earlier specs are stopped.
@@ -257,23 +283,23 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *slessv1alpha1.Function, 
 // the source cannot be read (storage unavailable) nothing is decided, and
 // nothing cancelled. A build already finished is never touched, so the
 // image serving now is never taken away.
-func (r *Reconciler) cancelSuperseded(ctx context.Context, fn *slessv1alpha1.Function, evs *[]event) error {
+func (r *Reconciler) cancelSuperseded(ctx context.Context, fn slessv1alpha1.Workload, evs *[]event) error {
 	c, ok := r.Builder.(BuildCanceller)
 	if !ok {
 		return nil
 	}
-	src := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionSourceReady)
-	if src == nil || src.ObservedGeneration != fn.Generation || src.Status == metav1.ConditionUnknown {
+	src := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionSourceReady)
+	if src == nil || src.ObservedGeneration != fn.GetGeneration() || src.Status == metav1.ConditionUnknown {
 		return nil
 	}
 	keep := ""
-	if src.Status == metav1.ConditionTrue && fn.Spec.Source.Image == "" {
-		keep = fn.Status.SourceDigest
+	if src.Status == metav1.ConditionTrue && fn.BuildSpec().Source.Image == "" {
+		keep = fn.WorkloadStatus().SourceDigest
 	}
 	cancelled, err := c.CancelBuilds(ctx, fn, keep)
 	for _, name := range cancelled {
 		*evs = append(*evs, step(EventBuildCancelled, actionBuild,
-			"cancelled build %s: superseded by generation %d of the Function", name, fn.Generation))
+			"cancelled build %s: superseded by generation %d of the Function", name, fn.GetGeneration()))
 	}
 	return err
 }
@@ -281,7 +307,7 @@ func (r *Reconciler) cancelSuperseded(ctx context.Context, fn *slessv1alpha1.Fun
 // observeServing copies what serves fn now into its status, without
 // touching the service or its condition, which are the current
 // generation's.
-func (r *Reconciler) observeServing(ctx context.Context, fn *slessv1alpha1.Function) error {
+func (r *Reconciler) observeServing(ctx context.Context, fn slessv1alpha1.Workload) error {
 	ss, found, err := r.Server.Observe(ctx, fn)
 	if err != nil || !found {
 		return err
@@ -292,8 +318,8 @@ func (r *Reconciler) observeServing(ctx context.Context, fn *slessv1alpha1.Funct
 
 // copyServing writes the revisions, the serving image and the addresses
 // of ss into fn's status.
-func (r *Reconciler) copyServing(fn *slessv1alpha1.Function, ss adapter.ServeState) {
-	st := &fn.Status
+func (r *Reconciler) copyServing(fn slessv1alpha1.Workload, ss adapter.ServeState) {
+	st := fn.WorkloadStatus()
 	st.LatestCreatedRevision = ss.LatestCreatedRevision
 	st.LatestReadyRevision = ss.LatestReadyRevision
 	st.ServingImage = ss.ServingImage
@@ -301,7 +327,7 @@ func (r *Reconciler) copyServing(fn *slessv1alpha1.Function, ss adapter.ServeSta
 		st.Address = ss.Address
 	}
 	if st.LatestReadyRevision != "" {
-		st.URL = r.Config.InvokeURL(fn.Namespace, fn.Name)
+		st.URL = r.Config.URL(fn)
 	}
 }
 
@@ -309,9 +335,9 @@ func (r *Reconciler) copyServing(fn *slessv1alpha1.Function, ss adapter.ServeSta
 // made of the source's build context. "" means not (yet) available, and
 // the conditions say why. fn is the defaulted copy; its status is written.
 // A build started, or its end seen for the first time, is appended to evs.
-func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs *[]event) (string, error) {
-	st := &fn.Status
-	if img := fn.Spec.Source.Image; img != "" {
+func (r *Reconciler) image(ctx context.Context, fn slessv1alpha1.Workload, evs *[]event) (string, error) {
+	st := fn.WorkloadStatus()
+	if img := fn.BuildSpec().Source.Image; img != "" {
 		st.SourceDigest, st.BuildRef = "", ""
 		setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, ReasonPrebuiltImage, "")
 		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonPrebuiltImage, "no build: the source is an image")
@@ -372,9 +398,9 @@ func (r *Reconciler) image(ctx context.Context, fn *slessv1alpha1.Function, evs 
 // buildContext makes the function's deterministic build context and stores
 // it under {ns}/{fn}/context/<hex>.tar.gz unless an equal one is there.
 // Refusals of the source are *source.Error; anything else is storage.
-func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Function) (adapter.BuildInput, error) {
+func (r *Reconciler) buildContext(ctx context.Context, fn slessv1alpha1.Workload) (adapter.BuildInput, error) {
 	r.mu.Lock()
-	if c, ok := r.contexts[fn.UID]; ok && c.generation == fn.Generation {
+	if c, ok := r.contexts[fn.GetUID()]; ok && c.generation == fn.GetGeneration() {
 		r.mu.Unlock()
 		return c.input, nil
 	}
@@ -384,11 +410,11 @@ func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Functio
 	if err != nil {
 		return adapter.BuildInput{}, err
 	}
-	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files, Modes: modes})
+	bc, err := source.BuildContext(source.Input{Runtime: fn.BuildSpec().Runtime, Entrypoint: fn.BuildSpec().Entrypoint, Mode: fn.Mode(), Files: files, Modes: modes})
 	if err != nil {
 		return adapter.BuildInput{}, err
 	}
-	key := names.ContextKey(fn.Namespace, fn.Name, bc.Digest)
+	key := names.WorkloadContextKey(fn, bc.Digest)
 	ok, err := r.Store.Exists(ctx, key)
 	if err != nil {
 		return adapter.BuildInput{}, fmt.Errorf("check build context %s: %w", key, err)
@@ -403,7 +429,7 @@ func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Functio
 	if r.contexts == nil {
 		r.contexts = map[types.UID]storedContext{}
 	}
-	r.contexts[fn.UID] = storedContext{generation: fn.Generation, input: in}
+	r.contexts[fn.GetUID()] = storedContext{generation: fn.GetGeneration(), input: in}
 	r.mu.Unlock()
 	return in, nil
 }
@@ -413,8 +439,8 @@ func (r *Reconciler) buildContext(ctx context.Context, fn *slessv1alpha1.Functio
 // upload recorded, with the permission bits of its entries, so that a
 // script shipped executable is built executable, as the API's upload built
 // the context it reported.
-func (r *Reconciler) sourceFiles(ctx context.Context, fn *slessv1alpha1.Function) (source.Files, source.Modes, error) {
-	src := fn.Spec.Source
+func (r *Reconciler) sourceFiles(ctx context.Context, fn slessv1alpha1.Workload) (source.Files, source.Modes, error) {
+	src := fn.BuildSpec().Source
 	switch {
 	case src.Inline != nil:
 		return source.Inline(src.Inline.Files), nil, nil
@@ -453,20 +479,20 @@ func (r *Reconciler) sourceFiles(ctx context.Context, fn *slessv1alpha1.Function
 // finalize deletes the function's objects in storage, then lets the
 // Function go. Its PipelineRuns and Knative Service carry owner references,
 // so garbage collection removes them, a running build included.
-func (r *Reconciler) finalize(ctx context.Context, fn *slessv1alpha1.Function) error {
+func (r *Reconciler) finalize(ctx context.Context, fn slessv1alpha1.Workload) error {
 	if !controllerutil.ContainsFinalizer(fn, names.Finalizer) {
 		return nil
 	}
-	if err := r.Store.DeletePrefix(ctx, names.ObjectPrefix(fn.Namespace, fn.Name)); err != nil {
-		err = fmt.Errorf("delete objects of %s/%s: %w", fn.Namespace, fn.Name, err)
+	if err := r.Store.DeletePrefix(ctx, names.WorkloadPrefix(fn)); err != nil {
+		err = fmt.Errorf("delete objects of %s/%s: %w", fn.GetNamespace(), fn.GetName(), err)
 		// The Function stays until its objects are gone, retried with
 		// backoff; a deletion that does not end must say why where
 		// `kubectl get` looks, not only in the controller's log.
-		before := fn.Status.DeepCopy()
-		fn.Status.ObservedGeneration, fn.Status.Phase = fn.Generation, slessv1alpha1.FunctionPhaseFailed
+		before := fn.WorkloadStatus().DeepCopy()
+		fn.WorkloadStatus().ObservedGeneration, fn.WorkloadStatus().Phase = fn.GetGeneration(), slessv1alpha1.FunctionPhaseFailed
 		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionFalse, ReasonCleanupFailed,
 			"the Function is kept until its stored objects are deleted: "+err.Error())
-		if !equality.Semantic.DeepEqual(before, &fn.Status) {
+		if !equality.Semantic.DeepEqual(before, fn.WorkloadStatus()) {
 			if uerr := r.Client.Status().Update(ctx, fn); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
 				return errors.Join(err, uerr)
 			}
@@ -474,20 +500,20 @@ func (r *Reconciler) finalize(ctx context.Context, fn *slessv1alpha1.Function) e
 		return err
 	}
 	r.mu.Lock()
-	delete(r.contexts, fn.UID)
+	delete(r.contexts, fn.GetUID())
 	r.mu.Unlock()
 	controllerutil.RemoveFinalizer(fn, names.Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, fn))
 }
 
-func setCondition(fn *slessv1alpha1.Function, typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: fn.Generation,
+func setCondition(fn slessv1alpha1.Workload, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&fn.WorkloadStatus().Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: fn.GetGeneration(),
 	})
 }
 
-func isFinal(fn *slessv1alpha1.Function, typ string) bool {
-	c := meta.FindStatusCondition(fn.Status.Conditions, typ)
+func isFinal(fn slessv1alpha1.Workload, typ string) bool {
+	c := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, typ)
 	return c != nil && c.Status != metav1.ConditionUnknown
 }
 
@@ -502,7 +528,7 @@ func orDefault(s, def string) string {
 // Ready is True only when all are True for the current generation; a False
 // one makes the Function Failed with its reason; otherwise the first
 // unfinished step names the phase.
-func summarize(fn *slessv1alpha1.Function) {
+func summarize(fn slessv1alpha1.Workload) {
 	steps := []string{
 		slessv1alpha1.FunctionConditionSourceReady,
 		slessv1alpha1.FunctionConditionBuildSucceeded,
@@ -511,7 +537,7 @@ func summarize(fn *slessv1alpha1.Function) {
 	var failed, pending *metav1.Condition
 	pendingStep := -1
 	for i, t := range steps {
-		c := meta.FindStatusCondition(fn.Status.Conditions, t)
+		c := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, t)
 		switch {
 		case c == nil:
 			if pending == nil {
@@ -521,7 +547,7 @@ func summarize(fn *slessv1alpha1.Function) {
 			if failed == nil {
 				failed = c
 			}
-		case c.Status == metav1.ConditionUnknown || c.ObservedGeneration != fn.Generation:
+		case c.Status == metav1.ConditionUnknown || c.ObservedGeneration != fn.GetGeneration():
 			if pending == nil {
 				pending, pendingStep = c, i
 			}
@@ -529,22 +555,22 @@ func summarize(fn *slessv1alpha1.Function) {
 	}
 	switch {
 	case failed != nil:
-		fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
+		fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseFailed
 		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionFalse, failed.Reason, failed.Message)
 	case pending != nil:
 		switch {
 		case pendingStep == 0:
-			fn.Status.Phase = slessv1alpha1.FunctionPhasePending
-		case pendingStep == 1 && fn.Status.BuildRef == "":
-			fn.Status.Phase = slessv1alpha1.FunctionPhasePending
+			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhasePending
+		case pendingStep == 1 && fn.WorkloadStatus().BuildRef == "":
+			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhasePending
 		case pendingStep == 1 || pending.Reason == ReasonWaitingForBuild:
-			fn.Status.Phase = slessv1alpha1.FunctionPhaseBuilding
+			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseBuilding
 		default:
-			fn.Status.Phase = slessv1alpha1.FunctionPhaseDeploying
+			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseDeploying
 		}
 		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, pending.Reason, pending.Message)
 	default:
-		fn.Status.Phase = slessv1alpha1.FunctionPhaseReady
+		fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseReady
 		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, ReasonReady, "")
 	}
 }

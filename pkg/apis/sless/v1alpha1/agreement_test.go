@@ -180,6 +180,30 @@ var specCases = []specCase{
 	{name: "cron payload over the limit", doc: trg("bad-cron-big", "  type: cron\n  schedule: \"@daily\"\n  payload: "+payloadOfSize(v1.MaxPayloadBytes+1)+"\n"), field: "spec.payload", goOnly: true},
 	{name: "job without function", doc: job("bad-job-fn", "  runID: 1\n"), field: "spec.function"},
 	{name: "job timeout", doc: job("bad-job-to", "  function: greeter\n  timeoutSeconds: 0\n"), field: "spec.timeoutSeconds"},
+
+	// SlessServices: a Function's build fields, a service's scale.
+	{name: "service minimal", doc: pySvc("ok-svc-min", ""), valid: true},
+	{name: "service scale to zero, max, concurrency", doc: pySvc("ok-svc-scale", "  minScale: 0\n  maxScale: 3\n  containerConcurrency: 50\n  timeoutSeconds: 900\n"), valid: true},
+	{name: "service prebuilt image", doc: svc("ok-svc-img", "  runtime: nodejs22\n  source:\n    image: registry.example.com/web:1\n"), valid: true},
+	{name: "service max below min", doc: pySvc("bad-svc-max", "  minScale: 3\n  maxScale: 2\n"), field: "spec.maxScale", msg: "maxScale must be greater than or equal to minScale"},
+	{name: "service negative minScale", doc: pySvc("bad-svc-min", "  minScale: -1\n"), field: "spec.minScale"},
+	{name: "service maxScale zero", doc: pySvc("bad-svc-max0", "  maxScale: 0\n"), field: "spec.maxScale"},
+	{name: "service concurrency too high", doc: pySvc("bad-svc-cc", "  containerConcurrency: 1001\n"), field: "spec.containerConcurrency"},
+	{name: "service timeout too long", doc: pySvc("bad-svc-to", "  timeoutSeconds: 901\n"), field: "spec.timeoutSeconds"},
+	{name: "service memory too small", doc: pySvc("bad-svc-mem", "  memoryMB: 32\n"), field: "spec.memoryMB"},
+	{name: "service without entrypoint", doc: svc("bad-svc-ep", "  runtime: python3.12\n"+pyFiles), field: "spec.entrypoint"},
+	{name: "service unknown runtime", doc: svc("bad-svc-rt", "  runtime: ruby3\n  entrypoint: app.app\n"+pyFiles), field: "spec.runtime"},
+	{name: "service reserved env", doc: pySvc("bad-svc-env", "  env:\n  - name: SLESS_MODE\n    value: x\n"), field: "spec.env[0].name"},
+	{name: "service two sources", doc: svc("bad-svc-src", "  runtime: python3.12\n  entrypoint: app.app\n  source:\n    image: web:1\n    inline:\n      files:\n        app.py: x\n"), field: "spec.source", msg: "exactly one of inline, archive or image"},
+	{name: "service name too long", doc: pySvc(strings.Repeat("s", 53), ""), field: "metadata.name", msg: "at most 52"},
+}
+
+func svc(name, spec string) string {
+	return "apiVersion: sless.dev/v1alpha1\nkind: SlessService\nmetadata:\n  name: " + name + "\nspec:\n" + spec
+}
+
+func pySvc(name, extra string) string {
+	return svc(name, "  runtime: python3.12\n  entrypoint: app.app\n"+extra+pyFiles)
 }
 
 func validate(t *testing.T, doc string) field.ErrorList {
@@ -197,6 +221,9 @@ func validate(t *testing.T, doc string) field.ErrorList {
 	case "Trigger":
 		tr := &v1.Trigger{}
 		obj, check = tr, func() field.ErrorList { return v1.ValidateTrigger(tr) }
+	case "SlessService":
+		sv := &v1.SlessService{}
+		obj, check = sv, func() field.ErrorList { return v1.ValidateSlessService(sv) }
 	case "FunctionJob":
 		j := &v1.FunctionJob{}
 		obj, check = j, func() field.ErrorList { return v1.ValidateFunctionJob(j) }

@@ -29,6 +29,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Function{}, &FunctionList{},
 		&Trigger{}, &TriggerList{},
 		&FunctionJob{}, &FunctionJobList{},
+		&SlessService{}, &SlessServiceList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -414,3 +414,23 @@ func ValidateFunctionJob(j *FunctionJob) field.ErrorList {
 	errs = append(errs, validatePayload(p.Child("payload"), j.Spec.Payload)...)
 	return errs
 }
+
+// ValidateSlessService checks a SlessService as the CRD schema does: its
+// build fields as a Function's, then its scale.
+func ValidateSlessService(s *SlessService) field.ErrorList {
+	errs := validateName(s.Name, functionNameRE, MaxNameLength, "a DNS-1035 label")
+	p := field.NewPath("spec")
+	bs := s.BuildSpec()
+	bs.Scale = nil // checked below under the service's own field names
+	errs = append(errs, ValidateFunctionSpec(bs, p)...)
+	sp := &s.Spec
+	errs = append(errs, inRange(p.Child("minScale"), sp.MinScale, 0, MaxScale)...)
+	errs = append(errs, inRange(p.Child("maxScale"), sp.MaxScale, 1, MaxScale)...)
+	if cc := sp.ContainerConcurrency; cc != nil && (*cc < 0 || *cc > MaxContainerConcurrency) {
+		errs = append(errs, field.Invalid(p.Child("containerConcurrency"), *cc, fmt.Sprintf("must be between 0 and %d", MaxContainerConcurrency)))
+	}
+	if sp.MinScale != nil && sp.MaxScale != nil && *sp.MaxScale < *sp.MinScale {
+		errs = append(errs, field.Invalid(p.Child("maxScale"), *sp.MaxScale, "maxScale must be greater than or equal to minScale"))
+	}
+	return errs
+}

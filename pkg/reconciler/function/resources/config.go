@@ -12,6 +12,7 @@ import (
 // Labels and annotations sless puts on what it makes.
 const (
 	LabelFunction  = "sless.dev/function"
+	LabelService   = "sless.dev/service"
 	LabelTenant    = "sless.dev/tenant"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "sless"
@@ -127,17 +128,27 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Labels sless puts on every object it makes for fn.
-func Labels(fn *slessv1alpha1.Function) map[string]string {
+// Labels sless puts on every object it makes for fn: a Function's name
+// under LabelFunction, a SlessService's under LabelService, so that
+// selecting one never finds the other's builds.
+func Labels(fn slessv1alpha1.Workload) map[string]string {
 	return map[string]string{
-		LabelFunction:  fn.Name,
-		LabelTenant:    fn.Namespace,
+		OwnerLabel(fn):  fn.GetName(),
+		LabelTenant:    fn.GetNamespace(),
 		LabelManagedBy: ManagedBy,
 	}
 }
 
+// OwnerLabel is the label that names fn on the objects made for it.
+func OwnerLabel(fn slessv1alpha1.Workload) string {
+	if fn.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return LabelService
+	}
+	return LabelFunction
+}
+
 // OwnerReference makes fn the controller of a child, so garbage collection
 // removes the child with it and Owns() watches map the child back to it.
-func OwnerReference(fn *slessv1alpha1.Function) metav1.OwnerReference {
-	return *metav1.NewControllerRef(fn, slessv1alpha1.SchemeGroupVersion.WithKind("Function"))
+func OwnerReference(fn slessv1alpha1.Workload) metav1.OwnerReference {
+	return *metav1.NewControllerRef(fn, slessv1alpha1.SchemeGroupVersion.WithKind(fn.WorkloadKind()))
 }

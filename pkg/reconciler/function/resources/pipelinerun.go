@@ -21,18 +21,18 @@ import (
 // same for every function and user input never reaches a script. attempt
 // is the names.PipelineRun attempt: 0 unless earlier runs of the digest
 // were cancelled as superseded or failed before a rebuild was asked for.
-func MakePipelineRun(fn *slessv1alpha1.Function, in adapter.BuildInput, attempt int, cfg Config) *tektonv1.PipelineRun {
+func MakePipelineRun(fn slessv1alpha1.Workload, in adapter.BuildInput, attempt int, cfg Config) *tektonv1.PipelineRun {
 	cfg = cfg.WithDefaults()
 	timeout := time.Duration(fn.BuildTimeout()) * time.Second
 	labels := Labels(fn)
 	annotations := map[string]string{AnnotationSourceDigest: in.Digest}
-	if fn.Spec.Rebuild != "" {
-		annotations[AnnotationRebuild] = fn.Spec.Rebuild
+	if fn.BuildSpec().Rebuild != "" {
+		annotations[AnnotationRebuild] = fn.BuildSpec().Rebuild
 	}
 	return &tektonv1.PipelineRun{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.PipelineRun(fn, in.Digest, attempt),
-			Namespace:       fn.Namespace,
+			Namespace:       fn.GetNamespace(),
 			Labels:          labels,
 			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(fn)},

@@ -20,7 +20,7 @@ import (
 // revision template is named from the function's generation; Knative
 // readiness, autoscaling and scale to zero do the rest. The Service is
 // cluster-local: callers reach it through sless's invoke proxy.
-func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv1.Service {
+func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1.Service {
 	labels := Labels(fn)
 	svcLabels := Labels(fn)
 	svcLabels[LabelVisibility] = VisibilityClusterLocal
@@ -28,7 +28,7 @@ func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv
 	svc := &servingv1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.Service(fn),
-			Namespace:       fn.Namespace,
+			Namespace:       fn.GetNamespace(),
 			Labels:          svcLabels,
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(fn)},
 		},
@@ -36,9 +36,9 @@ func MakeService(fn *slessv1alpha1.Function, image string, cfg Config) *servingv
 	tmpl := &svc.Spec.Template
 	tmpl.Name = names.Revision(fn)
 	tmpl.Labels = labels
-	tmpl.Annotations = scaleAnnotations(fn.Spec.Scale)
+	tmpl.Annotations = scaleAnnotations(fn.BuildSpec().Scale)
 	tmpl.Spec.TimeoutSeconds = ptr.To(int64(fn.Timeout()))
-	if s := fn.Spec.Scale; s != nil && s.ContainerConcurrency != nil {
+	if s := fn.BuildSpec().Scale; s != nil && s.ContainerConcurrency != nil {
 		tmpl.Spec.ContainerConcurrency = ptr.To(*s.ContainerConcurrency)
 	}
 	tmpl.Spec.ServiceAccountName = cfg.ServiceAccount
@@ -75,16 +75,20 @@ func restricted() *corev1.SecurityContext {
 
 // env is the runtime contract's variables (docs/runtimes.md) followed by the
 // user's; the API refuses user names that would shadow the contract's.
-func env(fn *slessv1alpha1.Function) []corev1.EnvVar {
+func env(fn slessv1alpha1.Workload) []corev1.EnvVar {
 	out := []corev1.EnvVar{
-		{Name: "SLESS_FUNCTION_NAME", Value: fn.Name},
-		{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
+		{Name: "SLESS_FUNCTION_NAME", Value: fn.GetName()},
+		{Name: "SLESS_NAMESPACE", Value: fn.GetNamespace()},
 		{Name: "SLESS_TIMEOUT_SECONDS", Value: strconv.Itoa(int(fn.Timeout()))},
 	}
-	if fn.Spec.Entrypoint != "" {
-		out = append(out, corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: fn.Spec.Entrypoint})
+	if fn.BuildSpec().Entrypoint != "" {
+		out = append(out, corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: fn.BuildSpec().Entrypoint})
 	}
-	return append(out, fn.Spec.CoreEnv()...)
+	if m := fn.Mode(); m != slessv1alpha1.ModeFunction {
+		// A prebuilt image learns its mode here; a built one has it baked in too.
+		out = append(out, corev1.EnvVar{Name: "SLESS_MODE", Value: m})
+	}
+	return append(out, fn.BuildSpec().CoreEnv()...)
 }
 
 // UserEnv is the function's own part of a revision container's env as env
@@ -102,18 +106,18 @@ func UserEnv(containerEnv []corev1.EnvVar) []corev1.EnvVar {
 
 // computeResources gives each instance its memory as request and limit (a
 // function that outgrows it is killed, not the node) and its CPU as request.
-func computeResources(fn *slessv1alpha1.Function) corev1.ResourceRequirements {
+func computeResources(fn slessv1alpha1.Workload) corev1.ResourceRequirements {
 	mb := int64(slessv1alpha1.DefaultMemoryMB)
-	if fn.Spec.MemoryMB != nil {
-		mb = int64(*fn.Spec.MemoryMB)
+	if fn.BuildSpec().MemoryMB != nil {
+		mb = int64(*fn.BuildSpec().MemoryMB)
 	}
 	mem := *resource.NewQuantity(mb*1024*1024, resource.BinarySI)
 	r := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceMemory: mem},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem.DeepCopy()},
 	}
-	if fn.Spec.CPU != nil {
-		r.Requests[corev1.ResourceCPU] = fn.Spec.CPU.DeepCopy()
+	if fn.BuildSpec().CPU != nil {
+		r.Requests[corev1.ResourceCPU] = fn.BuildSpec().CPU.DeepCopy()
 	}
 	return r
 }

@@ -28,7 +28,7 @@ func digestHex(digest string) string {
 // cancelled run never yields an image. Function names are at most 52
 // characters and the suffix, dash included, is 11, so the name fits in 63:
 // Tekton labels the build's pods with it.
-func PipelineRun(fn *slessv1alpha1.Function, digest string, attempt int) string {
+func PipelineRun(fn slessv1alpha1.Workload, digest string, attempt int) string {
 	h := digestHex(digest)
 	n := 10
 	suffix := ""
@@ -39,20 +39,20 @@ func PipelineRun(fn *slessv1alpha1.Function, digest string, attempt int) string 
 	if len(h) > n {
 		h = h[:n]
 	}
-	return fn.Name + "-" + h + suffix
+	return fn.GetName() + "-" + h + suffix
 }
 
 // Service is the Knative Service that serves the function.
-func Service(fn *slessv1alpha1.Function) string {
-	return fn.Name
+func Service(fn slessv1alpha1.Workload) string {
+	return fn.GetName()
 }
 
 // Revision is the Knative revision made for the function's current
 // generation, in Knative's own <name>-<5 digits> form while that fits in a
 // DNS label with WarmRevision's suffix, else in a shorter form of the
 // generation (see generationSuffix).
-func Revision(fn *slessv1alpha1.Function) string {
-	return fmt.Sprintf("%s-%s", fn.Name, generationSuffix(fn.Generation, revisionRoom(fn.Name)))
+func Revision(fn slessv1alpha1.Workload) string {
+	return fmt.Sprintf("%s-%s", fn.GetName(), generationSuffix(fn.GetGeneration(), revisionRoom(fn.GetName())))
 }
 
 // RetemplatedRevision names the revision of a template that changed while
@@ -62,12 +62,12 @@ func Revision(fn *slessv1alpha1.Function) string {
 // template under a revision name in use. The name is made from the
 // template's digest, five letters (so never a generation's five digits),
 // and fits where Revision does, WarmRevision's suffix included.
-func RetemplatedRevision(fn *slessv1alpha1.Function, templateDigest [32]byte) string {
+func RetemplatedRevision(fn slessv1alpha1.Workload, templateDigest [32]byte) string {
 	b := make([]byte, 5)
 	for i := range b {
 		b[i] = 'a' + templateDigest[i]%26
 	}
-	return fn.Name + "-" + string(b)
+	return fn.GetName() + "-" + string(b)
 }
 
 // WarmRevision is the name of a generation's revision while a cron
@@ -94,8 +94,8 @@ func ContextKey(namespace, name, digest string) string {
 
 // ImageRepository is where a function's images are pushed: one repository
 // per function under the configured registry prefix.
-func ImageRepository(registry string, fn *slessv1alpha1.Function) string {
-	return strings.TrimSuffix(registry, "/") + "/" + fn.Namespace + "/" + fn.Name
+func ImageRepository(registry string, fn slessv1alpha1.Workload) string {
+	return strings.TrimSuffix(registry, "/") + "/" + fn.GetNamespace() + "/" + fn.GetName()
 }
 
 // ImageTag tags each pushed image with its source digest, so a registry
@@ -106,4 +106,22 @@ func ImageTag(digest string) string {
 		h = h[:32]
 	}
 	return "src-" + h
+}
+
+// WorkloadPrefix is where all of w's S3 objects live: ObjectPrefix for a
+// Function, blobkey's ServicePrefix for a SlessService, so that a service
+// and a function of one name never share (or delete) an object.
+func WorkloadPrefix(w slessv1alpha1.Workload) string {
+	if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return blobkey.ServicePrefix(w.GetNamespace(), w.GetName())
+	}
+	return ObjectPrefix(w.GetNamespace(), w.GetName())
+}
+
+// WorkloadContextKey is the S3 key of w's build context of digest.
+func WorkloadContextKey(w slessv1alpha1.Workload, digest string) string {
+	if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return blobkey.ServiceContext(w.GetNamespace(), w.GetName(), digest)
+	}
+	return ContextKey(w.GetNamespace(), w.GetName(), digest)
 }

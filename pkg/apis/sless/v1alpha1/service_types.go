@@ -1,0 +1,145 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Bounds of a SlessService's spec beyond a Function's; the CRD markers below
+// carry the same numbers.
+const (
+	// DefaultServiceMinScale keeps one instance up: a web app holds
+	// connections and warm state, so it scales to zero only when asked.
+	DefaultServiceMinScale = 1
+	// DefaultServiceTimeoutSeconds bounds one request to a service; longer
+	// than a function's, as a page load or a stream is.
+	DefaultServiceTimeoutSeconds = 300
+	MaxScale                     = 1000
+)
+
+// SlessService is a long-running web app built from source like a Function
+// (a Python WSGI or ASGI app, a Node.js request handler, a Go http.Handler)
+// and served by a Knative Service that keeps minScale instances up. Calls
+// reach it at /svc/{namespace}/{name}/ with the whole path passed through.
+// It is named so as not to clash with Knative's Service in kubectl.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=ssvc,categories=sless
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtime`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.latestReadyRevision`,priority=1
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="name must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="name must be at most 52 characters"
+type SlessService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec SlessServiceSpec `json:"spec"`
+	// +optional
+	Status FunctionStatus `json:"status,omitempty"`
+}
+
+// SlessServiceSpec is what the user asks for.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.source.image) || has(self.entrypoint)",message="entrypoint is required when building from source",fieldPath=".entrypoint",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="!has(self.source.image) || !has(self.rebuild)",message="rebuild retries a build, and a service whose source is an image has none",fieldPath=".rebuild"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxScale) || !has(self.minScale) || self.maxScale >= self.minScale",message="maxScale must be greater than or equal to minScale",fieldPath=".maxScale"
+type SlessServiceSpec struct {
+	// Runtime the app runs on. python3.11 and nodejs20 are aliases of
+	// python3.12 and nodejs22.
+	// +kubebuilder:validation:Enum=python3.12;nodejs22;go1.24;python3.11;nodejs20
+	// +required
+	Runtime string `json:"runtime"`
+
+	// Entrypoint names the web app as module.attribute: for Python a WSGI
+	// or ASGI app object (app.app), for Node.js a file path without
+	// extension then a request listener or an object with one (server.app),
+	// for Go the package directory (or "main") then an http.Handler
+	// variable.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +optional
+	Entrypoint string `json:"entrypoint,omitempty"`
+
+	// Source is where the code comes from: exactly one of inline, archive or image.
+	// +required
+	Source FunctionSource `json:"source"`
+
+	// Env is the app's environment; values may come from Secrets and ConfigMaps.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []EnvVar `json:"env,omitempty"`
+
+	// MemoryMB is the memory limit (and request) of each instance.
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=4096
+	// +kubebuilder:default=128
+	// +optional
+	MemoryMB *int32 `json:"memoryMB,omitempty"`
+
+	// CPU is the CPU request of each instance, e.g. "250m".
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="cpu must be a quantity greater than zero"
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+
+	// TimeoutSeconds bounds one request, a WebSocket or an event stream
+	// included.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=900
+	// +kubebuilder:default=300
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+
+	// MinScale is the fewest instances kept running; 0 lets the service
+	// scale to zero when idle.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	// +optional
+	MinScale *int32 `json:"minScale,omitempty"`
+
+	// MaxScale is the most instances; unset means no limit.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxScale *int32 `json:"maxScale,omitempty"`
+
+	// ContainerConcurrency is the hard limit of concurrent requests per
+	// instance; 0 or unset means no limit.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	ContainerConcurrency *int64 `json:"containerConcurrency,omitempty"`
+
+	// BuildTimeoutSeconds bounds one image build.
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=7200
+	// +kubebuilder:default=900
+	// +optional
+	BuildTimeoutSeconds *int32 `json:"buildTimeoutSeconds,omitempty"`
+
+	// Rebuild, set to a value it has not had, runs a failed build of the
+	// current code again, as a Function's does. Any value; a timestamp is usual.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._:+-]*[A-Za-z0-9])?$`
+	// +optional
+	Rebuild string `json:"rebuild,omitempty"`
+}
+
+// SlessServiceList is a list of SlessServices.
+//
+// +kubebuilder:object:root=true
+type SlessServiceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SlessService `json:"items"`
+}
