@@ -28,8 +28,8 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
-	"github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 

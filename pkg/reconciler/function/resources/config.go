@@ -133,7 +133,7 @@ func (c Config) WithDefaults() Config {
 // selecting one never finds the other's builds.
 func Labels(fn slessv1alpha1.Workload) map[string]string {
 	return map[string]string{
-		OwnerLabel(fn):  fn.GetName(),
+		OwnerLabel(fn): fn.GetName(),
 		LabelTenant:    fn.GetNamespace(),
 		LabelManagedBy: ManagedBy,
 	}
