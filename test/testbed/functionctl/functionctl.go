@@ -1,4 +1,4 @@
-// Package functionctl runs sless's Function controller in a test process on
+// Package functionctl runs sless's Function and SlessService controllers in a test process on
 // a test bed. It is apart from testbed, which the adapters' own tests import
 // and the controller imports those adapters.
 package functionctl
@@ -18,13 +18,14 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
 // Registry is the repository prefix Run builds into.
 const Registry = "registry.testbed.local/sless"
 
-// Run runs sless's Function controller on namespace ns of
+// Run runs sless's Function and SlessService controllers on namespace ns of
 // k until the test ends, storing build contexts in a fresh bucket of the
 // package's S3 server, with the credentials Secrets an operator puts in a
 // function namespace (build pods mount them).
@@ -56,13 +57,17 @@ func Run(t testing.TB, k *testbed.Kube, ns string) {
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
-	if err := function.SetupWithManager(mgr, function.Options{
+	opts := function.Options{
 		Config: function.Config{PublicBaseURL: "https://fn.testbed.local"},
 		Resources: resources.Config{Registry: Registry, RegistrySecret: "registry-push",
 			S3Endpoint: "http://" + s3srv.Endpoint, S3Secret: "sless-s3"},
 		Store:                   blobs,
 		MaxConcurrentReconciles: 4,
-	}); err != nil {
+	}
+	if err := function.SetupWithManager(mgr, opts); err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	if err := service.SetupWithManager(mgr, opts); err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
 	mctx, stop := context.WithCancel(ctx)
