@@ -134,7 +134,7 @@ var all = map[string]*Runtime{
 		Language:  Go,
 		BaseImage: "docker.io/library/golang:1.24.4-bookworm",
 		RunImage:  "docker.io/library/debian:12.8-slim",
-		wrapper:   []string{"sless.go", "server.go"},
+		wrapper:   []string{"sless.go", "server.go", "service.go"},
 	},
 }
 
@@ -143,7 +143,7 @@ var all = map[string]*Runtime{
 //
 //go:embed python3.12/server.py python3.12/Dockerfile
 //go:embed nodejs22/server.js nodejs22/Dockerfile
-//go:embed go1.24/sless.go go1.24/server.go go1.24/Dockerfile
+//go:embed go1.24/sless.go go1.24/server.go go1.24/service.go go1.24/Dockerfile
 var embedded embed.FS
 
 // Lookup returns the runtime a name or alias stands for.
@@ -410,6 +410,10 @@ func (o LocalOptions) env(m Manifest, functionDir string) []string {
 	}
 	if o.TimeoutSeconds > 0 {
 		env = append(env, "SLESS_TIMEOUT_SECONDS="+strconv.FormatFloat(o.TimeoutSeconds, 'f', -1, 64))
+	}
+	if m.Mode != "" {
+		// A job's SLESS_MODE, appended after, wins.
+		env = append(env, "SLESS_MODE="+m.Mode)
 	}
 	return append(env, o.Env...)
 }

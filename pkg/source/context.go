@@ -102,7 +102,7 @@ func BuildContext(in Input) (*Context, error) {
 	manifest, _ := json.Marshal(runtimes.Manifest{Runtime: rt.Name, Entrypoint: in.Entrypoint, Mode: in.Mode})
 	entries[runtimes.ManifestFile] = append(manifest, '\n')
 	if rt.Language == runtimes.Go {
-		gen, err := goMain(in.Entrypoint, target, in.Files)
+		gen, err := goMain(in.Entrypoint, in.Mode, target, in.Files)
 		if err != nil {
 			return nil, err
 		}

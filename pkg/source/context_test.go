@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:3966caab99dd6b1d1a204c6cbd0628e478c59bf83d51e923b8e139aec0ee4239"
+const goldenDigest = "sha256:0adbafbcf09c04faa60311ac0d07a1668fdba48ecc1b970c8fe0cd3e6f5c7e3e"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())

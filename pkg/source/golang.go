@@ -23,7 +23,9 @@ const goDefaultModule = "function"
 // Code without a go.mod gets function/go.mod declaring module "function".
 // The user's go.sum is reused, so the build needs the network only for the
 // user's own requirements.
-func goMain(entrypoint string, target Target, files Files) (map[string][]byte, error) {
+// In service mode (mode "service") the entrypoint names an http.Handler
+// variable, which main hands to sless.Serve.
+func goMain(entrypoint, mode string, target Target, files Files) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	modPath, goVersion := goDefaultModule, runtimes.GoLibraryGoVersion
 	if gomod, ok := files["go.mod"]; ok {
@@ -52,7 +54,11 @@ func goMain(entrypoint string, target Target, files Files) (map[string][]byte, e
 	mainGo.WriteString("import (\n")
 	fmt.Fprintf(&mainGo, "\tfn %q\n\tsless %q\n", importPath, runtimes.GoLibraryModule)
 	mainGo.WriteString(")\n\n")
-	fmt.Fprintf(&mainGo, "func main() { sless.Start(fn.%s) }\n", target.Function)
+	start := "Start"
+	if mode == "service" {
+		start = "Serve"
+	}
+	fmt.Fprintf(&mainGo, "func main() { sless.%s(fn.%s) }\n", start, target.Function)
 	out[path.Join(runtimes.MainDir, "main.go")] = mainGo.Bytes()
 
 	var mod bytes.Buffer

@@ -131,6 +131,62 @@ async function loadHandler(cfg) {
   return fn;
 }
 
+// loadApp loads a service's web app: a request listener (req, res) — an
+// express app is one — or an http.Server made but not listening, whose
+// 'request' and 'upgrade' listeners then serve (WebSockets included).
+async function loadApp(cfg) {
+  const ep = cfg.entrypoint;
+  const dot = ep.lastIndexOf('.');
+  if (dot <= 0 || dot === ep.length - 1) {
+    throw new Error(`SLESS_ENTRYPOINT must be module.app, got ${JSON.stringify(ep)}`);
+  }
+  const modPath = ep.slice(0, dot);
+  const name = ep.slice(dot + 1);
+  const base = path.resolve(cfg.functionDir, modPath);
+  const file = ['.js', '.mjs', '.cjs'].map((ext) => base + ext).find((f) => fs.existsSync(f));
+  if (!file) throw new Error(`no ${modPath}.js, .mjs or .cjs in ${cfg.functionDir}`);
+  const mod = await import(pathToFileURL(file).href);
+  let app = mod[name];
+  if (app === undefined && mod.default) app = mod.default[name];
+  if (typeof app === 'function' || app instanceof http.Server) return app;
+  throw new Error(`${modPath} exports no request listener or http.Server ${JSON.stringify(name)}`);
+}
+
+// serveService serves a web app whole: every path but the wrapper's health
+// path, streamed both ways, upgrades passed to an http.Server's listeners.
+function serveService(cfg, app) {
+  const target = app instanceof http.Server ? app : null;
+  const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
+    if (req.method === 'GET' && req.url.split('?')[0] === HEALTH_PATH) {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('{"status":"ok"}');
+      return;
+    }
+    if (target) target.emit('request', req, res);
+    else app(req, res);
+  });
+  server.on('upgrade', (req, socket, head) => {
+    if (target && target.listenerCount('upgrade') > 0) target.emit('upgrade', req, socket, head);
+    else socket.destroy();
+  });
+  // Streams and long polls are the app's to end, not a wrapper's timeout.
+  server.requestTimeout = 0;
+  const stop = (signal) => {
+    log('info', 'draining', { signal });
+    server.close(() => {
+      log('info', 'stopped');
+      flushAllOutput();
+      process.exit(0);
+    });
+    server.closeIdleConnections();
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  server.listen(cfg.port, cfg.host || undefined, () => {
+    log('info', 'listening', { port: server.address().port, entrypoint: cfg.entrypoint, mode: 'service' });
+  });
+}
+
 function isJSON(contentType) {
   const ct = (contentType || '').split(';')[0].trim().toLowerCase();
   return ct === 'application/json' || (ct.startsWith('application/') && ct.endsWith('+json'));
@@ -586,7 +642,7 @@ async function main() {
   }
   let fn;
   try {
-    fn = await loadHandler(cfg);
+    fn = cfg.mode === 'service' ? await loadApp(cfg) : await loadHandler(cfg);
   } catch (e) {
     flushAllOutput();
     log('error', `cannot load handler ${JSON.stringify(cfg.entrypoint)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });
@@ -605,7 +661,8 @@ async function main() {
   process.on('uncaughtException', (e) => {
     log('error', `uncaught exception: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack });
   });
-  serve(cfg, fn);
+  if (cfg.mode === 'service') serveService(cfg, fn);
+  else serve(cfg, fn);
 }
 
 module.exports = { makeEvent, encodeResult, isResponse, config, RequestError };

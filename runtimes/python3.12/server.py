@@ -2,8 +2,10 @@
 
 Loads the handler named by SLESS_ENTRYPOINT ("package.module.function") from
 the function's code in SLESS_FUNCTION_DIR and serves it over HTTP on PORT, or,
-with SLESS_MODE=job, runs it once on SLESS_PAYLOAD. The contract it implements
-is written down in docs/runtimes.md; the same holds for every sless runtime.
+with SLESS_MODE=job, runs it once on SLESS_PAYLOAD. With SLESS_MODE=service
+the entrypoint names a WSGI app, served whole (docs/services.md). The contract
+it implements is written down in docs/runtimes.md; the same holds for every
+sless runtime.
 
 Standard library only: it runs on any CPython from 3.9 on.
 """
@@ -28,6 +30,8 @@ import traceback
 import uuid
 import http.client
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from urllib.parse import parse_qsl, urlsplit
 
 HEALTH_PATH = "/_sless/health"
@@ -725,6 +729,58 @@ def finish_job(cfg, result, code):
     return code
 
 
+class _ServiceHandler(WSGIRequestHandler):
+    """wsgiref's handler without its stderr access log: the wrapper's own
+    log lines are JSON on stdout."""
+
+    def log_message(self, format, *args):
+        pass
+
+
+class ServiceServer(ThreadingMixIn, WSGIServer):
+    """A WSGI server with a thread per connection: wsgiref's own serves one
+    request at a time, and one slow request or open stream would stall all."""
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def with_health(app):
+    """The app, but for GET on HEALTH_PATH, which the wrapper answers."""
+
+    def wrapped(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO") == HEALTH_PATH:
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [b'{"status":"ok"}']
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def serve_service(cfg, app):
+    """Service mode: the WSGI app gets every request with its whole path and
+    streams its answer; each chunk it yields is flushed as it comes."""
+    if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(getattr(app, "__call__", None)):
+        log("error", "%r is an ASGI app: the Python runtime serves WSGI apps only" % cfg.entrypoint)
+        return 1
+    server = make_server(cfg.host, cfg.port, with_health(app), server_class=ServiceServer, handler_class=_ServiceHandler)
+    stop = threading.Event()
+
+    def on_term(signum, frame):
+        if not stop.is_set():
+            stop.set()
+            log("info", "draining", signal=signal.Signals(signum).name)
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    log("info", "listening", port=server.server_address[1], entrypoint=cfg.entrypoint, mode="service")
+    server.serve_forever(poll_interval=0.1)
+    server.server_close()
+    log("info", "stopped")
+    return 0
+
+
 def serve(cfg, fn):
     server = Server(cfg, fn)
     stop = threading.Event()
@@ -766,6 +822,8 @@ def main():
         return 1
     if cfg.mode == "job":
         return run_job(cfg, fn)
+    if cfg.mode == "service":
+        return serve_service(cfg, fn)
     return serve(cfg, fn)
 
 

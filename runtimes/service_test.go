@@ -1,0 +1,179 @@
+package runtimes_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/source"
+	"github.com/sless-dev/sless/runtimes"
+)
+
+// prepareService is prepare for a service's build context.
+func prepareService(t testing.TB, runtime, entrypoint string, files source.Files) prepared {
+	t.Helper()
+	bc, err := source.BuildContext(source.Input{Runtime: runtime, Entrypoint: entrypoint, Mode: "service", Files: files})
+	if err != nil {
+		t.Fatalf("build context: %v", err)
+	}
+	dir := t.TempDir()
+	unpack(t, bc.TarGz, dir)
+	cmds, err := runtimes.LocalSetup(dir, runtimes.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range cmds {
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+		}
+	}
+	return prepared{runtime: runtime, dir: dir}
+}
+
+// TestServiceConformance serves each runtime's test web app in service
+// mode and holds it to the service contract (docs/services.md): the whole
+// path and query reach the app, bodies both ways, the wrapper keeps only
+// its health path, server-sent events stream as written, and (where the
+// runtime serves upgrades) a WebSocket echoes.
+func TestServiceConformance(t *testing.T) {
+	requireTools(t, "python3", "node", "go")
+	cases := []struct {
+		runtime, entrypoint string
+		websocket           bool
+	}{
+		{runtimes.Python312, "web.app", false},
+		{runtimes.NodeJS22, "web.server", true},
+		{runtimes.Go124, "web.Handler", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.runtime, func(t *testing.T) {
+			t.Parallel()
+			p := prepareService(t, tc.runtime, tc.entrypoint, testdataFiles(t, "service/"+tc.runtime))
+			in := p.start(t, runtimes.LocalOptions{FunctionName: "web", Namespace: "team-a", Revision: "web-00001"})
+
+			t.Run("GET and POST with the whole path", func(t *testing.T) {
+				for _, m := range []struct{ method, target, body string }{
+					{"GET", "/", ""},
+					{"GET", "/notes/42/edit?x=1&y=two", ""},
+					{"POST", "/api/v1/notes", `{"text":"hi"}`},
+					{"POST", "/_sless/health", "mine"},
+				} {
+					req, _ := http.NewRequest(m.method, in.base+m.target, strings.NewReader(m.body))
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got struct{ Method, Path, Query, Body string }
+					err = json.NewDecoder(resp.Body).Decode(&got)
+					resp.Body.Close()
+					path, query, _ := strings.Cut(m.target, "?")
+					if err != nil || resp.StatusCode != 200 || got.Method != m.method || got.Path != path || got.Query != query || got.Body != m.body {
+						t.Errorf("%s %s: %d %+v (%v)", m.method, m.target, resp.StatusCode, got, err)
+					}
+				}
+			})
+			t.Run("health", func(t *testing.T) {
+				resp, err := http.Get(in.base + runtimes.HealthPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(b) != `{"status":"ok"}` {
+					t.Errorf("health: %d %s", resp.StatusCode, b)
+				}
+			})
+			t.Run("server-sent events stream", func(t *testing.T) {
+				resp, err := http.Get(in.base + "/events")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+					t.Errorf("Content-Type %q", ct)
+				}
+				r := bufio.NewReader(resp.Body)
+				// The second event waits for /release, so the first arrives
+				// only if the wrapper streams.
+				line, err := readLine(r, 10*time.Second, resp.Body)
+				if err != nil || line != "data: first" {
+					t.Fatalf("first event: %q %v", line, err)
+				}
+				rel, err := http.Post(in.base+"/release", "text/plain", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rel.Body.Close()
+				rest, err := io.ReadAll(r)
+				if err != nil || !strings.Contains(string(rest), "data: second") {
+					t.Errorf("after the release: %q %v", rest, err)
+				}
+			})
+			if tc.websocket {
+				t.Run("WebSocket echo", func(t *testing.T) {
+					for _, msg := range []string{"hello", "sless services"} {
+						if got := wsEcho(t, in.base, "/ws/echo", msg); got != msg {
+							t.Errorf("echo of %q: %q", msg, got)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// readLine reads one line, failing after limit (the body is closed then).
+func readLine(r *bufio.Reader, limit time.Duration, body io.Closer) (string, error) {
+	timer := time.AfterFunc(limit, func() { body.Close() })
+	defer timer.Stop()
+	line, err := r.ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}
+
+// wsEcho opens a WebSocket at path, sends msg as one masked text frame
+// and returns the text of the frame that comes back.
+func wsEcho(t *testing.T, base, path, msg string) string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	key := make([]byte, 16)
+	rand.Read(key)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
+		path, base64.StdEncoding.EncodeToString(key))
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	mask := []byte{1, 2, 3, 4}
+	frame := []byte{0x81, 0x80 | byte(len(msg))}
+	frame = append(frame, mask...)
+	for i := range len(msg) {
+		frame = append(frame, msg[i]^mask[i%4])
+	}
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 2)
+	if _, err := io.ReadFull(r, head); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, head[1]&0x7f)
+	if _, err := io.ReadFull(r, data); err != nil || head[0] != 0x81 {
+		t.Fatalf("frame %x: %v", head, err)
+	}
+	return string(bytes.Clone(data))
+}
