@@ -8,7 +8,7 @@ import (
 )
 
 // kind describes one resource of the API so the CRUD handlers are written
-// once for Functions, Triggers and FunctionJobs.
+// once for Functions, Triggers, FunctionJobs and SlessServices.
 type kind struct {
 	// plural is the path segment ("functions") and kind the object's Kind.
 	plural, kind string
@@ -76,7 +76,23 @@ var (
 			d.Status = slessv1alpha1.FunctionJobStatus{}
 		},
 	}
-	allKinds = []*kind{functions, triggers, jobs}
+	services = &kind{
+		plural: "services", kind: "SlessService", dns1035: true, maxName: slessv1alpha1.MaxNameLength,
+		newObj:  func() client.Object { return &slessv1alpha1.SlessService{} },
+		newList: func() client.ObjectList { return &slessv1alpha1.SlessServiceList{} },
+		items: func(l client.ObjectList) []client.Object {
+			return objects(l.(*slessv1alpha1.SlessServiceList).Items)
+		},
+		validate: func(o client.Object) field.ErrorList {
+			return slessv1alpha1.ValidateSlessService(o.(*slessv1alpha1.SlessService))
+		},
+		copyUser: func(dst, src client.Object) {
+			d, s := dst.(*slessv1alpha1.SlessService), src.(*slessv1alpha1.SlessService)
+			d.Spec = *s.Spec.DeepCopy()
+			d.Status = slessv1alpha1.FunctionStatus{}
+		},
+	}
+	allKinds = []*kind{functions, triggers, jobs, services}
 )
 
 // objects points at each item of a typed list as a client.Object.

@@ -268,7 +268,7 @@ func buildOpenAPI() obj {
 	return obj{
 		"openapi": "3.0.3",
 		"info": obj{"title": "sless API", "version": "v1",
-			"description": "Functions, Triggers and FunctionJobs of sless.dev/v1alpha1 over HTTP. Errors are application/problem+json (RFC 9457)."},
+			"description": "Functions, Triggers, FunctionJobs and SlessServices (at /services) of sless.dev/v1alpha1 over HTTP. Errors are application/problem+json (RFC 9457)."},
 		"paths":      paths,
 		"components": obj{"schemas": schemas, "securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
 		"security":   []any{obj{"bearer": []any{}}},
