@@ -105,18 +105,18 @@ func orNone(s string) string {
 	return s
 }
 
-func readyStatus(fn *slessv1alpha1.Function) string {
-	if c := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady); c != nil {
+func readyStatus(fn slessv1alpha1.Workload) string {
+	if c := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionReady); c != nil {
 		return string(c.Status)
 	}
 	return "Unknown"
 }
 
-func phaseOf(fn *slessv1alpha1.Function) string {
-	if fn.Status.Phase == "" {
-		return "Pending"
+func phaseOf(fn slessv1alpha1.Workload) string {
+	if p := fn.WorkloadStatus().Phase; p != "" {
+		return string(p)
 	}
-	return string(fn.Status.Phase)
+	return "Pending"
 }
 
 const listSynopsis = `sless list [-n NAMESPACE] [-l SELECTOR] [-o json|yaml]`

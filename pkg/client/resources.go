@@ -43,6 +43,7 @@ var (
 	functions = kind[slessv1alpha1.Function]{"functions"}
 	triggers  = kind[slessv1alpha1.Trigger]{"triggers"}
 	jobs      = kind[slessv1alpha1.FunctionJob]{"jobs"}
+	services  = kind[slessv1alpha1.SlessService]{"services"}
 )
 
 func (k kind[T]) collection(ns string) string {
@@ -152,6 +153,17 @@ func (c *Client) ListFunctions(ctx context.Context, ns, cursor string, limit int
 // AllFunctions reads every page of a namespace's Functions.
 func (c *Client) AllFunctions(ctx context.Context, ns string, opts ...ListOption) ([]slessv1alpha1.Function, error) {
 	return listAll(ctx, c, functions, ns, opts)
+}
+
+// AllServices reads every page of a namespace's SlessServices.
+func (c *Client) AllServices(ctx context.Context, ns string, opts ...ListOption) ([]slessv1alpha1.SlessService, error) {
+	return listAll(ctx, c, services, ns, opts)
+}
+
+// CreateService creates a SlessService in its namespace.
+func (c *Client) CreateService(ctx context.Context, svc *slessv1alpha1.SlessService) (*slessv1alpha1.SlessService, error) {
+	svc.APIVersion, svc.Kind = slessv1alpha1.SchemeGroupVersion.String(), slessv1alpha1.KindSlessService
+	return create(ctx, c, services, svc.Namespace, svc)
 }
 
 // CreateFunction creates fn in its namespace. A 409 for an object that still
