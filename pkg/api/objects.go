@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -622,13 +623,9 @@ func mediaType(ct string) string {
 }
 
 // reflectInto copies src into dst; both are the same typed object.
+//
+// By reflection rather than a switch on the kinds: a switch silently
+// copied nothing for a kind added to the table and not to it.
 func reflectInto(dst, src client.Object) {
-	switch d := dst.(type) {
-	case *slessv1alpha1.Function:
-		*d = *src.(*slessv1alpha1.Function)
-	case *slessv1alpha1.Trigger:
-		*d = *src.(*slessv1alpha1.Trigger)
-	case *slessv1alpha1.FunctionJob:
-		*d = *src.(*slessv1alpha1.FunctionJob)
-	}
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
 }

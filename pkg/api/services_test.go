@@ -34,6 +34,9 @@ func TestServiceCRUD(t *testing.T) {
 	if svc.Kind != "SlessService" || svc.Namespace != e.ns || r.Header.Get("ETag") != `"`+svc.ResourceVersion+`"` {
 		t.Fatalf("created: %+v, ETag %s", svc.ObjectMeta, r.Header.Get("ETag"))
 	}
+	if svc.Spec.MinScale == nil || svc.Spec.TimeoutSeconds == nil || svc.Spec.MemoryMB == nil {
+		t.Fatalf("CRD defaults not applied: %s", r.Body)
+	}
 	if *svc.Spec.MinScale != 1 || *svc.Spec.TimeoutSeconds != slessv1alpha1.DefaultServiceTimeoutSeconds || *svc.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB {
 		t.Fatalf("CRD defaults not applied: %+v", svc.Spec)
 	}
@@ -92,7 +95,7 @@ func TestServiceCRUD(t *testing.T) {
 	}
 
 	// Another tenant sees nothing of it.
-	r = e.do("GET", e.path("services", "web"), e.token("bob"), nil)
+	r = e.do("GET", e.path("services", "web"), e.token("bob", "sless.dev/namespace", "t-bob"), nil)
 	if r.Code != http.StatusForbidden {
 		t.Fatalf("another tenant: %d %s", r.Code, r.Body)
 	}
