@@ -129,6 +129,11 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		// Revisions are read one at a time for a tag's resolved digest.
 		{"sless-controller", "get", "revisions.serving.knative.dev", "tenant-a", true},
 		{"sless-controller", "list", "revisions.serving.knative.dev", "tenant-a", false},
+		{"sless-controller", "update", "slessservices.sless.dev/status", "tenant-a", true},
+		{"sless-controller", "update", "slessservices.sless.dev/finalizers", "tenant-a", true},
+		{"sless-controller", "create", "slessservices.sless.dev", "tenant-a", false},
+		{"sless-api", "create", "slessservices.sless.dev", "tenant-a", true},
+		{"sless-api", "update", "slessservices.sless.dev/status", "tenant-a", false},
 		{"sless-api", "create", "functions.sless.dev", "tenant-a", true},
 		{"sless-api", "watch", "revisions.serving.knative.dev", "tenant-a", true},
 		{"sless-api", "create", "pipelineruns.tekton.dev", "tenant-a", false},
