@@ -221,7 +221,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in a
 		b.running[hexd] = bl
 		b.wg.Add(1)
 		go b.run(hexd, in.Location, bl)
-		b.logf(slog.LevelInfo, "build started", "function", fn.Namespace+"/"+fn.Name, "build", name)
+		b.logf(slog.LevelInfo, "build started", "function", fn.GetNamespace()+"/"+fn.GetName(), "build", name)
 	}
 	bl.waiters[[2]string{fn.GetNamespace(), fn.GetName()}] = true
 	start := bl.started
