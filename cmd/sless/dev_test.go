@@ -48,6 +48,7 @@ func TestDevRefusesBadFlags(t *testing.T) {
 	}{
 		{"unknown flag", []string{"--bogus"}, "flag provided but not defined"},
 		{"extra argument", []string{"now"}, "unexpected arguments: now"},
+		{"unknown log format", []string{"--log-format", "xml"}, `--log-format "xml": want auto, pretty, text or json`},
 		{"zero idle timeout", []string{"--idle-timeout", "0s"}, "--idle-timeout must be positive"},
 		{"negative idle timeout", []string{"--idle-timeout", "-5s"}, "--idle-timeout must be positive"},
 		{"unparsable idle timeout", []string{"--idle-timeout", "soon"}, "invalid value \"soon\""},
