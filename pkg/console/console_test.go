@@ -21,6 +21,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/local"
+	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/console"
@@ -216,4 +217,52 @@ func checkHeaders(t *testing.T, w *httptest.ResponseRecorder) {
 
 func keyOf(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// TestMountedInTheAPI: the REST API's router hands /console and everything
+// under /console/ to the console, and only those.
+func TestMountedInTheAPI(t *testing.T) {
+	dir := t.TempDir()
+	scheme := runtime.NewScheme()
+	if err := slessv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	store, err := local.OpenStore(filepath.Join(dir, "store.db"), scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	blobs, err := local.NewBlobs(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := auth.New(context.Background(), auth.Config{HS256Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(console.Options{Objects: store, Auth: verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Options{Objects: store, Auth: verifier, Blobs: blobs, Bucket: "b", Console: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		code int
+		ct   string
+	}{
+		{"/console", 301, "text/html"},
+		{"/console/login", 200, "text/html"},
+		{"/console/static/console.css", 200, "text/css"},
+		{"/consoles", 404, "application/problem+json"},
+		{"/v1/whoami", 401, "application/problem+json"},
+	} {
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", tc.path, nil))
+		if w.Code != tc.code || !strings.HasPrefix(w.Header().Get("Content-Type"), tc.ct) {
+			t.Errorf("GET %s: %d %q, want %d %s", tc.path, w.Code, w.Header().Get("Content-Type"), tc.code, tc.ct)
+		}
+	}
 }
