@@ -274,7 +274,7 @@ func runAPI(ctx context.Context, args []string) error {
 		// the same handler, with the caller's own token.
 		con, err := console.New(console.Options{
 			Objects: cl, Auth: verifier, TenantNamespaces: tenants, Blobs: blobs, Limits: opts.Limits,
-			History: history, Invoke: opts.Invoke, Logger: log,
+			History: history, Invoke: opts.Invoke, Logs: opts.Logs, Logger: log,
 		})
 		if err != nil {
 			return err

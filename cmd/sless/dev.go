@@ -329,9 +329,10 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	list := invoke.ListHandler{History: history, Logger: log, Functions: resolver}
+	logSource := &local.Logs{LogDir: filepath.Join(data, "logs"), Builder: builder}
 	var con http.Handler
 	if *withConsole {
-		c, err := webconsole.New(webconsole.Options{Objects: store, Auth: verifier, Blobs: blobs, History: history, Invoke: proxy, Logger: log})
+		c, err := webconsole.New(webconsole.Options{Objects: store, Auth: verifier, Blobs: blobs, History: history, Invoke: proxy, Logs: logSource, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -347,7 +348,7 @@ func runDev(ctx context.Context, args []string) error {
 		Invocations: func(c *gin.Context) {
 			list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
 		},
-		Logs:       &local.Logs{LogDir: filepath.Join(data, "logs"), Builder: builder},
+		Logs:       logSource,
 		Registerer: reg, Gatherer: reg,
 		Logger: log,
 	})

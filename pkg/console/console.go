@@ -1,6 +1,6 @@
 // Package console is sless's web console at /console/: server-rendered
-// pages of a tenant's functions, their source, conditions and
-// invocations, and a form to call them. It reads the same stores the REST API
+// pages of a tenant's functions, their source, conditions, invocations and
+// live logs, and a form to call them. It reads the same stores the REST API
 // reads, in process, and signs the caller in with the same token, kept in
 // an HttpOnly cookie instead of a header (docs/console.md).
 //
@@ -20,6 +20,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	// with the session's token, so a call from the console is recorded and
 	// checked like any other. Nil hides the form.
 	Invoke http.Handler
+	// Logs streams functions' output to the live logs panel, in process;
+	// nil hides the panel.
+	Logs   logs.Source
 	Logger *slog.Logger
 }
 
@@ -106,6 +110,7 @@ func (c *Console) routes() *http.ServeMux {
 	m.HandleFunc("GET "+fn+"/invocations", c.inNamespace(c.invocationsPanel))
 	m.HandleFunc("GET "+fn+"/source/{file...}", c.inNamespace(c.sourcePage))
 	m.HandleFunc("POST "+fn+"/invoke", c.inNamespace(c.checkForm(c.invokeFunction)))
+	m.HandleFunc("GET "+fn+"/logs", c.inNamespace(c.logStream))
 	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
 	})

@@ -1,12 +1,15 @@
 package console_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -128,8 +131,18 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// hello's log, as sless dev keeps it: each line stamped with its time.
+	logDir := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(filepath.Join(logDir, "tenant-a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logDir, "tenant-a", "hello.log"), []byte(
+		"2026-12-05T14:25:25.5Z "+`{"level":"error","msg":"a <script>alert(4)</script>\r\nb","requestId":"req-ok-1"}`+"\n"+
+			"2026-12-05T14:25:26Z <img src=x onerror=alert(5)>\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, err := console.New(console.Options{
-		Objects: store, Auth: verifier, History: recs, Invoke: proxy,
+		Objects: store, Auth: verifier, History: recs, Invoke: proxy, Logs: &local.Logs{LogDir: logDir},
 		TenantNamespaces: &kube.Tenants{Client: store, Prefixes: []string{"tenant-"}},
 	})
 	if err != nil {
@@ -264,5 +277,47 @@ func TestMountedInTheAPI(t *testing.T) {
 		if w.Code != tc.code || !strings.HasPrefix(w.Header().Get("Content-Type"), tc.ct) {
 			t.Errorf("GET %s: %d %q, want %d %s", tc.path, w.Code, w.Header().Get("Content-Type"), tc.code, tc.ct)
 		}
+	}
+}
+
+// TestLogStream: the live logs panel's stream is server-sent events of
+// escaped HTML, a runtime's JSON line shown as its message, level and
+// request id; a carriage return or newline in a line cannot end an event.
+func TestLogStream(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.handler)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/console/namespaces/tenant-a/functions/hello/logs", nil)
+	r.Header.Set("Accept", "text/event-stream")
+	r.AddCookie(&http.Cookie{Name: console.CookieName, Value: tenant(t, "tenant-a")})
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var events [][]string
+	var ev []string
+	sc := bufio.NewScanner(resp.Body)
+	for len(events) < 2 && sc.Scan() {
+		if sc.Text() == "" {
+			events, ev = append(events, ev), nil
+			continue
+		}
+		ev = append(ev, sc.Text())
+	}
+	cancel()
+	want := [][]string{
+		{"event: line", "id: 2026-12-05T14:25:25.5Z",
+			`data: <div class="line error"><time datetime="2026-12-05T14:25:25.5Z">14:25:25</time><span class="level">error</span>a &lt;script&gt;alert(4)&lt;/script&gt;&#13;&#10;b<span class="req" title="request req-ok-1">req-ok-1</span></div>`},
+		{"event: line", "id: 2026-12-05T14:25:26Z",
+			`data: <div class="line"><time datetime="2026-12-05T14:25:26Z">14:25:26</time>&lt;img src=x onerror=alert(5)&gt;</div>`},
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("events:\n%q\nwant:\n%q", events, want)
 	}
 }

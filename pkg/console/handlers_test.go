@@ -100,6 +100,12 @@ func TestHandlers(t *testing.T) {
 		{name: "invoke with a bad path", req: req{method: "POST", path: fnA + "/invoke", session: alice, form: url.Values{"csrf": {aliceCSRF}, "method": {"POST"}, "path": {"items"}}}, code: 400, has: []string{"must start with /"}},
 		{name: "invoke climbing out", req: req{method: "POST", path: fnA + "/invoke", session: alice, form: url.Values{"csrf": {aliceCSRF}, "method": {"GET"}, "path": {"/a/../../b"}}}, code: 400, has: []string{"climb"}},
 		{name: "invoke with a bad method", req: req{method: "POST", path: fnA + "/invoke", session: alice, form: url.Values{"csrf": {aliceCSRF}, "method": {"TRACE"}, "path": {"/"}}}, code: 400, has: []string{"Choose a method"}},
+		{name: "foreign logs", req: req{method: "GET", path: fnB + "/logs", session: alice}, code: 403},
+		{name: "logs without a session", req: req{method: "GET", path: fnA + "/logs", header: map[string]string{"Accept": "text/event-stream"}}, code: 401},
+		{name: "logs of a missing function", req: req{method: "GET", path: "/console/namespaces/tenant-a/functions/nothere/logs", session: alice}, code: 404},
+		{name: "logs of a bad request id", req: req{method: "GET", path: fnA + "/logs?invocation=a%20b", session: alice}, code: 400},
+		{name: "one call's logs", req: req{method: "GET", path: fnA + "?invocation=req-ok-1", session: alice}, code: 200,
+			has: []string{`sse-connect="/console/namespaces/tenant-a/functions/hello/logs?invocation=req-ok-1"`, `href="/console/namespaces/tenant-a/functions/hello?invocation=req-ok-1#logs-card"`}},
 		{name: "GET of the invoke path", req: req{method: "GET", path: fnA + "/invoke", session: alice}, code: 404},
 
 		{name: "login form", req: req{method: "GET", path: "/console/login"}, code: 200, has: []string{`name="token"`}},

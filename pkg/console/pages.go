@@ -117,6 +117,15 @@ type functionData struct {
 	CanInvoke bool
 	Invoke    invokeForm
 	Result    *invokeResult
+	// Logs is the live logs panel; nil when the server keeps no logs.
+	Logs *logsView
+}
+
+type logsView struct {
+	// URL is the panel's event stream; Invocation the call whose lines
+	// alone it shows, "" for all.
+	URL        string
+	Invocation string
 }
 
 // getFunction reads the function the path names, answering 404 when there
@@ -159,6 +168,16 @@ func (c *Console) functionData(r *http.Request, s *session, fn *slessv1alpha1.Fu
 		CanInvoke:  c.opts.Invoke != nil,
 		Invoke:     invokeForm{Method: http.MethodPost, Path: "/", ContentType: "application/json", Body: "{}"},
 	}
+	if c.opts.Logs != nil {
+		d.Logs = &logsView{URL: d.Path + "/logs"}
+		d.Inv.HasLogs = true
+		// ?invocation= narrows the panel to one call's lines; a value no
+		// call can have is left out rather than refused.
+		if id := r.URL.Query().Get("invocation"); requestID(id) {
+			d.Logs.Invocation = id
+			d.Logs.URL += "?" + url.Values{"invocation": {id}}.Encode()
+		}
+	}
 	return d
 }
 
@@ -180,6 +199,8 @@ type invocationsData struct {
 	// Live makes the panel refresh itself: only the first page does, so
 	// that a page of older calls stays put.
 	Live bool
+	// HasLogs links each call to its log lines.
+	HasLogs bool
 }
 
 // windows are the time filters the panel offers.
@@ -193,7 +214,7 @@ var windows = []struct{ Value, Label string }{
 func (c *Console) invocations(r *http.Request, fn *slessv1alpha1.Function) invocationsData {
 	q := r.URL.Query()
 	d := invocationsData{
-		Path: fnPath(fn.Namespace, fn.Name), Available: c.opts.History != nil,
+		Path: fnPath(fn.Namespace, fn.Name), Available: c.opts.History != nil, HasLogs: c.opts.Logs != nil,
 		Status: strings.TrimSpace(q.Get("status")), Window: q.Get("window"), Cursor: q.Get("cursor"),
 	}
 	d.Live = d.Cursor == ""

@@ -1,7 +1,7 @@
 // Package console_test drives the web console of a real `sless dev` in a
 // real headless Chromium: sign in, find a Python function, read its
-// source, call it, see the call; and every value a user wrote, source and
-// answers included, stays text.
+// source, call it, see the call and its log line; and every value a user
+// wrote, source, log lines and answers included, stays text.
 package console_test
 
 import (
@@ -335,8 +335,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the invocations panel shows %q, want the call %s with 200", rows, reqID)
 	}
 
+	// Its log line streams into the logs panel, as text.
+	probeLine := `console-probe <script>window.__xss="log"</script><img src=x onerror="window.__xss='log-img'">`
+	waitLine := func() {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`[...document.querySelectorAll('#logs .line')].some(l => l.textContent.includes('console-probe'))`,
+			chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			t.Fatalf("no probe line in the logs panel: %v", err)
+		}
+	}
+	waitLine()
 	do(t, ctx, shot("function"))
+	if logs := text(t, ctx, `#logs`); !strings.Contains(logs, probeLine) {
+		t.Errorf("the logs panel shows %q, want the probe line as text", logs)
+	}
 	checkInert(t, ctx, "function page")
+
+	// The call's own lines: the row's logs link narrows the panel to them.
+	do(t, ctx,
+		chromedp.Click(chromedp.CSS(`#invocations tr.inv a[href*="invocation="]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#logs-card h2 code.reqid`)),
+	)
+	if id := text(t, ctx, `#logs-card h2 code.reqid`); id != reqID {
+		t.Errorf("the logs link shows the lines of %q, want %q", id, reqID)
+	}
+	waitLine()
+	checkInert(t, ctx, "one call's logs")
 
 	// Filters: a status class no call has empties the panel.
 	do(t, ctx,
