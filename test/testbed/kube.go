@@ -36,9 +36,10 @@ type Kube struct {
 	// Kubeconfig is a file for kubectl and other clients, with admin rights.
 	Kubeconfig string
 
-	env     *envtest.Environment
-	webhook *admissionServer
-	dir     string
+	env         *envtest.Environment
+	webhook     *admissionServer
+	stopConfigs func()
+	dir         string
 }
 
 // NewScheme knows the Kubernetes built-in types, sless's, Knative Serving's
@@ -94,10 +95,18 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 	if k.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return stop(err)
 	}
-	if k.webhook, err = startAdmission(k.Client); err != nil {
+	// The webhooks read their config maps through an informer, as
+	// upstream's config stores do, not with a list per admission.
+	configs, stopConfigs, err := configMapCache(cfg, scheme)
+	if err != nil {
 		return stop(err)
 	}
-	stop = func(err error) (*Kube, error) { _ = env.Stop(); _ = k.webhook.Close(); return nil, err }
+	k.stopConfigs = stopConfigs
+	if k.webhook, err = startAdmission(configs); err != nil {
+		stopConfigs()
+		return stop(err)
+	}
+	stop = func(err error) (*Kube, error) { _ = env.Stop(); _ = k.webhook.Close(); stopConfigs(); return nil, err }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := k.webhook.register(ctx, k.Client, upstream); err != nil {
@@ -125,6 +134,7 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 func (k *Kube) Stop() error {
 	err := k.env.Stop()
 	err = errors.Join(err, k.webhook.Close())
+	k.stopConfigs()
 	_ = os.RemoveAll(k.dir)
 	return err
 }

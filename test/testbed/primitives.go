@@ -337,7 +337,7 @@ func installReleaseConfig(ctx context.Context, k *Kube) error {
 			return fmt.Errorf("default ServiceAccount in %s: %w", ns, err)
 		}
 	}
-	return nil
+	return k.webhook.awaitConfig(ctx, k.Client)
 }
 
 // applyConfig creates doc, a document of a release manifest, when it is a

@@ -15,10 +15,18 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"knative.dev/pkg/apis"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -33,6 +41,69 @@ type admissionServer struct {
 	caPEM  []byte
 	reader client.Reader
 	done   chan error
+
+	mu      sync.Mutex
+	configs map[*project]builtConfig
+}
+
+// configMapCache is a reader of the projects' config maps kept by an
+// informer, synced before it is returned; stop ends the informer.
+func configMapCache(cfg *rest.Config, scheme *runtime.Scheme) (client.Reader, func(), error) {
+	namespaces := map[string]cache.Config{}
+	for _, p := range []*project{servingProject, tektonProject} {
+		namespaces[p.namespace] = cache.Config{}
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: namespaces})
+	if err != nil {
+		return nil, nil, fmt.Errorf("config map cache: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Start(ctx) }()
+	stop := func() { cancel(); <-done }
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if _, err := c.GetInformer(syncCtx, &corev1.ConfigMap{}); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("config map informer: %w", err)
+	}
+	if !c.WaitForCacheSync(syncCtx) {
+		stop()
+		return nil, nil, errors.New("config map informer did not sync within a minute")
+	}
+	return c, stop, nil
+}
+
+// awaitConfig waits until the webhooks' informer holds the projects' config
+// maps as live reads them, so that what was just installed decides the next
+// admission.
+func (a *admissionServer) awaitConfig(ctx context.Context, live client.Reader) error {
+	seen := func(r client.Reader, ns string) (string, error) {
+		cms := &corev1.ConfigMapList{}
+		if err := r.List(ctx, cms, client.InNamespace(ns)); err != nil {
+			return "", err
+		}
+		versions := make([]string, 0, len(cms.Items))
+		for _, cm := range cms.Items {
+			versions = append(versions, cm.Name+"@"+cm.ResourceVersion)
+		}
+		slices.Sort(versions)
+		return strings.Join(versions, ";"), nil
+	}
+	for _, p := range []*project{servingProject, tektonProject} {
+		want, err := seen(live, p.namespace)
+		if err != nil {
+			return fmt.Errorf("config maps of %s: %w", p.namespace, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			got, err := seen(a.reader, p.namespace)
+			return got == want, err
+		})
+		if err != nil {
+			return fmt.Errorf("the webhook's informer did not see the config maps of %s: %w", p.namespace, err)
+		}
+	}
+	return nil
 }
 
 // startAdmission starts the server; reader reads the projects' config maps.
@@ -45,7 +116,7 @@ func startAdmission(reader client.Reader) (*admissionServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook listener: %w", err)
 	}
-	a := &admissionServer{url: "https://" + ln.Addr().String(), caPEM: caPEM, reader: reader, done: make(chan error, 1)}
+	a := &admissionServer{url: "https://" + ln.Addr().String(), caPEM: caPEM, reader: reader, done: make(chan error, 1), configs: map[*project]builtConfig{}}
 	mux := http.NewServeMux()
 	for _, p := range []*project{servingProject, tektonProject} {
 		mux.Handle(p.path+"/defaulting", a.handler(p, a.defaulting))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	tektonconfig "github.com/tektoncd/pipeline/pkg/apis/config"
@@ -49,9 +50,9 @@ type project struct {
 	// its CRD schemas instead.
 	strict bool
 	types  map[schema.GroupVersionKind]resourcesemantics.GenericCRD
-	// withConfig puts the project's config, built from its config maps
-	// as the upstream config store builds it, into the context.
-	withConfig func(context.Context, []corev1.ConfigMap, configmap.Logger) context.Context
+	// configure builds the project's config from its config maps as the
+	// upstream config store does, and returns what puts it into a context.
+	configure func([]corev1.ConfigMap, configmap.Logger) func(context.Context) context.Context
 }
 
 var servingProject = &project{
@@ -68,13 +69,13 @@ var servingProject = &project{
 		networkingv1alpha1.SchemeGroupVersion.WithKind("ServerlessService"): &networkingv1alpha1.ServerlessService{},
 		servingv1beta1.SchemeGroupVersion.WithKind("DomainMapping"):         &servingv1beta1.DomainMapping{},
 	},
-	withConfig: func(ctx context.Context, cms []corev1.ConfigMap, log configmap.Logger) context.Context {
+	configure: func(cms []corev1.ConfigMap, log configmap.Logger) func(context.Context) context.Context {
 		store := servingconfig.NewStore(log)
 		feed(store.WatchConfigs, cms)
-		ctx = store.ToContext(ctx)
 		// Knative's store leaves a config whose map is missing nil; its
 		// webhook would not start without the map. Such a config is the default.
-		return servingconfig.ToContext(ctx, servingconfig.FromContextOrDefaults(ctx))
+		cfg := servingconfig.FromContextOrDefaults(store.ToContext(context.Background()))
+		return func(ctx context.Context) context.Context { return servingconfig.ToContext(ctx, cfg) }
 	},
 }
 
@@ -96,10 +97,10 @@ var tektonProject = &project{
 		resolutionv1alpha1.SchemeGroupVersion.WithKind("ResolutionRequest"): &resolutionv1alpha1.ResolutionRequest{},
 		resolutionv1beta1.SchemeGroupVersion.WithKind("ResolutionRequest"):  &resolutionv1beta1.ResolutionRequest{},
 	},
-	withConfig: func(ctx context.Context, cms []corev1.ConfigMap, log configmap.Logger) context.Context {
+	configure: func(cms []corev1.ConfigMap, log configmap.Logger) func(context.Context) context.Context {
 		store := tektonconfig.NewStore(log)
 		feed(store.WatchConfigs, cms)
-		return store.ToContext(ctx) // Tekton's store gives a missing map's defaults itself
+		return store.ToContext // Tekton's store gives a missing map's defaults itself
 	},
 }
 
@@ -220,16 +221,39 @@ func withinUpdate(ctx context.Context, old any, subResource string) context.Cont
 }
 
 // configured is ctx with p's config as its webhook would hold it now: built
-// from the project's config maps in the cluster at the time of the request,
-// the defaults where there are none.
+// from the project's config maps as the informer of reader sees them, the
+// defaults where there are none. As upstream's config store, it is built
+// again only when a config map changes.
 func (a *admissionServer) configured(ctx context.Context, p *project) (context.Context, error) {
 	cms := &corev1.ConfigMapList{}
 	if err := a.reader.List(ctx, cms, client.InNamespace(p.namespace)); err != nil {
 		return nil, fmt.Errorf("config maps of %s: %w", p.namespace, err)
 	}
-	log := &storeLog{}
-	ctx = p.withConfig(ctx, cms.Items, log)
-	return ctx, log.err
+	slices.SortFunc(cms.Items, func(x, y corev1.ConfigMap) int { return strings.Compare(x.Name, y.Name) })
+	var key strings.Builder
+	for _, cm := range cms.Items {
+		key.WriteString(cm.Name + "@" + cm.ResourceVersion + ";")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.configs[p]
+	if !ok || c.key != key.String() {
+		log := &storeLog{}
+		c = builtConfig{key: key.String(), attach: p.configure(cms.Items, log), err: log.err}
+		a.configs[p] = c
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.attach(ctx), nil
+}
+
+// builtConfig is a project's config as built from the config maps named
+// in key (name@resourceVersion of each).
+type builtConfig struct {
+	key    string
+	attach func(context.Context) context.Context
+	err    error
 }
 
 // feed hands a config store the config maps it watches, as the upstream

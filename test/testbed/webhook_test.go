@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"knative.dev/serving/pkg/apis/serving"
@@ -236,17 +238,56 @@ func (w *warningLog) all() []string {
 }
 
 // The projects' config maps, when a cluster has them, decide the defaults
-// and limits, as their webhooks' config stores do.
+// and limits, as their webhooks' config stores do: read through an
+// informer, so a change is seen soon after it is stored, not at once.
 func TestUpstreamConfigMaps(t *testing.T) {
 	k := testbed.SharedKube(t)
 	ns := k.Namespace(t)
 	ctx := context.Background()
-	for _, cm := range []*corev1.ConfigMap{
+	// configured answers what the webhooks default now: a Service's
+	// containerConcurrency and a PipelineRun's service account.
+	configured := func() (int64, string) {
+		svc := webhookService(ns, "configured")
+		svc.Spec.Template.Spec.TimeoutSeconds = nil
+		if err := k.Client.Create(ctx, svc, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		pr := webhookPipelineRun(ns, "configured")
+		if err := k.Client.Create(ctx, pr, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(svc.Spec.Template.Spec.ContainerConcurrency, -1), pr.Spec.TaskRunTemplate.ServiceAccountName
+	}
+	await := func(what string, cc int64, sa string) {
+		t.Helper()
+		var gotCC int64
+		var gotSA string
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			gotCC, gotSA = configured()
+			return gotCC == cc && gotSA == sa, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: containerConcurrency %d and serviceAccountName %q, want %d and %q", what, gotCC, gotSA, cc, sa)
+		}
+	}
+	defaultCC, defaultSA := configured()
+
+	cms := []*corev1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "knative-serving", Name: "config-defaults"},
 			Data: map[string]string{"container-concurrency": "7", "revision-timeout-seconds": "10", "max-revision-timeout-seconds": "20"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "tekton-pipelines", Name: "config-defaults"},
 			Data: map[string]string{"default-service-account": "builder"}},
-	} {
+	}
+	t.Cleanup(func() {
+		for _, cm := range cms {
+			if err := k.Client.Delete(context.Background(), cm); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete config map %s/%s: %v", cm.Namespace, cm.Name, err)
+			}
+		}
+		// Later tests on this apiserver expect the defaults back.
+		await("after the config maps are deleted", defaultCC, defaultSA)
+	})
+	for _, cm := range cms {
 		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cm.Namespace}}
 		if err := k.Client.Create(ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -254,20 +295,13 @@ func TestUpstreamConfigMaps(t *testing.T) {
 		if err := k.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			if err := k.Client.Delete(context.Background(), cm); err != nil {
-				t.Errorf("delete config map %s/%s: %v", cm.Namespace, cm.Name, err)
-			}
-		})
 	}
+	await("with config-defaults", 7, "builder")
 
 	svc := webhookService(ns, "configured")
 	svc.Spec.Template.Spec.TimeoutSeconds = nil
 	if err := k.Client.Create(ctx, svc, client.DryRunAll); err != nil {
 		t.Fatal(err)
-	}
-	if got := ptr.Deref(svc.Spec.Template.Spec.ContainerConcurrency, -1); got != 7 {
-		t.Errorf("containerConcurrency %d, want config-defaults' 7", got)
 	}
 	if got := ptr.Deref(svc.Spec.Template.Spec.TimeoutSeconds, -1); got != 10 {
 		t.Errorf("timeoutSeconds %d, want config-defaults' 10", got)
@@ -275,13 +309,5 @@ func TestUpstreamConfigMaps(t *testing.T) {
 	err := k.Client.Create(ctx, webhookService(ns, "too-long"), client.DryRunAll)
 	if want := "expected 0 <= 30 <= 20: spec.template.spec.timeoutSeconds"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a 30 s timeout above the 20 s maximum: %v, want %q", err, want)
-	}
-
-	pr := webhookPipelineRun(ns, "configured")
-	if err := k.Client.Create(ctx, pr, client.DryRunAll); err != nil {
-		t.Fatal(err)
-	}
-	if got := pr.Spec.TaskRunTemplate.ServiceAccountName; got != "builder" {
-		t.Errorf("taskRunTemplate.serviceAccountName %q, want config-defaults' builder", got)
 	}
 }

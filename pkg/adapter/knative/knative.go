@@ -398,25 +398,25 @@ func State(svc *servingv1.Service) adapter.ServeState {
 		st.Address = svc.Status.URL.String()
 	}
 	want := svc.Spec.Template.Name
-	if svc.Status.ObservedGeneration != svc.Generation || svc.Generation == 0 {
-		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("Knative has not yet observed generation %d of Service %s", svc.Generation, svc.Name)
-		return st
-	}
 	c := svc.Status.GetCondition(servingv1.ServiceConditionReady)
 	switch {
-	case c == nil:
-		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("Knative Service %s has no Ready condition yet", svc.Name)
+	case svc.Status.ObservedGeneration != svc.Generation || svc.Generation == 0 || c == nil:
+		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("Knative has not yet observed generation %d of Service %s", svc.Generation, svc.Name)
 	case c.IsFalse():
 		st.Failed, st.Reason, st.Message = true, c.Reason, c.Message
 	case c.IsTrue() && (want == "" || st.LatestReadyRevision == want):
 		st.Ready, st.Reason = true, "Ready"
 	case c.IsTrue():
 		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("revision %s is not ready yet; %s serves", want, st.LatestReadyRevision)
+	case rollingOut[c.Reason]:
+		// Knative's steps of a rollout, each a status write if copied.
+		st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("Knative is rolling out revision %s of Service %s", want, svc.Name)
 	default:
 		st.Reason, st.Message = c.Reason, c.Message
-		if st.Reason == "" {
-			st.Reason = ReasonDeploying
-		}
 	}
 	return st
 }
+
+// rollingOut are the reasons Knative gives a Service's Ready while a
+// revision comes up as it should; any other is told as Knative tells it.
+var rollingOut = map[string]bool{"": true, "RevisionMissing": true, "IngressNotConfigured": true, "Deploying": true}

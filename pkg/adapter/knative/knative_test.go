@@ -1,6 +1,7 @@
 package knative
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,6 +87,23 @@ func TestState(t *testing.T) {
 	svc.Status.InitializeConditions()
 	svc.Status.LatestCreatedRevisionName = "f-00002"
 	svc.Status.LatestReadyRevisionName = "f-00001"
+	// Knative's steps of a rollout are told as one steady message, so that
+	// each does not cost the Function a status write.
+	rolling := State(svc)
+	if rolling.Reason != ReasonDeploying || !strings.Contains(rolling.Message, "rolling out revision "+svc.Spec.Template.Name) {
+		t.Errorf("rolling out: %+v", rolling)
+	}
+	for _, reason := range []string{"RevisionMissing", "IngressNotConfigured", "Deploying"} {
+		svc.GetConditionSet().Manage(&svc.Status).MarkUnknown(servingv1.ServiceConditionConfigurationsReady, reason, "step %s", reason)
+		if st := State(svc); st.Reason != rolling.Reason || st.Message != rolling.Message {
+			t.Errorf("%s: %q %q, want the steady %q %q", reason, st.Reason, st.Message, rolling.Reason, rolling.Message)
+		}
+	}
+	// Any other reason is told as Knative tells it.
+	svc.GetConditionSet().Manage(&svc.Status).MarkUnknown(servingv1.ServiceConditionConfigurationsReady, "QuotaWait", "over quota")
+	if st := State(svc); st.Reason != "QuotaWait" || st.Message != "over quota" {
+		t.Errorf("another reason: %+v", st)
+	}
 	svc.GetConditionSet().Manage(&svc.Status).MarkTrue(servingv1.ServiceConditionConfigurationsReady)
 	svc.GetConditionSet().Manage(&svc.Status).MarkTrue(servingv1.ServiceConditionRoutesReady)
 	if st := State(svc); st.Ready {

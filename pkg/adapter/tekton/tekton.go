@@ -179,7 +179,15 @@ func (b *Builder) state(ctx context.Context, pr *tektonv1.PipelineRun) adapter.B
 		return st
 	}
 	if !pr.IsDone() {
-		st.Reason, st.Message = ReasonRunning, fmt.Sprintf("PipelineRun %s: %s", pr.Name, c.Message)
+		st.Reason = ReasonRunning
+		switch tektonv1.PipelineRunReason(c.Reason) {
+		case tektonv1.PipelineRunReasonStarted, tektonv1.PipelineRunReasonRunning:
+			// Tekton's task counts while it runs change nothing a user acts
+			// on; one steady message spares a status write per change.
+			st.Message = fmt.Sprintf("PipelineRun %s is running", pr.Name)
+		default:
+			st.Message = fmt.Sprintf("PipelineRun %s: %s: %s", pr.Name, c.Reason, c.Message)
+		}
 		return st
 	}
 	st.Done = true

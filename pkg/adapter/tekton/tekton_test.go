@@ -36,8 +36,13 @@ func TestState(t *testing.T) {
 		image, reason, msgContains string
 	}{
 		{name: "not picked up", pr: run(nil, nil), reason: ReasonPending, msgContains: "waiting for Tekton"},
+		{name: "started", pr: run(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionUnknown, Reason: "Started"}, nil),
+			reason: ReasonRunning, msgContains: "PipelineRun f-0123456789 is running"},
+		// Tekton's counts change while it runs; the message does not.
 		{name: "running", pr: run(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionUnknown, Reason: "Running", Message: "Tasks Completed: 0"}, nil),
-			reason: ReasonRunning, msgContains: "Tasks Completed: 0"},
+			reason: ReasonRunning, msgContains: "PipelineRun f-0123456789 is running"},
+		{name: "held by Tekton", pr: run(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionUnknown, Reason: "PipelineRunPending", Message: "PipelineRun \"f\" is pending"}, nil),
+			reason: ReasonRunning, msgContains: `PipelineRun f-0123456789: PipelineRunPending: PipelineRun "f" is pending`},
 		{name: "succeeded", pr: run(succeeded, map[string]string{"IMAGE_DIGEST": goodDigest + "\n", "IMAGE_URL": "reg/ns/f"}),
 			done: true, ok: true, image: "reg/ns/f@" + goodDigest, reason: "Succeeded"},
 		{name: "digest not sha256", pr: run(succeeded, map[string]string{"IMAGE_DIGEST": "sha256:xyz", "IMAGE_URL": "reg/ns/f"}),
