@@ -249,7 +249,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 
 	opts := api.Options{
-		Objects: cl, Live: cl, TenantNamespaces: tenants, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
+		Objects: cl, Live: cl, Secrets: cl, TenantNamespaces: tenants, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
 		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
 		DeleteWait: *deleteWait,
 		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -193,11 +194,9 @@ func runController(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	byObject := map[client.Object]cache.ByObject{}
-	for _, p := range plugins {
-		for o, b := range p.CacheByObject {
-			byObject[o] = b
-		}
+	byObject, err := mergeCacheByObject(append([]map[client.Object]cache.ByObject{function.CacheByObject()}, pluginCaches(plugins)...)...)
+	if err != nil {
+		return err
 	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -273,4 +272,34 @@ func addSourceGC(mgr ctrl.Manager, store *s3.Client, grace, interval time.Durati
 		return err
 	}
 	return mgr.Add(gc)
+}
+
+func pluginCaches(plugins []ControllerSetup) []map[client.Object]cache.ByObject {
+	out := make([]map[client.Object]cache.ByObject, 0, len(plugins))
+	for _, p := range plugins {
+		out = append(out, p.CacheByObject)
+	}
+	return out
+}
+
+// mergeCacheByObject joins the reconcilers' cache narrowings. Two for the
+// same kind (the Function and Trigger controllers both watch Secrets) must
+// agree: a cache holds one selection per kind.
+func mergeCacheByObject(parts ...map[client.Object]cache.ByObject) (map[client.Object]cache.ByObject, error) {
+	out := map[client.Object]cache.ByObject{}
+	seen := map[reflect.Type]cache.ByObject{}
+	for _, part := range parts {
+		for o, b := range part {
+			t := reflect.TypeOf(o)
+			if prev, ok := seen[t]; ok {
+				if fmt.Sprint(prev.Label) != fmt.Sprint(b.Label) || fmt.Sprint(prev.Field) != fmt.Sprint(b.Field) {
+					return nil, fmt.Errorf("two reconcilers narrow the cache of %s differently: %v and %v", t, prev.Label, b.Label)
+				}
+				continue
+			}
+			seen[t] = b
+			out[o] = b
+		}
+	}
+	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter/local"
 	"github.com/sless-dev/sless/pkg/api"
@@ -33,6 +34,8 @@ import (
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/secrets"
+	"github.com/sless-dev/sless/pkg/secrets/sealed"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -165,6 +168,13 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
+	// Secrets are kept in the same store with their values sealed under a
+	// key of the data directory; everything reads them through secretStore.
+	sealer, err := sealed.LoadKey(filepath.Join(data, "secrets.key"))
+	if err != nil {
+		return err
+	}
+	secretStore := &sealed.Store{Objects: store, Sealer: sealer}
 	blobs, err := local.NewBlobs(filepath.Join(data, "blobs"))
 	if err != nil {
 		return err
@@ -199,7 +209,7 @@ func runDev(ctx context.Context, args []string) error {
 		LogMaxBytes: logMaxBytes,
 		LogMaxFiles: *logMaxFiles,
 		Console:     console,
-		ResolveEnv:  envFromStore(store),
+		ResolveEnv:  envFromStore(secretStore),
 		Address:     func(ns, name string) string { return "local://" + ns + "/" + name },
 		OnChange:    enqueue,
 		StateDir:    filepath.Join(data, "serving"),
@@ -238,6 +248,14 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	loop = local.NewLoop("function", store, slessv1alpha1.SchemeGroupVersion.WithKind("Function").GroupKind(), reconciler, log)
 	loop.OnDeleted = func(k types.NamespacedName) { server.Remove(k.Namespace, k.Name) }
+	// A secret set or rotated reconciles the functions whose env refers to
+	// it: their next revision runs with the new value.
+	defer store.Subscribe(func(ev local.Event) {
+		if ev.GVK.Group != "" || ev.GVK.Kind != "Secret" {
+			return
+		}
+		go enqueueReferring(ctx, store, ev.Key, enqueue, log)
+	})()
 
 	// Invocation records: PostgreSQL when given, else the data directory.
 	var sink invoke.Sink
@@ -341,6 +359,7 @@ func runDev(ctx context.Context, args []string) error {
 	apiServer, err := api.New(api.Options{
 		Console: con,
 		Objects: store,
+		Secrets: secretStore,
 		Auth:    verifier,
 		Blobs:   blobs,
 		Bucket:  devBucket,
@@ -472,7 +491,7 @@ func keysOf(ctx context.Context, store *local.Store, kind string) ([]types.Names
 
 // envFromStore resolves secretKeyRef and configMapKeyRef entries from
 // Secrets and ConfigMaps kept in the local store.
-func envFromStore(store *local.Store) func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
+func envFromStore(store client.Reader) func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
 	return func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
 		switch {
 		case src.SecretKeyRef != nil:
@@ -498,5 +517,23 @@ func envFromStore(store *local.Store) func(ctx context.Context, ns string, src *
 			return "", fmt.Errorf("configmap %s has no key %s", src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key)
 		}
 		return "", errors.New("only secretKeyRef and configMapKeyRef are available in local mode")
+	}
+}
+
+// enqueueReferring reconciles the functions of secret's namespace whose env
+// refers to it.
+func enqueueReferring(ctx context.Context, store *local.Store, secret types.NamespacedName, enqueue func(ns, name string), log *slog.Logger) {
+	fns := &slessv1alpha1.FunctionList{}
+	if err := store.List(ctx, fns, client.InNamespace(secret.Namespace)); err != nil {
+		log.Warn("find functions referring to a secret", "namespace", secret.Namespace, "secret", secret.Name, "error", err)
+		return
+	}
+	for _, fn := range fns.Items {
+		for _, name := range secrets.Referenced(fn.Spec.CoreEnv()) {
+			if name == secret.Name {
+				enqueue(fn.Namespace, fn.Name)
+				break
+			}
+		}
 	}
 }

@@ -43,6 +43,7 @@ type env struct {
 	mc     *minio.Client
 	srv    *api.Server
 	auth   *auth.Verifier
+	opts   api.Options
 }
 
 // testLimits keep archives small so the size rows of the bad-request table
@@ -71,12 +72,13 @@ func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
 	// deployment's would be by -tenant-namespace-prefixes.
 	tenants := &kube.Tenants{Client: k.Client, Prefixes: []string{auth.DefaultNamespacePrefix, "t-"}}
 	opts := api.Options{
-		Objects: k.Client, Live: k.Client, Tenants: tenants, TenantNamespaces: tenants,
+		Objects: k.Client, Live: k.Client, Secrets: k.Client, Tenants: tenants, TenantNamespaces: tenants,
 		Auth: e.auth, Blobs: e.blobs, Bucket: e.bucket, Limits: testLimits, DeleteWait: time.Second,
 	}
 	for _, m := range mods {
 		m(&opts)
 	}
+	e.opts = opts
 	e.srv, err = api.New(opts)
 	if err != nil {
 		t.Fatal(err)

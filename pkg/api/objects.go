@@ -446,7 +446,7 @@ func (s *Server) readBody(c *gin.Context, limit int64) ([]byte, *Problem) {
 
 // decodeStrict decodes JSON into obj, refusing unknown and duplicate fields
 // with the field's path, as the apiserver's strict field validation does.
-func decodeStrict(body []byte, obj client.Object) *Problem {
+func decodeStrict(body []byte, obj any) *Problem {
 	strict, err := sigsjson.UnmarshalStrict(body, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
 		return malformed(body, err, strictDecoder(obj))

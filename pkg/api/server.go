@@ -107,6 +107,12 @@ type Options struct {
 	// for every method. It is not behind the API's authentication: the
 	// invoke proxy decides per function (see auth.Verifier.Authenticate).
 	Invoke http.Handler
+	// Secrets, when set, keeps the secrets of /v1/namespaces/{ns}/secrets
+	// as Kubernetes Secrets (corev1.Secret, apiserver semantics as for
+	// Objects): an uncached client on a cluster, a store that seals the
+	// values (pkg/secrets/sealed) in local mode. Reads go to it directly,
+	// never through a cache. Nil answers the routes 501.
+	Secrets ObjectStore
 	// Invocations, when set, serves GET /v1/namespaces/{ns}/functions/{name}/invocations
 	// behind authentication and the tenancy check; IdentityOf(c) is the caller.
 	Invocations gin.HandlerFunc
@@ -280,6 +286,7 @@ func (s *Server) routes() *gin.Engine {
 		r.Any("/console", h)
 		r.Any("/console/*path", h)
 	}
+	s.secretRoutes(nsr, get)
 	if s.opts.Invoke != nil {
 		h := gin.WrapH(s.opts.Invoke)
 		r.Any("/fn/:ns/:name", h)

@@ -22,6 +22,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/pkg/secrets"
 )
 
 // Reasons this server reports besides Knative's own.
@@ -92,9 +93,14 @@ func (s *Server) Observe(ctx context.Context, fn slessv1alpha1.Workload) (adapte
 
 func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image string) (adapter.ServeState, error) {
 	want := resources.MakeService(fn, image, s.Config)
+	versions, err := s.secretVersions(ctx, fn)
+	if err != nil {
+		return adapter.ServeState{}, err
+	}
+	resources.StampSecretVersions(want, versions)
 	key := client.ObjectKeyFromObject(want)
 	svc := &servingv1.Service{}
-	err := s.Client.Get(ctx, key, svc)
+	err = s.Client.Get(ctx, key, svc)
 	if apierrors.IsNotFound(err) {
 		err = s.Client.Create(ctx, want)
 		switch {
@@ -141,6 +147,27 @@ func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image st
 	st := State(svc)
 	st.Updated = updated
 	return st, nil
+}
+
+// secretVersions are the resourceVersions of the Secrets w's env refers
+// to, read through Client, whose cache holds the Secrets sless makes
+// (secrets.CacheSelector); one it does not hold (missing, or a Secret made
+// by other means) has none, and its changes roll no revision.
+func (s *Server) secretVersions(ctx context.Context, w slessv1alpha1.Workload) (map[string]string, error) {
+	out := map[string]string{}
+	ns := w.GetNamespace()
+	for _, name := range secrets.Referenced(w.BuildSpec().CoreEnv()) {
+		sec := &corev1.Secret{}
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("secret %s/%s: %w", ns, name, err)
+		}
+		out[name] = sec.ResourceVersion
+	}
+	return out, nil
 }
 
 // servedImage is image pinned by digest. A built image names its digest

@@ -1,15 +1,23 @@
 package function
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/knative"
@@ -17,6 +25,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/tekton"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/secrets"
 )
 
 // +kubebuilder:rbac:groups=sless.dev,resources=functions,verbs=get;list;watch;update;patch
@@ -28,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=serving.knative.dev,resources=revisions,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=sless-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // BuildDuration is how long builds took, from the builder's start to its
@@ -53,6 +63,14 @@ func ObserveBuild(bs adapter.BuildState) {
 		result = "failed"
 	}
 	BuildDuration.WithLabelValues(result).Observe(bs.CompletionTime.Sub(*bs.StartTime).Seconds())
+}
+
+const secretIndex = "spec.env.secretKeyRef.name"
+
+// CacheByObject is the cache.Options.ByObject entry for the Secrets this
+// controller watches: those sless makes, not every Secret of the cluster.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: secrets.CacheSelector()}}
 }
 
 // Options configure the Function controller on a cluster.
@@ -95,6 +113,25 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if workers <= 0 {
 		workers = 1
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &slessv1alpha1.Function{}, secretIndex, func(o client.Object) []string {
+		return secrets.Referenced(o.(*slessv1alpha1.Function).Spec.CoreEnv())
+	}); err != nil {
+		return err
+	}
+	// A Secret set or rotated reconciles the Functions whose env refers to
+	// it: Knative would not restart their pods for it (see
+	// resources.AnnotationSecretVersions).
+	referring := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &slessv1alpha1.FunctionList{}
+		if err := mgr.GetClient().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretIndex: o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, fn := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}})
+		}
+		return reqs
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("function").
 		// Only spec changes and deletion (which bumps the generation of an
@@ -103,6 +140,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		For(&slessv1alpha1.Function{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&tektonv1.PipelineRun{}).
 		Owns(&servingv1.Service{}).
+		Watches(&corev1.Secret{}, referring).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }

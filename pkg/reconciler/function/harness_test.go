@@ -109,7 +109,7 @@ func (w *world) startController() (stop func()) {
 		Scheme:                 w.kube.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}, ByObject: function.CacheByObject()},
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {

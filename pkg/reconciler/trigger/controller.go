@@ -6,8 +6,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +17,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/pkg/secrets"
 )
 
 // +kubebuilder:rbac:groups=sless.dev,resources=triggers,verbs=get;list;watch;update;patch
@@ -47,14 +46,11 @@ type Options struct {
 const functionIndex = "spec.function"
 
 // CacheByObject is the cache.Options.ByObject entry for Secrets this
-// controller needs: only the trigger credentials it makes, not every Secret
-// of the cluster. (Connection Secrets of queue triggers are read uncached.)
+// controller needs: the trigger credentials it makes, among the Secrets sless
+// makes (the Function controller watches the same set), not every Secret of
+// the cluster. (Connection Secrets of queue triggers are read uncached.)
 func CacheByObject() map[client.Object]cache.ByObject {
-	req, err := labels.NewRequirement(resources.LabelTrigger, selection.Exists, nil)
-	if err != nil {
-		panic(err)
-	}
-	return map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}}
+	return map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: secrets.CacheSelector()}}
 }
 
 // SetupWithManager registers the Trigger controller with mgr.

@@ -27,6 +27,11 @@ const (
 	// was made for. A failed run made for another value than the spec's
 	// now is passed over for a new run: the user asked to build again.
 	AnnotationRebuild = "sless.dev/rebuild"
+	// AnnotationSecretVersions on a revision template records the versions
+	// of the Secrets its env refers to (secrets.Versions): a rotation
+	// changes the template, so Knative rolls a revision that reads the new
+	// values, which it would not do for a changed Secret alone.
+	AnnotationSecretVersions = "sless.dev/secret-versions"
 
 	// LabelVisibility with VisibilityClusterLocal keeps a Knative Service
 	// off the public ingress: sless's invoke proxy is the public door.

@@ -12,6 +12,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -57,6 +58,19 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 		}}},
 	}}
 	return svc
+}
+
+// StampSecretVersions records on svc's revision template the versions of
+// the Secrets its env refers to (name to resourceVersion; none: no mark).
+func StampSecretVersions(svc *servingv1.Service, versions map[string]string) {
+	if len(versions) == 0 {
+		return
+	}
+	tmpl := &svc.Spec.Template
+	if tmpl.Annotations == nil {
+		tmpl.Annotations = map[string]string{}
+	}
+	tmpl.Annotations[AnnotationSecretVersions] = secrets.Versions(versions)
 }
 
 // restricted is the Pod Security Standard "restricted" profile for the
