@@ -214,6 +214,13 @@ func runDev(ctx context.Context, args []string) error {
 		OnChange:    enqueue,
 		StateDir:    filepath.Join(data, "serving"),
 		Logger:      log,
+		// The state records env values resolved from secrets.
+		SealState: func(k types.NamespacedName, plain []byte) []byte {
+			return sealer.SealFile("serving/"+k.String(), plain)
+		},
+		OpenState: func(k types.NamespacedName, b []byte) ([]byte, error) {
+			return sealer.OpenFile("serving/"+k.String(), b)
+		},
 	})
 	defer server.Close()
 	// The server serves again the revisions it kept; one of a Function no

@@ -58,15 +58,20 @@ func (c *common) check() error {
 	return fmt.Errorf("-o %q: want json or yaml (or nothing, for a table)", c.output)
 }
 
-// onePositional parses args and wants exactly one NAME.
+// onePositional parses args and wants exactly one NAME, a function's.
 func onePositional(fs *flag.FlagSet, args []string) (string, error) {
+	return onePositionalOf(fs, args, "function")
+}
+
+// onePositionalOf parses args and wants exactly one NAME of a what.
+func onePositionalOf(fs *flag.FlagSet, args []string, what string) (string, error) {
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return "", err
 	}
 	switch len(pos) {
 	case 0:
-		return "", errors.New("the function's NAME is required")
+		return "", fmt.Errorf("the %s's NAME is required", what)
 	case 1:
 		return pos[0], nil
 	}

@@ -129,6 +129,8 @@ type request struct {
 	body        []byte
 	contentType string
 	accept      string
+	// ifMatch, when set, is sent as If-Match (a quoted ETag).
+	ifMatch string
 	// maxAnswer bounds the answer; 0 is the Client's.
 	maxAnswer int64
 }
@@ -233,6 +235,9 @@ func (c *Client) once(ctx context.Context, r request, u string) (*response, erro
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("User-Agent", c.userAgent)
+	if r.ifMatch != "" {
+		req.Header.Set("If-Match", r.ifMatch)
+	}
 	res, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", r.method, u, err)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -88,6 +89,12 @@ type ServerOptions struct {
 	// function whose latest build failed (the reconciler then asks for
 	// none). Empty: nothing is kept.
 	StateDir string
+	// SealState and OpenState, when set, encrypt a state file and decrypt
+	// it: the env it records holds the values resolved from Secrets, which
+	// must not rest on disk in the clear. A file that does not open is not
+	// served again (the reconciler asks for a revision anew).
+	SealState func(key types.NamespacedName, plain []byte) []byte
+	OpenState func(key types.NamespacedName, sealed []byte) ([]byte, error)
 }
 
 // Server is adapter.Server for one machine: every revision of a function is a
@@ -612,6 +619,9 @@ func (s *Server) save(key types.NamespacedName, r *revision) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return
 	}
+	if s.opts.SealState != nil {
+		raw = s.opts.SealState(key, raw)
+	}
 	// 0600: env values may have come from Secrets. Renamed into place so a
 	// crash leaves the previous record, not half of this one.
 	tmp := p + ".tmp"
@@ -650,6 +660,11 @@ func (s *Server) restore() {
 			}
 			key := types.NamespacedName{Namespace: ns.Name(), Name: name}
 			raw, err := os.ReadFile(s.statePath(key))
+			if err == nil && s.opts.OpenState != nil && !bytes.HasPrefix(raw, []byte("{")) {
+				// A record written before sealing ("{...}") is read as it is,
+				// and sealed when next saved.
+				raw, err = s.opts.OpenState(key, raw)
+			}
 			var saved savedRevision
 			if err != nil || json.Unmarshal(raw, &saved) != nil || saved.Name == "" {
 				continue

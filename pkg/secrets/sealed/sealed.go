@@ -125,6 +125,17 @@ func (s *Sealer) Open(namespace, name, key string, sealed []byte) ([]byte, error
 	return plain, nil
 }
 
+// SealFile encrypts a file's content; id names the file (its role and
+// whose it is) and is bound to it as Seal binds a value to its key.
+func (s *Sealer) SealFile(id string, plain []byte) []byte {
+	return s.Seal("\x00file", id, "", plain)
+}
+
+// OpenFile decrypts what SealFile made for the same id.
+func (s *Sealer) OpenFile(id string, sealed []byte) ([]byte, error) {
+	return s.Open("\x00file", id, "", sealed)
+}
+
 // Objects is the part of the local object store Store needs.
 type Objects interface {
 	client.Reader
