@@ -59,6 +59,15 @@ func operations() []operation {
 		operation{method: "GET", path: fn + "/builds/{build}/logs", id: "getBuildLogs", summary: "The output of one of the Function's builds (build: status.buildRef, or latest), one line each; following a build ends when it does", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 	)
+	sec := "/v1/namespaces/{ns}/secrets"
+	ops = append(ops,
+		operation{method: "GET", path: sec, id: "listSecret", summary: "List the secrets made through this API: names, keys, versions, never values (keyset-paginated: limit, cursor)", kind: "Secret", ok: 200, okSchema: "SecretList", errs: []int{400, 401, 403, 410, 501, 503}},
+		operation{method: "POST", path: sec, id: "createSecret", summary: "Create a secret from stringData (text) and data (base64) values", kind: "Secret", body: "secret", ok: 201, okSchema: "SecretInfo", errs: []int{400, 401, 403, 404, 408, 409, 413, 415, 501, 503}},
+		operation{method: "GET", path: sec + "/{name}", id: "getSecret", summary: "Read a secret's keys and version (never its values)", kind: "Secret", ok: 200, okSchema: "SecretInfo", errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "PUT", path: sec + "/{name}", id: "rotateSecret", summary: "Rotate: replace every value (If-Match honoured); functions referring to it roll a new revision", kind: "Secret", body: "secret", ok: 200, okSchema: "SecretInfo", errs: []int{400, 401, 403, 404, 408, 409, 412, 413, 415, 501, 503}},
+		operation{method: "PATCH", path: sec + "/{name}", id: "patchSecret", summary: "Set some values and remove others (null) with a JSON merge patch of stringData and data (If-Match honoured)", kind: "Secret", body: "secretPatch", ok: 200, okSchema: "SecretInfo", errs: []int{400, 401, 403, 404, 408, 409, 412, 413, 415, 501, 503}},
+		operation{method: "DELETE", path: sec + "/{name}", id: "deleteSecret", summary: "Delete a secret", kind: "Secret", ok: 204, errs: []int{400, 401, 403, 404, 412, 501, 503}},
+	)
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
 		ops = append(ops,
 			operation{method: m, path: "/fn/{ns}/{name}", id: "invoke" + strings.ToLower(m), summary: "Invoke a function (public or with a bearer token, per its triggers)", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 502, 503, 504}, public: true},
@@ -111,7 +120,7 @@ func buildOpenAPI() obj {
 				obj{"name": "limit", "in": "query", "schema": obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}},
 				obj{"name": "cursor", "in": "query", "description": "The next value of the previous page.", "schema": obj{"type": "string"}})
 		}
-		if strings.HasPrefix(op.id, "list") && op.kind != "" {
+		if strings.HasPrefix(op.id, "list") && op.kind != "" && op.kind != "Secret" {
 			params = append(params, obj{"name": "labelSelector", "in": "query",
 				"description": "Only objects whose labels match, in Kubernetes label selector syntax: `app=web,tier!=db`, `env in (a,b)`, `!canary`. Pass the same selector with each cursor. A selector that does not parse is a 400.",
 				"schema":      obj{"type": "string"}, "example": "app=web,tier!=db"})
@@ -145,7 +154,7 @@ func buildOpenAPI() obj {
 					obj{"name": "If-None-Match", "in": "header", "description": "412 when it names the current ETag (resourceVersion) or is * and the object exists.", "schema": obj{"type": "string"}})
 			}
 		}
-		conditionalGet := op.method == "GET" && (op.id == "getFunctionSource" || (op.kind != "" && op.okSchema == op.kind))
+		conditionalGet := op.method == "GET" && (op.id == "getFunctionSource" || op.id == "getSecret" || (op.kind != "" && op.okSchema == op.kind))
 		if conditionalGet {
 			params = append(params, obj{"name": "If-None-Match", "in": "header", "description": "304 without a body when it names the current ETag.", "schema": obj{"type": "string"}})
 		}
@@ -155,6 +164,10 @@ func buildOpenAPI() obj {
 		switch op.body {
 		case "object":
 			o["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": ref(op.kind)}}}
+		case "secret":
+			o["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": ref("SecretInput")}}}
+		case "secretPatch":
+			o["requestBody"] = obj{"required": true, "content": obj{MergePatchContentType: obj{"schema": ref("SecretPatch")}}}
 		case "patch":
 			o["requestBody"] = obj{"required": true, "content": obj{MergePatchContentType: obj{"schema": obj{"type": "object"}}}}
 		case "zip":
@@ -177,14 +190,14 @@ func buildOpenAPI() obj {
 		case op.okSchema != "":
 			okResp["content"] = obj{"application/json": obj{"schema": ref(op.okSchema)}}
 		}
-		if op.kind != "" && op.ok != 204 && op.method != "GET" || (op.method == "GET" && op.okSchema == op.kind && op.kind != "") {
+		if op.kind != "" && op.ok != 204 && op.method != "GET" || (op.method == "GET" && op.kind != "" && (op.okSchema == op.kind || op.id == "getSecret")) {
 			okResp["headers"] = obj{"ETag": obj{"description": "The resourceVersion, quoted.", "schema": obj{"type": "string"}}}
 		}
 		responses[itoa(op.ok)] = okResp
 		if conditionalGet {
 			responses["304"] = obj{"description": "Not modified: If-None-Match names the current ETag"}
 		}
-		if op.method == "DELETE" && op.kind != "" {
+		if op.method == "DELETE" && op.kind != "" && op.kind != "Secret" {
 			responses["202"] = obj{"description": "Deleting: finalizers still run", "content": obj{"application/json": obj{"schema": ref(op.kind)}}}
 		}
 		for _, code := range op.errs {
@@ -261,6 +274,35 @@ func buildOpenAPI() obj {
 			"function":     ref("Function"),
 		}},
 	}
+	values := func(desc string, nullable bool) obj {
+		v := obj{"type": "string"}
+		if nullable {
+			v["nullable"] = true
+		}
+		return obj{"type": "object", "description": desc, "additionalProperties": v}
+	}
+	schemas["SecretInput"] = obj{"type": "object", "description": "A secret's values. Keys as a Kubernetes Secret's (letters, digits, -, _ and .), at least one, together at most 512 KiB; a key in one of stringData and data only. Unknown fields are refused.",
+		"required": []any{"metadata"}, "properties": obj{
+			"metadata": obj{"type": "object", "properties": obj{
+				"name":            obj{"type": "string", "description": "A DNS-1123 subdomain; required on create, the path's on rotate."},
+				"namespace":       obj{"type": "string", "description": "The path's, if given."},
+				"resourceVersion": obj{"type": "string", "description": "On rotate: must be the current version (409 otherwise)."},
+			}},
+			"stringData": values("Values as text.", false),
+			"data":       obj{"type": "object", "description": "Values as base64.", "additionalProperties": obj{"type": "string", "format": "byte"}},
+		}}
+	schemas["SecretPatch"] = obj{"type": "object", "description": "Keys to set; a null removes the key. Other keys keep their values.", "properties": obj{
+		"metadata":   obj{"type": "object", "properties": obj{"resourceVersion": obj{"type": "string"}}},
+		"stringData": values("Values as text; null removes.", true),
+		"data":       obj{"type": "object", "additionalProperties": obj{"type": "string", "format": "byte", "nullable": true}},
+	}}
+	schemas["SecretInfo"] = obj{"type": "object", "description": "A secret as the API shows it: keys, never values.", "required": []any{"metadata", "type", "keys", "updatedAt"}, "properties": obj{
+		"metadata":  ref("ObjectMeta"),
+		"type":      obj{"type": "string", "enum": []any{"Opaque"}},
+		"keys":      obj{"type": "array", "items": obj{"type": "string"}},
+		"updatedAt": obj{"type": "string", "format": "date-time"},
+	}}
+	schemas["SecretList"] = list("SecretInfo")
 	for _, k := range allKinds {
 		schemas[k.kind] = resource(k.kind)
 		schemas[k.kind+"List"] = list(k.kind)
@@ -268,7 +310,7 @@ func buildOpenAPI() obj {
 	return obj{
 		"openapi": "3.0.3",
 		"info": obj{"title": "sless API", "version": "v1",
-			"description": "Functions, Triggers, FunctionJobs and SlessServices (at /services) of sless.dev/v1alpha1 over HTTP. Errors are application/problem+json (RFC 9457)."},
+			"description": "Functions, Triggers, FunctionJobs and SlessServices (at /services) of sless.dev/v1alpha1, and secrets, over HTTP. Errors are application/problem+json (RFC 9457)."},
 		"paths":      paths,
 		"components": obj{"schemas": schemas, "securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
 		"security":   []any{obj{"bearer": []any{}}},
