@@ -108,7 +108,7 @@ func TestSecretCRUD(t *testing.T) {
 
 			// Rotate: a stale If-Match is refused, the current one passes.
 			rot := secretBody("db", "password", secretValue+"-2")
-			want(t, e.do("PUT", e.path("secrets", "db"), tok, rot, "If-Match", `"1"`), http.StatusPreconditionFailed)
+			want(t, e.do("PUT", e.path("secrets", "db"), tok, rot, "If-Match", `"999999999"`), http.StatusPreconditionFailed)
 			r = e.do("PUT", e.path("secrets", "db"), tok, rot, "If-Match", `"`+info.Metadata.ResourceVersion+`"`)
 			want(t, r, http.StatusOK)
 			rotated := decode[secrets.Info](t, r)
@@ -137,7 +137,7 @@ func TestSecretCRUD(t *testing.T) {
 			want(t, r, http.StatusBadRequest)
 			r.problem(t)
 
-			want(t, e.do("DELETE", e.path("secrets", "db"), tok, nil, "If-Match", `"1"`), http.StatusPreconditionFailed)
+			want(t, e.do("DELETE", e.path("secrets", "db"), tok, nil, "If-Match", `"999999999"`), http.StatusPreconditionFailed)
 			want(t, e.do("DELETE", e.path("secrets", "db"), tok, nil), http.StatusNoContent)
 			want(t, e.do("GET", e.path("secrets", "db"), tok, nil), http.StatusNotFound)
 			want(t, e.do("DELETE", e.path("secrets", "db"), tok, nil), http.StatusNotFound)
@@ -328,7 +328,7 @@ func TestSecretValuesNeverShown(t *testing.T) {
 			do("POST", e.path("secrets"), `{"metadata":{"name":"x"},"data":{"k":"`+v1+`"}}`)     // not base64
 			do("POST", e.path("secrets"), `{"metadata":{"name":"x"},"stringData":{"k":"`+v1+`","k":"`+v2+`"}}`)
 			do("POST", e.path("secrets"), map[string]any{"metadata": map[string]any{"name": "x"}, "stringData": map[string]any{"k": v1}, "data": map[string]any{"k": base64.StdEncoding.EncodeToString([]byte(v2))}})
-			do("PUT", e.path("secrets", "db"), secretBody("db", "password", v2), "If-Match", `"1"`)
+			do("PUT", e.path("secrets", "db"), secretBody("db", "password", v2), "If-Match", `"999999999"`)
 			do("PUT", e.path("secrets", "db"), secretBody("db", "password", v2))
 			do("PATCH", e.path("secrets", "db"), `{"stringData":{"password":"`+v3+`"}}`, "Content-Type", api.MergePatchContentType)
 			do("PATCH", e.path("secrets", "db"), `{"stringData":{"bad key":"`+v3+`"}}`, "Content-Type", api.MergePatchContentType)
