@@ -276,7 +276,7 @@ func (s *Server) patch(k *kind) gin.HandlerFunc {
 func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate func(cur client.Object) (client.Object, *Problem)) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
-	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
+	_, hasIfMatch := c.Request.Header["If-Match"]
 	retry := newRaceRetry()
 	for {
 		cur := k.newObj()
@@ -284,11 +284,7 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 			writeProblem(c, storeProblem(err))
 			return
 		}
-		if hasIfMatch && !etagMatches(ifMatch, cur.GetResourceVersion()) {
-			writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
-			return
-		}
-		if p := checkIfNoneMatch(c, cur.GetResourceVersion()); p != nil {
+		if p := checkPreconditions(c, cur); p != nil {
 			writeProblem(c, p)
 			return
 		}
@@ -339,7 +335,7 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := c.Request.Context()
 		key := client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}
-		ifMatch, hasIfMatch := c.Request.Header["If-Match"]
+		_, hasIfMatch := c.Request.Header["If-Match"]
 		retry := newRaceRetry()
 		for {
 			cur := k.newObj()
@@ -347,11 +343,7 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 				writeProblem(c, storeProblem(err))
 				return
 			}
-			if hasIfMatch && !etagMatches(ifMatch, cur.GetResourceVersion()) {
-				writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
-				return
-			}
-			if p := checkIfNoneMatch(c, cur.GetResourceVersion()); p != nil {
+			if p := checkPreconditions(c, cur); p != nil {
 				writeProblem(c, p)
 				return
 			}
@@ -600,6 +592,15 @@ func notModified(c *gin.Context, tag string) bool {
 	c.Status(http.StatusNotModified)
 	c.Abort()
 	return true
+}
+
+// checkPreconditions refuses a write the request's If-Match or
+// If-None-Match does not allow against cur, the object as stored now.
+func checkPreconditions(c *gin.Context, cur client.Object) *Problem {
+	if h, ok := c.Request.Header["If-Match"]; ok && !etagMatches(h, cur.GetResourceVersion()) {
+		return preconditionFailed("If-Match %s does not match the current version %s", strings.Join(h, ", "), etag(cur))
+	}
+	return checkIfNoneMatch(c, cur.GetResourceVersion())
 }
 
 // checkIfNoneMatch refuses a write whose If-None-Match names the object's

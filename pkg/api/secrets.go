@@ -258,7 +258,7 @@ func (s *Server) patchSecret(c *gin.Context) {
 func (s *Server) updateSecret(c *gin.Context, bodyRV string, next func(cur map[string][]byte) (map[string][]byte, *Problem)) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
-	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
+	_, hasIfMatch := c.Request.Header["If-Match"]
 	retry := newRaceRetry()
 	for {
 		cur, p := s.readSecret(ctx, ns, name)
@@ -266,11 +266,7 @@ func (s *Server) updateSecret(c *gin.Context, bodyRV string, next func(cur map[s
 			writeProblem(c, p)
 			return
 		}
-		if hasIfMatch && !etagMatches(ifMatch, cur.ResourceVersion) {
-			writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
-			return
-		}
-		if p := checkIfNoneMatch(c, cur.ResourceVersion); p != nil {
+		if p := checkPreconditions(c, cur); p != nil {
 			writeProblem(c, p)
 			return
 		}
@@ -314,7 +310,7 @@ func (s *Server) updateSecret(c *gin.Context, bodyRV string, next func(cur map[s
 func (s *Server) deleteSecret(c *gin.Context) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
-	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
+	_, hasIfMatch := c.Request.Header["If-Match"]
 	retry := newRaceRetry()
 	for {
 		cur, p := s.readSecret(ctx, ns, name)
@@ -322,11 +318,7 @@ func (s *Server) deleteSecret(c *gin.Context) {
 			writeProblem(c, p)
 			return
 		}
-		if hasIfMatch && !etagMatches(ifMatch, cur.ResourceVersion) {
-			writeProblem(c, preconditionFailed("If-Match %s does not match the current version %s", strings.Join(ifMatch, ", "), etag(cur)))
-			return
-		}
-		if p := checkIfNoneMatch(c, cur.ResourceVersion); p != nil {
+		if p := checkPreconditions(c, cur); p != nil {
 			writeProblem(c, p)
 			return
 		}
