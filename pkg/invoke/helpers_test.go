@@ -96,6 +96,7 @@ func closedAddress(t testing.TB) *url.URL {
 // rig is a proxy in front of functions, recording into PostgreSQL.
 type rig struct {
 	targets  *targets
+	services *targets // SlessServices, for /svc/
 	store    *postgres.Store
 	recorder *invoke.Recorder
 	metrics  *invoke.Metrics
@@ -106,7 +107,7 @@ type rig struct {
 
 func newRig(t testing.TB, opts invoke.Options) *rig {
 	t.Helper()
-	r := &rig{targets: &targets{}, store: postgrestest.New(t), registry: prometheus.NewRegistry()}
+	r := &rig{targets: &targets{}, services: &targets{}, store: postgrestest.New(t), registry: prometheus.NewRegistry()}
 	var err error
 	if r.metrics, err = invoke.NewMetrics(r.registry); err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func newRig(t testing.TB, opts invoke.Options) *rig {
 			t.Error(err)
 		}
 	})
-	opts.Resolver, opts.Recorder, opts.Metrics = r.targets, r.recorder, r.metrics
+	opts.Resolver, opts.Services, opts.Recorder, opts.Metrics = r.targets, r.services, r.recorder, r.metrics
 	if opts.Authenticator == nil {
 		opts.Authenticator = tokens
 	}

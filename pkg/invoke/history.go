@@ -134,7 +134,7 @@ func ParseQuery(namespace, function, raw string) (Query, []FieldError, error) {
 		if ValidTrigger(s) {
 			q.Trigger = s
 		} else {
-			invalid("trigger", "must be one of http, cron, queue, job")
+			invalid("trigger", "must be one of http, cron, queue, job, service")
 		}
 	}
 	for _, p := range []struct {

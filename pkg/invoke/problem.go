@@ -16,6 +16,7 @@ import (
 const ErrorHeader = "X-Sless-Error"
 
 // Reasons carried by ErrorHeader and by the "reason" member of the problem.
+// Calls of services at /svc/ get the same reasons as functions' calls.
 const (
 	ReasonNotFound         = "FunctionNotFound"
 	ReasonNotReady         = "FunctionNotReady"
@@ -32,6 +33,8 @@ const (
 	ReasonUnavailable      = "Unavailable"
 	ReasonInvalid          = "Invalid"
 	ReasonMethodNotAllowed = "MethodNotAllowed"
+	// ReasonNoServices answers /svc/ on a server that runs no services.
+	ReasonNoServices = "ServicesNotServed"
 )
 
 // Problem is an RFC 9457 problem document, as every sless API error is.
@@ -61,6 +64,7 @@ var reasonTypes = map[string]string{
 	ReasonInvalid:        problems.TypeBase + "invalid",
 
 	ReasonMethodNotAllowed: problems.TypeBase + "method-not-allowed",
+	ReasonNoServices:       problems.TypeBase + "no-services",
 }
 
 func writeProblem(w http.ResponseWriter, p Problem) {

@@ -21,8 +21,12 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke/upstream"
 )
 
-// PathPrefix is where the proxy serves: /fn/{namespace}/{name}[/*path].
+// PathPrefix is where the proxy serves functions: /fn/{namespace}/{name}[/*path].
 const PathPrefix = "/fn/"
+
+// ServicePrefix is where the proxy serves SlessServices:
+// /svc/{namespace}/{name}[/*path].
+const ServicePrefix = "/svc/"
 
 // DefaultBodyIdleTimeout is how long a request body may send nothing before
 // the call is answered 408, in a Proxy that sets none.
@@ -44,7 +48,8 @@ const (
 	// authenticated (private functions). Callers cannot set it: the proxy
 	// removes every X-Sless-* header a caller sends.
 	SubjectHeader = "X-Sless-Subject"
-	// PrefixHeader is the path prefix the proxy removed (/fn/{ns}/{name}),
+	// PrefixHeader is the path prefix the proxy removed (/fn/{ns}/{name}
+	// or /svc/{ns}/{name}),
 	// for functions that build links to themselves.
 	PrefixHeader = "X-Forwarded-Prefix"
 )
@@ -53,6 +58,9 @@ const (
 type Options struct {
 	// Resolver finds functions. Required.
 	Resolver Resolver
+	// Services finds SlessServices for /svc/. Nil answers every call there
+	// 501: the back end runs no services (local mode, for now).
+	Services Resolver
 	// Authenticator checks callers of private functions. Nil refuses every
 	// call of a private function with 401.
 	Authenticator Authenticator
@@ -214,7 +222,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuseMethod(w, r, start, true)
 		return
 	}
-	ns, name, rest, ok := splitPath(r.URL.EscapedPath())
+	escaped := r.URL.EscapedPath()
+	if strings.HasPrefix(escaped, ServicePrefix) {
+		p.serveService(w, r, start, escaped)
+		return
+	}
+	ns, name, rest, ok := splitPath(escaped, PathPrefix)
 	if !ok {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
 			Detail: "no function at this path; functions are called at /fn/{namespace}/{name}[/path]"})
@@ -223,10 +236,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: RequestID(r)})
 }
 
+// serveService serves /svc/{namespace}/{name}[/*path]: a SlessService,
+// under the access policy of a private function (no Trigger makes a
+// service public) and the shared origin's isolation.
+func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, start time.Time, escaped string) {
+	ns, name, rest, ok := splitPath(escaped, ServicePrefix)
+	if !ok {
+		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
+			Detail: "no service at this path; services are served at /svc/{namespace}/{name}[/path]"})
+		return
+	}
+	if p.opts.Services == nil {
+		p.refuse(w, r, start, Problem{Status: http.StatusNotImplemented, Reason: ReasonNoServices,
+			Detail: "this server runs no services: SlessServices are served on a cluster only, for now (sless dev does not run them yet)"})
+		return
+	}
+	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerService, start: start, reqID: RequestID(r)})
+}
+
 // serve applies the access policy to a call of the public invoke path, by
 // path or by host, and forwards it.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, c *call) {
-	target, err := p.resolve(r.Context(), c.ns, c.name)
+	resolver := p.opts.Resolver
+	if c.service() {
+		resolver = p.opts.Services
+	}
+	target, err := p.resolve(r.Context(), resolver, c.ns, c.name)
 	if err != nil {
 		// An unknown function is refused as a private one is to a caller
 		// who may not call in its namespace: a 404 there would tell anyone
@@ -266,12 +301,12 @@ func (c *call) authorize(w http.ResponseWriter, r *http.Request) bool {
 	id, err := c.p.authenticate(r)
 	if err != nil {
 		c.refuse(w, r, Problem{Status: http.StatusUnauthorized, Reason: ReasonUnauthorized,
-			Detail: "function " + c.ns + "/" + c.name + " needs a token of namespace " + c.ns + " unless it is public: " + err.Error()})
+			Detail: c.named() + " needs a token of namespace " + c.ns + c.unlessPublic() + ": " + err.Error()})
 		return false
 	}
 	if !id.CanAccess(c.ns) {
 		c.refuse(w, r, Problem{Status: http.StatusForbidden, Reason: ReasonForbidden,
-			Detail: "the caller may not call functions of namespace " + c.ns})
+			Detail: "the caller may not call " + c.kind() + "s of namespace " + c.ns})
 		return false
 	}
 	c.subject, c.private = id.Subject, true
@@ -293,7 +328,7 @@ func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, 
 		c.refuseResolve(w, r, ErrNotFound)
 		return
 	}
-	target, err := p.resolve(r.Context(), namespace, name)
+	target, err := p.resolve(r.Context(), p.opts.Resolver, namespace, name)
 	if err != nil {
 		c.refuseResolve(w, r, err)
 		return
@@ -302,8 +337,8 @@ func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, 
 	c.forward(w, r)
 }
 
-func (p *Proxy) resolve(ctx context.Context, ns, name string) (Target, error) {
-	t, err := p.opts.Resolver.Resolve(ctx, ns, name)
+func (p *Proxy) resolve(ctx context.Context, resolver Resolver, ns, name string) (Target, error) {
+	t, err := resolver.Resolve(ctx, ns, name)
 	if err != nil {
 		return Target{}, err
 	}
@@ -333,12 +368,12 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, start time.Time, 
 	c.refuse(w, r, prob)
 }
 
-// splitPath takes /fn/{ns}/{name}[/rest] apart. It splits the escaped path,
+// splitPath takes {prefix}{ns}/{name}[/rest] apart. It splits the escaped path,
 // so an encoded slash cannot move a boundary, and then requires the
 // unescaped namespace and name to be valid names: "..", "." or an empty
 // segment never are. rest is escaped and starts with "/".
-func splitPath(escaped string) (ns, name, rest string, ok bool) {
-	s, found := strings.CutPrefix(escaped, PathPrefix)
+func splitPath(escaped, prefix string) (ns, name, rest string, ok bool) {
+	s, found := strings.CutPrefix(escaped, prefix)
 	if !found {
 		return "", "", "", false
 	}
@@ -414,6 +449,35 @@ type call struct {
 
 type callKey struct{}
 
+// service reports whether the call is for a SlessService at /svc/.
+func (c *call) service() bool { return c.trigger == TriggerService }
+
+// kind is what the call is for, in problems: "function" or "service".
+func (c *call) kind() string {
+	if c.service() {
+		return "service"
+	}
+	return "function"
+}
+
+// named is the kind and name of what the call is for, in problems.
+func (c *call) named() string { return c.kind() + " " + c.ns + "/" + c.name }
+
+// unlessPublic completes a 401's detail: an http Trigger can make a
+// function public, nothing makes a service public yet.
+func (c *call) unlessPublic() string {
+	if c.service() {
+		return ""
+	}
+	return " unless it is public"
+}
+
+// sharedOrigin reports whether the answer goes out on the origin every
+// tenant shares (/fn/ and /svc/), which isolate guards.
+func (c *call) sharedOrigin() bool {
+	return !c.byHost && (c.trigger == TriggerHTTP || c.service())
+}
+
 // callOf is the call a forwarded request belongs to.
 func callOf(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
 
@@ -444,11 +508,11 @@ func (c *call) refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
 func (c *call) refuseResolve(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, ErrNotFound) {
 		c.refuse(w, r, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
-			Detail: "no function " + c.ns + "/" + c.name})
+			Detail: "no " + c.named()})
 		return
 	}
 	c.refuse(w, r, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonUnavailable,
-		Detail: "cannot look up function " + c.ns + "/" + c.name + " right now"})
+		Detail: "cannot look up " + c.named() + " right now"})
 }
 
 // fail answers with a problem on behalf of a function that exists; the call
@@ -462,7 +526,7 @@ func (c *call) fail(w http.ResponseWriter, prob Problem, errText string) {
 	h := w.Header()
 	h.Set(ErrorHeader, prob.Reason)
 	h.Set(RequestIDHeader, c.reqID)
-	if !c.byHost && c.trigger == TriggerHTTP {
+	if c.sharedOrigin() {
 		isolate(h)
 	}
 	writeProblem(w, prob)
@@ -487,13 +551,13 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 			// the condition's message may quote build logs. Its tenant reads
 			// the message in the Function's status.
 			c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
-				Detail: "function " + c.ns + "/" + c.name + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"},
-				"function failed: "+c.target.Failed)
+				Detail: c.named() + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"},
+				c.kind()+" failed: "+c.target.Failed)
 			return
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
 		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
-			Detail: "function " + c.ns + "/" + c.name + " is not ready yet"}, "function not ready")
+			Detail: c.named() + " is not ready yet"}, c.kind()+" not ready")
 		return
 	}
 	if r.ContentLength > p.opts.MaxRequestBytes {
@@ -513,12 +577,12 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 				c.clientGone = true
 				return
 			}
-			status, detail := http.StatusServiceUnavailable, "function "+c.ns+"/"+c.name+" could not be started"
+			status, detail := http.StatusServiceUnavailable, c.named()+" could not be started"
 			switch {
 			case errors.Is(err, ErrBusy):
 				// Every instance has as many calls as it takes; the caller
 				// may try again, as after Knative's overload answer.
-				detail = "function " + c.ns + "/" + c.name + " is busy: its instances are taking as many calls as they can (containerConcurrency)"
+				detail = c.named() + " is busy: its instances are taking as many calls as they can (containerConcurrency)"
 			case errors.Is(err, context.DeadlineExceeded):
 				status = http.StatusGatewayTimeout
 			}
@@ -544,7 +608,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	if c.addr == nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
 		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
-			Detail: "function " + c.ns + "/" + c.name + " has no address yet"}, "function has no address")
+			Detail: c.named() + " has no address yet"}, c.kind()+" has no address")
 		return
 	}
 
@@ -633,6 +697,8 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 		delete(h, PrefixHeader) // nothing was removed from the path
 	case c.trigger == TriggerHTTP:
 		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name)
+	case c.service():
+		h.Set(PrefixHeader, ServicePrefix+c.ns+"/"+c.name)
 	}
 	h.Set(RequestIDHeader, c.reqID)
 	if c.slessToken {
@@ -656,7 +722,7 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	resp.Header.Del(ErrorHeader)
 	resp.Header.Set(RequestIDHeader, c.reqID)
 	dropPlatformTrailers(resp.Trailer)
-	if !c.byHost && c.trigger == TriggerHTTP {
+	if c.sharedOrigin() {
 		dropCookies(resp.Header)
 		delete(resp.Trailer, "Set-Cookie")
 		isolate(c.out.Header())
@@ -691,14 +757,14 @@ func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 		c.platform, c.errText = true, "client closed the request"
 	case c.deadline.Err() == context.DeadlineExceeded:
 		c.fail(w, Problem{Status: http.StatusGatewayTimeout, Reason: ReasonTimeout,
-			Detail: fmt.Sprintf("function %s/%s did not answer within %s", c.ns, c.name, c.target.Timeout)}, "timeout: "+err.Error())
+			Detail: fmt.Sprintf("%s did not answer within %s", c.named(), c.target.Timeout)}, "timeout: "+err.Error())
 	default:
 		// A malformed answer's error quotes it, up to the whole head the
 		// function sent: the log and the record take the error cut short.
 		msg := cleanText("unreachable: "+err.Error(), MaxErrorLength)
 		c.p.opts.Logger.Warn("cannot reach function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", msg)
 		c.fail(w, Problem{Status: http.StatusBadGateway, Reason: ReasonUnreachable,
-			Detail: "function " + c.ns + "/" + c.name + " could not be reached"}, msg)
+			Detail: c.named() + " could not be reached"}, msg)
 	}
 }
 

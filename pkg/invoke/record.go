@@ -19,12 +19,15 @@ const (
 	TriggerQueue = "queue"
 	// TriggerJob is a FunctionJob run.
 	TriggerJob = "job"
+	// TriggerService is a call of a SlessService at /svc/{ns}/{name}; its
+	// record's Function field holds the service's name.
+	TriggerService = "service"
 )
 
 // ValidTrigger reports whether t is one of the Trigger constants.
 func ValidTrigger(t string) bool {
 	switch t {
-	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob:
+	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob, TriggerService:
 		return true
 	}
 	return false
@@ -49,7 +52,8 @@ type Record struct {
 	Function  string
 	// Revision that served the call; empty when the call never reached one.
 	Revision string
-	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob.
+	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob,
+	// TriggerService.
 	Trigger string
 	// RequestID is the X-Request-Id the call carried (given or generated).
 	RequestID string
