@@ -237,6 +237,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver:        resolver,
+		Services:        resolver.Services(),
 		Authenticator:   proxyAuthenticator(verifier, tenants, log),
 		Recorder:        recorder,
 		Metrics:         imetrics,

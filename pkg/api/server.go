@@ -103,7 +103,8 @@ type Options struct {
 	// Ready reports whether the server can serve (for /readyz); nil is always ready.
 	Ready func(ctx context.Context) error
 
-	// Invoke, when set, serves the public invoke path /fn/{ns}/{name}[/*path]
+	// Invoke, when set, serves the public invoke paths /fn/{ns}/{name}[/*path]
+	// and /svc/{ns}/{name}[/*path]
 	// for every method. It is not behind the API's authentication: the
 	// invoke proxy decides per function (see auth.Verifier.Authenticate).
 	Invoke http.Handler
@@ -291,6 +292,8 @@ func (s *Server) routes() *gin.Engine {
 		h := gin.WrapH(s.opts.Invoke)
 		r.Any("/fn/:ns/:name", h)
 		r.Any("/fn/:ns/:name/*path", h)
+		r.Any("/svc/:ns/:name", h)
+		r.Any("/svc/:ns/:name/*path", h)
 	}
 	return r
 }

@@ -1,6 +1,6 @@
-// Package kube resolves functions for the invoke proxy on a Kubernetes
-// cluster, from informer caches of Functions, Triggers and Knative
-// Revisions: no apiserver call per request.
+// Package kube resolves functions and SlessServices for the invoke proxy
+// on a Kubernetes cluster, from informer caches of Functions, SlessServices,
+// Triggers and Knative Revisions: no apiserver call per request.
 package kube
 
 import (
@@ -44,10 +44,12 @@ var ErrNotSynced = errors.New("function cache not synced yet")
 //   - Failed: the Ready reason, when the current generation failed and no
 //     revision serves.
 //
-// A Function being deleted resolves as not found.
+// A Function being deleted resolves as not found. SlessServices resolve
+// the same way through Services, except that nothing makes one public.
 type Resolver struct {
 	mu        sync.RWMutex
 	functions map[key]invoke.Target
+	services  map[key]invoke.Target
 	triggers  map[key]triggerRef // by the Trigger's own key
 	public    map[key]int        // enabled http Triggers per Function key
 	replicas  map[key]int32      // actual replicas per Revision key, when reported
@@ -78,6 +80,7 @@ type Options struct {
 func New(ctx context.Context, informers cache.Informers, opts Options) (*Resolver, error) {
 	r := &Resolver{
 		functions: map[key]invoke.Target{},
+		services:  map[key]invoke.Target{},
 		triggers:  map[key]triggerRef{},
 		public:    map[key]int{},
 		replicas:  map[key]int32{},
@@ -89,6 +92,7 @@ func New(ctx context.Context, informers cache.Informers, opts Options) (*Resolve
 	}{
 		{&slessv1alpha1.Function{}, r.setFunction, r.deleteFunction},
 		{&slessv1alpha1.Trigger{}, r.setTrigger, r.deleteTrigger},
+		{&slessv1alpha1.SlessService{}, r.setService, r.deleteService},
 	}
 	if opts.WatchRevisions {
 		watches = append(watches, struct {
@@ -177,20 +181,57 @@ func (r *Resolver) Resolve(_ context.Context, namespace, name string) (invoke.Ta
 	return t, nil
 }
 
+// Services resolves SlessServices, for invoke.Options.Services.
+func (r *Resolver) Services() invoke.Resolver {
+	return invoke.ResolverFunc(func(_ context.Context, namespace, name string) (invoke.Target, error) {
+		if !r.Synced() {
+			return invoke.Target{}, ErrNotSynced
+		}
+		r.mu.RLock()
+		t, ok := r.services[key{namespace, name}]
+		replicas, known := r.replicas[key{namespace, t.Revision}]
+		r.mu.RUnlock()
+		if !ok {
+			return invoke.Target{}, invoke.ErrNotFound
+		}
+		t.Idle = known && replicas == 0 && t.Revision != ""
+		return t, nil
+	})
+}
+
+// TargetOfService is what the proxy needs of s, all but Idle; ok is false
+// for a SlessService being deleted. Its status is a Function's, read alike.
+func TargetOfService(s *slessv1alpha1.SlessService) (t invoke.Target, ok bool) {
+	if s.DeletionTimestamp != nil {
+		return invoke.Target{}, false
+	}
+	t = target(&s.Status, s.Timeout(), s.IsReady())
+	if reason, _, failed := s.Failure(); failed && !t.Ready {
+		t.Failed = reason
+	}
+	return t, true
+}
+
+// target reads the serving part of a Function's or SlessService's status.
+func target(st *slessv1alpha1.FunctionStatus, timeoutSeconds int32, ready bool) (t invoke.Target) {
+	t.Timeout = time.Duration(timeoutSeconds) * time.Second
+	t.Revision = st.LatestReadyRevision
+	if a := st.Address; a != "" {
+		if u, err := url.Parse(a); err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https") {
+			t.Address = u
+		}
+	}
+	t.Ready = t.Address != nil && (ready || t.Revision != "")
+	return t
+}
+
 // TargetOf is what the proxy needs of fn, all but Public and Idle; ok is
 // false for a Function being deleted.
 func TargetOf(fn *slessv1alpha1.Function) (t invoke.Target, ok bool) {
 	if fn.DeletionTimestamp != nil {
 		return invoke.Target{}, false
 	}
-	t.Timeout = time.Duration(fn.Timeout()) * time.Second
-	t.Revision = fn.Status.LatestReadyRevision
-	if a := fn.Status.Address; a != "" {
-		if u, err := url.Parse(a); err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https") {
-			t.Address = u
-		}
-	}
-	t.Ready = t.Address != nil && (fn.IsReady() || t.Revision != "")
+	t = target(&fn.Status, fn.Timeout(), fn.IsReady())
 	if reason, _, failed := fn.Failure(); failed && !t.Ready {
 		t.Failed = reason
 	}
@@ -228,6 +269,32 @@ func (r *Resolver) deleteFunction(obj any) {
 	}
 	r.mu.Lock()
 	delete(r.functions, key{fn.Namespace, fn.Name})
+	r.mu.Unlock()
+}
+
+func (r *Resolver) setService(obj any) {
+	s, ok := object(obj).(*slessv1alpha1.SlessService)
+	if !ok {
+		return
+	}
+	k := key{s.Namespace, s.Name}
+	t, exists := TargetOfService(s)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !exists {
+		delete(r.services, k)
+		return
+	}
+	r.services[k] = t
+}
+
+func (r *Resolver) deleteService(obj any) {
+	s, ok := object(obj).(*slessv1alpha1.SlessService)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	delete(r.services, key{s.Namespace, s.Name})
 	r.mu.Unlock()
 }
 

@@ -11,10 +11,20 @@ import (
 // revision until its spec changes, so whatever waits on it (a call, a run)
 // waits for a fix, not for time; an older revision may still serve.
 func (fn *Function) Failure() (reason, message string, failed bool) {
-	if fn.Status.Phase != FunctionPhaseFailed || fn.Status.ObservedGeneration != fn.Generation {
+	return failure(&fn.Status, fn.Generation)
+}
+
+// Failure tells whether the SlessService's current generation failed, as
+// Function.Failure does.
+func (s *SlessService) Failure() (reason, message string, failed bool) {
+	return failure(&s.Status, s.Generation)
+}
+
+func failure(st *FunctionStatus, generation int64) (reason, message string, failed bool) {
+	if st.Phase != FunctionPhaseFailed || st.ObservedGeneration != generation {
 		return "", "", false
 	}
-	c := meta.FindStatusCondition(fn.Status.Conditions, FunctionConditionReady)
+	c := meta.FindStatusCondition(st.Conditions, FunctionConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return "", "", false
 	}
