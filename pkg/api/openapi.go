@@ -72,6 +72,8 @@ func operations() []operation {
 		ops = append(ops,
 			operation{method: m, path: "/fn/{ns}/{name}", id: "invoke" + strings.ToLower(m), summary: "Invoke a function (public or with a bearer token, per its triggers)", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 502, 503, 504}, public: true},
 			operation{method: m, path: "/fn/{ns}/{name}/{path}", id: "invokePath" + strings.ToLower(m), summary: "Invoke a function with a sub-path", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 502, 503, 504}, public: true},
+			operation{method: m, path: "/svc/{ns}/{name}", id: "callService" + strings.ToLower(m), summary: "Call a SlessService at its root (a bearer token of its namespace); 501 when the server runs no services", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 501, 502, 503, 504}, public: true},
+			operation{method: m, path: "/svc/{ns}/{name}/{path}", id: "callServicePath" + strings.ToLower(m), summary: "Call a SlessService; it sees /{path} and the query unchanged", ok: 200, okSchema: "any", errs: []int{400, 401, 403, 404, 408, 413, 501, 502, 503, 504}, public: true},
 		)
 	}
 	return ops
