@@ -172,6 +172,26 @@ func TestAPICommand(t *testing.T) {
 		t.Fatalf("metrics do not show 1 upload slot per tenant:\n%s", m)
 	}
 
+	// Services resolve on /svc/ (not 501, as on a server without them):
+	// one that is not built answers 503 once the proxy's cache has it.
+	svc := `{"metadata":{"name":"web"},"spec":{"runtime":"python3.12","entrypoint":"app.app",` +
+		`"source":{"inline":{"files":{"app.py":"app = None\n"}}}}}`
+	if resp := do("POST", "/v1/namespaces/"+ns+"/services", svc); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create service: %d", resp.StatusCode)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		resp = do("GET", "/svc/"+ns+"/web/notes?x=1", "")
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("X-Sless-Error") == "FunctionNotReady" {
+			break
+		}
+		if resp.StatusCode != http.StatusNotFound || time.Now().After(deadline) {
+			t.Fatalf("call of a service not built: %d %s, want 503 FunctionNotReady", resp.StatusCode, resp.Header.Get("X-Sless-Error"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	cancel()
 	select {
 	case err := <-done:
