@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -42,7 +44,8 @@ Zip DIR (default .), leaving out .git, __pycache__, node_modules, .venv and
 the patterns of DIR/.slessignore; upload it; create the function or update
 its code; wait until it is Ready, showing its phase, and print its URL.
 DIR/sless.yaml names the function (name, runtime, entrypoint; optional
-memoryMB, timeoutSeconds, env); flags override it.`
+memoryMB, timeoutSeconds, env, and secretEnv: NAME: SECRET/KEY for a value
+of a secret made with sless secret create); flags override it.`
 
 // manifest is sless.yaml.
 type manifest struct {
@@ -52,6 +55,8 @@ type manifest struct {
 	MemoryMB       *int32            `json:"memoryMB,omitempty"`
 	TimeoutSeconds *int32            `json:"timeoutSeconds,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
+	// SecretEnv maps a variable to SECRET/KEY, a value of a secret.
+	SecretEnv map[string]string `json:"secretEnv,omitempty"`
 }
 
 // defaultIgnores never go up: tool state, caches and dependencies the
@@ -123,10 +128,33 @@ func parseDeploy(args []string) (deployOptions, error) {
 	if o.m.Entrypoint == "" {
 		errs = append(errs, errors.New("no entrypoint: give --entrypoint or write entrypoint: in "+manifestName))
 	}
+	for _, k := range sortedNames(o.m.SecretEnv) {
+		if _, ok := o.m.Env[k]; ok {
+			errs = append(errs, fmt.Errorf("%s is in both env and secretEnv of %s", k, manifestName))
+		}
+		if _, _, ok := secretRef(o.m.SecretEnv[k]); !ok {
+			errs = append(errs, fmt.Errorf("secretEnv %s: %q is not SECRET/KEY (e.g. db/password)", k, o.m.SecretEnv[k]))
+		}
+	}
 	if len(errs) > 0 {
 		return deployOptions{}, errors.Join(errs...)
 	}
 	return o, nil
+}
+
+// secretRef splits SECRET/KEY.
+func secretRef(s string) (secret, key string, ok bool) {
+	secret, key, ok = strings.Cut(s, "/")
+	return secret, key, ok && secret != "" && key != "" && !strings.Contains(key, "/")
+}
+
+func sortedNames(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func runDeploy(ctx context.Context, stdout, stderr io.Writer, getenv func(string) string, args []string) error {
@@ -197,14 +225,14 @@ func (m manifest) spec(src slessv1alpha1.FunctionSource) slessv1alpha1.FunctionS
 }
 
 func (m manifest) envVars() []slessv1alpha1.EnvVar {
-	keys := make([]string, 0, len(m.Env))
-	for k := range m.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var env []slessv1alpha1.EnvVar
-	for _, k := range keys {
+	for _, k := range sortedNames(m.Env) {
 		env = append(env, slessv1alpha1.EnvVar{Name: k, Value: m.Env[k]})
+	}
+	for _, k := range sortedNames(m.SecretEnv) {
+		secret, key, _ := secretRef(m.SecretEnv[k])
+		env = append(env, slessv1alpha1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}})
 	}
 	return env
 }
@@ -219,13 +247,9 @@ func (m manifest) patch(fn *slessv1alpha1.Function) map[string]any {
 	if m.TimeoutSeconds != nil && (fn.Spec.TimeoutSeconds == nil || *fn.Spec.TimeoutSeconds != *m.TimeoutSeconds) {
 		spec["timeoutSeconds"] = *m.TimeoutSeconds
 	}
-	if m.Env != nil {
+	if m.Env != nil || m.SecretEnv != nil {
 		want := m.envVars()
-		same := len(want) == len(fn.Spec.Env)
-		for i := 0; same && i < len(want); i++ {
-			same = fn.Spec.Env[i].Name == want[i].Name && fn.Spec.Env[i].Value == want[i].Value && fn.Spec.Env[i].ValueFrom == nil
-		}
-		if !same {
+		if !equality.Semantic.DeepEqual(want, fn.Spec.Env) {
 			spec["env"] = want
 		}
 	}

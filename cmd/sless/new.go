@@ -132,7 +132,7 @@ func runNew(stdout io.Writer, args []string) error {
 	}
 	t := templates[lang]
 	files := map[string]string{
-		manifestName: fmt.Sprintf("# sless deploy reads this file; sless.yaml and .slessignore are not uploaded.\nname: %s\nruntime: %s\nentrypoint: %s\n# memoryMB: 128\n# timeoutSeconds: 30\n# env:\n#   GREETING: hello\n",
+		manifestName: fmt.Sprintf("# sless deploy reads this file; sless.yaml and .slessignore are not uploaded.\nname: %s\nruntime: %s\nentrypoint: %s\n# memoryMB: 128\n# timeoutSeconds: 30\n# env:\n#   GREETING: hello\n# secretEnv:                 # NAME: SECRET/KEY, made with sless secret create\n#   DB_PASSWORD: db/password\n",
 			name, t.runtime, t.entrypoint),
 		"README.md": fmt.Sprintf("# %s\n\nA sless function (%s, entrypoint `%s`).\n\nDeploy it: `sless deploy %s`, then call it: `sless invoke %s -d '{\"name\": \"Ada\"}'`.\n",
 			name, t.runtime, t.entrypoint, dir, name),
