@@ -46,7 +46,7 @@ func TestProviderSchemaIsValid(t *testing.T) {
 		got = append(got, "data "+name)
 	}
 	sort.Strings(got)
-	want := "data sless_function,data sless_functions,resource sless_function,resource sless_job,resource sless_trigger"
+	want := "data sless_function,data sless_functions,resource sless_function,resource sless_job,resource sless_secret,resource sless_trigger"
 	if strings.Join(got, ",") != want {
 		t.Errorf("types = %v, want %s", got, want)
 	}

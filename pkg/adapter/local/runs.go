@@ -865,9 +865,17 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonJobCreated, fmt.Sprintf("run %d runs in process", fj.Spec.RunID))
 	setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionUnknown, jobrec.ReasonRunning, "the function runs")
 	// Marked in progress before Running is written, so no reconcile reads
-	// Running without it and takes the run for a lost one.
+	// Running without it and takes the run for a lost one; counted in wg
+	// before too, so Close, once Running can be read, waits for the run.
 	r.mu.Lock()
+	select {
+	case <-r.done:
+		r.mu.Unlock()
+		return reconcile.Result{}, nil // sless dev is stopping: nothing new starts
+	default:
+	}
 	r.jobs[req.NamespacedName] = fj.Spec.RunID
+	r.wg.Add(1)
 	r.mu.Unlock()
 	// Written before the run starts (a conflict retries the reconcile), so
 	// the run's outcome has a status to land in.
@@ -875,10 +883,10 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		r.mu.Lock()
 		delete(r.jobs, req.NamespacedName)
 		r.mu.Unlock()
+		r.wg.Done()
 		return reconcile.Result{}, err
 	}
 	timeout := time.Duration(jobresources.Timeout(fj, spec.timeout)) * time.Second
-	r.wg.Add(1)
 	go r.runJob(req.NamespacedName, fj.DeepCopy(), fn.Status.LatestReadyRevision, spec, timeout)
 	return reconcile.Result{}, nil
 }
