@@ -129,8 +129,7 @@ func Files(ctx context.Context, path, from string, q Query, stop <-chan struct{}
 			}
 		}
 		// A rotation: the file read so far is now path.1 (or gone), and
-		// path a new one or none yet. What was left in the old file was
-		// read just above.
+		// path a new one or none yet.
 		st, err := os.Stat(path)
 		if err != nil {
 			continue
@@ -138,6 +137,14 @@ func Files(ctx context.Context, path, from string, q Query, stop <-chan struct{}
 		if cur != nil {
 			if old, err := cur.Stat(); err == nil && os.SameFile(old, st) {
 				continue
+			}
+			// The writer may have added to the old file between the read
+			// above and the rotation; it writes there no more.
+			if partial, err = follow(cur, partial, from, send); err != nil {
+				return err
+			}
+			if err := lastLine(partial, from, send); err != nil {
+				return err
 			}
 			cur.Close()
 			partial = nil
