@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -128,7 +130,7 @@ func parseDeploy(args []string) (deployOptions, error) {
 	if o.m.Entrypoint == "" {
 		errs = append(errs, errors.New("no entrypoint: give --entrypoint or write entrypoint: in "+manifestName))
 	}
-	for _, k := range sortedNames(o.m.SecretEnv) {
+	for _, k := range slices.Sorted(maps.Keys(o.m.SecretEnv)) {
 		if _, ok := o.m.Env[k]; ok {
 			errs = append(errs, fmt.Errorf("%s is in both env and secretEnv of %s", k, manifestName))
 		}
@@ -146,15 +148,6 @@ func parseDeploy(args []string) (deployOptions, error) {
 func secretRef(s string) (secret, key string, ok bool) {
 	secret, key, ok = strings.Cut(s, "/")
 	return secret, key, ok && secret != "" && key != "" && !strings.Contains(key, "/")
-}
-
-func sortedNames(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func runDeploy(ctx context.Context, stdout, stderr io.Writer, getenv func(string) string, args []string) error {
@@ -226,10 +219,10 @@ func (m manifest) spec(src slessv1alpha1.FunctionSource) slessv1alpha1.FunctionS
 
 func (m manifest) envVars() []slessv1alpha1.EnvVar {
 	var env []slessv1alpha1.EnvVar
-	for _, k := range sortedNames(m.Env) {
+	for _, k := range slices.Sorted(maps.Keys(m.Env)) {
 		env = append(env, slessv1alpha1.EnvVar{Name: k, Value: m.Env[k]})
 	}
-	for _, k := range sortedNames(m.SecretEnv) {
+	for _, k := range slices.Sorted(maps.Keys(m.SecretEnv)) {
 		secret, key, _ := secretRef(m.SecretEnv[k])
 		env = append(env, slessv1alpha1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}})
