@@ -120,7 +120,7 @@ var all = map[string]*Runtime{
 		Language:    Python,
 		Interpreter: "python3",
 		BaseImage:   "docker.io/library/python:3.12.8-slim-bookworm",
-		wrapper:     []string{"server.py"},
+		wrapper:     []string{"server.py", "sless_asgi.py"},
 	},
 	NodeJS22: {
 		Name:        NodeJS22,
@@ -141,7 +141,7 @@ var all = map[string]*Runtime{
 // The wrappers, without their tests (listed file by file: embed has no
 // exclusion patterns).
 //
-//go:embed python3.12/server.py python3.12/Dockerfile
+//go:embed python3.12/server.py python3.12/sless_asgi.py python3.12/Dockerfile
 //go:embed nodejs22/server.js nodejs22/Dockerfile
 //go:embed go1.24/sless.go go1.24/server.go go1.24/service.go go1.24/Dockerfile
 var embedded embed.FS

@@ -43,21 +43,23 @@ func prepareService(t testing.TB, runtime, entrypoint string, files source.Files
 // mode and holds it to the service contract (docs/services.md): the whole
 // path and query reach the app, bodies both ways, the wrapper keeps only
 // its health path, server-sent events stream as written, and (where the
-// runtime serves upgrades) a WebSocket echoes.
+// runtime serves upgrades) a WebSocket echoes. Python runs twice: a WSGI
+// app (wsgiref) and an ASGI app (the wrapper's sless_asgi).
 func TestServiceConformance(t *testing.T) {
 	requireTools(t, "python3", "node", "go")
 	cases := []struct {
-		runtime, entrypoint string
-		websocket           bool
+		name, runtime, entrypoint, testdata string
+		websocket                           bool
 	}{
-		{runtimes.Python312, "web.app", false},
-		{runtimes.NodeJS22, "web.server", true},
-		{runtimes.Go124, "web.Handler", true},
+		{"python3.12-wsgi", runtimes.Python312, "web.app", "service/python3.12", false},
+		{"python3.12-asgi", runtimes.Python312, "web.app", "service/python3.12-asgi", true},
+		{runtimes.NodeJS22, runtimes.NodeJS22, "web.server", "service/nodejs22", true},
+		{runtimes.Go124, runtimes.Go124, "web.Handler", "service/go1.24", true},
 	}
 	for _, tc := range cases {
-		t.Run(tc.runtime, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := prepareService(t, tc.runtime, tc.entrypoint, testdataFiles(t, "service/"+tc.runtime))
+			p := prepareService(t, tc.runtime, tc.entrypoint, testdataFiles(t, tc.testdata))
 			in := p.start(t, runtimes.LocalOptions{FunctionName: "web", Namespace: "team-a", Revision: "web-00001"})
 
 			t.Run("GET and POST with the whole path", func(t *testing.T) {

@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:0adbafbcf09c04faa60311ac0d07a1668fdba48ecc1b970c8fe0cd3e6f5c7e3e"
+const goldenDigest = "sha256:2390c16b4eb5cf6bc3cf2f3a555c27294996434e1cc957de07dcf78a4b5aa07d"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())
@@ -149,7 +149,7 @@ func TestBuildContextLayout(t *testing.T) {
 		dockerfile []string
 	}{
 		{"python with requirements", goldenInput(),
-			[]string{"Dockerfile", "sless.json", "runtime/server.py", "function/main.py", "function/lib/util.py", "function/requirements.txt"},
+			[]string{"Dockerfile", "sless.json", "runtime/server.py", "runtime/sless_asgi.py", "function/main.py", "function/lib/util.py", "function/requirements.txt"},
 			[]string{"FROM docker.io/library/python:3.12.8-slim-bookworm\n", `SLESS_ENTRYPOINT="main.handler"`,
 				`RUN ["python3","-m","pip","install","--no-cache-dir","--disable-pip-version-check","--no-warn-script-location","--target",".deps","-r","requirements.txt"]`,
 				`CMD ["python3","/sless/runtime/server.py"]`}},

@@ -3,7 +3,8 @@
 Loads the handler named by SLESS_ENTRYPOINT ("package.module.function") from
 the function's code in SLESS_FUNCTION_DIR and serves it over HTTP on PORT, or,
 with SLESS_MODE=job, runs it once on SLESS_PAYLOAD. With SLESS_MODE=service
-the entrypoint names a WSGI app, served whole (docs/services.md). The contract
+the entrypoint names a WSGI or ASGI app, served whole (docs/services.md; the
+ASGI server is sless_asgi.py beside this file). The contract
 it implements is written down in docs/runtimes.md; the same holds for every
 sless runtime.
 
@@ -34,6 +35,10 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from urllib.parse import parse_qsl, urlsplit
 
+# Imported before the function's folders go on sys.path: a module of the
+# function's own of the same name cannot stand in for it.
+import sless_asgi
+
 HEALTH_PATH = "/_sless/health"
 
 # A request's head (its request line and headers) as large as the Go and
@@ -58,7 +63,7 @@ def _now_iso():
 def log(level, msg, request_id=None, **fields):
     """Writes one JSON log line to the real stdout."""
     rec = {"time": _now_iso(), "level": level, "msg": msg}
-    rid = request_id if request_id is not None else getattr(_local, "request_id", None)
+    rid = request_id if request_id is not None else getattr(_local, "request_id", None) or sless_asgi.request_id.get()
     if rid:
         rec["requestId"] = rid
     rec.update(fields)
@@ -153,6 +158,8 @@ class Config:
         self.revision = env.get("SLESS_REVISION") or env.get("K_REVISION", "")
         self.timeout = float(env.get("SLESS_TIMEOUT_SECONDS") or 30)
         self.mode = env.get("SLESS_MODE", "")
+        # Service mode: "asgi" or "wsgi" overrides what the app's kind says (docs/services.md).
+        self.app_interface = env.get("PYTHON_APP_INTERFACE", "")
         self.payload = env.get("SLESS_PAYLOAD", "")
         self.termination_path = env.get("SLESS_TERMINATION_MESSAGE_PATH") or "/dev/termination-log"
 
@@ -757,12 +764,33 @@ def with_health(app):
     return wrapped
 
 
+def app_interface(cfg, app):
+    """"asgi" or "wsgi": PYTHON_APP_INTERFACE when set, else ASGI for an
+    async callable (sless_asgi.is_asgi) and WSGI for any other."""
+    given = cfg.app_interface.strip().lower()
+    if given in ("asgi", "wsgi"):
+        return given
+    if given:
+        raise ValueError("PYTHON_APP_INTERFACE is %r; it is asgi, wsgi or unset (the app's kind decides)"
+                         % cfg.app_interface)
+    return "asgi" if sless_asgi.is_asgi(app) else "wsgi"
+
+
 def serve_service(cfg, app):
-    """Service mode: the WSGI app gets every request with its whole path and
-    streams its answer; each chunk it yields is flushed as it comes."""
-    if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(getattr(app, "__call__", None)):
-        log("error", "%r is an ASGI app: the Python runtime serves WSGI apps only" % cfg.entrypoint)
+    """Service mode: the app gets every request with its whole path and
+    streams its answer. An ASGI app is served by sless_asgi; a WSGI app by
+    wsgiref, each chunk it yields flushed as it comes."""
+    try:
+        interface = app_interface(cfg, app)
+    except ValueError as e:
+        log("error", str(e))
         return 1
+    if interface == "asgi":
+        code = sless_asgi.serve(app, cfg.host, cfg.port, log, HEALTH_PATH, cfg.timeout,
+                                lambda port: log("info", "listening", port=port, entrypoint=cfg.entrypoint,
+                                                 mode="service", interface="asgi"))
+        log("info", "stopped", exitCode=code)
+        return code
     server = make_server(cfg.host, cfg.port, with_health(app), server_class=ServiceServer, handler_class=_ServiceHandler)
     stop = threading.Event()
 
@@ -774,7 +802,8 @@ def serve_service(cfg, app):
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    log("info", "listening", port=server.server_address[1], entrypoint=cfg.entrypoint, mode="service")
+    log("info", "listening", port=server.server_address[1], entrypoint=cfg.entrypoint, mode="service",
+        interface="wsgi")
     server.serve_forever(poll_interval=0.1)
     server.server_close()
     log("info", "stopped")
