@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:2390c16b4eb5cf6bc3cf2f3a555c27294996434e1cc957de07dcf78a4b5aa07d"
+const goldenDigest = "sha256:8545f19ff3c424589def88f3cf55e34789c1149ab475a772e0ae73633ad8297b"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())

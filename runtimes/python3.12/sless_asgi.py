@@ -335,7 +335,7 @@ class _Connection(asyncio.Protocol):
                 "http_version": version[5:].decode("ascii"),
                 "method": method,
                 "scheme": "http",
-                "path": unquote(path.decode("latin-1"), encoding="utf-8", errors="surrogateescape"),
+                "path": unquote(path.decode("latin-1")),
                 "raw_path": path,
                 "query_string": query,
                 "root_path": "",
@@ -959,6 +959,10 @@ class Server:
 
     def run(self, ready=None):
         """Serves until a signal; the exit code. ready(port) is called once listening."""
+        if sys.version_info < (3, 10):
+            # 3.9's asyncio objects bind to the thread's loop when made (an app's
+            # module-level Event at import): serve on that loop, not a new one.
+            return asyncio.get_event_loop().run_until_complete(self._main(ready))
         return asyncio.run(self._main(ready))
 
     async def _main(self, ready):
