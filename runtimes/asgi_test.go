@@ -46,6 +46,35 @@ func TestPythonASGIProtocol(t *testing.T) {
 		}
 	})
 
+	t.Run("a body the app does not read is skipped for the next request", func(t *testing.T) {
+		c := dialASGI(t, addr)
+		// /state answers without reading the body.
+		io.WriteString(c.conn, "POST /state HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\nunread!"+
+			"POST /state HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"+
+			"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+		for range 2 {
+			resp := c.response(t, "POST")
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !strings.Contains(string(b), "started") {
+				t.Fatalf("/state: %d %q %v", resp.StatusCode, b, err)
+			}
+		}
+		if got := c.echo(t); got.Path != "/next" {
+			t.Errorf("after unread bodies: %+v", got)
+		}
+	})
+
+	t.Run("HTTP/1.0 closes after the answer unless asked to keep alive", func(t *testing.T) {
+		c := dialASGI(t, addr)
+		io.WriteString(c.conn, "GET /old HTTP/1.0\r\n\r\n")
+		if got := c.echo(t); got.Path != "/old" {
+			t.Errorf("%+v", got)
+		}
+		if n, err := c.r.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("after an HTTP/1.0 answer: %d bytes, %v; want the connection closed", n, err)
+		}
+	})
+
 	t.Run("chunked request body", func(t *testing.T) {
 		c := dialASGI(t, addr)
 		io.WriteString(c.conn, "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
@@ -146,6 +175,31 @@ func TestPythonASGIProtocol(t *testing.T) {
 					t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
 				}
 			})
+		}
+	})
+
+	t.Run("log lines carry the request id, the app's prints too", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", in.base+"/print", nil)
+		req.Header.Set("X-Request-Id", "rid-asgi-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		waitFor(t, 5*time.Second, "the request's log line", func() bool {
+			return strings.Contains(in.stdout.String(), `"path": "/print"`)
+		})
+		var printed, request bool
+		for _, line := range strings.Split(in.stdout.String(), "\n") {
+			var rec struct{ Msg, RequestID, Path string }
+			if json.Unmarshal([]byte(line), &rec) != nil || rec.RequestID != "rid-asgi-1" {
+				continue
+			}
+			printed = printed || rec.Msg == "printed by the app"
+			request = request || rec.Msg == "request" && rec.Path == "/print"
+		}
+		if !printed || !request {
+			t.Errorf("printed %v, request line %v in:\n%s", printed, request, in.stdout)
 		}
 	})
 

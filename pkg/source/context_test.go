@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:8545f19ff3c424589def88f3cf55e34789c1149ab475a772e0ae73633ad8297b"
+const goldenDigest = "sha256:49a00690d93d64907236071139462e4233e7f2a165afbe58273263984d79128a"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())

@@ -14,6 +14,7 @@ import binascii
 import contextvars
 import hashlib
 import inspect
+import re
 import signal
 import sys
 import time
@@ -40,6 +41,9 @@ READ_AHEAD_BYTES = 1 << 20
 DISCARD_BYTES = 1 << 18
 
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# Control characters but tab: none may stand in a header value or (with space) a request target.
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TARGET_BAD = re.compile(rb"[\x00-\x20\x7f]")
 _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _REASONS = {
     100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
@@ -88,7 +92,7 @@ def _has_token(value, token):
 def _check_header(name, value):
     if not name or not set(name) <= _TOKEN:
         raise ValueError("header name %r is not an HTTP token" % name)
-    if any(c < 0x20 and c != 0x09 or c == 0x7F for c in value):
+    if _CONTROL.search(value):
         raise ValueError("header %s has a control character in its value %r" % (name.decode("latin-1"), value))
 
 
@@ -155,7 +159,6 @@ class _Connection(asyncio.Protocol):
         self._set_gone()
         self._can_write.set()
         self._wake()
-        self.server.connections.discard(self)
 
     def pause_writing(self):
         self._can_write.clear()
@@ -257,6 +260,7 @@ class _Connection(asyncio.Protocol):
             self.server.log("error", "connection failed: %s: %s" % (type(e).__name__, e), stack=traceback.format_exc())
         finally:
             self.close()
+            self.server.connections.discard(self)
 
     async def _refuse(self, status, message, extra=()):
         """Answers a request the server refuses before any app sees it, and
@@ -276,9 +280,11 @@ class _Connection(asyncio.Protocol):
 
     async def _read_head(self):
         """The request line and headers, or None when the connection ends before a request."""
-        while self.buf[:2] == b"\r\n":  # RFC 9112 2.2: empty lines before a request are ignored
-            del self.buf[:2]
-        if not self.buf:
+        while True:
+            while self.buf[:2] == b"\r\n":  # RFC 9112 2.2: empty lines before a request are ignored
+                del self.buf[:2]
+            if self.buf and self.buf != b"\r":
+                break
             try:
                 await self._more()
             except _Closed:
@@ -292,7 +298,7 @@ class _Connection(asyncio.Protocol):
         method, target, version = parts
         if not method or not set(method) <= _TOKEN:
             raise _BadRequest(400, "malformed method")
-        if not target or any(c <= 0x20 or c == 0x7F for c in target):
+        if not target or _TARGET_BAD.search(target):
             raise _BadRequest(400, "malformed request target")
         if version not in (b"HTTP/1.1", b"HTTP/1.0"):
             if version.startswith(b"HTTP/"):
@@ -308,7 +314,7 @@ class _Connection(asyncio.Protocol):
             if not colon or not name or not set(name) <= _TOKEN:
                 raise _BadRequest(400, "malformed header line")
             value = value.strip(b" \t")
-            if any(c < 0x20 and c != 0x09 or c == 0x7F for c in value):
+            if _CONTROL.search(value):
                 raise _BadRequest(400, "control character in the value of header %s" % name.decode("latin-1"))
             headers.append((name.lower(), value))
         return method.decode("ascii"), target, version, headers
@@ -378,9 +384,11 @@ class _HTTPExchange:
         te = [v for k, v in headers if k == b"transfer-encoding"]
         lengths = {v for k, v in headers if k == b"content-length"}
         if te:
-            codings = [c.strip().lower() for c in b",".join(te).split(b",")]
-            if self.http10 or codings[-1] != b"chunked":
-                self.bad = (501 if not self.http10 else 400, "transfer coding %s is not supported" % b",".join(te).decode("latin-1"))
+            given = b",".join(te)
+            if self.http10:
+                self.bad = (400, "Transfer-Encoding in an HTTP/1.0 request")
+            elif given.split(b",")[-1].strip().lower() != b"chunked":
+                self.bad = (501, "transfer coding %s is not supported" % given.decode("latin-1"))
             self.chunked = True
             # RFC 9112 6.3: with both, Transfer-Encoding wins and the connection must close after.
             if lengths:

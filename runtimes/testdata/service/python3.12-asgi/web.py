@@ -49,6 +49,10 @@ async def app(scope, receive, send):
     if path == "/state":
         await reply(send, {"greeting": scope["state"].get("greeting")})
         return
+    if path == "/print":
+        print("printed by the app")
+        await reply(send, {})
+        return
     if path == "/boom":
         raise RuntimeError("boom")
     body = b""
