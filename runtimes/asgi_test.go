@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -317,6 +318,11 @@ func TestPythonASGIProtocol(t *testing.T) {
 		})
 	}
 
+	t.Run("WebSocket closes with 1011 when the app raises after accepting", func(t *testing.T) {
+		ws := dialWS(t, addr, "/ws/boom")
+		ws.expectClose(t, 1011)
+	})
+
 	t.Run("SIGTERM drains: open WebSockets get 1001, the process exits 0", func(t *testing.T) {
 		ws := dialWS(t, addr, "/ws/echo")
 		ws.send(t, 0x1, true, []byte("still here"))
@@ -361,6 +367,21 @@ func TestPythonAppInterface(t *testing.T) {
 		}
 		if !strings.Contains(in.stdout.String(), `"interface": "asgi"`) {
 			t.Errorf("listening line does not say asgi:\n%s", in.stdout)
+		}
+	})
+
+	t.Run("a failed lifespan startup stops the start", func(t *testing.T) {
+		files := source.Files{"failing.py": []byte("async def app(scope, receive, send):\n" +
+			"    await receive()\n" +
+			"    await send({'type': 'lifespan.startup.failed', 'message': 'no database'})\n")}
+		p := prepareService(t, runtimes.Python312, "failing.app", files)
+		cmd, err := runtimes.LocalCommand(p.dir, runtimes.LocalOptions{Port: freePort(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "the app's startup failed: no database") {
+			t.Errorf("exit %v, output:\n%s", err, out)
 		}
 	})
 

@@ -26,7 +26,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:49a00690d93d64907236071139462e4233e7f2a165afbe58273263984d79128a"
+const goldenDigest = "sha256:2e1c0dae3131aae6b4457e8b939eaa1060b5b2902f9b54dd937c442c5fdb01e5"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())

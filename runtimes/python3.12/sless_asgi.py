@@ -356,10 +356,10 @@ class _Connection(asyncio.Protocol):
                 scope["type"] = "websocket"
                 scope["scheme"] = "ws"
                 del scope["method"]
-                await _WebSocket(self, scope, version, rid).run()
+                await _WebSocket(self, scope, version).run()
                 return False
             scope["type"] = "http"
-            return await _HTTPExchange(self, scope, version, rid).run()
+            return await _HTTPExchange(self, scope, version).run()
         finally:
             request_id.reset(token)
 
@@ -367,10 +367,9 @@ class _Connection(asyncio.Protocol):
 class _HTTPExchange:
     """One HTTP request and its response, between a connection and the app."""
 
-    def __init__(self, conn, scope, version, rid):
+    def __init__(self, conn, scope, version):
         self.conn = conn
         self.scope = scope
-        self.rid = rid
         self.head = scope["method"] == "HEAD"
         self.http10 = version == b"HTTP/1.0"
         headers = scope["headers"]
@@ -602,11 +601,10 @@ class _HTTPExchange:
 class _WebSocket:
     """A WebSocket session (RFC 6455) between a connection and the app."""
 
-    def __init__(self, conn, scope, version, rid):
+    def __init__(self, conn, scope, version):
         self.conn = conn
         self.scope = scope
         self.version = version
-        self.rid = rid
         self.state = "connecting"  # connecting, open, closing, closed
         self.incoming = asyncio.Queue(maxsize=16)
         self.connect_given = False

@@ -79,6 +79,8 @@ async def websocket(scope, receive, send):
         await send({"type": "websocket.close", "code": 1008})
         return
     await send({"type": "websocket.accept"})
+    if scope["path"] == "/ws/boom":
+        raise RuntimeError("boom after accept")
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":
