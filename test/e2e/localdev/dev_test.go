@@ -82,6 +82,14 @@ func startDevIn(t *testing.T, data string, idle time.Duration, extra ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its stdout is kept in the data directory too, for the tests that
+	// look for what it must never print.
+	stdout, err := os.OpenFile(filepath.Join(data, "e2e-dev.out"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdout.Close() })
+	cmd.Stdout = stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

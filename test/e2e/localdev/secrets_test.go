@@ -2,23 +2,37 @@ package localdev_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sless-dev/sless/pkg/console"
 )
 
-// A secret made and rotated with the CLI reaches a real Python function
-// through secretKeyRef: after the rotation a new revision serves the new
-// value. No API answer, CLI output, log or invocation record shows a value,
-// and the data directory holds none in the clear.
+// A secret made through the REST API and rotated with the CLI reaches a
+// real Python function through secretKeyRef: after the rotation a new
+// revision uses the new value. The function uses the value without
+// printing it (it answers the value's SHA-256), so the audit that follows
+// is of sless alone: no API answer (objects, lists, secrets, OpenAPI,
+// invocation records, logs, builds, console pages), CLI output, line of
+// sless dev's own stdout or stderr, or file of the data directory — logs,
+// records, the sealed store itself — holds a value or its base64.
 func TestSecretRotationReachesFunction(t *testing.T) {
 	d := startDev(t, time.Minute)
 	v1, v2 := "first-Zq8vN3-value", "second-Jp4rT7-value"
+	digest := func(v string) string {
+		sum := sha256.Sum256([]byte(v))
+		return hex.EncodeToString(sum[:])
+	}
 	home := t.TempDir()
 	var cliOut bytes.Buffer
 	sless := func(args ...string) string {
@@ -34,8 +48,19 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 		cliOut.Write(out.Bytes())
 		return out.String()
 	}
-	if out := sless("secret", "create", "db", "--from-literal", "password="+v1, "--from-literal", "user=app"); !strings.Contains(out, "secret db created: keys password, user") {
-		t.Fatalf("create: %s", out)
+	var answers []string
+	api := func(method, path, ct string, b []byte) (int, []byte) {
+		t.Helper()
+		code, out := d.do(method, path, ct, b)
+		answers = append(answers, method+" "+path+": "+string(out))
+		return code, out
+	}
+	// The values go in as the API's base64 data, so that form is audited
+	// too.
+	secret, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": "db"},
+		"data": map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(v1))}, "stringData": map[string]string{"user": "app"}})
+	if code, b := api("POST", "/v1/namespaces/e2e/secrets", "application/json", secret); code != 201 {
+		t.Fatalf("create secret: %d %s", code, b)
 	}
 
 	body, _ := json.Marshal(map[string]any{
@@ -44,20 +69,16 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 			"env": []any{map[string]any{"name": "DB_PASSWORD", "valueFrom": map[string]any{
 				"secretKeyRef": map[string]any{"name": "db", "key": "password"}}}},
 			"source": map[string]any{"inline": map[string]any{"files": map[string]string{
-				"main.py": "import os\n\ndef handler(event, context):\n    return {'password': os.environ.get('DB_PASSWORD', '')}\n"}}}},
+				"main.py": "import hashlib, os\n\nprint('reader loaded', flush=True)\n\n" +
+					"def handler(event, context):\n    print('checking the password', flush=True)\n" +
+					"    return {'sha256': hashlib.sha256(os.environ.get('DB_PASSWORD', '').encode()).hexdigest()}\n"}}}},
 	})
-	var answers [][]byte
-	api := func(method, path, ct string, b []byte) (int, []byte) {
-		code, out := d.do(method, path, ct, b)
-		answers = append(answers, out)
-		return code, out
-	}
 	if code, b := api("POST", "/v1/namespaces/e2e/functions", "application/json", body); code != 201 {
 		t.Fatalf("create function: %d %s", code, b)
 	}
 	first := d.awaitReady("e2e", "reader", 3*time.Minute)
-	if code, b := d.do("GET", "/fn/e2e/reader", "", nil); code != 200 || !strings.Contains(string(b), v1) {
-		t.Fatalf("invoke before the rotation: %d %s", code, b)
+	if code, b := d.do("GET", "/fn/e2e/reader", "", nil); code != 200 || !strings.Contains(string(b), digest(v1)) {
+		t.Fatalf("invoke before the rotation: %d %s, want the digest of the first value", code, b)
 	}
 
 	valueFile := filepath.Join(home, "password")
@@ -70,11 +91,11 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, b := d.do("GET", "/fn/e2e/reader", "", nil)
-		if code == 200 && strings.Contains(string(b), v2) {
+		if code == 200 && strings.Contains(string(b), digest(v2)) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the function did not serve the rotated value: %d %s", code, b)
+			t.Fatalf("the function did not use the rotated value: %d %s", code, b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -83,48 +104,111 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 		t.Fatalf("revision %s (generation %d) after the rotation, was %s (%d)", now.Status.LatestReadyRevision,
 			now.Metadata.Generation, first.Status.LatestReadyRevision, first.Metadata.Generation)
 	}
-
-	for _, out := range []string{sless("secret", "list"), sless("secret", "describe", "db"), sless("secret", "list", "-o", "json")} {
-		if !strings.Contains(out, "db") {
-			t.Errorf("list/describe lack the secret: %s", out)
+	for range 3 {
+		if code, b := d.do("GET", "/fn/e2e/reader?q=1", "", nil); code != 200 {
+			t.Fatalf("invoke: %d %s", code, b)
 		}
 	}
-	api("GET", "/v1/namespaces/e2e/secrets", "", nil)
-	api("GET", "/v1/namespaces/e2e/secrets/db", "", nil)
-	api("GET", "/v1/namespaces/e2e/functions/reader", "", nil)
-	if code, b := api("GET", "/v1/namespaces/e2e/functions/reader/invocations", "", nil); code != 200 || !strings.Contains(string(b), `"items"`) {
-		t.Fatalf("invocations: %d %s", code, b)
+
+	// Every place sless shows a function or a secret, each checked to
+	// show what it is for, so that the audit below reads real answers.
+	for out, want := range map[string]string{
+		sless("secret", "list"):                   "db",
+		sless("secret", "describe", "db"):         "password",
+		sless("secret", "list", "-o", "json"):     `"password"`,
+		sless("list"):                             "reader",
+		sless("list", "-o", "yaml"):               "secretKeyRef",
+		sless("describe", "reader"):               "DB_PASSWORD",
+		sless("describe", "reader", "-o", "json"): `"secretKeyRef"`,
+		sless("history", "reader"):                "200",
+		sless("logs", "reader"):                   "checking the password",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a CLI answer lacks %q: %s", want, out)
+		}
+	}
+	sless("logs", "reader", "--build", "latest")
+	for _, path := range []string{
+		"/v1/namespaces/e2e/secrets", "/v1/namespaces/e2e/secrets/db",
+		"/v1/namespaces/e2e/functions", "/v1/namespaces/e2e/functions/reader",
+		"/v1/namespaces/e2e/functions/reader/invocations", "/v1/namespaces/e2e/functions/reader/logs",
+		"/v1/namespaces/e2e/functions/reader/builds/latest/logs", "/openapi.json",
+	} {
+		if code, b := api("GET", path, "", nil); code != 200 {
+			t.Errorf("GET %s: %d %s", path, code, b)
+		}
+	}
+	if _, b := api("GET", "/v1/namespaces/e2e/functions/reader/logs", "", nil); !strings.Contains(string(b), "checking the password") {
+		t.Errorf("the function's log lacks its own line: %s", b)
+	}
+	if _, b := api("GET", "/v1/namespaces/e2e/functions/reader/invocations", "", nil); strings.Count(string(b), `"status":200`) < 5 {
+		t.Errorf("the invocation records lack the calls: %s", b)
+	}
+	// The console's pages, signed in with the token's cookie.
+	for _, path := range []string{"/console/", "/console/namespaces/e2e/functions/", "/console/namespaces/e2e/functions/reader",
+		"/console/namespaces/e2e/functions/reader/invocations", "/console/namespaces/e2e/functions/reader/source/main.py"} {
+		req, _ := http.NewRequest("GET", d.base+path, nil)
+		req.AddCookie(&http.Cookie{Name: console.CookieName, Value: d.token})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page bytes.Buffer
+		_, _ = page.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("console %s: %d %s", path, resp.StatusCode, page.String())
+		}
+		answers = append(answers, "console "+path+": "+page.String())
 	}
 	sless("secret", "delete", "db")
 	d.stop()
 
+	if _, err := os.Stat(filepath.Join(d.data, "sless.db")); err != nil {
+		t.Fatalf("the sealed store: %v", err)
+	}
+	var files int
 	for _, v := range []string{v1, v2} {
-		for i, a := range answers {
-			if bytes.Contains(a, []byte(v)) {
-				t.Errorf("API answer %d shows a value: %s", i, a)
+		forms := []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)),
+			base64.URLEncoding.EncodeToString([]byte(v))}
+		for _, form := range forms {
+			for _, a := range answers {
+				if strings.Contains(a, form) {
+					t.Errorf("an API answer shows %q: %s", form, a)
+				}
 			}
-		}
-		if strings.Contains(cliOut.String(), v) {
-			t.Errorf("the CLI printed a value: %s", cliOut.String())
-		}
-		// The data directory: the store, the dev log, the function logs,
-		// the invocation records.
-		err := filepath.WalkDir(d.data, func(path string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() {
-				return err
+			if strings.Contains(cliOut.String(), form) {
+				t.Errorf("the CLI printed %q: %s", form, cliOut.String())
 			}
-			b, err := os.ReadFile(path)
+			// The data directory: the sealed store, sless dev's stdout and
+			// stderr (e2e-dev.out, e2e-dev.log), the function logs, the
+			// invocation records, the serving state.
+			files = 0
+			err := filepath.WalkDir(d.data, func(path string, e fs.DirEntry, err error) error {
+				if err != nil || e.IsDir() {
+					return err
+				}
+				files++
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				if bytes.Contains(b, []byte(form)) {
+					t.Errorf("%s holds %q", path, form)
+				}
+				return nil
+			})
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
-			if bytes.Contains(b, []byte(v)) {
-				t.Errorf("%s holds a value in the clear", path)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
+	}
+	t.Logf("audited %d API and console answers, %d bytes of CLI output, %d files of the data directory", len(answers), cliOut.Len(), files)
+	if st, err := os.Stat(filepath.Join(d.data, "e2e-dev.log")); err != nil || st.Size() == 0 {
+		t.Errorf("sless dev's stderr was not captured: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.data, "e2e-dev.out")); err != nil {
+		t.Errorf("sless dev's stdout was not captured: %v", err)
 	}
 	st, err := os.Stat(filepath.Join(d.data, "secrets.key"))
 	if err != nil || st.Mode().Perm() != 0o600 {
