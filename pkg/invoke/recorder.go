@@ -38,12 +38,17 @@ type RecorderOptions struct {
 	// and one when that stops. Default slog.Default().
 	Logger *slog.Logger
 	// Spool, when set, takes the records the sink cannot: while the sink
-	// fails, and while a write is slow and the queue passes half its size.
+	// fails, and while a write is slow (SlowWrite) or the queue passes half
+	// the room the write in flight leaves.
 	// While it holds records every new one goes behind them, and the writer
 	// drains it in order. Only past its cap are records dropped. The sink
 	// must be idempotent per record: a record written just before a crash
 	// may be written again from the spool.
 	Spool Spool
+	// SlowWrite is how long a write may take before the batches ready
+	// behind it go to the Spool. Default twice FlushInterval, within
+	// 20 ms and 1 s.
+	SlowWrite time.Duration
 }
 
 // Spool keeps records on durable storage, oldest first (package
@@ -81,6 +86,9 @@ func (o *RecorderOptions) defaults() {
 	}
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = max(5*time.Second, o.MinBackoff)
+	}
+	if o.SlowWrite <= 0 {
+		o.SlowWrite = min(max(2*o.FlushInterval, 20*time.Millisecond), time.Second)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -187,7 +195,10 @@ func (r *Recorder) Record(rec Record) bool {
 	// The writer needs waking only when it may have something to do: the
 	// first record after a quiet spell starts its FlushInterval, and a full
 	// chunk goes at once. Waking it for every record would cost the callers.
-	wake := r.waiting == 1 || len(r.chunks[n-1]) == r.opts.BatchSize
+	// With a spool, crossing half the room a write in flight leaves wakes
+	// it too, to move the queue to disk before it fills.
+	wake := r.waiting == 1 || len(r.chunks[n-1]) == r.opts.BatchSize ||
+		(r.opts.Spool != nil && r.inflight > 0 && 2*r.waiting == r.opts.QueueSize-r.inflight)
 	r.mu.Unlock()
 	if wake {
 		select {

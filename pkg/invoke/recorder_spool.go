@@ -15,11 +15,12 @@ type writeResult struct {
 }
 
 // runSpooled is the writer when a Spool is set. One loop decides, in order:
-// records in memory go to the spool while it holds any (they are newer),
-// while a write is slow and the queue passes half its size, and at shutdown
-// while the sink fails; the sink gets the spool's head while the spool holds
-// records, else the queue's oldest batch. The write runs beside the loop so
-// that a slow sink never keeps the queue from reaching the disk.
+// ready records in memory go to the spool while it holds any (they are
+// newer), while a write has taken longer than SlowWrite or the queue passes
+// half the room it leaves, and at shutdown while the sink fails; the sink
+// gets the spool's head while the spool holds records, else the queue's
+// oldest batch. The write runs beside the loop so that a slow sink never
+// keeps the queue from reaching the disk.
 func (r *Recorder) runSpooled() {
 	defer close(r.done)
 	sp := r.opts.Spool
@@ -28,15 +29,15 @@ func (r *Recorder) runSpooled() {
 		inflight bool
 		failing  bool
 		retryAt  time.Time
+		began    time.Time // of the write in flight
 		backoff  = r.opts.MinBackoff
 	)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	highWater := max(r.opts.QueueSize/2, 1)
 
 	start := func(records []Record, fromSpool bool, epoch uint64) {
-		inflight = true
+		inflight, began = true, time.Now()
 		r.batchSeq++
 		b := Batch{ID: r.batchPrefix + strconv.FormatUint(r.batchSeq, 10), Records: records}
 		go func() {
@@ -92,7 +93,8 @@ func (r *Recorder) runSpooled() {
 
 	for {
 		closed := r.isClosed()
-		if sp.Len() > 0 || (inflight && r.waitingLen() >= highWater) || (closed && failing) {
+		slow := inflight && time.Since(began) >= r.opts.SlowWrite
+		if sp.Len() > 0 || slow || (inflight && r.pressed()) || (closed && failing) {
 			r.spoolWaiting(closed)
 		}
 		wait := time.Duration(-1)
@@ -129,7 +131,12 @@ func (r *Recorder) runSpooled() {
 			}
 		}
 		if sp.Len() > 0 || inflight {
-			if d := r.nextDue(); d >= 0 && (wait < 0 || d < wait) {
+			d := r.nextDue()
+			if d >= 0 && inflight && sp.Len() == 0 && !slow {
+				// A ready batch waits for the write to end, or to turn slow.
+				d = max(d, time.Until(began.Add(r.opts.SlowWrite)))
+			}
+			if d >= 0 && (wait < 0 || d < wait) {
 				wait = d
 			}
 		}
@@ -165,10 +172,12 @@ func (r *Recorder) isClosed() bool {
 	return r.closed
 }
 
-func (r *Recorder) waitingLen() int {
+// pressed reports whether the waiting records fill half the room the write
+// in flight leaves in the queue.
+func (r *Recorder) pressed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.waiting
+	return 2*r.waiting >= r.opts.QueueSize-r.inflight
 }
 
 // ready reports whether the oldest chunk should go now; r.mu is held and a

@@ -396,3 +396,34 @@ func TestRecorderSpoolsBehindASlowWrite(t *testing.T) {
 		t.Fatalf("dropped %d, spool holds %d", rec.Dropped(), sp.Len())
 	}
 }
+
+// A write that hangs sends even a few records behind it to the spool once it
+// has taken SlowWrite, long before they fill half the queue.
+func TestRecorderSpoolsAfterSlowWrite(t *testing.T) {
+	sink := &gateSink{gate: make(chan struct{})}
+	sp, err := spool.Open(filepath.Join(t.TempDir(), "spool.db"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	rec := invoke.NewRecorder(sink, invoke.RecorderOptions{QueueSize: 1000, BatchSize: 100,
+		FlushInterval: 5 * time.Millisecond, SlowWrite: 50 * time.Millisecond, Spool: sp})
+	rec.Record(record(0))
+	waitFor(t, "the first write to start", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return len(sink.batches) == 1
+	})
+	for i := 1; i <= 10; i++ {
+		rec.Record(record(i))
+	}
+	waitFor(t, "10 records in the spool", func() bool { return sp.Len() == 10 })
+	close(sink.gate)
+	waitFor(t, "everything stored", func() bool { return sink.storedCount() == 11 })
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Dropped() != 0 || sp.Len() != 0 {
+		t.Fatalf("dropped %d, spool holds %d", rec.Dropped(), sp.Len())
+	}
+}
