@@ -30,7 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -132,6 +134,10 @@ type result struct {
 	e2eRequests   requests
 	cmRequests    requests
 	gatedRequests requests
+	// floor is the least any controller doing sless's job must write for
+	// n Functions, written by the same writers without one (floor_test.go).
+	floor         time.Duration
+	floorRequests requests
 }
 
 func (r result) sless() time.Duration { return r.gated[0] + r.gated[1] + r.gated[2] }
@@ -239,6 +245,23 @@ func measure(tb testing.TB, b bed, n int) result {
 	wait(1, serviceUp)
 	batch(2, "gated-ready", ready, nil)
 	r.gatedRequests = requestsBetween(before, scrapeAPI())
+
+	// Floor: sless's writes without sless, last, once every controller of
+	// sless is stopped; the upstream ones react to it as to sless's.
+	store, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Bucket: setup.bucket,
+		AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PathStyle: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The controller's configuration with the bench's flags (process_test.go).
+	cfg := resources.Config{Registry: "registry.bench.local/sless", S3Endpoint: "http://" + s3srv.Endpoint,
+		S3Secret: "sless-s3", RegistrySecret: "sless-registry"}.WithDefaults()
+	ns = functionNamespace(tb, b)
+	before = scrapeAPI()
+	if r.floor, err = floor(ctx, k.Client, store, cfg, ns, n); err != nil {
+		tb.Fatal(err)
+	}
+	r.floorRequests = requestsBetween(before, scrapeAPI())
 	return r
 }
 
@@ -277,6 +300,8 @@ func report(b *testing.B, r result) {
 	b.ReportMetric(ratio, "sless/configmap")
 	b.ReportMetric(r.sless().Seconds(), "sless-s")
 	b.ReportMetric(r.configMaps.Seconds(), "configmap-s")
+	b.ReportMetric(r.sless().Seconds()/r.floor.Seconds(), "sless/floor")
+	b.ReportMetric(r.floor.Seconds(), "floor-s")
 	b.ReportMetric(r.endToEnd.Seconds(), "e2e-s")
 	b.ReportMetric(r.endToEnd.Seconds()/r.configMaps.Seconds(), "e2e/configmap")
 	b.ReportMetric(1000*r.e2eUsage.cpu/n, "controller-cpu-ms/fn")
@@ -291,7 +316,10 @@ func (r result) String() string {
 	var s strings.Builder
 	n := float64(r.n)
 	fmt.Fprintf(&s, "%d Functions; baseline %d ConfigMaps by %d writers: %v\n", r.n, r.n, writers, r.configMaps.Round(time.Millisecond))
-	fmt.Fprintf(&s, "sless's own work, gated: %v = %.2f× the baseline\n", r.sless().Round(time.Millisecond), r.sless().Seconds()/r.configMaps.Seconds())
+	fmt.Fprintf(&s, "floor: sless's writes for %d Functions by %d writers, no controller: %v = %.2f× the baseline\n",
+		r.n, writers, r.floor.Round(time.Millisecond), r.floor.Seconds()/r.configMaps.Seconds())
+	fmt.Fprintf(&s, "sless's own work, gated: %v = %.2f× the baseline, %.2f× the floor\n", r.sless().Round(time.Millisecond),
+		r.sless().Seconds()/r.configMaps.Seconds(), r.sless().Seconds()/r.floor.Seconds())
 	fmt.Fprintf(&s, "  created → builds started (Functions created in it): %v\n", r.gated[0].Round(time.Millisecond))
 	fmt.Fprintf(&s, "  builds done → Services asked for:                   %v\n", r.gated[1].Round(time.Millisecond))
 	fmt.Fprintf(&s, "  Services Ready → Functions Ready:                   %v\n", r.gated[2].Round(time.Millisecond))
@@ -313,6 +341,7 @@ func (r result) String() string {
 	fmt.Fprintf(&s, "apiserver requests, ConfigMaps (%.0f):\n%s", r.cmRequests.total(), r.cmRequests.table(n, n/10))
 	fmt.Fprintf(&s, "apiserver requests, end to end, every client (%.0f):\n%s", r.e2eRequests.total(), r.e2eRequests.table(n, n/10))
 	fmt.Fprintf(&s, "apiserver requests, gated, every client (%.0f):\n%s", r.gatedRequests.total(), r.gatedRequests.table(n, n/10))
+	fmt.Fprintf(&s, "apiserver requests, floor, every client (%.0f):\n%s", r.floorRequests.total(), r.floorRequests.table(n, n/10))
 	return s.String()
 }
 
@@ -360,6 +389,15 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if got := r.e2eRequests["create functions.sless.dev"]; got != n {
 		t.Errorf("apiserver counted %v Function creates end to end, want %d", got, n)
+	}
+	if r.floor <= 0 {
+		t.Errorf("floor not measured: %v", r.floor)
+	}
+	for key, want := range map[string]float64{"create functions.sless.dev": n, "update functions.sless.dev": n,
+		"update functions.sless.dev/status": 3 * n, "create pipelineruns.tekton.dev": n, "create services.serving.knative.dev": n} {
+		if got := r.floorRequests[key]; got != want {
+			t.Errorf("floor: apiserver counted %v %q, want %v: %v", got, key, want, r.floorRequests)
+		}
 	}
 	if got := r.e2eRequests["create pipelineruns.tekton.dev"]; got != n {
 		t.Errorf("apiserver counted %v PipelineRun creates end to end, want %d", got, n)
