@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +36,7 @@ import (
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
+	"github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 	"github.com/sless-dev/sless/pkg/sourcegc"
@@ -184,14 +187,24 @@ func runDev(ctx context.Context, args []string) error {
 	// ask it to look at a function again when a build ends or a revision
 	// becomes ready (the watches on PipelineRuns and Knative Services on a
 	// cluster).
-	var loop *local.Loop
+	var loop, svcLoop *local.Loop
 	enqueue := func(ns, name string) {
 		if loop != nil {
 			loop.Enqueue(ns, name)
 		}
 	}
+	enqueueService := func(ns, name string) {
+		if svcLoop != nil {
+			svcLoop.Enqueue(ns, name)
+		}
+	}
 	tools := runtimes.LocalOptions{Python: *python, Node: *node, Go: *goTool}
-	builder, err := local.NewBuilder(filepath.Join(data, "builds"), tools, enqueue)
+	// A build may be a Function's or a SlessService's (the builder keys
+	// builds by digest, not kind): its end looks at both of that name.
+	builder, err := local.NewBuilder(filepath.Join(data, "builds"), tools, func(ns, name string) {
+		enqueue(ns, name)
+		enqueueService(ns, name)
+	})
 	if err != nil {
 		return err
 	}
@@ -201,42 +214,53 @@ func runDev(ctx context.Context, args []string) error {
 	if !*quiet {
 		console = consoleOut
 	}
-	server := local.NewServer(local.ServerOptions{
-		Dir:         builder.Dir,
-		IdleTimeout: *idle,
-		Tools:       tools,
-		LogDir:      filepath.Join(data, "logs"),
-		LogMaxBytes: logMaxBytes,
-		LogMaxFiles: *logMaxFiles,
-		Console:     console,
-		ResolveEnv:  envFromStore(secretStore),
-		Address:     func(ns, name string) string { return "local://" + ns + "/" + name },
-		OnChange:    enqueue,
-		StateDir:    filepath.Join(data, "serving"),
-		Logger:      log,
-		// The state records env values resolved from secrets.
-		SealState: func(k types.NamespacedName, plain []byte) []byte {
-			return sealer.SealFile("serving/"+k.String(), plain)
-		},
-		OpenState: func(k types.NamespacedName, b []byte) ([]byte, error) {
-			return sealer.OpenFile("serving/"+k.String(), b)
-		},
-	})
+	// Functions and SlessServices run on two servers, so that one of each
+	// of a name in a namespace keep their revisions, state and logs apart
+	// (on a cluster they would contend for one Knative Service).
+	newServer := func(kind, sub string, onChange func(ns, name string)) *local.Server {
+		return local.NewServer(local.ServerOptions{
+			Kind:        kind,
+			Dir:         builder.Dir,
+			IdleTimeout: *idle,
+			Tools:       tools,
+			LogDir:      filepath.Join(data, "logs", sub),
+			LogMaxBytes: logMaxBytes,
+			LogMaxFiles: *logMaxFiles,
+			Console:     console,
+			ResolveEnv:  envFromStore(secretStore),
+			Address:     func(ns, name string) string { return "local://" + path.Join(sub, ns, name) },
+			OnChange:    onChange,
+			StateDir:    filepath.Join(data, "serving", sub),
+			Logger:      log,
+			// The state records env values resolved from secrets.
+			SealState: func(k types.NamespacedName, plain []byte) []byte {
+				return sealer.SealFile(path.Join("serving", sub, k.String()), plain)
+			},
+			OpenState: func(k types.NamespacedName, b []byte) ([]byte, error) {
+				return sealer.OpenFile(path.Join("serving", sub, k.String()), b)
+			},
+		})
+	}
+	server := newServer("function", "", enqueue)
 	defer server.Close()
-	// The server serves again the revisions it kept; one of a Function no
+	svcServer := newServer("service", serviceSubdir, enqueueService)
+	defer svcServer.Close()
+	// The servers serve again the revisions they kept; one of an object no
 	// longer stored (deleted while its removal could not be recorded) must
 	// not linger.
-	stored, err := keysOf(ctx, store, "Function")
-	if err != nil {
-		return err
-	}
-	keep := map[types.NamespacedName]bool{}
-	for _, k := range stored {
-		keep[k] = true
-	}
-	for _, k := range server.Functions() {
-		if !keep[k] {
-			server.Remove(k.Namespace, k.Name)
+	for kind, srv := range map[string]*local.Server{slessv1alpha1.KindFunction: server, slessv1alpha1.KindSlessService: svcServer} {
+		stored, err := keysOf(ctx, store, kind)
+		if err != nil {
+			return err
+		}
+		keep := map[types.NamespacedName]bool{}
+		for _, k := range stored {
+			keep[k] = true
+		}
+		for _, k := range srv.Functions() {
+			if !keep[k] {
+				srv.Remove(k.Namespace, k.Name)
+			}
 		}
 	}
 
@@ -245,6 +269,11 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer resolver.Close()
+	svcResolver, err := local.NewServiceResolver(ctx, store, svcServer)
+	if err != nil {
+		return err
+	}
+	defer svcResolver.Close()
 
 	reconciler := &function.Reconciler{
 		Client:  store,
@@ -255,13 +284,18 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	loop = local.NewLoop("function", store, slessv1alpha1.SchemeGroupVersion.WithKind("Function").GroupKind(), reconciler, log)
 	loop.OnDeleted = func(k types.NamespacedName) { server.Remove(k.Namespace, k.Name) }
-	// A secret set or rotated reconciles the functions whose env refers to
-	// it: their next revision runs with the new value.
+	// SlessServices take the Function's reconciler, as on a cluster, with
+	// the same builder and a server of their own.
+	svcReconciler := service.NewReconciler(store, builder, svcServer, blobs, reconciler.Config, nil)
+	svcLoop = local.NewLoop("slessservice", store, slessv1alpha1.SchemeGroupVersion.WithKind(slessv1alpha1.KindSlessService).GroupKind(), svcReconciler, log)
+	svcLoop.OnDeleted = func(k types.NamespacedName) { svcServer.Remove(k.Namespace, k.Name) }
+	// A secret set or rotated reconciles the functions and services whose
+	// env refers to it: their next revision runs with the new value.
 	defer store.Subscribe(func(ev local.Event) {
 		if ev.GVK.Group != "" || ev.GVK.Kind != "Secret" {
 			return
 		}
-		go enqueueReferring(ctx, store, ev.Key, enqueue, log)
+		go enqueueReferring(ctx, store, ev.Key, enqueue, enqueueService, log)
 	})()
 
 	// Invocation records: PostgreSQL when given, else the data directory.
@@ -343,6 +377,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver:        resolver,
+		Services:        svcResolver,
 		Authenticator:   proxyAuthenticator(verifier, nil, log),
 		Recorder:        recorder,
 		Metrics:         imetrics,
@@ -385,7 +420,7 @@ func runDev(ctx context.Context, args []string) error {
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})
 	var loopsRunning sync.WaitGroup
-	for kind, l := range map[string]*local.Loop{"Function": loop, "Trigger": triggerLoop, "FunctionJob": jobLoop} {
+	for kind, l := range map[string]*local.Loop{"Function": loop, slessv1alpha1.KindSlessService: svcLoop, "Trigger": triggerLoop, "FunctionJob": jobLoop} {
 		existing, err := keysOf(ctx, store, kind)
 		if err != nil {
 			stopLoop()
@@ -415,7 +450,8 @@ func runDev(ctx context.Context, args []string) error {
 	if *withConsole {
 		fmt.Fprintf(os.Stderr, "sless dev: web console at %s/console/ (sign in with the token)\n", baseURL)
 	}
-	fmt.Fprintf(os.Stderr, "sless dev: functions stop after %s idle\n", *idle)
+	fmt.Fprintf(os.Stderr, "sless dev: services at %s\n", function.Config{PublicBaseURL: baseURL}.ServiceURL("{namespace}", "{name}"))
+	fmt.Fprintf(os.Stderr, "sless dev: functions (and services with minScale 0) stop after %s idle\n", *idle)
 
 	select {
 	case <-ctx.Done():
@@ -527,20 +563,30 @@ func envFromStore(store client.Reader) func(ctx context.Context, ns string, src 
 	}
 }
 
-// enqueueReferring reconciles the functions of secret's namespace whose env
-// refers to it.
-func enqueueReferring(ctx context.Context, store *local.Store, secret types.NamespacedName, enqueue func(ns, name string), log *slog.Logger) {
+// serviceSubdir keeps SlessServices' logs and serving state apart from
+// Functions' under the data directory; no namespace is named so (a DNS
+// label has no underscore).
+const serviceSubdir = "_services"
+
+// enqueueReferring reconciles the functions and services of secret's
+// namespace whose env refers to it.
+func enqueueReferring(ctx context.Context, store *local.Store, secret types.NamespacedName, enqueueFn, enqueueSvc func(ns, name string), log *slog.Logger) {
 	fns := &slessv1alpha1.FunctionList{}
 	if err := store.List(ctx, fns, client.InNamespace(secret.Namespace)); err != nil {
 		log.Warn("find functions referring to a secret", "namespace", secret.Namespace, "secret", secret.Name, "error", err)
-		return
 	}
 	for _, fn := range fns.Items {
-		for _, name := range secrets.Referenced(fn.Spec.CoreEnv()) {
-			if name == secret.Name {
-				enqueue(fn.Namespace, fn.Name)
-				break
-			}
+		if slices.Contains(secrets.Referenced(fn.Spec.CoreEnv()), secret.Name) {
+			enqueueFn(fn.Namespace, fn.Name)
+		}
+	}
+	svcs := &slessv1alpha1.SlessServiceList{}
+	if err := store.List(ctx, svcs, client.InNamespace(secret.Namespace)); err != nil {
+		log.Warn("find services referring to a secret", "namespace", secret.Namespace, "secret", secret.Name, "error", err)
+	}
+	for i := range svcs.Items {
+		if slices.Contains(secrets.Referenced(svcs.Items[i].BuildSpec().CoreEnv()), secret.Name) {
+			enqueueSvc(svcs.Items[i].Namespace, svcs.Items[i].Name)
 		}
 	}
 }

@@ -86,6 +86,9 @@ func (h *prettyHandler) Handle(_ context.Context, r slog.Record) error {
 		switch {
 		case a.Key == "function":
 			fn = a.Value.String()
+		case a.Key == "service":
+			// As the services' output is prefixed: [svc:ns/name].
+			fn = "svc:" + a.Value.String()
 		case a.Value.Kind() == slog.KindString && strings.Contains(a.Value.String(), "\n"):
 			// A build's output or a stack: first line here, the rest below.
 			first, tail, _ := strings.Cut(strings.TrimSpace(a.Value.String()), "\n")

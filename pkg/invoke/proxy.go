@@ -248,7 +248,7 @@ func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, start time.
 	}
 	if p.opts.Services == nil {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotImplemented, Reason: ReasonNoServices,
-			Detail: "this server runs no services: SlessServices are served on a cluster only, for now (sless dev does not run them yet)"})
+			Detail: "this server runs no services"})
 		return
 	}
 	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerService, start: start, reqID: RequestID(r)})

@@ -103,6 +103,14 @@ func askedAgain(res buildResult, fn slessv1alpha1.Workload) bool {
 	return res.Reason == ReasonBuildTimeout && res.TimeoutSeconds > 0 && int64(fn.BuildTimeout()) > res.TimeoutSeconds
 }
 
+// logKind is the key that names w in log lines: function or service.
+func logKind(w slessv1alpha1.Workload) string {
+	if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return "service"
+	}
+	return "function"
+}
+
 // Reasons a local build reports.
 const (
 	ReasonBuilding       = "Building"
@@ -221,7 +229,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in a
 		b.running[hexd] = bl
 		b.wg.Add(1)
 		go b.run(hexd, in.Location, bl)
-		b.logf(slog.LevelInfo, "build started", "function", fn.GetNamespace()+"/"+fn.GetName(), "build", name)
+		b.logf(slog.LevelInfo, "build started", logKind(fn), fn.GetNamespace()+"/"+fn.GetName(), "build", name)
 	}
 	bl.waiters[[2]string{fn.GetNamespace(), fn.GetName()}] = true
 	start := bl.started

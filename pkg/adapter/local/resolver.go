@@ -21,6 +21,8 @@ import (
 // from the process server, whose Activate starts a stopped instance.
 type Resolver struct {
 	server *Server
+	// kind is what it resolves: Function, or SlessService for /svc/.
+	kind string
 
 	mu       sync.RWMutex
 	fns      map[types.NamespacedName]liveFunction // each live function
@@ -41,18 +43,30 @@ type liveFunction struct {
 // NewResolver indexes the functions and triggers in store and follows its
 // changes. Make it before anything writes to the store.
 func NewResolver(ctx context.Context, store *Store, server *Server) (*Resolver, error) {
-	r := &Resolver{server: server, fns: map[types.NamespacedName]liveFunction{},
+	return newResolver(ctx, store, server, slessv1alpha1.KindFunction)
+}
+
+// NewServiceResolver is NewResolver for the SlessServices server runs, the
+// proxy's /svc/ (its Options.Services). No Trigger makes a service public.
+func NewServiceResolver(ctx context.Context, store *Store, server *Server) (*Resolver, error) {
+	return newResolver(ctx, store, server, slessv1alpha1.KindSlessService)
+}
+
+func newResolver(ctx context.Context, store *Store, server *Server, kind string) (*Resolver, error) {
+	r := &Resolver{server: server, kind: kind, fns: map[types.NamespacedName]liveFunction{},
 		triggers: map[types.NamespacedName]types.NamespacedName{}, public: map[types.NamespacedName]int{}}
 	r.cancel = store.Subscribe(r.observe)
 	fns := &unstructured.UnstructuredList{}
-	fns.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind("FunctionList"))
+	fns.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind(kind + "List"))
 	if err := store.List(ctx, fns); err != nil {
 		return nil, err
 	}
 	trs := &unstructured.UnstructuredList{}
 	trs.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind("TriggerList"))
-	if err := store.List(ctx, trs); err != nil {
-		return nil, err
+	if kind == slessv1alpha1.KindFunction {
+		if err := store.List(ctx, trs); err != nil {
+			return nil, err
+		}
 	}
 	for i := range fns.Items {
 		r.observe(Event{Type: watch.Added, GVK: fns.Items[i].GroupVersionKind(), Key: nsName(&fns.Items[i]), Object: &fns.Items[i]})
@@ -73,21 +87,27 @@ func (r *Resolver) observe(ev Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch ev.GVK.Kind {
-	case "Function":
+	case r.kind:
 		if ev.Type == watch.Deleted || ev.Object.GetDeletionTimestamp() != nil {
 			delete(r.fns, ev.Key)
 			return
 		}
-		var fn slessv1alpha1.Function
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ev.Object.Object, &fn); err != nil {
+		var fn slessv1alpha1.Workload = &slessv1alpha1.Function{}
+		if r.kind == slessv1alpha1.KindSlessService {
+			fn = &slessv1alpha1.SlessService{}
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ev.Object.Object, fn); err != nil {
 			// The store holds only objects that passed validation; keep
 			// what the proxy needs most, that the function exists.
 			r.fns[ev.Key] = liveFunction{timeout: slessv1alpha1.DefaultTimeoutSeconds * time.Second}
 			return
 		}
-		reason, _, _ := fn.Failure()
+		reason, _, _ := fn.(interface{ Failure() (string, string, bool) }).Failure()
 		r.fns[ev.Key] = liveFunction{timeout: time.Duration(fn.Timeout()) * time.Second, failed: reason}
 	case "Trigger":
+		if r.kind != slessv1alpha1.KindFunction {
+			return
+		}
 		if old, ok := r.triggers[ev.Key]; ok {
 			r.public[old]--
 			if r.public[old] <= 0 {

@@ -78,6 +78,19 @@ type ServerOptions struct {
 	// started again (it doubles per failure up to five minutes), as a
 	// crash-looping pod is restarted. Default 10 s.
 	RetryBackoff time.Duration
+	// CrashBackoff is the wait before an instance of a revision kept up
+	// (minScale above zero) that exited on its own is started again; it
+	// doubles per crash in a row up to CrashBackoffMax, as the kubelet's
+	// CrashLoopBackOff does. Defaults 1 s and 1 min.
+	CrashBackoff    time.Duration
+	CrashBackoffMax time.Duration
+	// CrashReset is how long an instance must stay up for its revision's
+	// crashes in a row to be forgotten. Default 30 s.
+	CrashReset time.Duration
+	// Kind names what the server runs in its log lines and console prefix:
+	// "function" (the default) or "service". A service's lines say
+	// service=ns/name and its output is prefixed [svc:ns/name].
+	Kind string
 	// Logger, when set, is told of rollouts, process starts and stops and
 	// cold starts (sless dev's terminal lines).
 	Logger *slog.Logger
@@ -151,6 +164,15 @@ const (
 	ReasonEnvUnresolved     = "EnvUnresolved"
 )
 
+// crashLoopAfter is how many crashes in a row make a serving revision
+// report Ready=False: one crash restarted at once is a blip, a second
+// before the instance stayed up CrashReset is a loop.
+const crashLoopAfter = 2
+
+// CrashReason is the reason a crash-looping revision reports, Knative's
+// for a container that exited with code (ExitCode1, ExitCode137).
+func CrashReason(code int) string { return "ExitCode" + strconv.Itoa(code) }
+
 // ErrNoRevision is returned by Activate for a function with no ready revision.
 var ErrNoRevision = errors.New("the function has no ready revision")
 
@@ -167,6 +189,18 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	if opts.RetryBackoff <= 0 {
 		opts.RetryBackoff = 10 * time.Second
+	}
+	if opts.CrashBackoff <= 0 {
+		opts.CrashBackoff = time.Second
+	}
+	if opts.CrashBackoffMax <= 0 {
+		opts.CrashBackoffMax = time.Minute
+	}
+	if opts.CrashReset <= 0 {
+		opts.CrashReset = 30 * time.Second
+	}
+	if opts.Kind == "" {
+		opts.Kind = "function"
 	}
 	if opts.Address == nil {
 		opts.Address = func(ns, name string) string { return "local://" + ns + "/" + name }
@@ -310,8 +344,16 @@ func (s *Server) stateLocked(key types.NamespacedName) adapter.ServeState {
 		st.Revision, st.LatestCreatedRevision = r.name, r.name
 		r.mu.Lock()
 		failure := r.failure
+		crash := r.crash
 		r.mu.Unlock()
 		switch {
+		case svc.active == r && crash.count >= crashLoopAfter:
+			// As Knative's ContainerHealthy=False: the revision still takes
+			// calls (each starts an instance), but it does not stay up.
+			st.Failed = true
+			st.Reason = CrashReason(crash.code)
+			st.Message = fmt.Sprintf("revision %s: the process exited with code %d, %d times in a row; restarting with backoff. Last output: %s",
+				r.name, crash.code, crash.count, crash.output)
 		case svc.active == r:
 			st.Ready = true
 		case failure != "":
@@ -438,13 +480,13 @@ func (s *Server) rollout(svc *service, r *revision) {
 	}
 	s.mu.Unlock()
 	if err == nil {
-		args := []any{"function", svc.key.String(), "revision", r.name}
+		args := []any{s.opts.Kind, svc.key.String(), "revision", r.name}
 		if old != nil && old != r {
 			args = append(args, "replaces", old.name)
 		}
 		s.logf(slog.LevelInfo, "revision ready", args...)
 	} else if !errors.Is(err, errServerClosed) && !errors.Is(err, context.Canceled) {
-		s.logf(slog.LevelWarn, "revision failed", "function", svc.key.String(), "revision", r.name, "error", err.Error())
+		s.logf(slog.LevelWarn, "revision failed", s.opts.Kind, svc.key.String(), "revision", r.name, "error", err.Error())
 	}
 	s.opts.OnChange(svc.key.Namespace, svc.key.Name)
 	if old != nil && old != r {
@@ -502,7 +544,7 @@ func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, e
 			return &Call{Revision: r.name, Cold: cold}, err
 		}
 		if cold {
-			s.logf(slog.LevelInfo, "cold start", "function", key.String(), "revision", r.name,
+			s.logf(slog.LevelInfo, "cold start", s.opts.Kind, key.String(), "revision", r.name,
 				"took", time.Since(begin).Round(time.Millisecond))
 		}
 		return &Call{URL: u, Revision: r.name, Cold: cold, r: r}, nil
@@ -770,7 +812,15 @@ func (s *Server) reap() {
 			r.mu.Lock()
 			idle := r.inst != nil && r.starting == nil && !r.retired && r.minScale == 0 && r.inFlight == 0 &&
 				now.Sub(r.lastActivity) >= s.opts.IdleTimeout
-			keepWarm := r.inst == nil && r.starting == nil && !r.retired && r.minScale > 0 && r.failure == ""
+			keepWarm := r.inst == nil && r.starting == nil && !r.retired && r.minScale > 0 && r.failure == "" &&
+				!now.Before(r.crash.restartAt)
+			var recovered bool
+			if r.crash.count > 0 && r.inst != nil && r.starting == nil && r.inst.upFor(now) >= s.opts.CrashReset {
+				// Up long enough: the run of crashes is over, and a
+				// revision reported crash-looping is Ready again.
+				recovered = r.crash.count >= crashLoopAfter
+				r.crash = crashState{}
+			}
 			var inst *instance
 			if idle {
 				// From here on Activate starts a new instance; the old one
@@ -785,6 +835,10 @@ func (s *Server) reap() {
 			}
 			if keepWarm {
 				go func(r *revision) { _, _, _ = r.ensure(context.Background()) }(r)
+			}
+			if recovered {
+				s.logf(slog.LevelInfo, "process recovered", s.opts.Kind, r.key.String(), "revision", r.name, "upFor", s.opts.CrashReset)
+				go s.opts.OnChange(r.key.Namespace, r.key.Name)
 			}
 		}
 	}
@@ -820,6 +874,52 @@ type revision struct {
 	failure  string
 	failures int
 	retryAt  time.Time
+	// crash is the revision's run of instances that exited on their own.
+	crash crashState
+}
+
+// crashState counts the crashes in a row of a revision's instances: exits
+// no one asked for, and restarts that did not become healthy.
+type crashState struct {
+	count int
+	// code is the last exit code (128+signal for a signal), output the
+	// last line the process wrote.
+	code   int
+	output string
+	// restartAt is the earliest the reaper starts a kept-up revision again.
+	restartAt time.Time
+}
+
+// noteCrash counts a crash of r's instance that had been up for up, and
+// returns the wait before the reaper starts another. Call it with r.mu held.
+func (r *revision) noteCrash(code int, output string, up time.Duration) time.Duration {
+	o := r.s.opts
+	if up >= o.CrashReset {
+		r.crash.count = 0
+	}
+	r.crash.count++
+	wait := min(o.CrashBackoff<<min(r.crash.count-1, 16), o.CrashBackoffMax)
+	r.crash.code, r.crash.output, r.crash.restartAt = code, output, time.Now().Add(wait)
+	return wait
+}
+
+// crashed tells the server's log and, once the crashes make a loop, the
+// reconciler (through OnChange) of a crash noteCrash counted.
+func (r *revision) crashed(code int, count int, wait time.Duration, keptUp bool, output string) {
+	s := r.s
+	args := []any{s.opts.Kind, r.key.String(), "revision", r.name, "exitCode", code, "crashes", count}
+	if keptUp {
+		args = append(args, "restartIn", wait.Round(time.Millisecond))
+	} else {
+		args = append(args, "restart", "on the next call")
+	}
+	if output != "" {
+		args = append(args, "lastOutput", output)
+	}
+	s.logf(slog.LevelWarn, "process crashed", args...)
+	if count >= crashLoopAfter {
+		go s.opts.OnChange(r.key.Namespace, r.key.Name)
+	}
 }
 
 func newRevision(s *Server, key types.NamespacedName, name string, spec revisionSpec) *revision {
@@ -932,10 +1032,38 @@ func (r *revision) start(done chan struct{}) {
 	} else if r.failure == "" && firstFailure {
 		r.failure = err.Error()
 	}
+	var crash func()
+	if err != nil && !firstFailure && !r.retired && !errors.Is(err, errServerClosed) {
+		// A revision that served once and now fails to start again (a
+		// dependency it needs at start is down) crash-loops like one
+		// whose instance exits.
+		code, output := -1, lastLines(err.Error(), 1)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code, output = ee.code, ee.output
+		}
+		wait := r.noteCrash(code, output, 0)
+		count, keptUp := r.crash.count, r.minScale > 0
+		crash = func() { r.crashed(code, count, wait, keptUp, output) }
+	}
 	r.starting = nil
 	r.mu.Unlock()
 	close(done)
+	if crash != nil {
+		crash()
+	}
 }
+
+// exitError is a start that failed because the process exited: its exit
+// code and last line of output.
+type exitError struct {
+	code   int
+	output string
+	err    error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
 
 func (s *Server) isLatestUnready(r *revision) bool {
 	s.mu.Lock()
@@ -948,11 +1076,24 @@ func (s *Server) isLatestUnready(r *revision) bool {
 // starts another.
 func (r *revision) watch(inst *instance) {
 	<-inst.exited
+	inst.mu.Lock()
+	stopped, up := inst.reason != "", time.Since(inst.up)
+	inst.mu.Unlock()
 	r.mu.Lock()
 	if r.inst == inst {
 		r.inst = nil
 	}
+	if stopped {
+		// Stopped on purpose (idle, retired): not a crash, and the end of
+		// any run of them.
+		r.mu.Unlock()
+		return
+	}
+	output := lastLines(inst.logs.String(), 1)
+	wait := r.noteCrash(inst.code, output, up)
+	count, keptUp := r.crash.count, r.minScale > 0 && !r.retired
 	r.mu.Unlock()
+	r.crashed(inst.code, count, wait, keptUp, output)
 }
 
 // stop stops the revision's instance, if any, and waits for it.
@@ -990,8 +1131,23 @@ type instance struct {
 	// fn and revision name the instance in log lines; reason is why it was
 	// stopped ("" while no one stopped it: an exit is then a crash).
 	fn, revision string
-	mu           sync.Mutex
-	reason       string
+	// code is the exit code, set before exited is closed: 128+signal
+	// when a signal ended the process, as a container runtime reports it.
+	code   int
+	mu     sync.Mutex
+	reason string
+	// up is when the instance answered its health check (zero until then).
+	up time.Time
+}
+
+// upFor is how long the instance has been healthy at now (0 before).
+func (inst *instance) upFor(now time.Time) time.Duration {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.up.IsZero() {
+		return 0
+	}
+	return now.Sub(inst.up)
 }
 
 // because records why the instance is being stopped; the first reason
@@ -1052,27 +1208,54 @@ func (r *revision) spawn() (*instance, error) {
 		s.procMu.Lock()
 		delete(s.procs, inst)
 		s.procMu.Unlock()
+		inst.code = exitCode(cmd.ProcessState)
 		inst.mu.Lock()
-		reason := inst.reason
+		reason, up := inst.reason, inst.up
 		inst.mu.Unlock()
-		if reason != "" {
-			s.logf(slog.LevelInfo, "process stopped", "function", inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "reason", reason)
-		} else {
-			s.logf(slog.LevelWarn, "process exited", "function", inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "status", cmd.ProcessState.String())
+		switch {
+		case reason != "":
+			s.logf(slog.LevelInfo, "process stopped", s.opts.Kind, inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "reason", reason)
+		case up.IsZero():
+			// A healthy instance's exit is a crash, which watch tells.
+			s.logf(slog.LevelWarn, "process exited", s.opts.Kind, inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "status", cmd.ProcessState.String())
 		}
 		close(inst.exited)
 	}()
 	if err := inst.waitHealthy(s.opts.StartTimeout); err != nil {
+		exited := false
+		select {
+		case <-inst.exited:
+			exited = true
+		default:
+		}
 		inst.because("not healthy")
 		inst.stop(0, 0)
 		if strings.Contains(inst.logs.String(), "in use") {
 			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
 		}
+		if exited {
+			return nil, &exitError{code: inst.code, output: lastLines(inst.logs.String(), 1), err: err}
+		}
 		return nil, err
 	}
-	s.logf(slog.LevelInfo, "process started", "function", inst.fn, "revision", r.name, "pid", cmd.Process.Pid,
+	inst.mu.Lock()
+	inst.up = time.Now()
+	inst.mu.Unlock()
+	s.logf(slog.LevelInfo, "process started", s.opts.Kind, inst.fn, "revision", r.name, "pid", cmd.Process.Pid,
 		"took", time.Since(began).Round(time.Millisecond))
 	return inst, nil
+}
+
+// exitCode is a process's exit code as a container runtime reports it:
+// 128+signal when a signal ended it.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
 
 func (s *Server) logf(level slog.Level, msg string, args ...any) {
@@ -1167,7 +1350,11 @@ func (s *Server) output(key types.NamespacedName) (io.Writer, func()) {
 		}
 	}
 	if s.opts.Console != nil {
-		ws = append(ws, &prefixWriter{w: s.opts.Console, prefix: "[" + key.Namespace + "/" + key.Name + "] "})
+		prefix := "[" + key.Namespace + "/" + key.Name + "] "
+		if s.opts.Kind == "service" {
+			prefix = "[svc:" + key.Namespace + "/" + key.Name + "] "
+		}
+		ws = append(ws, &prefixWriter{w: s.opts.Console, prefix: prefix})
 	}
 	return io.MultiWriter(ws...), release
 }
