@@ -243,7 +243,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	server := newServer("function", "", enqueue)
 	defer server.Close()
-	svcServer := newServer("service", serviceSubdir, enqueueService)
+	svcServer := newServer("service", local.ServicesDir, enqueueService)
 	defer svcServer.Close()
 	// The servers serve again the revisions they kept; one of an object no
 	// longer stored (deleted while its removal could not be recorded) must
@@ -562,11 +562,6 @@ func envFromStore(store client.Reader) func(ctx context.Context, ns string, src 
 		return "", errors.New("only secretKeyRef and configMapKeyRef are available in local mode")
 	}
 }
-
-// serviceSubdir keeps SlessServices' logs and serving state apart from
-// Functions' under the data directory; no namespace is named so (a DNS
-// label has no underscore).
-const serviceSubdir = "_services"
 
 // enqueueReferring reconciles the functions and services of secret's
 // namespace whose env refers to it.

@@ -11,15 +11,17 @@ import (
 )
 
 func init() {
-	register("logs", "print a function's output, or a build's; -f follows it", func(ctx context.Context, args []string) error {
+	register("logs", "print a function's or service's output, or a build's; -f follows it", func(ctx context.Context, args []string) error {
 		return runLogs(ctx, os.Stdout, os.Getenv, args)
 	})
 }
 
-const logsSynopsis = `sless logs NAME [-n NAMESPACE] [-f] [--since 10m|RFC3339] [--tail N] [--invocation ID] [--build latest|BUILD] [--timestamps]
+const logsSynopsis = `sless logs NAME [-n NAMESPACE] [--service] [-f] [--since 10m|RFC3339] [--tail N] [--invocation ID] [--build latest|BUILD] [--timestamps]
 
 Print the function's output (what its handler printed and the runtime's
-lines, docs/runtimes.md), oldest first. --build prints a build's output
+lines, docs/runtimes.md), oldest first. NAME is a function's, or a
+service's (SlessService) when no function has that name or --service
+is given. --build prints a build's output
 instead: latest is the build of the current source, BUILD a name from
 status.buildRef (sless describe). -f keeps printing new lines until Ctrl-C
 (for a build: until it ends).`
@@ -36,6 +38,7 @@ func runLogs(ctx context.Context, stdout io.Writer, getenv func(string) string, 
 	fs.StringVar(&q.Invocation, "invocation", "", "only the lines of one call: its request id (X-Request-Id, sless history)")
 	fs.StringVar(&q.Build, "build", "", "a build's output instead: latest, or a build's name")
 	fs.BoolVar(&q.Timestamps, "timestamps", false, "start each line with the time it was written")
+	fs.BoolVar(&q.Service, "service", false, "NAME is a service's (SlessService), not a function's")
 	name, err := onePositional(fs, args)
 	if err != nil {
 		return err
@@ -54,6 +57,16 @@ func runLogs(ctx context.Context, stdout io.Writer, getenv func(string) string, 
 		return err
 	}
 	rc, err := s.api.Logs(ctx, s.ns, name, q)
+	if !q.Service && client.IsNotFound(err) {
+		// No such function (or no such build of one): a service of that
+		// name, if there is one, is what was meant.
+		q.Service = true
+		if src, serr := s.api.Logs(ctx, s.ns, name, q); serr == nil {
+			rc, err = src, nil
+		} else if !client.IsNotFound(serr) {
+			err = serr
+		}
+	}
 	if err != nil {
 		return err
 	}

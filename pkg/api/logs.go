@@ -78,46 +78,58 @@ func logQuery(c *gin.Context, now time.Time) (logs.Query, bool, *Problem) {
 	return q, stamps, nil
 }
 
-// functionLogs serves GET …/functions/{name}/logs.
-func (s *Server) functionLogs(c *gin.Context) {
-	s.serveLogs(c, func(fn *slessv1alpha1.Function, q logs.Query, emit logs.Emit) error {
-		return s.opts.Logs.Function(c.Request.Context(), fn, q, emit)
-	})
+// newWorkload makes the empty object of a logs route: a Function, or a
+// SlessService under …/services/.
+type newWorkload func() slessv1alpha1.Workload
+
+func newFunction() slessv1alpha1.Workload { return &slessv1alpha1.Function{} }
+func newService() slessv1alpha1.Workload  { return &slessv1alpha1.SlessService{} }
+
+// instanceLogs serves GET …/functions/{name}/logs and …/services/{name}/logs.
+func (s *Server) instanceLogs(kind newWorkload) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		s.serveLogs(c, kind, func(fn slessv1alpha1.Workload, q logs.Query, emit logs.Emit) error {
+			return s.opts.Logs.Function(c.Request.Context(), fn, q, emit)
+		})
+	}
 }
 
-// buildLogs serves GET …/functions/{name}/builds/{build}/logs.
-func (s *Server) buildLogs(c *gin.Context) {
-	if b := c.Param("build"); b != LatestBuild {
-		if msgs := validation.IsDNS1123Label(b); len(msgs) > 0 {
-			writeProblem(c, badRequestField("build", b, msgs[0]+`; or "latest", the build of the current source`))
-			return
-		}
-	}
-	s.serveLogs(c, func(fn *slessv1alpha1.Function, q logs.Query, emit logs.Emit) error {
-		build := c.Param("build")
-		if build == LatestBuild {
-			if build = fn.Status.BuildRef; build == "" {
-				return fmt.Errorf("%w: Function %q has no build yet", logs.ErrNotFound, fn.Name)
+// buildLogs serves GET …/functions/{name}/builds/{build}/logs and the
+// services' route.
+func (s *Server) buildLogs(kind newWorkload) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if b := c.Param("build"); b != LatestBuild {
+			if msgs := validation.IsDNS1123Label(b); len(msgs) > 0 {
+				writeProblem(c, badRequestField("build", b, msgs[0]+`; or "latest", the build of the current source`))
+				return
 			}
 		}
-		return s.opts.Logs.Build(c.Request.Context(), fn, build, q, emit)
-	})
+		s.serveLogs(c, kind, func(fn slessv1alpha1.Workload, q logs.Query, emit logs.Emit) error {
+			build := c.Param("build")
+			if build == LatestBuild {
+				if build = fn.WorkloadStatus().BuildRef; build == "" {
+					return fmt.Errorf("%w: %s %q has no build yet", logs.ErrNotFound, fn.WorkloadKind(), fn.GetName())
+				}
+			}
+			return s.opts.Logs.Build(c.Request.Context(), fn, build, q, emit)
+		})
+	}
 }
 
 // logsProblem answers a read that failed before its first line.
-func (s *Server) logsProblem(c *gin.Context, fn *slessv1alpha1.Function, err error) {
+func (s *Server) logsProblem(c *gin.Context, fn slessv1alpha1.Workload, err error) {
 	if errors.Is(err, logs.ErrNotFound) {
 		writeProblem(c, notFound("%v", err))
 		return
 	}
-	s.log.Error("read logs", "namespace", fn.Namespace, "function", fn.Name, "error", err)
-	writeProblem(c, unavailable(5, "the logs of Function %q cannot be read now: %v", fn.Name, err))
+	s.log.Error("read logs", "namespace", fn.GetNamespace(), "kind", fn.WorkloadKind(), "name", fn.GetName(), "error", err)
+	writeProblem(c, unavailable(5, "the logs of %s %q cannot be read now: %v", fn.WorkloadKind(), fn.GetName(), err))
 }
 
 // serveLogs answers with the lines read as text/plain, one a line, each
 // flushed when following so a client sees it at once. Until the first
 // line an error is a problem; after it the answer just ends.
-func (s *Server) serveLogs(c *gin.Context, read func(*slessv1alpha1.Function, logs.Query, logs.Emit) error) {
+func (s *Server) serveLogs(c *gin.Context, kind newWorkload, read func(slessv1alpha1.Workload, logs.Query, logs.Emit) error) {
 	if s.opts.Logs == nil {
 		writeProblem(c, problem(http.StatusNotImplemented, "no-logs", "No logs", "this server reads no logs"))
 		return
@@ -127,7 +139,7 @@ func (s *Server) serveLogs(c *gin.Context, read func(*slessv1alpha1.Function, lo
 		writeProblem(c, p)
 		return
 	}
-	fn := &slessv1alpha1.Function{}
+	fn := kind()
 	if err := s.objects.Get(c.Request.Context(), client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}, fn); err != nil {
 		writeProblem(c, storeProblem(err))
 		return
@@ -196,6 +208,6 @@ func (s *Server) serveLogs(c *gin.Context, read func(*slessv1alpha1.Function, lo
 	}
 	_ = w.Flush()
 	if err != nil && c.Request.Context().Err() == nil {
-		s.log.Warn("read logs", "namespace", fn.Namespace, "function", fn.Name, "error", err)
+		s.log.Warn("read logs", "namespace", fn.GetNamespace(), "kind", fn.WorkloadKind(), "name", fn.GetName(), "error", err)
 	}
 }

@@ -26,7 +26,7 @@ type readsEnded struct {
 	ended atomic.Int32
 }
 
-func (r *readsEnded) Function(ctx context.Context, fn *slessv1alpha1.Function, q logs.Query, emit logs.Emit) error {
+func (r *readsEnded) Function(ctx context.Context, fn slessv1alpha1.Workload, q logs.Query, emit logs.Emit) error {
 	defer r.ended.Add(1)
 	return r.Source.Function(ctx, fn, q, emit)
 }

@@ -52,11 +52,14 @@ func operations() []operation {
 		)
 	}
 	fn := "/v1/namespaces/{ns}/functions/{name}"
+	svc := "/v1/namespaces/{ns}/services/{name}"
 	ops = append(ops,
 		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 408, 409, 412, 413, 415, 503}},
 		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
 		operation{method: "GET", path: fn + "/logs", id: "getFunctionLogs", summary: "The output of the Function's instances as text, one line each; with follow=true a stream that stays open until the client leaves; 501 when the server reads no logs", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/builds/{build}/logs", id: "getBuildLogs", summary: "The output of one of the Function's builds (build: status.buildRef, or latest), one line each; following a build ends when it does", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: svc + "/logs", id: "getServiceLogs", summary: "The output of the SlessService's instances as text, one line each; with follow=true a stream that stays open until the client leaves; 501 when the server reads no logs", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: svc + "/builds/{build}/logs", id: "getServiceBuildLogs", summary: "The output of one of the SlessService's builds (build: status.buildRef, or latest), one line each; following a build ends when it does", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 	)
 	sec := "/v1/namespaces/{ns}/secrets"

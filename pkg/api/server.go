@@ -118,7 +118,8 @@ type Options struct {
 	// behind authentication and the tenancy check; IdentityOf(c) is the caller.
 	Invocations gin.HandlerFunc
 	// Logs, when set, serves GET …/functions/{name}/logs and
-	// …/functions/{name}/builds/{build}/logs; nil answers them 501.
+	// …/functions/{name}/builds/{build}/logs, and the same of
+	// …/services/{name}; nil answers them 501.
 	Logs logs.Source
 
 	// Console, when set, serves the web console under /console/ (see
@@ -280,8 +281,11 @@ func (s *Server) routes() *gin.Engine {
 		}
 	}
 	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
-	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.functionLogs)
-	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs)
+	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.instanceLogs(newFunction))
+	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs(newFunction))
+	svcNamed := s.named(services)
+	get(nsr, "/services/:name/logs", svcNamed, s.query(logParams...), s.instanceLogs(newService))
+	get(nsr, "/services/:name/builds/:build/logs", svcNamed, s.query(logParams...), s.buildLogs(newService))
 	if s.opts.Console != nil {
 		h := gin.WrapH(s.opts.Console)
 		r.Any("/console", h)

@@ -11,6 +11,9 @@ import (
 
 // LogQuery selects the lines of a log (docs/api.md, Logs).
 type LogQuery struct {
+	// Service reads a SlessService's log (…/services/{name}) rather than
+	// a Function's.
+	Service bool
 	// Build, when set, reads that build's output (status.buildRef, or
 	// "latest") instead of the function's.
 	Build string
@@ -26,13 +29,17 @@ type LogQuery struct {
 	Timestamps bool
 }
 
-// Logs opens a function's log, or a build's, as text, one line each; the
+// Logs opens a function's (or service's) log, or a build's, as text, one line each; the
 // caller closes it. It is one request, never retried: a stream half read
 // would be read twice. The Client's timeout does not apply (a followed log
 // is read until ctx ends), only its transport.
 func (c *Client) Logs(ctx context.Context, ns, name string, q LogQuery) (io.ReadCloser, error) {
 	u := *c.base
-	u.Path = c.base.Path + "/v1/namespaces/" + url.PathEscape(ns) + "/functions/" + url.PathEscape(name)
+	kind := "/functions/"
+	if q.Service {
+		kind = "/services/"
+	}
+	u.Path = c.base.Path + "/v1/namespaces/" + url.PathEscape(ns) + kind + url.PathEscape(name)
 	if q.Build != "" {
 		u.Path += "/builds/" + url.PathEscape(q.Build)
 	}

@@ -46,12 +46,13 @@ type Emit func(Line) error
 // Source reads logs. Both methods block until the log is read (or, with
 // Query.Follow, until ctx ends) and return nil then.
 type Source interface {
-	// Function streams the output of fn's instances.
-	Function(ctx context.Context, fn *slessv1alpha1.Function, q Query, emit Emit) error
+	// Function streams the output of fn's instances: a Function's, or a
+	// SlessService's.
+	Function(ctx context.Context, fn slessv1alpha1.Workload, q Query, emit Emit) error
 	// Build streams the output of fn's build named build (the name
 	// status.buildRef gives). An unknown build is an error for which
 	// errors.Is(err, ErrNotFound) holds.
-	Build(ctx context.Context, fn *slessv1alpha1.Function, build string, q Query, emit Emit) error
+	Build(ctx context.Context, fn slessv1alpha1.Workload, build string, q Query, emit Emit) error
 }
 
 // ErrNotFound is a build (or log) that does not exist.

@@ -44,11 +44,11 @@ var _ logs.Source = (*Logs)(nil)
 // Function reads the user-container of the pods of fn's Knative Service.
 // Following, it also reads pods that start meanwhile (a scale from zero);
 // Tail then applies per pod, as with kubectl logs -f -l.
-func (l *Logs) Function(ctx context.Context, fn *slessv1alpha1.Function, q logs.Query, emit logs.Emit) error {
+func (l *Logs) Function(ctx context.Context, fn slessv1alpha1.Workload, q logs.Query, emit logs.Emit) error {
 	sel := LabelKnativeService + "=" + names.Service(fn)
-	list, err := l.Pods.Pods(fn.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := l.Pods.Pods(fn.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return fmt.Errorf("list pods of %s: %w", fn.Name, err)
+		return fmt.Errorf("list pods of %s: %w", fn.GetName(), err)
 	}
 	pods := list.Items
 	sort.SliceStable(pods, func(i, j int) bool { return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp) })
@@ -75,9 +75,9 @@ func (l *Logs) Function(ctx context.Context, fn *slessv1alpha1.Function, q logs.
 	for i := range pods {
 		f.start(ctx, cancel, &pods[i])
 	}
-	w, err := l.Pods.Pods(fn.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	w, err := l.Pods.Pods(fn.GetNamespace()).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
 	if err != nil {
-		return fmt.Errorf("watch pods of %s: %w", fn.Name, err)
+		return fmt.Errorf("watch pods of %s: %w", fn.GetName(), err)
 	}
 	defer w.Stop()
 	for {
@@ -140,14 +140,14 @@ func (f *follower) start(ctx context.Context, cancel context.CancelCauseFunc, po
 // Build reads the step containers of the pod of fn's build, step after
 // step. Following, it waits for each step to start and ends when the last
 // one does.
-func (l *Logs) Build(ctx context.Context, fn *slessv1alpha1.Function, build string, q logs.Query, emit logs.Emit) error {
-	sel := LabelTektonRun + "=" + build + "," + resources.LabelFunction + "=" + fn.Name
-	list, err := l.Pods.Pods(fn.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+func (l *Logs) Build(ctx context.Context, fn slessv1alpha1.Workload, build string, q logs.Query, emit logs.Emit) error {
+	sel := LabelTektonRun + "=" + build + "," + resources.OwnerLabel(fn) + "=" + fn.GetName()
+	list, err := l.Pods.Pods(fn.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list pods of build %s: %w", build, err)
 	}
 	if len(list.Items) == 0 {
-		return fmt.Errorf("%w: no pod of build %s of function %s (it has not started, or it was removed)", logs.ErrNotFound, build, fn.Name)
+		return fmt.Errorf("%w: no pod of build %s of %s (it has not started, or it was removed)", logs.ErrNotFound, build, fn.GetName())
 	}
 	pod := &list.Items[0]
 	var steps []string

@@ -14,7 +14,8 @@ import (
 
 // Logs is logs.Source for sless dev: a function's output is
 // <LogDir>/<namespace>/<name>.log and its rotated files (Server), a
-// build's is <builds>/<digest>.log (Builder).
+// service's <LogDir>/_services/<namespace>/<name>.log (ServicesDir), a
+// build's <builds>/<digest>.log (Builder).
 type Logs struct {
 	LogDir  string
 	Builder *Builder
@@ -22,20 +23,29 @@ type Logs struct {
 
 var _ logs.Source = (*Logs)(nil)
 
-// Function reads the function's log files.
-func (l *Logs) Function(ctx context.Context, fn *slessv1alpha1.Function, q logs.Query, emit logs.Emit) error {
-	p := filepath.Join(l.LogDir, fn.Namespace, fn.Name+".log")
-	return logs.Files(ctx, p, fn.Name, q, nil, emit)
+// ServicesDir is the directory under sless dev's log and serving-state
+// directories that holds SlessServices' files, apart from Functions' of
+// the same name; no namespace is named so (a DNS label has no underscore).
+const ServicesDir = "_services"
+
+// Function reads the function's (or service's) log files.
+func (l *Logs) Function(ctx context.Context, fn slessv1alpha1.Workload, q logs.Query, emit logs.Emit) error {
+	dir := l.LogDir
+	if fn.WorkloadKind() == slessv1alpha1.KindSlessService {
+		dir = filepath.Join(dir, ServicesDir)
+	}
+	p := filepath.Join(dir, fn.GetNamespace(), fn.GetName()+".log")
+	return logs.Files(ctx, p, fn.GetName(), q, nil, emit)
 }
 
 var buildSuffixRE = regexp.MustCompile(`^[a-f0-9]{10}$`)
 
 // Build reads the log of fn's build named build (BuildName). Following a
 // build that runs ends when it does.
-func (l *Logs) Build(ctx context.Context, fn *slessv1alpha1.Function, build string, q logs.Query, emit logs.Emit) error {
-	short, ok := strings.CutPrefix(build, fn.Name+"-build-")
+func (l *Logs) Build(ctx context.Context, fn slessv1alpha1.Workload, build string, q logs.Query, emit logs.Emit) error {
+	short, ok := strings.CutPrefix(build, fn.GetName()+"-build-")
 	if !ok || !buildSuffixRE.MatchString(short) {
-		return fmt.Errorf("%w: %s is not a build of function %s", logs.ErrNotFound, build, fn.Name)
+		return fmt.Errorf("%w: %s is not a build of %s %s", logs.ErrNotFound, build, fn.WorkloadKind(), fn.GetName())
 	}
 	hexd, stop, err := l.Builder.logOf(short)
 	if err != nil {

@@ -1089,7 +1089,7 @@ func (r *revision) watch(inst *instance) {
 		r.mu.Unlock()
 		return
 	}
-	output := lastLines(inst.logs.String(), 1)
+	output := lastMessage(inst.logs.String())
 	wait := r.noteCrash(inst.code, output, up)
 	count, keptUp := r.crash.count, r.minScale > 0 && !r.retired
 	r.mu.Unlock()
@@ -1234,7 +1234,7 @@ func (r *revision) spawn() (*instance, error) {
 			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
 		}
 		if exited {
-			return nil, &exitError{code: inst.code, output: lastLines(inst.logs.String(), 1), err: err}
+			return nil, &exitError{code: inst.code, output: lastMessage(inst.logs.String()), err: err}
 		}
 		return nil, err
 	}
@@ -1380,6 +1380,19 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.buf = p.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+// lastMessage is the last line of a process's output, or its msg when the
+// wrapper wrote it as a JSON log record (as it does the app's console).
+func lastMessage(out string) string {
+	line := lastLines(out, 1)
+	var rec struct {
+		Msg string `json:"msg"`
+	}
+	if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &rec) == nil && rec.Msg != "" {
+		return rec.Msg
+	}
+	return line
 }
 
 func lastLines(s string, n int) string {

@@ -664,3 +664,63 @@ func TestServerRotatesFunctionLogs(t *testing.T) {
 		}
 	}
 }
+
+// A kept-up revision (min scale 1) whose process is killed is started
+// again on its own, each crash in a row waiting twice as long; a second
+// crash before it stayed up CrashReset reports the revision failed with
+// the exit code, as Knative's ContainerHealthy=False does, and staying up
+// makes it Ready again.
+func TestServerRestartsCrashesWithBackoff(t *testing.T) {
+	bed := newServerBedWith(t, 2*time.Second, func(o *ServerOptions) {
+		o.CrashBackoff, o.CrashBackoffMax, o.CrashReset = 150*time.Millisecond, time.Second, 1500*time.Millisecond
+	})
+	fn := fnNamed("ns", "crashy")
+	fn.Generation = 1
+	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](1)}
+	img := bed.image(fn, replyCode("up"))
+	bed.awaitState(fn, img, ready)
+
+	// crash kills the running process and waits for another; it returns
+	// how long the restart took.
+	crash := func() time.Duration {
+		t.Helper()
+		var pids []int
+		for deadline := time.Now().Add(10 * time.Second); len(pids) != 1; pids = bed.server.Processes("ns", "crashy") {
+			if time.Now().After(deadline) {
+				t.Fatalf("processes: %v", pids)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		killed := time.Now()
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		awaitExit(t, pids[0], 5*time.Second)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if p := bed.server.Processes("ns", "crashy"); len(p) == 1 && p[0] != pids[0] {
+				return time.Since(killed)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("not restarted within 10 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if took := crash(); took < 150*time.Millisecond {
+		t.Errorf("first restart after %s, before its backoff of 150ms", took)
+	}
+	if st, _ := bed.server.EnsureService(context.Background(), fn, img); !st.Ready {
+		t.Errorf("one crash is not a loop: %+v", st)
+	}
+	if took := crash(); took < 300*time.Millisecond {
+		t.Errorf("second restart after %s, before its backoff of 300ms", took)
+	}
+	st, _ := bed.server.EnsureService(context.Background(), fn, img)
+	if st.Ready || !st.Failed || st.Reason != "ExitCode137" || !strings.Contains(st.Message, "2 times in a row") || st.LatestReadyRevision != "crashy-00001" {
+		t.Fatalf("after two crashes in a row: %+v", st)
+	}
+	if body, _, err := bed.call("ns", "crashy"); err != nil || !strings.Contains(body, `"up"`) {
+		t.Fatalf("a crash-looping revision still takes calls: %s %v", body, err)
+	}
+	bed.awaitState(fn, img, ready)
+}
