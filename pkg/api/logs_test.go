@@ -241,3 +241,41 @@ func TestFollowFunctionLogs(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A SlessService's logs are read at …/services/{name}/logs, apart from a
+// Function's of the same name; its build logs answer 404 until it has one.
+func TestServiceLogs(t *testing.T) {
+	e := newLogsEnv(t)
+	tok := e.token("alice")
+	want(t, e.do("POST", e.path("services"), tok, webService("web")), http.StatusCreated)
+	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("web")), http.StatusCreated)
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	writeStamped(t, filepath.Join(e.dir, local.ServicesDir, e.ns, "web.log"), t0, "service line")
+	writeStamped(t, filepath.Join(e.dir, e.ns, "web.log"), t0, "function line")
+
+	rows := []struct {
+		name, path string
+		status     int
+		body       string
+	}{
+		{"service", e.path("services", "web", "logs"), http.StatusOK, "service line\n"},
+		{"function of the same name", e.path("functions", "web", "logs"), http.StatusOK, "function line\n"},
+		{"service's build before it has one", e.path("services", "web", "builds", "latest", "logs"), http.StatusNotFound, `SlessService \"web\" has no build yet`},
+		{"unknown service", e.path("services", "nope", "logs"), http.StatusNotFound, "nope"},
+		{"bad build name", e.path("services", "web", "builds", "Bad_Name", "logs"), http.StatusBadRequest, "build"},
+		{"stranger", e.path("services", "web", "logs"), http.StatusForbidden, ""},
+	}
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			who := tok
+			if tc.name == "stranger" {
+				who = e.token("mallory", "sless.dev/namespace", "t-elsewhere")
+			}
+			r := e.do("GET", tc.path, who, nil)
+			want(t, r, tc.status)
+			if !strings.Contains(string(r.Body), tc.body) {
+				t.Errorf("body %s, want %q in it", r.Body, tc.body)
+			}
+		})
+	}
+}
