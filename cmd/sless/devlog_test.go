@@ -20,6 +20,7 @@ func TestPrettyHandler(t *testing.T) {
 	log.Warn("build failed", "function", "default/broken", "reason", "BuildFailed", "error", "pip install: exit status 1\nERROR: bad line\nmore")
 	log.Debug("not shown")
 	log.Info("source gc sweep", "deleted", 0)
+	log.Warn("process crashed", "service", "default/web", "exitCode", 3, "restartIn", time.Second)
 	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	want := []*struct{ prefix, rest string }{
 		{"  build succeeded   default/hello          ", "build=hello-build-0a1b2c3d4e took=2.1s"},
@@ -27,6 +28,7 @@ func TestPrettyHandler(t *testing.T) {
 		{"", "          ERROR: bad line"},
 		{"", "          more"},
 		{"  source gc sweep", "                        deleted=0"},
+		{"  WARN process crashed svc:default/web", "exitCode=3 restartIn=1s"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), out.String())
