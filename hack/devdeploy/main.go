@@ -1,7 +1,8 @@
-// Command devdeploy deploys a manifest (YAML or JSON) of a Function, Trigger
-// or FunctionJob to a running `sless dev` through its REST API. For a
-// Function it waits until it is Ready, calls it once and prints the answer
-// and the URL. hack/run.sh (make run) uses it; it needs nothing but Go, so
+// Command devdeploy deploys a manifest (YAML or JSON) of a Function,
+// SlessService, Trigger or FunctionJob to a running `sless dev` through its
+// REST API. For a Function or SlessService it waits until it is Ready,
+// calls it once and prints the answer and the URL; -inline DIR deploys the
+// files of DIR as its inline source. hack/run.sh (make run) uses it; it needs nothing but Go, so
 // `make run` works where curl or PyYAML are missing.
 package main
 
@@ -12,9 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,23 +42,27 @@ type function struct {
 }
 
 // collections maps a manifest's kind onto the API's path segment.
-var collections = map[string]string{"Function": "functions", "Trigger": "triggers", "FunctionJob": "jobs"}
+var collections = map[string]string{"Function": "functions", "SlessService": "services", "Trigger": "triggers", "FunctionJob": "jobs"}
+
+// label names the kinds that are built and served, in messages.
+var label = map[string]string{"Function": "function", "SlessService": "service"}
 
 func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "base URL of sless dev")
 	tokenFile := flag.String("token-file", ".data/dev-token", "file holding the dev token")
-	file := flag.String("f", "", "manifest of a Function, Trigger or FunctionJob (YAML or JSON)")
+	file := flag.String("f", "", "manifest of a Function, SlessService, Trigger or FunctionJob (YAML or JSON)")
+	inline := flag.String("inline", "", "deploy the files of this folder as the Function's or SlessService's spec.source.inline (the manifest and README.md left out)")
 	ns := flag.String("namespace", "default", "namespace to deploy into")
 	query := flag.String("query", "", "query string of the test call, e.g. name=Ada")
 	wait := flag.Duration("wait", 5*time.Minute, "how long to wait for Ready")
 	flag.Parse()
-	if err := run(*base, *tokenFile, *file, *ns, *query, *wait); err != nil {
+	if err := run(*base, *tokenFile, *file, *inline, *ns, *query, *wait); err != nil {
 		fmt.Fprintln(os.Stderr, "devdeploy:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
+func run(base, tokenFile, file, inline, ns, query string, wait time.Duration) error {
 	if file == "" {
 		return errors.New("-f is required")
 	}
@@ -85,7 +92,23 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 	kind, _ := doc["kind"].(string)
 	plural, ok := collections[kind]
 	if !ok {
-		return fmt.Errorf("%s: kind %q is not one sless serves (Function, Trigger or FunctionJob)", file, kind)
+		return fmt.Errorf("%s: kind %q is not one sless serves (Function, SlessService, Trigger or FunctionJob)", file, kind)
+	}
+	what := label[kind]
+	if inline != "" {
+		if what == "" {
+			return fmt.Errorf("-inline: a %s has no source", kind)
+		}
+		files, err := inlineFiles(inline, file)
+		if err != nil {
+			return err
+		}
+		spec, _ := doc["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+			doc["spec"] = spec
+		}
+		spec["source"] = map[string]any{"inline": map[string]any{"files": files}}
 	}
 	col := strings.TrimSuffix(base, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/" + plural
 	item := col + "/" + url.PathEscape(name)
@@ -134,11 +157,11 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 	if code != http.StatusOK && code != http.StatusCreated {
 		return fmt.Errorf("deploying %s %s: %d %s", kind, name, code, cur)
 	}
-	if kind != "Function" {
+	if what == "" {
 		fmt.Printf("applied %s %s/%s\n", kind, ns, name)
 		return nil
 	}
-	fmt.Printf("deployed function %s/%s; waiting for it to be Ready\n", ns, name)
+	fmt.Printf("deployed %s %s/%s; waiting for it to be Ready\n", what, ns, name)
 
 	deadline := time.Now().Add(wait)
 	last := ""
@@ -169,10 +192,10 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 					fmt.Fprintf(os.Stderr, "  %s: %s: %s\n", c.Type, c.Reason, c.Message)
 				}
 			}
-			return fmt.Errorf("function %s failed", name)
+			return fmt.Errorf("%s %s failed", what, name)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("function %s not Ready after %s (phase %q)", name, wait, fn.Status.Phase)
+			return fmt.Errorf("%s %s not Ready after %s (phase %q)", what, name, wait, fn.Status.Phase)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -198,9 +221,47 @@ func run(base, tokenFile, file, ns, query string, wait time.Duration) error {
 		return fmt.Errorf("calling %s: %d %s", u, code, answer)
 	}
 	fmt.Printf("\nGET %s\n%s\n", u, strings.TrimSpace(string(answer)))
-	fmt.Printf("\nfunction URL: %s\n", fn.Status.URL)
+	fmt.Printf("\n%s URL: %s\n", what, fn.Status.URL)
 	fmt.Printf("call it:      curl -H \"Authorization: Bearer $(cat %s)\" '%s'\n", tokenFile, u)
 	return nil
+}
+
+// inlineFiles reads the files under dir, by their slash-separated path in
+// it, leaving out the manifest, README.md and dot files.
+func inlineFiles(dir, manifest string) (map[string]string, error) {
+	skip, _ := filepath.Abs(manifest)
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || d.Name() == "README.md" {
+			return nil
+		}
+		if abs, _ := filepath.Abs(p); abs == skip {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("-inline %s: no files to deploy", dir)
+	}
+	return files, err
 }
 
 // localHost sends a request for a function host under localhost
