@@ -1084,9 +1084,14 @@ func (r *revision) watch(inst *instance) {
 		r.inst = nil
 	}
 	if stopped {
-		// Stopped on purpose (idle, retired): not a crash, and the end of
-		// any run of them.
+		// Stopped on purpose (idle, retired): not a crash, and an
+		// instance that lived to be stopped ends a run of them.
+		looping := r.crash.count >= crashLoopAfter
+		r.crash = crashState{}
 		r.mu.Unlock()
+		if looping {
+			go r.s.opts.OnChange(r.key.Namespace, r.key.Name)
+		}
 		return
 	}
 	output := lastMessage(inst.logs.String())
