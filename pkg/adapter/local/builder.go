@@ -64,7 +64,9 @@ var _ adapter.Builder = (*Builder)(nil)
 type build struct {
 	name    string
 	started time.Time
-	waiters map[[2]string]bool
+	// waiters are the objects that asked, by namespace, name and log kind
+	// (logKind): a build context says its mode, so all are of one kind.
+	waiters map[[3]string]bool
 	// rebuilds are the spec.rebuild values the outcome answers: those of
 	// the failed build this one retries, and the one that asked for it.
 	rebuilds []string
@@ -218,7 +220,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in a
 		if found && !askedAgain(res, fn) {
 			return finished(fn, name, in.Digest, res), nil
 		}
-		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[2]string]bool{}, timeout: time.Duration(fn.BuildTimeout()) * time.Second,
+		bl = &build{name: name, started: time.Now().UTC(), waiters: map[[3]string]bool{}, timeout: time.Duration(fn.BuildTimeout()) * time.Second,
 			done: make(chan struct{})}
 		if found { // a failed build fn asks to run again
 			bl.rebuilds = res.Rebuilds
@@ -231,7 +233,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in a
 		go b.run(hexd, in.Location, bl)
 		b.logf(slog.LevelInfo, "build started", logKind(fn), fn.GetNamespace()+"/"+fn.GetName(), "build", name)
 	}
-	bl.waiters[[2]string{fn.GetNamespace(), fn.GetName()}] = true
+	bl.waiters[[3]string{fn.GetNamespace(), fn.GetName(), logKind(fn)}] = true
 	start := bl.started
 	return adapter.BuildState{Name: bl.name, Started: true, Created: !ok, Reason: ReasonBuilding,
 		Message: "installing dependencies", StartTime: &start}, nil
@@ -278,18 +280,20 @@ func (b *Builder) run(hexd, location string, bl *build) {
 	close(bl.done)
 	b.mu.Unlock()
 	var fns []string
+	kind := "function"
 	for w := range waiters {
 		fns = append(fns, w[0]+"/"+w[1])
+		kind = w[2]
 	}
 	slices.Sort(fns)
 	took := res.CompletionTime.Sub(res.StartTime).Round(100 * time.Millisecond)
 	switch {
 	case res.Succeeded:
-		b.logf(slog.LevelInfo, "build succeeded", "function", strings.Join(fns, ","), "build", bl.name, "took", took)
+		b.logf(slog.LevelInfo, "build succeeded", kind, strings.Join(fns, ","), "build", bl.name, "took", took)
 	case res.Reason == ReasonBuildCancelled:
-		b.logf(slog.LevelInfo, "build cancelled", "function", strings.Join(fns, ","), "build", bl.name)
+		b.logf(slog.LevelInfo, "build cancelled", kind, strings.Join(fns, ","), "build", bl.name)
 	default:
-		b.logf(slog.LevelWarn, "build failed", "function", strings.Join(fns, ","), "build", bl.name, "took", took,
+		b.logf(slog.LevelWarn, "build failed", kind, strings.Join(fns, ","), "build", bl.name, "took", took,
 			"reason", res.Reason, "error", res.Message)
 	}
 	for w := range waiters {
