@@ -59,7 +59,7 @@ type Options struct {
 	// Resolver finds functions. Required.
 	Resolver Resolver
 	// Services finds SlessServices for /svc/. Nil answers every call there
-	// 501: the back end runs no services (local mode, for now).
+	// 501: the back end runs no services.
 	Services Resolver
 	// Authenticator checks callers of private functions. Nil refuses every
 	// call of a private function with 401.
@@ -248,7 +248,7 @@ func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, start time.
 	}
 	if p.opts.Services == nil {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotImplemented, Reason: ReasonNoServices,
-			Detail: "this server runs no services"})
+			Detail: "this server runs no services: sless api on a cluster and sless dev serve SlessServices"})
 		return
 	}
 	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerService, start: start, reqID: RequestID(r)})

@@ -158,7 +158,7 @@ func TestServiceRefusals(t *testing.T) {
 	}
 }
 
-// A server without a services resolver (sless dev, for now) says so.
+// A server without a services resolver says so, and where they run.
 func TestServiceNotServed(t *testing.T) {
 	p, err := invoke.NewProxy(invoke.Options{Resolver: &targets{}, Authenticator: tokens})
 	if err != nil {
