@@ -2,10 +2,13 @@ package function
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -67,6 +70,33 @@ func ObserveBuild(bs adapter.BuildState) {
 
 const secretIndex = "spec.env.secretKeyRef.name"
 
+// SecretReferrers indexes the Workloads of obj's kind by the Secrets their
+// env refers to and returns the handler that maps a Secret to the
+// Workloads (listed as list) referring to it. A Secret set or rotated must
+// reconcile them: Knative would not restart their pods for it (see
+// resources.AnnotationSecretVersions).
+func SecretReferrers(mgr ctrl.Manager, obj slessv1alpha1.Workload, list client.ObjectList) (handler.EventHandler, error) {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, secretIndex, func(o client.Object) []string {
+		return secrets.Referenced(o.(slessv1alpha1.Workload).BuildSpec().CoreEnv())
+	}); err != nil {
+		return nil, fmt.Errorf("index %T by secret: %w", obj, err)
+	}
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := mgr.GetClient().List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretIndex: o.GetName()}); err != nil {
+			mgr.GetLogger().Error(err, "list workloads referring to a secret", "secret", client.ObjectKeyFromObject(o))
+			return nil
+		}
+		var reqs []reconcile.Request
+		_ = meta.EachListItem(l, func(item runtime.Object) error {
+			w := item.(client.Object)
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.GetNamespace(), Name: w.GetName()}})
+			return nil
+		})
+		return reqs
+	}), nil
+}
+
 // CacheByObject is the cache.Options.ByObject entry for the Secrets this
 // controller watches: those sless makes, not every Secret of the cluster.
 func CacheByObject() map[client.Object]cache.ByObject {
@@ -113,25 +143,10 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if workers <= 0 {
 		workers = 1
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &slessv1alpha1.Function{}, secretIndex, func(o client.Object) []string {
-		return secrets.Referenced(o.(*slessv1alpha1.Function).Spec.CoreEnv())
-	}); err != nil {
+	referring, err := SecretReferrers(mgr, &slessv1alpha1.Function{}, &slessv1alpha1.FunctionList{})
+	if err != nil {
 		return err
 	}
-	// A Secret set or rotated reconciles the Functions whose env refers to
-	// it: Knative would not restart their pods for it (see
-	// resources.AnnotationSecretVersions).
-	referring := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := &slessv1alpha1.FunctionList{}
-		if err := mgr.GetClient().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretIndex: o.GetName()}); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, fn := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}})
-		}
-		return reqs
-	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("function").
 		// Only spec changes and deletion (which bumps the generation of an

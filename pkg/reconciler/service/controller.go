@@ -2,6 +2,7 @@ package service
 
 import (
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -39,6 +40,12 @@ func SetupWithManager(mgr ctrl.Manager, opts function.Options) error {
 	if workers <= 0 {
 		workers = 1
 	}
+	// A Secret set or rotated rolls the services referring to it, as it
+	// does Functions.
+	referring, err := function.SecretReferrers(mgr, &slessv1alpha1.SlessService{}, &slessv1alpha1.SlessServiceList{})
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("slessservice").
 		// Spec changes and deletion only: the controller's own finalizer
@@ -46,6 +53,7 @@ func SetupWithManager(mgr ctrl.Manager, opts function.Options) error {
 		For(&slessv1alpha1.SlessService{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&tektonv1.PipelineRun{}).
 		Owns(&servingv1.Service{}).
+		Watches(&corev1.Secret{}, referring).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }

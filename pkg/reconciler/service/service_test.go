@@ -71,7 +71,7 @@ func newWorld(t *testing.T) *world {
 		Scheme:                 k.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}, ByObject: function.CacheByObject()},
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {

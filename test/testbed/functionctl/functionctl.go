@@ -51,7 +51,7 @@ func Run(t testing.TB, k *testbed.Kube, ns string) {
 	}
 	mgr, err := ctrl.NewManager(k.Config, ctrl.Options{
 		Scheme: k.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: function.CacheByObject()},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
