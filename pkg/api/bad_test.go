@@ -63,6 +63,7 @@ func TestBadRequests(t *testing.T) {
 	want(t, e.do("POST", e.path("triggers"), alice, trgWith("trg", map[string]any{"function": "base", "type": "http"})), http.StatusCreated)
 	want(t, e.do("POST", e.path("jobs"), alice, jobWith("job", map[string]any{"function": "base"})), http.StatusCreated)
 	want(t, e.do("PUT", e.path("functions", "base", "source"), alice, pythonZip(t, `"v1"`), "Content-Type", "application/zip"), http.StatusOK)
+	want(t, e.do("POST", e.path("services"), alice, webService("websvc")), http.StatusCreated)
 
 	// Another tenant's namespace with a Function in it.
 	other := e.kube.Namespace(t)
@@ -226,22 +227,6 @@ func TestBadRequests(t *testing.T) {
 		{name: "method not allowed", method: "POST", path: item, body: `{}`, code: 405},
 		{name: "unknown route", method: "GET", path: "/v1/namespaces/" + e.ns + "/widgets", code: 404},
 
-		// Uploads.
-		{name: "zip bomb", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "zeros.bin", body: make([]byte, 3<<20)}), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
-		{name: "zip traversal", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "../../etc/cron.d/x", body: []byte("x")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
-		{name: "zip absolute path", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "/etc/passwd", body: []byte("x")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
-		{name: "zip symlink", method: "PUT", path: src, body: makeZip(t, mainPy, zipEntry{name: "link", body: []byte("/etc/shadow"), mode: fs.ModeSymlink | 0o777}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
-		{name: "zip duplicate names", method: "PUT", path: src, body: makeZip(t, mainPy, mainPy), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
-		{name: "zip without entrypoint", method: "PUT", path: src, body: makeZip(t, zipEntry{name: "other.py", body: []byte("x=1")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "spec.entrypoint"},
-		{name: "zip too many entries", method: "PUT", path: src, body: makeZip(t, append(manyEntries, mainPy)...), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
-		{name: "zip too large", method: "PUT", path: src, body: big, headers: []string{"Content-Type", "application/zip"}, code: 413},
-		{name: "zip with a password", method: "PUT", path: src, body: encryptedZip(t), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
-		{name: "not a zip", method: "PUT", path: src, body: []byte("PK but not really a zip file"), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
-		{name: "empty upload", method: "PUT", path: src, body: []byte{}, headers: []string{"Content-Type", "application/zip"}, code: 400},
-		{name: "multipart without a file part", method: "PUT", path: src, body: "--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--b--\r\n", headers: []string{"Content-Type", "multipart/form-data; boundary=b"}, code: 400, field: "file"},
-		{name: "multipart without a boundary", method: "PUT", path: src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "multipart/form-data"}, code: 400, field: "body"},
-		{name: "upload as text", method: "PUT", path: src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "text/plain"}, code: 415},
-
 		// Authentication.
 		{name: "no token", method: "GET", path: fns, token: "-", code: 401},
 		{name: "basic auth", method: "GET", path: fns, token: "-", headers: []string{"Authorization", "Basic YWxpY2U6cHc="}, code: 401},
@@ -266,8 +251,28 @@ func TestBadRequests(t *testing.T) {
 		{name: "cross-tenant delete", method: "DELETE", path: otherFns + "/secret", code: 403},
 		{name: "cross-tenant upload", method: "PUT", path: otherFns + "/secret/source", body: pythonZip(t, "1"), headers: []string{"Content-Type", "application/zip"}, code: 403},
 		{name: "cross-tenant download", method: "GET", path: otherFns + "/secret/source", code: 403},
+		{name: "cross-tenant service upload", method: "PUT", path: "/v1/namespaces/" + other + "/services/secret/source", body: pythonZip(t, "1"), headers: []string{"Content-Type", "application/zip"}, code: 403},
 		{name: "token naming default", method: "POST", path: "/v1/namespaces/default/functions", token: e.token("alice", "sless.dev/namespace", "default"), body: pythonFunction("planted"), code: 403, reason: api.ReasonNotTenantNamespace},
 		{name: "token naming kube-system", method: "GET", path: "/v1/namespaces/kube-system/functions", token: e.token("alice", "sless.dev/namespace", "kube-system"), code: 401, reason: auth.ReasonInvalidClaim},
+	}
+	// Uploads, the same refusals for each kind built from source.
+	for _, u := range []struct{ label, src string }{{"", src}, {"service ", e.path("services", "websvc", "source")}} {
+		rows = append(rows, []row{
+			{name: u.label + "zip bomb", method: "PUT", path: u.src, body: makeZip(t, mainPy, zipEntry{name: "zeros.bin", body: make([]byte, 3<<20)}), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
+			{name: u.label + "zip traversal", method: "PUT", path: u.src, body: makeZip(t, mainPy, zipEntry{name: "../../etc/cron.d/x", body: []byte("x")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+			{name: u.label + "zip absolute path", method: "PUT", path: u.src, body: makeZip(t, mainPy, zipEntry{name: "/etc/passwd", body: []byte("x")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+			{name: u.label + "zip symlink", method: "PUT", path: u.src, body: makeZip(t, mainPy, zipEntry{name: "link", body: []byte("/etc/shadow"), mode: fs.ModeSymlink | 0o777}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+			{name: u.label + "zip duplicate names", method: "PUT", path: u.src, body: makeZip(t, mainPy, mainPy), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+			{name: u.label + "zip without entrypoint", method: "PUT", path: u.src, body: makeZip(t, zipEntry{name: "other.py", body: []byte("x=1")}), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "spec.entrypoint"},
+			{name: u.label + "zip too many entries", method: "PUT", path: u.src, body: makeZip(t, append(manyEntries, mainPy)...), headers: []string{"Content-Type", "application/zip"}, code: 413, field: "body"},
+			{name: u.label + "zip too large", method: "PUT", path: u.src, body: big, headers: []string{"Content-Type", "application/zip"}, code: 413},
+			{name: u.label + "zip with a password", method: "PUT", path: u.src, body: encryptedZip(t), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+			{name: u.label + "not a zip", method: "PUT", path: u.src, body: []byte("PK but not really a zip file"), headers: []string{"Content-Type", "application/zip"}, code: 400, field: "body"},
+			{name: u.label + "empty upload", method: "PUT", path: u.src, body: []byte{}, headers: []string{"Content-Type", "application/zip"}, code: 400},
+			{name: u.label + "multipart without a file part", method: "PUT", path: u.src, body: "--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--b--\r\n", headers: []string{"Content-Type", "multipart/form-data; boundary=b"}, code: 400, field: "file"},
+			{name: u.label + "multipart without a boundary", method: "PUT", path: u.src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "multipart/form-data"}, code: 400, field: "body"},
+			{name: u.label + "upload as text", method: "PUT", path: u.src, body: pythonZip(t, "1"), headers: []string{"Content-Type", "text/plain"}, code: 415},
+		}...)
 	}
 	if len(rows) < 40 {
 		t.Fatalf("only %d rows", len(rows))

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
@@ -25,6 +26,17 @@ type kind struct {
 	// copyUser copies what a user may set (spec) from src to dst and clears
 	// dst's status, which users never write.
 	copyUser func(dst, src client.Object)
+	// built is set for the kinds built from source that take uploads.
+	built *builtKind
+}
+
+// builtKind is what the upload routes need of a kind built from source
+// (Functions, SlessServices): where its blobs lie and how an upload sets
+// its code. Reads go through slessv1alpha1.Workload.
+type builtKind struct {
+	sourceKey, contextKey func(ns, name, hex string) string
+	// setBuild sets the runtime, the entrypoint and the source.
+	setBuild func(obj client.Object, runtime, entrypoint string, src slessv1alpha1.FunctionSource)
 }
 
 var (
@@ -42,6 +54,13 @@ var (
 			d, s := dst.(*slessv1alpha1.Function), src.(*slessv1alpha1.Function)
 			d.Spec = *s.Spec.DeepCopy()
 			d.Status = slessv1alpha1.FunctionStatus{}
+		},
+		built: &builtKind{
+			sourceKey: blobkey.Source, contextKey: blobkey.Context,
+			setBuild: func(o client.Object, rt, ep string, src slessv1alpha1.FunctionSource) {
+				fn := o.(*slessv1alpha1.Function)
+				fn.Spec.Runtime, fn.Spec.Entrypoint, fn.Spec.Source = rt, ep, src
+			},
 		},
 	}
 	triggers = &kind{
@@ -90,6 +109,13 @@ var (
 			d, s := dst.(*slessv1alpha1.SlessService), src.(*slessv1alpha1.SlessService)
 			d.Spec = *s.Spec.DeepCopy()
 			d.Status = slessv1alpha1.FunctionStatus{}
+		},
+		built: &builtKind{
+			sourceKey: blobkey.ServiceSource, contextKey: blobkey.ServiceContext,
+			setBuild: func(o client.Object, rt, ep string, src slessv1alpha1.FunctionSource) {
+				svc := o.(*slessv1alpha1.SlessService)
+				svc.Spec.Runtime, svc.Spec.Entrypoint, svc.Spec.Source = rt, ep, src
+			},
 		},
 	}
 	allKinds = []*kind{functions, triggers, jobs, services}

@@ -509,18 +509,12 @@ func (s *Server) admit(ctx context.Context, k *kind, ns string, old, obj client.
 	if len(errs) > 0 {
 		return invalid(k.kind, errs)
 	}
-	if k == functions {
-		var oldFn *slessv1alpha1.Function
+	if k.built != nil {
+		var oldW slessv1alpha1.Workload
 		if old != nil {
-			oldFn = old.(*slessv1alpha1.Function)
+			oldW = old.(slessv1alpha1.Workload)
 		}
-		return s.checkFunctionSource(ctx, ns, oldFn, obj.(*slessv1alpha1.Function))
-	}
-	if svc, ok := obj.(*slessv1alpha1.SlessService); ok && svc.Spec.Source.Archive != nil {
-		// Uploads are a function's only: an archive named by hand could be
-		// any object in the bucket.
-		return invalid(k.kind, field.ErrorList{field.Forbidden(field.NewPath("spec", "source", "archive"),
-			"services take inline files or an image; uploading a service's zip is not supported yet")})
+		return s.checkSource(ctx, k, ns, oldW, obj.(slessv1alpha1.Workload))
 	}
 	return nil
 }

@@ -51,11 +51,20 @@ func operations() []operation {
 			operation{method: "DELETE", path: item, id: "delete" + k.kind, summary: "Delete a " + k.kind + ": 204 when gone, 202 while finalizers run", kind: k.kind, ok: 204, errs: []int{400, 401, 403, 404, 412, 503}},
 		)
 	}
+	for _, k := range allKinds {
+		if k.built == nil {
+			continue
+		}
+		item := "/v1/namespaces/{ns}/" + k.plural + "/{name}"
+		name := strings.TrimPrefix(k.kind, "Sless")
+		ops = append(ops,
+			operation{method: "PUT", path: item + "/source", id: "put" + name + "Source", summary: "Upload the " + k.kind + "'s code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 408, 409, 412, 413, 415, 503}},
+			operation{method: "GET", path: item + "/source", id: "get" + name + "Source", summary: "Download the " + k.kind + "'s uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
+		)
+	}
 	fn := "/v1/namespaces/{ns}/functions/{name}"
 	svc := "/v1/namespaces/{ns}/services/{name}"
 	ops = append(ops,
-		operation{method: "PUT", path: fn + "/source", id: "putFunctionSource", summary: "Upload the Function's code as a zip (raw or multipart); sets spec.source.archive. 503 with Retry-After when the server's uploads in progress are at their bound", body: "zip", ok: 200, okSchema: "UploadResult", errs: []int{400, 401, 403, 408, 409, 412, 413, 415, 503}},
-		operation{method: "GET", path: fn + "/source", id: "getFunctionSource", summary: "Download the Function's uploaded zip", ok: 200, okSchema: "zip", errs: commonErrs},
 		operation{method: "GET", path: fn + "/logs", id: "getFunctionLogs", summary: "The output of the Function's instances as text, one line each; with follow=true a stream that stays open until the client leaves; 501 when the server reads no logs", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/builds/{build}/logs", id: "getBuildLogs", summary: "The output of one of the Function's builds (build: status.buildRef, or latest), one line each; following a build ends when it does", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: svc + "/logs", id: "getServiceLogs", summary: "The output of the SlessService's instances as text, one line each; with follow=true a stream that stays open until the client leaves; 501 when the server reads no logs", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
@@ -277,6 +286,8 @@ func buildOpenAPI() obj {
 			"buildContext": obj{"type": "object", "properties": obj{"key": obj{"type": "string"}, "digest": obj{"type": "string"}}},
 			"changed":      obj{"type": "boolean"},
 			"function":     ref("Function"),
+			"service":      ref("SlessService"),
+			"message":      obj{"type": "string", "description": "What to do next when the object does not exist yet and nothing was deployed."},
 		}},
 	}
 	values := func(desc string, nullable bool) obj {

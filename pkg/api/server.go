@@ -268,9 +268,14 @@ func (s *Server) routes() *gin.Engine {
 		nsr.PATCH(item, named, none, s.patch(k))
 		nsr.DELETE(item, named, none, s.remove(k))
 	}
+	for _, k := range allKinds {
+		if k.built != nil {
+			named := s.named(k)
+			nsr.PUT("/"+k.plural+"/:name/source", named, s.query("runtime", "entrypoint"), s.putSource(k))
+			get(nsr, "/"+k.plural+"/:name/source", named, none, s.getSource(k))
+		}
+	}
 	fnNamed := s.named(functions)
-	nsr.PUT("/functions/:name/source", fnNamed, s.query("runtime", "entrypoint"), s.putSource)
-	get(nsr, "/functions/:name/source", fnNamed, none, s.getSource)
 	invocations := s.opts.Invocations
 	if invocations == nil {
 		// The route exists whatever the server keeps, so a client told by

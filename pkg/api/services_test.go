@@ -1,12 +1,16 @@
 package api_test
 
 import (
+	"bytes"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/api"
+	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/source"
 )
 
 func webService(name string) map[string]any {
@@ -106,4 +110,89 @@ func TestServiceCRUD(t *testing.T) {
 	}
 	r = e.do("DELETE", e.path("services", "missing"), tok, nil)
 	want(t, r, http.StatusNotFound)
+}
+
+func webZip(t testing.TB, body string) []byte {
+	return makeZip(t, zipEntry{name: "app.py", body: []byte(
+		"def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'" + body + "']\n")})
+}
+
+// A SlessService takes uploads as a Function does, through the same
+// handler: upload before create, create naming the archive, upload again
+// to change the code, download. Its objects lie under the services' prefix
+// with a context built in service mode, so a function of the same name
+// never shares one.
+func TestServiceSourceUpload(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token("alice")
+	zipA, zipB := webZip(t, "a"), webZip(t, "b")
+
+	r := e.do("PUT", e.path("services", "web", "source"), tok, zipA, "Content-Type", "application/zip")
+	want(t, r, http.StatusOK)
+	res := decode[api.UploadResult](t, r)
+	sumA := sha256hex(zipA)
+	wantA := slessv1alpha1.ArchiveSource{Bucket: e.bucket, Key: blobkey.ServiceSource(e.ns, "web", sumA), SHA256: sumA}
+	if res.Changed || res.Archive != wantA || res.Service != nil || res.Function != nil ||
+		!strings.Contains(res.Message, `no SlessService "web" exists`) || !strings.Contains(res.Message, "/services") {
+		t.Fatalf("upload before create: %s", r.Body)
+	}
+	if !e.blobExists(wantA.Key) {
+		t.Fatal("archive not stored")
+	}
+
+	body := webService("web")
+	body["spec"].(map[string]any)["source"] = map[string]any{"archive": res.Archive}
+	r = e.do("POST", e.path("services"), tok, body)
+	want(t, r, http.StatusCreated)
+	if svc := decode[slessv1alpha1.SlessService](t, r); svc.Spec.Source.Archive == nil || *svc.Spec.Source.Archive != wantA {
+		t.Fatalf("created: %s", r.Body)
+	}
+	contextKey := func(zipped []byte) string {
+		files, modes, err := source.ReadZipModes(bytes.NewReader(zipped), int64(len(zipped)), source.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bc, err := source.BuildContext(source.Input{Runtime: "python3.12", Entrypoint: "app.app", Mode: slessv1alpha1.ModeService, Files: files, Modes: modes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return blobkey.ServiceContext(e.ns, "web", bc.Digest)
+	}
+	if !e.blobExists(contextKey(zipA)) {
+		t.Fatal("create did not store the service's build context")
+	}
+
+	r = e.do("PUT", e.path("services", "web", "source"), tok, zipB, "Content-Type", "application/zip")
+	want(t, r, http.StatusOK)
+	res = decode[api.UploadResult](t, r)
+	sumB := sha256hex(zipB)
+	if !res.Changed || res.Service == nil || res.Service.Kind != "SlessService" || res.Service.Spec.Source.Archive == nil ||
+		res.Service.Spec.Source.Archive.SHA256 != sumB || res.BuildContext == nil || res.BuildContext.Key != contextKey(zipB) {
+		t.Fatalf("upload to the service: %s", r.Body)
+	}
+	if r.Header.Get("ETag") != `"`+res.Service.ResourceVersion+`"` {
+		t.Fatalf("ETag %s, service version %s", r.Header.Get("ETag"), res.Service.ResourceVersion)
+	}
+	// The same bytes again change nothing.
+	r = e.do("PUT", e.path("services", "web", "source"), tok, zipB, "Content-Type", "application/zip")
+	want(t, r, http.StatusOK)
+	if again := decode[api.UploadResult](t, r); again.Changed || again.Service.ResourceVersion != res.Service.ResourceVersion {
+		t.Fatalf("same bytes changed the service: %s", r.Body)
+	}
+
+	r = e.do("GET", e.path("services", "web", "source"), tok, nil)
+	want(t, r, http.StatusOK)
+	if !bytes.Equal(r.Body, zipB) || r.Header.Get("ETag") != `"`+sumB+`"` {
+		t.Fatalf("download: %d bytes, ETag %s", len(r.Body), r.Header.Get("ETag"))
+	}
+
+	// A function's archive is not a service's, even of the same name.
+	want(t, e.do("PUT", e.path("functions", "web", "source"), tok, pythonZip(t, "1"), "Content-Type", "application/zip"), http.StatusOK)
+	fnSum := sha256hex(pythonZip(t, "1"))
+	r = e.do("PATCH", e.path("services", "web"), tok, map[string]any{"spec": map[string]any{"source": map[string]any{"archive": map[string]any{
+		"bucket": e.bucket, "key": blobkey.Source(e.ns, "web", fnSum), "sha256": fnSum}}}}, "Content-Type", "application/merge-patch+json")
+	want(t, r, http.StatusBadRequest)
+	if p := r.problem(t); !slices.ContainsFunc(p.Errors, func(f api.FieldError) bool { return f.Field == "spec.source.archive" }) {
+		t.Fatalf("problem does not name spec.source.archive: %s", r.Body)
+	}
 }

@@ -19,27 +19,40 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
-	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/problems"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
-// UploadResult is the answer to PUT …/functions/{name}/source.
+// UploadResult is the answer to PUT …/functions/{name}/source and
+// …/services/{name}/source.
 type UploadResult struct {
-	// Archive is what spec.source.archive now says (or, for a Function not
+	// Archive is what spec.source.archive now says (or, for an object not
 	// created yet, what to put there when creating it).
 	Archive slessv1alpha1.ArchiveSource `json:"archive"`
-	// BuildContext is the stored build context, when the Function exists.
+	// BuildContext is the stored build context, when the object exists.
 	BuildContext *StoredContext `json:"buildContext,omitempty"`
-	// Changed is false when the Function already had this archive: nothing
+	// Changed is false when the object already had this archive: nothing
 	// was written and no build starts.
 	Changed bool `json:"changed"`
-	// Function is the Function after the upload, when it exists.
+	// Function is the Function after an upload to one that exists.
 	Function *slessv1alpha1.Function `json:"function,omitempty"`
+	// Service is the SlessService after an upload to one that exists.
+	Service *slessv1alpha1.SlessService `json:"service,omitempty"`
 	// Message says what to do next when the upload deployed nothing: the
-	// Function does not exist yet.
+	// object does not exist yet.
 	Message string `json:"message,omitempty"`
+}
+
+// uploaded is the answer of an upload to obj.
+func uploaded(obj client.Object, r UploadResult) UploadResult {
+	switch o := obj.(type) {
+	case *slessv1alpha1.Function:
+		r.Function = o
+	case *slessv1alpha1.SlessService:
+		r.Service = o
+	}
+	return r
 }
 
 // StoredContext locates a build context in blob storage.
@@ -56,7 +69,7 @@ func (s *Server) maxArchive() int64 {
 }
 
 // putSource validates a zip, stores it and its build context, then points
-// the Function at it. Storage comes first: if S3 cannot be reached the
+// the Function or SlessService (k) at it; one handler serves both kinds. Storage comes first: if S3 cannot be reached the
 // answer is 503 and the Function is unchanged. The same bytes again change
 // nothing, so no build starts. For a Function that does not exist yet the
 // zip is validated and stored, and the answer says which archive to name
@@ -74,7 +87,11 @@ func (s *Server) maxArchive() int64 {
 // slot within UploadQueueWait is refused (503, Retry-After; 429 when its
 // tenant holds its whole share) before its archive is read or anything is
 // stored.
-func (s *Server) putSource(c *gin.Context) {
+func (s *Server) putSource(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) { s.upload(c, k) }
+}
+
+func (s *Server) upload(c *gin.Context, k *kind) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
 	target, p := uploadTarget(c)
@@ -108,7 +125,7 @@ func (s *Server) putSource(c *gin.Context) {
 		return
 	}
 	sum := sha256.Sum256(zipBytes)
-	archive := slessv1alpha1.ArchiveSource{Bucket: s.opts.Bucket, Key: blobkey.Source(ns, name, hex.EncodeToString(sum[:])), SHA256: hex.EncodeToString(sum[:])}
+	archive := slessv1alpha1.ArchiveSource{Bucket: s.opts.Bucket, Key: k.built.sourceKey(ns, name, hex.EncodeToString(sum[:])), SHA256: hex.EncodeToString(sum[:])}
 	files, modes, err := source.ReadZipModes(bytes.NewReader(zipBytes), int64(len(zipBytes)), s.opts.Limits)
 	if err != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
@@ -121,11 +138,11 @@ func (s *Server) putSource(c *gin.Context) {
 	// Function being deleted after the finalizer has emptied its prefix,
 	// for good.
 	ifMatch, hasIfMatch := c.Request.Header["If-Match"]
-	fn := &slessv1alpha1.Function{}
+	fn := k.newObj().(slessv1alpha1.Workload)
 	err = s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fn)
 	if apierrors.IsNotFound(err) && hasIfMatch {
 		// If-Match holds only for a current version (RFC 9110 13.1.1).
-		writeProblem(c, preconditionFailed("If-Match %s names a version of Function %q, which does not exist", strings.Join(ifMatch, ", "), name))
+		writeProblem(c, preconditionFailed("If-Match %s names a version of %s %q, which does not exist", strings.Join(ifMatch, ", "), k.kind, name))
 		return
 	}
 	if apierrors.IsNotFound(err) {
@@ -138,25 +155,25 @@ func (s *Server) putSource(c *gin.Context) {
 		s.metrics.uploads.WithLabelValues("unchanged").Inc()
 		s.metrics.upBytes.Add(float64(len(zipBytes)))
 		c.JSON(http.StatusOK, UploadResult{Archive: archive, Changed: false, Message: fmt.Sprintf(
-			"the archive is stored, but no Function %q exists in namespace %s, so nothing was deployed: "+
-				"create it (POST /v1/namespaces/%s/functions) with spec.source.archive set to this archive", name, ns, ns)})
+			"the archive is stored, but no %s %q exists in namespace %s, so nothing was deployed: "+
+				"create it (POST /v1/namespaces/%s/%s) with spec.source.archive set to this archive", k.kind, name, ns, ns, k.plural)})
 		return
 	}
 	if err != nil {
 		writeProblem(c, storeProblem(err))
 		return
 	}
-	if hasIfMatch && !etagMatches(ifMatch, fn.ResourceVersion) {
-		writeProblem(c, preconditionFailed("If-Match %s does not match the Function's current version %s", strings.Join(ifMatch, ", "), etag(fn)))
+	if hasIfMatch && !etagMatches(ifMatch, fn.GetResourceVersion()) {
+		writeProblem(c, preconditionFailed("If-Match %s does not match the %s's current version %s", strings.Join(ifMatch, ", "), k.kind, etag(fn)))
 		return
 	}
-	// If-None-Match: * uploads only for a Function not created yet.
-	if p := checkIfNoneMatch(c, fn.ResourceVersion); p != nil {
+	// If-None-Match: * uploads only for an object not created yet.
+	if p := checkIfNoneMatch(c, fn.GetResourceVersion()); p != nil {
 		writeProblem(c, p)
 		return
 	}
-	if fn.DeletionTimestamp != nil {
-		writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
+	if fn.GetDeletionTimestamp() != nil {
+		writeProblem(c, conflict("%s %q is being deleted", k.kind, name).withRetry(retryAfterDeleting))
 		return
 	}
 
@@ -165,28 +182,29 @@ func (s *Server) putSource(c *gin.Context) {
 	// latter two between our reads.
 	var stored *StoredContext
 	var builtFor [2]string
-	storeContext := func(fn *slessv1alpha1.Function) *Problem {
-		if stored != nil && builtFor == [2]string{fn.Spec.Runtime, fn.Spec.Entrypoint} {
+	storeContext := func(fn slessv1alpha1.Workload) *Problem {
+		bs := fn.BuildSpec()
+		if stored != nil && builtFor == [2]string{bs.Runtime, bs.Entrypoint} {
 			return nil
 		}
-		bc, p := buildContext(fn, files, modes)
+		bc, p := buildContext(k, fn, files, modes)
 		if p != nil {
 			return p
 		}
-		key := blobkey.Context(ns, name, bc.Digest)
+		key := k.built.contextKey(ns, name, bc.Digest)
 		if p := s.putOnce(ctx, key, bc.TarGz, "application/gzip"); p != nil {
 			return p
 		}
 		stored = &StoredContext{Key: key, Digest: bc.Digest}
-		builtFor = [2]string{fn.Spec.Runtime, fn.Spec.Entrypoint}
+		builtFor = [2]string{bs.Runtime, bs.Entrypoint}
 		return nil
 	}
-	if p := storeContext(target.apply(fn)); p != nil {
+	if p := storeContext(target.apply(k, fn)); p != nil {
 		s.metrics.uploads.WithLabelValues("refused").Inc()
 		writeProblem(c, p)
 		return
 	}
-	if p := s.storeArchive(ctx, fn, archive, zipBytes); p != nil {
+	if p := s.storeArchive(ctx, fn.BuildSpec(), archive, zipBytes); p != nil {
 		writeProblem(c, p)
 		return
 	}
@@ -195,35 +213,36 @@ func (s *Server) putSource(c *gin.Context) {
 		return
 	}
 
-	// Point the Function at the archive, re-reading on a lost race: two
-	// uploads at once each store their own bytes, and the Function ends up
+	// Point the object at the archive, re-reading on a lost race: two
+	// uploads at once each store their own bytes, and the object ends up
 	// naming exactly one of them. With If-Match the race is lost for good:
 	// the version the client named is no longer current.
 	retry := newRaceRetry()
 	for {
-		if fn.DeletionTimestamp != nil {
-			writeProblem(c, conflict("Function %q is being deleted", name).withRetry(retryAfterDeleting))
+		if fn.GetDeletionTimestamp() != nil {
+			writeProblem(c, conflict("%s %q is being deleted", k.kind, name).withRetry(retryAfterDeleting))
 			return
 		}
-		if p := checkIfNoneMatch(c, fn.ResourceVersion); p != nil {
+		if p := checkIfNoneMatch(c, fn.GetResourceVersion()); p != nil {
 			writeProblem(c, p)
 			return
 		}
-		if fn.Spec.Source.Archive != nil && equality.Semantic.DeepEqual(*fn.Spec.Source.Archive, archive) && !target.changes(fn) {
+		if a := fn.BuildSpec().Source.Archive; a != nil && equality.Semantic.DeepEqual(*a, archive) && !target.changes(fn) {
 			s.metrics.uploads.WithLabelValues("unchanged").Inc()
 			c.Header("ETag", etag(fn))
-			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: false, Function: s.shown(fn)})
+			c.JSON(http.StatusOK, uploaded(s.shown(k, fn), UploadResult{Archive: archive, BuildContext: stored, Changed: false}))
 			return
 		}
 		// Runtime or entrypoint may have changed since the context was made.
-		if p := storeContext(target.apply(fn)); p != nil {
+		if p := storeContext(target.apply(k, fn)); p != nil {
 			writeProblem(c, p)
 			return
 		}
-		next := target.apply(fn)
-		next.Spec.Source = slessv1alpha1.FunctionSource{Archive: archive.DeepCopy()}
-		if errs := slessv1alpha1.ValidateFunction(next); len(errs) > 0 {
-			writeProblem(c, invalid("Function", errs))
+		next := target.apply(k, fn)
+		bs := next.BuildSpec()
+		k.built.setBuild(next, bs.Runtime, bs.Entrypoint, slessv1alpha1.FunctionSource{Archive: archive.DeepCopy()})
+		if errs := k.validate(next); len(errs) > 0 {
+			writeProblem(c, invalid(k.kind, errs))
 			return
 		}
 		err := s.objects.Update(ctx, next)
@@ -231,18 +250,18 @@ func (s *Server) putSource(c *gin.Context) {
 			s.metrics.uploads.WithLabelValues("changed").Inc()
 			s.metrics.upBytes.Add(float64(len(zipBytes)))
 			c.Header("ETag", etag(next))
-			c.JSON(http.StatusOK, UploadResult{Archive: archive, BuildContext: stored, Changed: true, Function: s.shown(next)})
+			c.JSON(http.StatusOK, uploaded(s.shown(k, next), UploadResult{Archive: archive, BuildContext: stored, Changed: true}))
 			return
 		}
 		if apierrors.IsConflict(err) && hasIfMatch {
-			writeProblem(c, preconditionFailed("Function %q changed after If-Match was checked", name))
+			writeProblem(c, preconditionFailed("%s %q changed after If-Match was checked", k.kind, name))
 			return
 		}
 		if !apierrors.IsConflict(err) || !retry.again(ctx) {
 			writeProblem(c, lostRace(err))
 			return
 		}
-		fn = &slessv1alpha1.Function{}
+		fn = k.newObj().(slessv1alpha1.Workload)
 		if err := s.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fn); err != nil {
 			writeProblem(c, storeProblem(err))
 			return
@@ -251,7 +270,7 @@ func (s *Server) putSource(c *gin.Context) {
 }
 
 // buildTarget is the runtime and entrypoint an upload asks for; empty
-// fields keep the Function's own.
+// fields keep the object's own.
 type buildTarget struct{ runtime, entrypoint string }
 
 func uploadTarget(c *gin.Context) (buildTarget, *Problem) {
@@ -282,41 +301,49 @@ func uploadTarget(c *gin.Context) (buildTarget, *Problem) {
 }
 
 // changes tells whether applying t would change fn.
-func (t buildTarget) changes(fn *slessv1alpha1.Function) bool {
-	return (t.runtime != "" && t.runtime != fn.Spec.Runtime) || (t.entrypoint != "" && t.entrypoint != fn.Spec.Entrypoint)
+func (t buildTarget) changes(fn slessv1alpha1.Workload) bool {
+	bs := fn.BuildSpec()
+	return (t.runtime != "" && t.runtime != bs.Runtime) || (t.entrypoint != "" && t.entrypoint != bs.Entrypoint)
 }
 
-// apply returns fn with t's runtime and entrypoint.
-func (t buildTarget) apply(fn *slessv1alpha1.Function) *slessv1alpha1.Function {
-	out := fn.DeepCopy()
+// apply returns a copy of fn (of kind k) with t's runtime and entrypoint.
+func (t buildTarget) apply(k *kind, fn slessv1alpha1.Workload) slessv1alpha1.Workload {
+	out := fn.DeepCopyObject().(slessv1alpha1.Workload)
+	bs := out.BuildSpec()
+	rt, ep := bs.Runtime, bs.Entrypoint
 	if t.runtime != "" {
-		out.Spec.Runtime = t.runtime
+		rt = t.runtime
 	}
 	if t.entrypoint != "" {
-		out.Spec.Entrypoint = t.entrypoint
+		ep = t.entrypoint
 	}
+	k.built.setBuild(out, rt, ep, bs.Source)
 	return out
 }
 
-// shown is a Function as the API renders it.
-func (s *Server) shown(fn *slessv1alpha1.Function) *slessv1alpha1.Function {
-	out := fn.DeepCopy()
-	out.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind("Function"))
-	out.ManagedFields = nil
+// shown is an object of kind k as the API renders it.
+func (s *Server) shown(k *kind, obj client.Object) client.Object {
+	out := obj.DeepCopyObject().(client.Object)
+	out.GetObjectKind().SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind(k.kind))
+	out.SetManagedFields(nil)
 	return out
 }
 
-// getSource returns the Function's uploaded zip.
-func (s *Server) getSource(c *gin.Context) {
+// getSource returns the uploaded zip of a Function or SlessService (k).
+func (s *Server) getSource(k *kind) gin.HandlerFunc {
+	return func(c *gin.Context) { s.download(c, k) }
+}
+
+func (s *Server) download(c *gin.Context, k *kind) {
 	ctx := c.Request.Context()
-	fn := &slessv1alpha1.Function{}
+	fn := k.newObj().(slessv1alpha1.Workload)
 	if err := s.objects.Get(ctx, client.ObjectKey{Namespace: c.Param("ns"), Name: c.Param("name")}, fn); err != nil {
 		writeProblem(c, storeProblem(err))
 		return
 	}
-	a := fn.Spec.Source.Archive
+	a := fn.BuildSpec().Source.Archive
 	if a == nil {
-		writeProblem(c, notFound("Function %q has no uploaded archive", fn.Name))
+		writeProblem(c, notFound("%s %q has no uploaded archive", k.kind, fn.GetName()))
 		return
 	}
 	if notModified(c, `"`+a.SHA256+`"`) {
@@ -324,7 +351,7 @@ func (s *Server) getSource(c *gin.Context) {
 	}
 	rc, size, err := s.opts.Blobs.Get(ctx, a.Key)
 	if errors.Is(err, s3.ErrNotFound) {
-		writeProblem(c, notFound("the archive %s of Function %q is missing from storage", a.SHA256, fn.Name))
+		writeProblem(c, notFound("the archive %s of %s %q is missing from storage", a.SHA256, k.kind, fn.GetName()))
 		return
 	}
 	if err != nil {
@@ -334,7 +361,7 @@ func (s *Server) getSource(c *gin.Context) {
 	defer rc.Close()
 	headers := map[string]string{
 		"ETag":                `"` + a.SHA256 + `"`,
-		"Content-Disposition": fmt.Sprintf(`attachment; filename="%s.zip"`, fn.Name),
+		"Content-Disposition": fmt.Sprintf(`attachment; filename="%s.zip"`, fn.GetName()),
 	}
 	if c.Request.Method == http.MethodHead {
 		// The zip would be read from storage only to be thrown away.
@@ -479,18 +506,19 @@ func archiveProblem(err error) *Problem {
 	return internal(err)
 }
 
-// buildContext makes the Function's build context from files and their
-// modes, answering a missing or malformed entrypoint as a fault of
+// buildContext makes the build context of fn (of kind k) from files and
+// their modes, answering a missing or malformed entrypoint as a fault of
 // spec.entrypoint. It is the context the controller builds from the same
 // archive (pkg/reconciler/function), so the digest reported is the one the
-// Function's status will show.
-func buildContext(fn *slessv1alpha1.Function, files source.Files, modes source.Modes) (*source.Context, *Problem) {
-	if fn.Spec.Entrypoint == "" {
-		p := badRequest("Function %q has no spec.entrypoint; set one before uploading source", fn.Name)
+// object's status will show.
+func buildContext(k *kind, fn slessv1alpha1.Workload, files source.Files, modes source.Modes) (*source.Context, *Problem) {
+	bs := fn.BuildSpec()
+	if bs.Entrypoint == "" {
+		p := badRequest("%s %q has no spec.entrypoint; set one before uploading source", k.kind, fn.GetName())
 		p.Errors = []FieldError{{Field: "spec.entrypoint", Detail: "required to build from source", Type: "FieldValueRequired"}}
 		return nil, p
 	}
-	bc, err := source.BuildContext(source.Input{Runtime: fn.Spec.Runtime, Entrypoint: fn.Spec.Entrypoint, Files: files, Modes: modes})
+	bc, err := source.BuildContext(source.Input{Runtime: bs.Runtime, Entrypoint: bs.Entrypoint, Mode: fn.Mode(), Files: files, Modes: modes})
 	if err != nil {
 		var se *source.Error
 		if !errors.As(err, &se) {
@@ -509,11 +537,11 @@ func buildContext(fn *slessv1alpha1.Function, files source.Files, modes source.M
 }
 
 // storeArchive stores an upload's zip. One stored before is written again
-// unless fn (nil: not created yet) names it already: the write makes it
+// unless spec (nil: not created yet) names it already: the write makes it
 // young, so the sweep for objects no Function needs (pkg/sourcegc) leaves
 // it to the create or update about to name it, however old it was.
-func (s *Server) storeArchive(ctx context.Context, fn *slessv1alpha1.Function, a slessv1alpha1.ArchiveSource, data []byte) *Problem {
-	if fn != nil && fn.Spec.Source.Archive != nil && *fn.Spec.Source.Archive == a {
+func (s *Server) storeArchive(ctx context.Context, spec *slessv1alpha1.FunctionSpec, a slessv1alpha1.ArchiveSource, data []byte) *Problem {
+	if spec != nil && spec.Source.Archive != nil && *spec.Source.Archive == a {
 		return s.putOnce(ctx, a.Key, data, "application/zip")
 	}
 	if err := s.opts.Blobs.Put(ctx, a.Key, bytes.NewReader(data), int64(len(data)), "application/zip"); err != nil {
@@ -537,15 +565,17 @@ func (s *Server) putOnce(ctx context.Context, key string, data []byte, contentTy
 	return nil
 }
 
-// checkFunctionSource checks what the shared validation cannot: that an
-// inline source holds its entrypoint, and that an archive named in the spec
-// is one uploaded for this Function, whose entrypoint is there, with its
-// build context stored. Unchanged sources are not fetched again.
-func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *slessv1alpha1.Function) *Problem {
-	src := &fn.Spec.Source
+// checkSource checks what the shared validation cannot of a Function or
+// SlessService (k): that an inline source holds its entrypoint, and that an
+// archive named in the spec is one uploaded for this object, whose
+// entrypoint is there, with its build context stored. Unchanged sources are
+// not fetched again. old is nil on create.
+func (s *Server) checkSource(ctx context.Context, k *kind, ns string, old, fn slessv1alpha1.Workload) *Problem {
+	spec := fn.BuildSpec()
+	src := &spec.Source
 	switch {
 	case src.Inline != nil:
-		if err := source.CheckEntrypoint(fn.Spec.Runtime, fn.Spec.Entrypoint, source.Inline(src.Inline.Files)); err != nil {
+		if err := source.CheckEntrypoint(spec.Runtime, spec.Entrypoint, source.Inline(src.Inline.Files)); err != nil {
 			var se *source.Error
 			if errors.As(err, &se) {
 				return sourceProblem("spec.entrypoint", se)
@@ -554,15 +584,17 @@ func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *sl
 		}
 	case src.Archive != nil:
 		a := src.Archive
-		if old != nil && old.Spec.Source.Archive != nil && *old.Spec.Source.Archive == *a &&
-			old.Spec.Runtime == fn.Spec.Runtime && old.Spec.Entrypoint == fn.Spec.Entrypoint {
-			return nil
+		if old != nil {
+			was := old.BuildSpec()
+			if was.Source.Archive != nil && *was.Source.Archive == *a && was.Runtime == spec.Runtime && was.Entrypoint == spec.Entrypoint {
+				return nil
+			}
 		}
-		want := blobkey.Source(ns, fn.Name, a.SHA256)
+		want := k.built.sourceKey(ns, fn.GetName(), a.SHA256)
 		if a.Bucket != s.opts.Bucket || a.Key != want {
-			p := badRequest("spec.source.archive is set by uploading a zip to .../functions/%s/source", fn.Name)
+			p := badRequest("spec.source.archive is set by uploading a zip to .../%s/%s/source", k.plural, fn.GetName())
 			p.Errors = []FieldError{{Field: "spec.source.archive", Type: "FieldValueInvalid",
-				Detail: fmt.Sprintf("must name an archive uploaded for this function: bucket %q, key %q", s.opts.Bucket, want)}}
+				Detail: fmt.Sprintf("must name an archive uploaded for this %s: bucket %q, key %q", k.kind, s.opts.Bucket, want)}}
 			return p
 		}
 		// Checking the archive holds it and its files in memory, as an
@@ -574,7 +606,7 @@ func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *sl
 		defer release()
 		rc, _, err := s.opts.Blobs.Get(ctx, a.Key)
 		if errors.Is(err, s3.ErrNotFound) {
-			p := badRequest("no archive with sha256 %s was uploaded for Function %q", a.SHA256, fn.Name)
+			p := badRequest("no archive with sha256 %s was uploaded for %s %q", a.SHA256, k.kind, fn.GetName())
 			p.Errors = []FieldError{{Field: "spec.source.archive.sha256", Type: "FieldValueNotFound", Detail: "upload the zip to .../source first"}}
 			return p
 		}
@@ -593,11 +625,11 @@ func (s *Server) checkFunctionSource(ctx context.Context, ns string, old, fn *sl
 		if err != nil {
 			return archiveProblem(err)
 		}
-		bc, p := buildContext(fn, files, modes)
+		bc, p := buildContext(k, fn, files, modes)
 		if p != nil {
 			return p
 		}
-		return s.putOnce(ctx, blobkey.Context(ns, fn.Name, bc.Digest), bc.TarGz, "application/gzip")
+		return s.putOnce(ctx, k.built.contextKey(ns, fn.GetName(), bc.Digest), bc.TarGz, "application/gzip")
 	}
 	return nil
 }

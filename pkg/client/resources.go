@@ -166,6 +166,21 @@ func (c *Client) CreateService(ctx context.Context, svc *slessv1alpha1.SlessServ
 	return create(ctx, c, services, svc.Namespace, svc)
 }
 
+// GetService reads one SlessService.
+func (c *Client) GetService(ctx context.Context, ns, name string) (*slessv1alpha1.SlessService, error) {
+	return get(ctx, c, services, ns, name)
+}
+
+// PatchService applies a JSON merge patch to a SlessService.
+func (c *Client) PatchService(ctx context.Context, ns, name string, p any) (*slessv1alpha1.SlessService, error) {
+	return patch(ctx, c, services, ns, name, p)
+}
+
+// DeleteService deletes a SlessService; a missing one is a 404 error.
+func (c *Client) DeleteService(ctx context.Context, ns, name string) error {
+	return remove(ctx, c, services, ns, name)
+}
+
 // CreateFunction creates fn in its namespace. A 409 for an object that still
 // exists is an error at once (one being deleted is retried).
 func (c *Client) CreateFunction(ctx context.Context, fn *slessv1alpha1.Function) (*slessv1alpha1.Function, error) {
@@ -193,6 +208,8 @@ type Upload struct {
 	Changed bool `json:"changed"`
 	// Function is the Function after the upload, when it exists.
 	Function *slessv1alpha1.Function `json:"function,omitempty"`
+	// Service is the SlessService after an upload to one that exists.
+	Service *slessv1alpha1.SlessService `json:"service,omitempty"`
 	// Message says what to do next when nothing was deployed.
 	Message string `json:"message,omitempty"`
 }
@@ -201,11 +218,21 @@ type Upload struct {
 // stores it; for an existing Function it points spec.source.archive at it,
 // for one not created yet it says which archive to create it with.
 func (c *Client) PutSource(ctx context.Context, ns, name string, zip []byte, opts ...UploadOption) (*Upload, error) {
+	return c.putSource(ctx, functions.item(ns, name), zip, opts)
+}
+
+// PutServiceSource uploads a zip as a SlessService's source, as PutSource
+// does for a Function.
+func (c *Client) PutServiceSource(ctx context.Context, ns, name string, zip []byte, opts ...UploadOption) (*Upload, error) {
+	return c.putSource(ctx, services.item(ns, name), zip, opts)
+}
+
+func (c *Client) putSource(ctx context.Context, item string, zip []byte, opts []UploadOption) (*Upload, error) {
 	q := url.Values{}
 	for _, o := range opts {
 		o(q)
 	}
-	res, err := c.do(ctx, request{method: http.MethodPut, path: functions.item(ns, name) + "/source", query: q, body: zip, contentType: "application/zip"})
+	res, err := c.do(ctx, request{method: http.MethodPut, path: item + "/source", query: q, body: zip, contentType: "application/zip"})
 	if err != nil {
 		return nil, err
 	}

@@ -76,3 +76,8 @@ func ServicePrefix(ns, svc string) string { return servicesRoot + Prefix(ns, svc
 func ServiceContext(ns, svc, digest string) string {
 	return ServicePrefix(ns, svc) + "context/" + strings.TrimPrefix(digest, "sha256:") + ".tar.gz"
 }
+
+// ServiceSource is a SlessService's uploaded zip whose SHA-256 is sha256hex.
+func ServiceSource(ns, svc, sha256hex string) string {
+	return ServicePrefix(ns, svc) + "source/" + sha256hex + ".zip"
+}
