@@ -16,8 +16,9 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-// functionModel is sless_function's state and plan.
-type functionModel struct {
+// buildModel is what sless_function's and sless_service's state and plan
+// share: the code, how it is built and run, and what the API reports of it.
+type buildModel struct {
 	ID              types.String `tfsdk:"id"`
 	Name            types.String `tfsdk:"name"`
 	Namespace       types.String `tfsdk:"namespace"`
@@ -33,12 +34,23 @@ type functionModel struct {
 	CPU             types.String `tfsdk:"cpu"`
 	TimeoutSec      types.Int64  `tfsdk:"timeout_sec"`
 	BuildTimeoutSec types.Int64  `tfsdk:"build_timeout_sec"`
-	Scale           types.Object `tfsdk:"scale"`
 	WaitTimeout     types.String `tfsdk:"wait_timeout"`
 	URL             types.String `tfsdk:"url"`
 	ResolvedImage   types.String `tfsdk:"resolved_image"`
 	Revision        types.String `tfsdk:"revision"`
 	Phase           types.String `tfsdk:"phase"`
+}
+
+// build is the shared part of a sless_function or sless_service model.
+func (b *buildModel) build() *buildModel { return b }
+
+// model is a sless_function or sless_service model.
+type model interface{ build() *buildModel }
+
+// functionModel is sless_function's state and plan.
+type functionModel struct {
+	buildModel
+	Scale types.Object `tfsdk:"scale"`
 }
 
 type scaleModel struct {
@@ -59,31 +71,56 @@ type secretRefModel struct {
 
 var secretRefAttrTypes = map[string]attr.Type{"secret": types.StringType, "key": types.StringType}
 
+// buildMapper names the attribute of each field a Function and a
+// SlessService share, plus those of more.
+func buildMapper(env []path.Path, more map[string]path.Path) fieldMapper {
+	prefixes := map[string]path.Path{
+		"metadata.name":            path.Root("name"),
+		"metadata.namespace":       path.Root("namespace"),
+		"spec.runtime":             path.Root("runtime"),
+		"spec.entrypoint":          path.Root("entrypoint"),
+		"spec.source.image":        path.Root("image"),
+		"spec.env":                 path.Root("env"),
+		"spec.memoryMB":            path.Root("memory_mb"),
+		"spec.cpu":                 path.Root("cpu"),
+		"spec.timeoutSeconds":      path.Root("timeout_sec"),
+		"spec.buildTimeoutSeconds": path.Root("build_timeout_sec"),
+	}
+	for k, v := range more {
+		prefixes[k] = v
+	}
+	return fieldMapper{env: env, prefixes: prefixes}
+}
+
 // functionMapper names the attribute of each field of a Function.
 func functionMapper(env []path.Path) fieldMapper {
-	return fieldMapper{env: env, prefixes: map[string]path.Path{
-		"metadata.name":                   path.Root("name"),
-		"metadata.namespace":              path.Root("namespace"),
-		"spec.runtime":                    path.Root("runtime"),
-		"spec.entrypoint":                 path.Root("entrypoint"),
-		"spec.source.image":               path.Root("image"),
-		"spec.env":                        path.Root("env"),
-		"spec.memoryMB":                   path.Root("memory_mb"),
-		"spec.cpu":                        path.Root("cpu"),
-		"spec.timeoutSeconds":             path.Root("timeout_sec"),
-		"spec.buildTimeoutSeconds":        path.Root("build_timeout_sec"),
+	return buildMapper(env, map[string]path.Path{
 		"spec.scale":                      path.Root("scale"),
 		"spec.scale.min":                  path.Root("scale").AtName("min"),
 		"spec.scale.max":                  path.Root("scale").AtName("max"),
 		"spec.scale.target":               path.Root("scale").AtName("target"),
 		"spec.scale.containerConcurrency": path.Root("scale").AtName("container_concurrency"),
-	}}
+	})
 }
 
 // specFromModel builds the FunctionSpec the model asks for, leaving the
 // source to the caller. Unknown values are left out (validation at plan
 // skips them). The returned paths name the attribute of each spec.env entry.
 func specFromModel(ctx context.Context, m *functionModel) (slessv1alpha1.FunctionSpec, []path.Path, diag.Diagnostics) {
+	s, paths, diags := buildSpec(ctx, &m.buildModel)
+	if !m.Scale.IsNull() && !m.Scale.IsUnknown() {
+		var sc scaleModel
+		diags.Append(m.Scale.As(ctx, &sc, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		s.Scale = &slessv1alpha1.ScaleSpec{
+			Min: int32Ptr(sc.Min), Max: int32Ptr(sc.Max), Target: int32Ptr(sc.Target),
+			ContainerConcurrency: int64Ptr(sc.ContainerConcurrency),
+		}
+	}
+	return s, paths, diags
+}
+
+// buildSpec is the part of the spec both kinds share (specFromModel).
+func buildSpec(ctx context.Context, m *buildModel) (slessv1alpha1.FunctionSpec, []path.Path, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	s := slessv1alpha1.FunctionSpec{
 		Runtime:             m.Runtime.ValueString(),
@@ -133,14 +170,6 @@ func specFromModel(ctx context.Context, m *functionModel) (slessv1alpha1.Functio
 	for _, e := range entries {
 		s.Env = append(s.Env, e.v)
 		paths = append(paths, e.p)
-	}
-	if !m.Scale.IsNull() && !m.Scale.IsUnknown() {
-		var sc scaleModel
-		diags.Append(m.Scale.As(ctx, &sc, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
-		s.Scale = &slessv1alpha1.ScaleSpec{
-			Min: int32Ptr(sc.Min), Max: int32Ptr(sc.Max), Target: int32Ptr(sc.Target),
-			ContainerConcurrency: int64Ptr(sc.ContainerConcurrency),
-		}
 	}
 	return s, paths, diags
 }
@@ -198,34 +227,55 @@ func scalePatch(sc *slessv1alpha1.ScaleSpec) any {
 // maps, the user's spelling of a CPU quantity) and the attributes that only
 // the configuration holds (source_dir, source_zip, wait_timeout).
 func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *functionModel) (functionModel, diag.Diagnostics) {
+	b, diags := buildState(fn, &prior.buildModel)
+	m := functionModel{buildModel: b}
+	if sc := fn.Spec.Scale; sc != nil && (sc.Min != nil || sc.Max != nil || sc.Target != nil || sc.ContainerConcurrency != nil) {
+		obj, d := types.ObjectValue(scaleAttrTypes, map[string]attr.Value{
+			"min": optInt32(sc.Min), "max": optInt32(sc.Max), "target": optInt32(sc.Target),
+			"container_concurrency": optInt64(sc.ContainerConcurrency),
+		})
+		diags.Append(d...)
+		m.Scale = obj
+	} else if !prior.Scale.IsNull() && !prior.Scale.IsUnknown() && allNull(prior.Scale) {
+		m.Scale = prior.Scale
+	} else {
+		m.Scale = types.ObjectNull(scaleAttrTypes)
+	}
+	_ = ctx
+	return m, diags
+}
+
+// buildState is the part of the state both kinds share (functionState).
+func buildState(w slessv1alpha1.Workload, prior *buildModel) (buildModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	// A field the CRD defaults means its default when a server leaves it
 	// unset (sless dev stores objects as written): memory_mb and the
 	// timeouts always have a value in state, as they do in a plan.
-	fn = fn.DeepCopy()
-	fn.SetDefaults()
-	m := functionModel{
-		ID:              types.StringValue(fn.Namespace + "/" + fn.Name),
-		Name:            types.StringValue(fn.Name),
-		Namespace:       types.StringValue(fn.Namespace),
-		Runtime:         types.StringValue(fn.Spec.Runtime),
-		Entrypoint:      optString(fn.Spec.Entrypoint),
+	w = w.DeepCopyObject().(slessv1alpha1.Workload)
+	w.SetDefaults()
+	spec, status := w.BuildSpec(), w.WorkloadStatus()
+	m := buildModel{
+		ID:              types.StringValue(w.GetNamespace() + "/" + w.GetName()),
+		Name:            types.StringValue(w.GetName()),
+		Namespace:       types.StringValue(w.GetNamespace()),
+		Runtime:         types.StringValue(spec.Runtime),
+		Entrypoint:      optString(spec.Entrypoint),
 		SourceDir:       prior.SourceDir,
 		SourceZip:       prior.SourceZip,
-		Image:           optString(fn.Spec.Source.Image),
-		MemoryMB:        optInt32(fn.Spec.MemoryMB),
-		TimeoutSec:      optInt32(fn.Spec.TimeoutSeconds),
-		BuildTimeoutSec: optInt32(fn.Spec.BuildTimeoutSeconds),
+		Image:           optString(spec.Source.Image),
+		MemoryMB:        optInt32(spec.MemoryMB),
+		TimeoutSec:      optInt32(spec.TimeoutSeconds),
+		BuildTimeoutSec: optInt32(spec.BuildTimeoutSeconds),
 		WaitTimeout:     prior.WaitTimeout,
-		URL:             optString(fn.Status.URL),
-		ResolvedImage:   optString(fn.Status.Image),
-		Revision:        optString(fn.Status.LatestReadyRevision),
-		Phase:           optString(string(fn.Status.Phase)),
+		URL:             optString(status.URL),
+		ResolvedImage:   optString(status.Image),
+		Revision:        optString(status.LatestReadyRevision),
+		Phase:           optString(string(status.Phase)),
 	}
 	// An alias the user wrote stays as written when the server canonicalised it.
-	if !prior.Runtime.IsNull() && !prior.Runtime.IsUnknown() && prior.Runtime.ValueString() != fn.Spec.Runtime {
+	if !prior.Runtime.IsNull() && !prior.Runtime.IsUnknown() && prior.Runtime.ValueString() != spec.Runtime {
 		a, _ := slessv1alpha1.CanonicalRuntime(prior.Runtime.ValueString())
-		b, _ := slessv1alpha1.CanonicalRuntime(fn.Spec.Runtime)
+		b, _ := slessv1alpha1.CanonicalRuntime(spec.Runtime)
 		if a != "" && a == b {
 			m.Runtime = prior.Runtime
 		}
@@ -243,7 +293,7 @@ func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *funct
 	// The source's digest is the digest of the zip the provider would
 	// upload: an uploaded archive carries it; inline files are zipped the
 	// same deterministic way, so files equal to the directory's plan no change.
-	switch src := fn.Spec.Source; {
+	switch src := spec.Source; {
 	case src.Archive != nil:
 		m.SourceSHA256 = types.StringValue(src.Archive.SHA256)
 	case src.Inline != nil:
@@ -256,7 +306,7 @@ func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *funct
 		m.SourceSHA256 = types.StringNull()
 	}
 
-	if c := fn.Spec.CPU; c != nil {
+	if c := spec.CPU; c != nil {
 		m.CPU = types.StringValue(c.String())
 		if !prior.CPU.IsNull() && !prior.CPU.IsUnknown() {
 			if q, err := resource.ParseQuantity(prior.CPU.ValueString()); err == nil && q.Cmp(*c) == 0 {
@@ -269,7 +319,7 @@ func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *funct
 
 	plain := map[string]attr.Value{}
 	secret := map[string]attr.Value{}
-	for _, e := range fn.Spec.Env {
+	for _, e := range spec.Env {
 		switch {
 		case e.ValueFrom == nil:
 			plain[e.Name] = types.StringValue(e.Value)
@@ -286,20 +336,6 @@ func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *funct
 	}
 	m.Env = mapState(prior.Env, types.StringType, plain, &diags)
 	m.SecretEnv = mapState(prior.SecretEnv, types.ObjectType{AttrTypes: secretRefAttrTypes}, secret, &diags)
-
-	if sc := fn.Spec.Scale; sc != nil && (sc.Min != nil || sc.Max != nil || sc.Target != nil || sc.ContainerConcurrency != nil) {
-		obj, d := types.ObjectValue(scaleAttrTypes, map[string]attr.Value{
-			"min": optInt32(sc.Min), "max": optInt32(sc.Max), "target": optInt32(sc.Target),
-			"container_concurrency": optInt64(sc.ContainerConcurrency),
-		})
-		diags.Append(d...)
-		m.Scale = obj
-	} else if !prior.Scale.IsNull() && !prior.Scale.IsUnknown() && allNull(prior.Scale) {
-		m.Scale = prior.Scale
-	} else {
-		m.Scale = types.ObjectNull(scaleAttrTypes)
-	}
-	_ = ctx
 	return m, diags
 }
 

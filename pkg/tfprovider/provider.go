@@ -188,7 +188,7 @@ func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureReq
 }
 
 func (p *slessProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newFunctionResource, newTriggerResource, newJobResource, newSecretResource}
+	return []func() resource.Resource{newFunctionResource, newServiceResource, newTriggerResource, newJobResource, newSecretResource}
 }
 
 func (p *slessProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -46,7 +46,7 @@ func TestProviderSchemaIsValid(t *testing.T) {
 		got = append(got, "data "+name)
 	}
 	sort.Strings(got)
-	want := "data sless_function,data sless_functions,resource sless_function,resource sless_job,resource sless_secret,resource sless_trigger"
+	want := "data sless_function,data sless_functions,resource sless_function,resource sless_job,resource sless_secret,resource sless_service,resource sless_trigger"
 	if strings.Join(got, ",") != want {
 		t.Errorf("types = %v, want %s", got, want)
 	}
@@ -215,7 +215,7 @@ func TestReadZipFileKeepsBytes(t *testing.T) {
 
 // baseFunction is a valid configuration; the table rows break one thing each.
 func baseFunction() functionModel {
-	return functionModel{
+	return functionModel{buildModel: buildModel{
 		Name:            types.StringValue("hello"),
 		Namespace:       types.StringNull(),
 		Runtime:         types.StringValue("python3.12"),
@@ -229,8 +229,7 @@ func baseFunction() functionModel {
 		CPU:             types.StringNull(),
 		TimeoutSec:      types.Int64Value(30),
 		BuildTimeoutSec: types.Int64Value(900),
-		Scale:           types.ObjectNull(scaleAttrTypes),
-	}
+	}, Scale: types.ObjectNull(scaleAttrTypes)}
 }
 
 func scaleObj(min, max, target, cc types.Int64) types.Object {
