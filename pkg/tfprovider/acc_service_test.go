@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-testing/config"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -347,4 +349,28 @@ func TestAccServiceRefusesBadConfig(t *testing.T) {
 			})
 		})
 	}
+}
+
+// examples/terraform/service plans (and, where the server builds services,
+// applies to a Ready service and destroys).
+func TestAccServiceExample(t *testing.T) {
+	api := startAPI(t)
+	ready := servesServices(t, api)
+	step := resource.TestStep{
+		ProtoV6ProviderFactories: providerFactories(),
+		ConfigDirectory:          config.StaticDirectory(filepath.Join(repoRoot(), "examples", "terraform", "service")),
+		ConfigVariables: config.Variables{
+			"greeting": config.StringVariable("Hi"),
+			// The framework copies the directory's files, not its folders.
+			"source_dir": config.StringVariable(filepath.Join(repoRoot(), "examples", "terraform", "service", "web")),
+		},
+	}
+	if ready {
+		step.ConfigStateChecks = []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("sless_service.web", tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+		}
+	} else {
+		step.PlanOnly, step.ExpectNonEmptyPlan = true, true
+	}
+	resource.Test(t, resource.TestCase{CheckDestroy: serviceGone(api, "web-tf"), Steps: []resource.TestStep{step}})
 }
