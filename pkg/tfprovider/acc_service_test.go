@@ -148,12 +148,42 @@ func TestAccServiceLifecycle(t *testing.T) {
 }
 `, name, dir, greetingEnv, wait, scale))
 	}
-	step := func(s resource.TestStep, greeting, env string) resource.TestStep {
-		if ready {
+	// Without Ready, an update fails its apply at wait_timeout and runs no
+	// checks: those of the API's object run before the next step instead.
+	var pending resource.TestCheckFunc
+	runPending := func() {
+		if pending != nil {
+			if err := pending(nil); err != nil {
+				t.Fatal(err)
+			}
+			pending = nil
+		}
+	}
+	step := func(s resource.TestStep, greeting, env string, update bool) resource.TestStep {
+		before := s.PreConfig
+		s.PreConfig = func() {
+			runPending()
+			if before != nil {
+				before()
+			}
+		}
+		switch {
+		case ready:
 			s.Check = resource.ComposeTestCheckFunc(s.Check, serviceAnswers(api, name, greeting, env))
 			s.ConfigStateChecks = append(s.ConfigStateChecks, statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")))
-		} else {
-			// Not Ready: the plan after apply asks to wait for it again.
+		case update:
+			check := s.Check
+			s.Check = nil
+			s.PreConfig = func() {
+				runPending()
+				if before != nil {
+					before()
+				}
+				pending = check
+			}
+			s.ExpectError = regexp.MustCompile(`service \S+ was not Ready within 1s`)
+		default:
+			// A create not Ready warns; the plan after it asks to wait again.
 			s.ExpectNonEmptyPlan = true
 		}
 		return s
@@ -194,7 +224,7 @@ func TestAccServiceLifecycle(t *testing.T) {
 						return nil
 					}),
 				),
-			}, "one", "a"),
+			}, "one", "a", false),
 			step(resource.TestStep{
 				// Scale and env change in place.
 				Config: cfg("  min_scale = 0\n  max_scale = 3\n  container_concurrency = 10", "b"),
@@ -209,7 +239,7 @@ func TestAccServiceLifecycle(t *testing.T) {
 					}
 					return nil
 				}),
-			}, "one", "b"),
+			}, "one", "b", true),
 			step(resource.TestStep{
 				// Bounds removed from the configuration go from the server
 				// (min_scale back to its default); new code is uploaded.
@@ -227,8 +257,9 @@ func TestAccServiceLifecycle(t *testing.T) {
 					}
 					return nil
 				}),
-			}, "two", "b"),
+			}, "two", "b", true),
 			{
+				PreConfig:               runPending,
 				ResourceName:            addr,
 				ImportState:             true,
 				ImportStateId:           api.Namespace + "/" + name,
