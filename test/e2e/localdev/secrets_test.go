@@ -19,14 +19,14 @@ import (
 )
 
 // A secret made through the REST API and rotated with the CLI reaches a
-// real Python function through secretKeyRef: after the rotation a new
-// revision uses the new value. The function uses the value without
-// printing it (it answers the value's SHA-256), so the audit that follows
+// real Python function and a Python (WSGI) service through secretKeyRef:
+// after the rotation a new revision of each uses the new value. They use
+// the value without printing it (they answer its SHA-256), so the audit that follows
 // is of sless alone: no API answer (objects, lists, secrets, OpenAPI,
 // invocation records, logs, builds, console pages), CLI output, line of
 // sless dev's own stdout or stderr, or file of the data directory — logs,
 // records, the sealed store itself — holds a value or its base64.
-func TestSecretRotationReachesFunction(t *testing.T) {
+func TestSecretRotationReachesFunctionAndService(t *testing.T) {
 	d := startDev(t, time.Minute)
 	v1, v2 := "first-Zq8vN3-value", "second-Jp4rT7-value"
 	digest := func(v string) string {
@@ -76,9 +76,27 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 	if code, b := api("POST", "/v1/namespaces/e2e/functions", "application/json", body); code != 201 {
 		t.Fatalf("create function: %d %s", code, b)
 	}
+	svcBody, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"name": "books"},
+		"spec": map[string]any{"runtime": "python3.12", "entrypoint": "app.app",
+			"env": []any{map[string]any{"name": "DB_PASSWORD", "valueFrom": map[string]any{
+				"secretKeyRef": map[string]any{"name": "db", "key": "password"}}}},
+			"source": map[string]any{"inline": map[string]any{"files": map[string]string{
+				"app.py": "import hashlib, json, os\n\n" +
+					"def app(environ, start_response):\n    print('books checking the password', flush=True)\n" +
+					"    start_response('200 OK', [('Content-Type', 'application/json')])\n" +
+					"    return [json.dumps({'sha256': hashlib.sha256(os.environ.get('DB_PASSWORD', '').encode()).hexdigest()}).encode()]\n"}}}},
+	})
+	if code, b := api("POST", "/v1/namespaces/e2e/services", "application/json", svcBody); code != 201 {
+		t.Fatalf("create service: %d %s", code, b)
+	}
 	first := d.awaitReady("e2e", "reader", 3*time.Minute)
 	if code, b := d.do("GET", "/fn/e2e/reader", "", nil); code != 200 || !strings.Contains(string(b), digest(v1)) {
 		t.Fatalf("invoke before the rotation: %d %s, want the digest of the first value", code, b)
+	}
+	svcFirst := d.awaitServiceReady("e2e", "books", 3*time.Minute)
+	if code, b := d.do("GET", "/svc/e2e/books/", "", nil); code != 200 || !strings.Contains(string(b), digest(v1)) {
+		t.Fatalf("service before the rotation: %d %s, want the digest of the first value", code, b)
 	}
 
 	valueFile := filepath.Join(home, "password")
@@ -99,14 +117,34 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	now := d.awaitReady("e2e", "reader", time.Minute)
-	if now.Status.LatestReadyRevision == first.Status.LatestReadyRevision || now.Metadata.Generation != first.Metadata.Generation {
-		t.Fatalf("revision %s (generation %d) after the rotation, was %s (%d)", now.Status.LatestReadyRevision,
-			now.Metadata.Generation, first.Status.LatestReadyRevision, first.Metadata.Generation)
+	for {
+		code, b := d.do("GET", "/svc/e2e/books/", "", nil)
+		if code == 200 && strings.Contains(string(b), digest(v2)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service did not use the rotated value: %d %s", code, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		what        string
+		first, then fnStatus
+	}{
+		{"function", first, d.awaitReady("e2e", "reader", time.Minute)},
+		{"service", svcFirst, d.awaitServiceReady("e2e", "books", time.Minute)},
+	} {
+		if c.then.Status.LatestReadyRevision == c.first.Status.LatestReadyRevision || c.then.Metadata.Generation != c.first.Metadata.Generation {
+			t.Fatalf("%s: revision %s (generation %d) after the rotation, was %s (%d)", c.what, c.then.Status.LatestReadyRevision,
+				c.then.Metadata.Generation, c.first.Status.LatestReadyRevision, c.first.Metadata.Generation)
+		}
 	}
 	for range 3 {
 		if code, b := d.do("GET", "/fn/e2e/reader?q=1", "", nil); code != 200 {
 			t.Fatalf("invoke: %d %s", code, b)
+		}
+		if code, b := d.do("POST", "/svc/e2e/books/notes?q=1", "application/json", []byte(`{"text":"hi"}`)); code != 200 {
+			t.Fatalf("call the service: %d %s", code, b)
 		}
 	}
 
@@ -122,6 +160,8 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 		sless("describe", "reader", "-o", "json"): `"secretKeyRef"`,
 		sless("history", "reader"):                "200",
 		sless("logs", "reader"):                   "checking the password",
+		sless("services"):                         "books",
+		sless("services", "-o", "json"):           `"secretKeyRef"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("a CLI answer lacks %q: %s", want, out)
@@ -133,6 +173,8 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 		"/v1/namespaces/e2e/functions", "/v1/namespaces/e2e/functions/reader",
 		"/v1/namespaces/e2e/functions/reader/invocations", "/v1/namespaces/e2e/functions/reader/logs",
 		"/v1/namespaces/e2e/functions/reader/builds/latest/logs", "/openapi.json",
+		"/v1/namespaces/e2e/services", "/v1/namespaces/e2e/services/books",
+		"/v1/namespaces/e2e/services/books/logs", "/v1/namespaces/e2e/services/books/builds/latest/logs",
 	} {
 		if code, b := api("GET", path, "", nil); code != 200 {
 			t.Errorf("GET %s: %d %s", path, code, b)
@@ -140,6 +182,9 @@ func TestSecretRotationReachesFunction(t *testing.T) {
 	}
 	if _, b := api("GET", "/v1/namespaces/e2e/functions/reader/logs", "", nil); !strings.Contains(string(b), "checking the password") {
 		t.Errorf("the function's log lacks its own line: %s", b)
+	}
+	if _, b := api("GET", "/v1/namespaces/e2e/services/books/logs", "", nil); !strings.Contains(string(b), "books checking the password") {
+		t.Errorf("the service's log lacks its own line: %s", b)
 	}
 	if _, b := api("GET", "/v1/namespaces/e2e/functions/reader/invocations", "", nil); strings.Count(string(b), `"status":200`) < 5 {
 		t.Errorf("the invocation records lack the calls: %s", b)
