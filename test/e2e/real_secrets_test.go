@@ -1,11 +1,17 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -22,12 +28,14 @@ import (
 // container refers to the secret and which carries the new version; the
 // Route keeps its traffic on the old Revision until the new one is Ready,
 // the old one is kept, and both objects return to Ready with their
-// generation unchanged.
+// generation unchanged. No object of the namespace but the Secret, no
+// Event and no log of Knative's or Tekton's controller holds a value.
 func TestSecretRotationOnRealKnative(t *testing.T) {
 	s := newRealSlice(t)
 	ctx := context.Background()
 	c := s.bed.Kube.Client
-	db := secrets.Make(s.ns, "db", map[string][]byte{"password": []byte("one-Vb7Qx")}, time.Now())
+	v1, v2 := "one-Vb7Qx-secret", "two-Lm2Rk-secret"
+	db := secrets.Make(s.ns, "db", map[string][]byte{"password": []byte(v1)}, time.Now())
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +113,7 @@ func TestSecretRotationOnRealKnative(t *testing.T) {
 
 	cur := &corev1.Secret{}
 	s.get("db", cur)
-	secrets.SetData(cur, map[string][]byte{"password": []byte("two-Lm2Rk")}, time.Now())
+	secrets.SetData(cur, map[string][]byte{"password": []byte(v2)}, time.Now())
 	if err := c.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +190,45 @@ func TestSecretRotationOnRealKnative(t *testing.T) {
 		s.get(w.name, route)
 		if tr := route.Status.Traffic; len(tr) != 1 || tr[0].RevisionName != after || ptr.Deref(tr[0].Percent, 0) != 100 {
 			t.Errorf("%s: Route traffic %+v, want 100%% to %s", w.name, tr, after)
+		}
+	}
+
+	// Only the Secret holds a value: not the objects sless, Knative and
+	// Tekton made, their pods, the namespace's Events, nor the log of
+	// Knative's or Tekton's controller.
+	var forms []string
+	for _, v := range []string{v1, v2} {
+		forms = append(forms, v, base64.StdEncoding.EncodeToString([]byte(v)))
+	}
+	events := &corev1.EventList{}
+	for _, l := range []client.ObjectList{&slessv1alpha1.FunctionList{}, &slessv1alpha1.SlessServiceList{},
+		&servingv1.ServiceList{}, &servingv1.ConfigurationList{}, &servingv1.RevisionList{}, &servingv1.RouteList{},
+		&tektonv1.PipelineRunList{}, &tektonv1.TaskRunList{}, &corev1.PodList{}, events, &eventsv1.EventList{}} {
+		if err := c.List(ctx, l, client.InNamespace(s.ns)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range forms {
+			if bytes.Contains(b, []byte(f)) {
+				t.Errorf("a %T of the namespace holds %q", l, f)
+			}
+		}
+	}
+	if len(events.Items) == 0 {
+		t.Error("no Events in the namespace: the audit of them read nothing")
+	}
+	for _, path := range s.bed.LogFiles() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range forms {
+			if bytes.Contains(b, []byte(f)) {
+				t.Errorf("%s holds %q", path, f)
+			}
 		}
 	}
 }

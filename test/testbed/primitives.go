@@ -220,6 +220,16 @@ func (c *controllerProcess) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// LogFiles are the paths of the controllers' logs, for tests that look
+// for what a controller must never write.
+func (p *Primitives) LogFiles() []string {
+	out := make([]string, 0, len(p.procs))
+	for _, c := range p.procs {
+		out = append(out, c.log)
+	}
+	return out
+}
+
 // Logs writes the tail of each controller's log to t's log when t has
 // failed: the reason a real controller did not act is there.
 func (p *Primitives) Logs(t testing.TB) {
