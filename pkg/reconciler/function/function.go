@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -128,6 +129,17 @@ type Reconciler struct {
 	// one generation, so that a reconcile of an unchanged spec neither
 	// rebuilds the tar.gz nor asks object storage again.
 	contexts map[types.UID]storedContext
+	// written remembers, per Function UID, the Function as this
+	// reconciler last wrote it and the versions those writes replaced.
+	written map[types.UID]ownWrite
+}
+
+// ownWrite is a Function as the reconciler's last writes left it, and the
+// resourceVersions they replaced: a cached Function at one of those is
+// known to be older than obj.
+type ownWrite struct {
+	obj      slessv1alpha1.Workload
+	replaced []string
 }
 
 type storedContext struct {
@@ -160,8 +172,12 @@ type BuildCanceller interface {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	fn := r.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, fn); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	fn = r.fresher(fn)
 	res, err := r.reconcileFunction(ctx, fn)
 	if err != nil {
 		// What a retry may fix is told on the Function too, as Knative's
@@ -180,9 +196,12 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn slessv1alpha1.Wor
 		// The finalizer goes on before anything is stored, so no object
 		// in storage can outlive the Function.
 		controllerutil.AddFinalizer(fn, names.Finalizer)
+		prev := fn.GetResourceVersion()
 		if err := r.Client.Update(ctx, fn); err != nil {
+			r.forgetUID(fn.GetUID())
 			return reconcile.Result{}, err
 		}
+		r.wrote(fn, prev)
 	}
 
 	before := fn.WorkloadStatus().DeepCopy()
@@ -191,7 +210,9 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn slessv1alpha1.Wor
 	summarize(fn)
 	evs = append(evs, becameReady(before, fn.WorkloadStatus())...)
 	if !equality.Semantic.DeepEqual(before, fn.WorkloadStatus()) {
+		prev := fn.GetResourceVersion()
 		if uerr := r.Client.Status().Update(ctx, fn); uerr != nil {
+			r.forgetUID(fn.GetUID())
 			// The steps were taken whatever became of the write. The
 			// transitions were not stored: the next reconcile finds them
 			// again and tells them then, so each is told once.
@@ -203,9 +224,64 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn slessv1alpha1.Wor
 			}
 			return reconcile.Result{}, errors.Join(err, uerr)
 		}
+		r.wrote(fn, prev)
 	}
 	r.tell(fn, evs)
 	return reconcile.Result{}, err
+}
+
+// fresher is fn, or the Function as this reconciler last wrote it when fn
+// comes from a cache that has not yet seen those writes. An event of a
+// PipelineRun or Service often reconciles a Function just after its status
+// was written; reconciled from the cache's older copy, the status looked
+// changed and its write was refused as a conflict, a request and a requeue
+// wasted. A write by anyone else since still conflicts, as it should.
+func (r *Reconciler) fresher(fn slessv1alpha1.Workload) slessv1alpha1.Workload {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.written[fn.GetUID()]
+	if !ok {
+		return fn
+	}
+	if slices.Contains(w.replaced, fn.GetResourceVersion()) {
+		return w.obj.DeepCopyObject().(slessv1alpha1.Workload)
+	}
+	// The cache has caught up with the writes, or gone past them.
+	delete(r.written, fn.GetUID())
+	return fn
+}
+
+// wrote records fn as a write of this reconciler left it, the write
+// having replaced version prev.
+func (r *Reconciler) wrote(fn slessv1alpha1.Workload, prev string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written == nil {
+		r.written = map[types.UID]ownWrite{}
+	}
+	// The cache may still hold any version these writes replaced since it
+	// last caught up.
+	w := r.written[fn.GetUID()]
+	r.written[fn.GetUID()] = ownWrite{obj: fn.DeepCopyObject().(slessv1alpha1.Workload), replaced: append(slices.Clone(w.replaced), prev)}
+}
+
+// forgetUID drops what wrote kept: the Function in hand no longer matches
+// any version stored (a write of its status failed), or it is gone.
+func (r *Reconciler) forgetUID(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.written, uid)
+}
+
+// forget drops what remember kept of a Function that is gone.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, w := range r.written {
+		if w.obj.GetNamespace() == key.Namespace && w.obj.GetName() == key.Name {
+			delete(r.written, uid)
+		}
+	}
 }
 
 // reconcile moves the Function along source → build → serve and records
@@ -501,6 +577,7 @@ func (r *Reconciler) finalize(ctx context.Context, fn slessv1alpha1.Workload) er
 	}
 	r.mu.Lock()
 	delete(r.contexts, fn.GetUID())
+	delete(r.written, fn.GetUID())
 	r.mu.Unlock()
 	controllerutil.RemoveFinalizer(fn, names.Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, fn))
