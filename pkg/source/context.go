@@ -8,9 +8,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sless-dev/sless/runtimes"
@@ -206,6 +208,21 @@ func dockerfile(rt *runtimes.Runtime, base, entrypoint, mode string, steps []run
 
 // writeTarGz writes entries (file path → content) as a reproducible tar.gz,
 // with an entry for every directory; the files in executable are 0755.
+// gzipWriters are reused: a writer's compressor state is about 600 KiB
+// allocated and cleared anew for each context, most of the cost of making
+// a small one, and the controller makes one per Function it reconciles
+// after a restart. A reset writer writes the same bytes as a new one.
+var gzipWriters = sync.Pool{New: func() any {
+	// BestSpeed: a context is built on every upload, and level 9 cost three
+	// times as long on large archives for little gain on code. The level is
+	// part of the digest, so changing it changes every digest (and rebuilds).
+	zw, err := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	if err != nil {
+		panic(err) // BestSpeed is a valid level
+	}
+	return zw
+}}
+
 func writeTarGz(entries map[string][]byte, executable map[string]bool) ([]byte, error) {
 	dirs := map[string]bool{}
 	for name := range entries {
@@ -223,13 +240,9 @@ func writeTarGz(entries map[string][]byte, executable map[string]bool) ([]byte, 
 	sort.Strings(names)
 
 	var buf bytes.Buffer
-	// BestSpeed: a context is built on every upload, and level 9 cost three
-	// times as long on large archives for little gain on code. The level is
-	// part of the digest, so changing it changes every digest (and rebuilds).
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err != nil {
-		return nil, err
-	}
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
 	zw.Header = gzip.Header{OS: 255} // no name, no time, "unknown" OS
 	tw := tar.NewWriter(zw)
 	for _, name := range names {
