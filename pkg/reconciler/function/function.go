@@ -491,9 +491,15 @@ func (r *Reconciler) buildContext(ctx context.Context, fn slessv1alpha1.Workload
 		return adapter.BuildInput{}, err
 	}
 	key := names.WorkloadContextKey(fn, bc.Digest)
-	ok, err := r.Store.Exists(ctx, key)
-	if err != nil {
-		return adapter.BuildInput{}, fmt.Errorf("check build context %s: %w", key, err)
+	// The status names this very context as stored, and source GC keeps
+	// what the status names: asking storage again cost every Function a
+	// round trip after each restart of the controller.
+	st := fn.WorkloadStatus()
+	ok := st.SourceDigest == bc.Digest && meta.IsStatusConditionTrue(st.Conditions, slessv1alpha1.FunctionConditionSourceReady)
+	if !ok {
+		if ok, err = r.Store.Exists(ctx, key); err != nil {
+			return adapter.BuildInput{}, fmt.Errorf("check build context %s: %w", key, err)
+		}
 	}
 	if !ok {
 		if err := r.Store.Put(ctx, key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
