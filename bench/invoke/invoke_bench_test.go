@@ -355,50 +355,58 @@ func benchRecords(n int, fns int, start time.Time, step time.Duration) []invoke.
 // the Recorder as the proxy does; the baseline is COPY of the same rows into
 // a table of the same columns without indexes.
 func BenchmarkRecordsPerSecond(b *testing.B) {
-	const n = 300000
-	records := benchRecords(n, 50, time.Now().Add(-time.Hour), time.Millisecond)
 	for i := 0; i < b.N; i++ {
-		s := postgrestest.New(b)
-		ctx := context.Background()
-		if _, err := s.Pool().Exec(ctx, `CREATE UNLOGGED TABLE plain (namespace text, function text, revision text, trigger text,
-			request_id text, started_at timestamptz, duration_us bigint, status smallint, bytes_in bigint, bytes_out bigint,
-			cold_start boolean, error text)`); err != nil {
-			b.Fatal(err)
-		}
-		// Baseline: COPY without indexes, identity or transaction bookkeeping.
-		t0 := time.Now()
-		for off := 0; off < n; off += 5000 {
-			rows := make([][]any, 0, 5000)
-			for _, r := range records[off : off+5000] {
-				rows = append(rows, []any{r.Namespace, r.Function, r.Revision, r.Trigger, r.RequestID, r.StartedAt,
-					r.Duration.Microseconds(), int16(r.Status), r.BytesIn, r.BytesOut, r.ColdStart, r.Error})
-			}
-			if _, err := s.Pool().CopyFrom(ctx, []string{"plain"}, []string{"namespace", "function", "revision", "trigger",
-				"request_id", "started_at", "duration_us", "status", "bytes_in", "bytes_out", "cold_start", "error"}, pgx.CopyFromRows(rows)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		baseline := float64(n) / time.Since(t0).Seconds()
-
-		rec := invoke.NewRecorder(s, invoke.RecorderOptions{QueueSize: n, BatchSize: 5000})
-		t1 := time.Now()
-		for _, r := range records {
-			if !rec.Record(r) {
-				b.Fatal("queue full")
-			}
-		}
-		if err := rec.Close(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		rate := float64(n) / time.Since(t1).Seconds()
-		var stored int
-		if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM invocations").Scan(&stored); err != nil || stored != n {
-			b.Fatalf("stored %d of %d: %v", stored, n, err)
-		}
+		rate, baseline := recordsPerSecond(b, 300000, 5000)
 		b.ReportMetric(rate, "records/s")
 		b.ReportMetric(baseline, "baseline_unindexed_copy_rows/s")
 		b.ReportMetric(rate/baseline, "ratio_to_unindexed_copy")
 	}
+}
+
+// recordsPerSecond is BenchmarkRecordsPerSecond's measurement of n records
+// in batches of batch (n a multiple of it): the Recorder's rate, and the
+// unindexed COPY's.
+func recordsPerSecond(tb testing.TB, n, batch int) (rate, baseline float64) {
+	tb.Helper()
+	records := benchRecords(n, 50, time.Now().Add(-time.Hour), time.Millisecond)
+	s := postgrestest.New(tb)
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, `CREATE UNLOGGED TABLE plain (namespace text, function text, revision text, trigger text,
+		request_id text, started_at timestamptz, duration_us bigint, status smallint, bytes_in bigint, bytes_out bigint,
+		cold_start boolean, error text)`); err != nil {
+		tb.Fatal(err)
+	}
+	// Baseline: COPY without indexes, identity or transaction bookkeeping.
+	t0 := time.Now()
+	for off := 0; off < n; off += batch {
+		rows := make([][]any, 0, batch)
+		for _, r := range records[off : off+batch] {
+			rows = append(rows, []any{r.Namespace, r.Function, r.Revision, r.Trigger, r.RequestID, r.StartedAt,
+				r.Duration.Microseconds(), int16(r.Status), r.BytesIn, r.BytesOut, r.ColdStart, r.Error})
+		}
+		if _, err := s.Pool().CopyFrom(ctx, []string{"plain"}, []string{"namespace", "function", "revision", "trigger",
+			"request_id", "started_at", "duration_us", "status", "bytes_in", "bytes_out", "cold_start", "error"}, pgx.CopyFromRows(rows)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	baseline = float64(n) / time.Since(t0).Seconds()
+
+	rec := invoke.NewRecorder(s, invoke.RecorderOptions{QueueSize: n, BatchSize: batch})
+	t1 := time.Now()
+	for _, r := range records {
+		if !rec.Record(r) {
+			tb.Fatal("queue full")
+		}
+	}
+	if err := rec.Close(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	rate = float64(n) / time.Since(t1).Seconds()
+	var stored int
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM invocations").Scan(&stored); err != nil || stored != n {
+		tb.Fatalf("stored %d of %d: %v", stored, n, err)
+	}
+	return rate, baseline
 }
 
 // BenchmarkListAtMillionRows lists one function's invocations from a table
@@ -407,41 +415,67 @@ func BenchmarkRecordsPerSecond(b *testing.B) {
 // The baseline is the same queries against a table of 1,000 rows.
 func BenchmarkListAtMillionRows(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		small := postgrestest.New(b)
-		fill(b, small, 1000)
-		baseP50, baseP99 := listLatencies(b, small, 1000)
-		big := postgrestest.New(b)
-		fill(b, big, 1000000)
-		p50, p99 := listLatencies(b, big, 1000000)
-		b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
-		b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
-		b.ReportMetric(float64(baseP99.Microseconds())/1000, "baseline_1k_rows_p99_ms")
-		b.ReportMetric(float64(baseP50.Microseconds())/1000, "baseline_1k_rows_p50_ms")
-		b.ReportMetric(float64(p99)/float64(baseP99), "p99_ratio_to_1k_rows")
+		l := listAt(b, 1000000, 1000)
+		b.ReportMetric(float64(l.p50.Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(l.p99.Microseconds())/1000, "p99_ms")
+		b.ReportMetric(float64(l.baseP99.Microseconds())/1000, "baseline_1k_rows_p99_ms")
+		b.ReportMetric(float64(l.baseP50.Microseconds())/1000, "baseline_1k_rows_p50_ms")
+		b.ReportMetric(float64(l.p99)/float64(l.baseP99), "p99_ratio_to_1k_rows")
 	}
+}
+
+// listings are the listing latencies of a big table and of the baseline's.
+type listings struct{ p50, p99, baseP50, baseP99 time.Duration }
+
+func listAt(tb testing.TB, big, base int) listings {
+	tb.Helper()
+	var l listings
+	small := postgrestest.New(tb)
+	fill(tb, small, base)
+	l.baseP50, l.baseP99 = listLatencies(tb, small, base)
+	large := postgrestest.New(tb)
+	fill(tb, large, big)
+	l.p50, l.p99 = listLatencies(tb, large, big)
+	return l
+}
+
+// TestInvocationsBenchSmoke runs the records and listing benchmarks' code
+// on small tables, so that they cannot rot: each number comes out. The
+// numbers themselves are for the README, not for a test.
+func TestInvocationsBenchSmoke(t *testing.T) {
+	rate, baseline := recordsPerSecond(t, 10000, 2000)
+	if rate <= 0 || baseline <= 0 {
+		t.Errorf("records per second %v, baseline %v", rate, baseline)
+	}
+	l := listAt(t, 20000, 1000)
+	if l.p50 <= 0 || l.p99 < l.p50 || l.baseP50 <= 0 || l.baseP99 < l.baseP50 {
+		t.Errorf("listing latencies not measured: %+v", l)
+	}
+	t.Logf("%.0f records/s (unindexed COPY %.0f/s); list p50/p99 at 20,000 rows %v/%v, at 1,000 rows %v/%v",
+		rate, baseline, l.p50, l.p99, l.baseP50, l.baseP99)
 }
 
 var listStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func fill(b *testing.B, s *postgres.Store, n int) {
-	b.Helper()
+func fill(tb testing.TB, s *postgres.Store, n int) {
+	tb.Helper()
 	ctx := context.Background()
 	const batch = 50000
 	for off := 0; off < n; off += batch {
 		records := benchRecords(min(batch, n-off), 10, listStart.Add(time.Duration(off)*100*time.Millisecond), 100*time.Millisecond)
 		if err := s.Write(ctx, invoke.Batch{ID: fmt.Sprint("fill-", off), Records: records}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	if _, err := s.Pool().Exec(ctx, "VACUUM ANALYZE invocations"); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 }
 
 // listLatencies runs 600 listings of fn-3 (n/10 rows) in a fixed mix and
 // returns their p50 and p99.
-func listLatencies(b *testing.B, s *postgres.Store, n int) (time.Duration, time.Duration) {
-	b.Helper()
+func listLatencies(tb testing.TB, s *postgres.Store, n int) (time.Duration, time.Duration) {
+	tb.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	span := time.Duration(n) * 100 * time.Millisecond
@@ -467,11 +501,11 @@ func listLatencies(b *testing.B, s *postgres.Store, n int) (time.Duration, time.
 		t0 := time.Now()
 		page, err := s.List(ctx, query)
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))
 		if q%6 == 0 && len(page.Items) != min(50, n/10) {
-			b.Fatalf("newest page has %d items", len(page.Items))
+			tb.Fatalf("newest page has %d items", len(page.Items))
 		}
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
