@@ -210,7 +210,7 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	var recorder *invoke.Recorder
-	var list gin.HandlerFunc
+	var list, svcList gin.HandlerFunc
 	var history invoke.History
 	if *databaseURL != "" {
 		pg, err := openRecords(ctx, *databaseURL, *maxAge, log)
@@ -234,6 +234,8 @@ func runAPI(ctx context.Context, args []string) error {
 		history = pg
 		h := invoke.ListHandler{History: pg, Logger: log, Functions: resolver}
 		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+		sh := invoke.ListHandler{History: pg, Logger: log, Functions: resolver.Services()}
+		svcList = func(c *gin.Context) { sh.ListService(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 	}
 	proxy, err := invoke.NewProxy(invoke.Options{
 		Resolver:        resolver,
@@ -255,7 +257,7 @@ func runAPI(ctx context.Context, args []string) error {
 		DeleteWait: *deleteWait,
 		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,
 		MaxUploadsPerTenant: *maxTenantUploads, UploadMinRate: *uploadMinRate, UploadRateWindow: *uploadRateWindow,
-		Invoke: proxy, Invocations: list,
+		Invoke: proxy, Invocations: list, ServiceInvocations: svcList,
 		Logs:       &kube.Logs{Pods: core},
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Ready: func(ctx context.Context) error {

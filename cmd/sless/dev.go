@@ -389,6 +389,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	list := invoke.ListHandler{History: history, Logger: log, Functions: resolver}
+	svcList := invoke.ListHandler{History: history, Logger: log, Functions: svcResolver}
 	logSource := &local.Logs{LogDir: filepath.Join(data, "logs"), Builder: builder}
 	var con http.Handler
 	if *withConsole {
@@ -408,6 +409,9 @@ func runDev(ctx context.Context, args []string) error {
 		Invoke:  proxy,
 		Invocations: func(c *gin.Context) {
 			list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
+		},
+		ServiceInvocations: func(c *gin.Context) {
+			svcList.ListService(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
 		},
 		Logs:       logSource,
 		Registerer: reg, Gatherer: reg,

@@ -117,6 +117,8 @@ type Options struct {
 	// Invocations, when set, serves GET /v1/namespaces/{ns}/functions/{name}/invocations
 	// behind authentication and the tenancy check; IdentityOf(c) is the caller.
 	Invocations gin.HandlerFunc
+	// ServiceInvocations is Invocations for …/services/{name}/invocations.
+	ServiceInvocations gin.HandlerFunc
 	// Logs, when set, serves GET …/functions/{name}/logs and
 	// …/functions/{name}/builds/{build}/logs, and the same of
 	// …/services/{name}; nil answers them 501.
@@ -276,16 +278,21 @@ func (s *Server) routes() *gin.Engine {
 		}
 	}
 	fnNamed := s.named(functions)
-	invocations := s.opts.Invocations
+	// The routes exist whatever the server keeps, so a client told by the
+	// OpenAPI document that they do learns why they have no answer.
+	noHistory := func(c *gin.Context) {
+		writeProblem(c, problem(http.StatusNotImplemented, "no-history", "No invocation history",
+			"this server keeps no invocation records: it was started without a database (sless api --database-url)"))
+	}
+	invocations, svcInvocations := s.opts.Invocations, s.opts.ServiceInvocations
 	if invocations == nil {
-		// The route exists whatever the server keeps, so a client told by
-		// the OpenAPI document that it does learns why it has no answer.
-		invocations = func(c *gin.Context) {
-			writeProblem(c, problem(http.StatusNotImplemented, "no-history", "No invocation history",
-				"this server keeps no invocation records: it was started without a database (sless api --database-url)"))
-		}
+		invocations = noHistory
+	}
+	if svcInvocations == nil {
+		svcInvocations = noHistory
 	}
 	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
+	get(nsr, "/services/:name/invocations", s.named(services), svcInvocations)
 	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.instanceLogs(newFunction))
 	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs(newFunction))
 	svcNamed := s.named(services)

@@ -259,6 +259,18 @@ func invocationsPath(p string) (ns, name string, ok bool) {
 	return parts[n-4], parts[n-2], true
 }
 
+// ListService answers the listing of a SlessService's records: those of
+// trigger service under its name, unless the query names another trigger
+// (which then finds none). h.Functions, when set, resolves services.
+func (h ListHandler) ListService(w http.ResponseWriter, r *http.Request, namespace, service string) {
+	if q := r.URL.Query(); !q.Has("trigger") {
+		q.Set("trigger", TriggerService)
+		r = r.Clone(r.Context())
+		r.URL.RawQuery = q.Encode()
+	}
+	h.List(w, r, namespace, service)
+}
+
 // List answers the listing of namespace/function; for routers that hand out
 // path parameters themselves, e.g. gin:
 //

@@ -268,6 +268,35 @@ func TestServicesThroughDev(t *testing.T) {
 		}
 	}
 
+	// Each call was recorded with trigger service and a revision, the crash
+	// as a 502, and the service's listing holds them.
+	for _, c := range cases {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, b := d.do("GET", "/v1/namespaces/e2e/services/"+c.name+"/invocations?limit=1000", "", nil)
+			var page struct {
+				Items []struct {
+					Function, Trigger, Revision string
+					Status                      int
+				}
+			}
+			_ = json.Unmarshal(b, &page)
+			seen := map[int]int{}
+			bad := false
+			for _, it := range page.Items {
+				seen[it.Status]++
+				bad = bad || it.Trigger != "service" || it.Function != c.name || it.Revision == ""
+			}
+			if code == 200 && !bad && seen[200] >= 6 && seen[502] == 1 {
+				break
+			}
+			if time.Now().After(deadline) || bad {
+				t.Fatalf("%s's records: %d %s", c.name, code, b)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
 	// No file of the data directory holds a value in the clear.
 	records, _ := filepath.Glob(filepath.Join(d.data, "*.db"))
 	for _, f := range records {
