@@ -155,4 +155,9 @@ func TestInvocationsWithoutHistory(t *testing.T) {
 	}
 	want(t, e.do("GET", path, "", nil), http.StatusUnauthorized)
 	want(t, e.do("GET", e.path("functions", "Not_A_Name")+"/invocations", tok, nil), http.StatusBadRequest)
+	// A service's listing, the same way.
+	svc := e.path("services", "web") + "/invocations"
+	want(t, e.do("GET", svc, tok, nil), http.StatusNotImplemented)
+	want(t, e.do("GET", svc, "", nil), http.StatusUnauthorized)
+	want(t, e.do("GET", e.path("services", "Not_A_Name")+"/invocations", tok, nil), http.StatusBadRequest)
 }
