@@ -265,7 +265,7 @@ func addSourceGC(mgr ctrl.Manager, store *s3.Client, grace, interval time.Durati
 		return err
 	}
 	gc, err := sourcegc.New(sourcegc.Options{
-		Store: store, Functions: mgr.GetAPIReader(), Grace: grace, Interval: interval,
+		Store: store, Objects: mgr.GetAPIReader(), Grace: grace, Interval: interval,
 		Metrics: metrics, Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 	})
 	if err != nil {

@@ -342,7 +342,7 @@ func runDev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		gc, err := sourcegc.New(sourcegc.Options{Store: blobs, Functions: store, Grace: *gcGrace, Interval: *gcInterval, Metrics: gcMetrics, Logger: log})
+		gc, err := sourcegc.New(sourcegc.Options{Store: blobs, Objects: store, Grace: *gcGrace, Interval: *gcInterval, Metrics: gcMetrics, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 // Package sourcegc deletes the source archives and build contexts in object
-// storage that no Function needs: a zip uploaded for a Function that was
-// never created, the uploads and contexts a Function has moved on from.
+// storage that no Function or SlessService needs: a zip uploaded for one
+// that was never created, the uploads and contexts one has moved on from.
+// (Below, "Function" stands for either: a SlessService's objects lie under
+// a prefix of their own and are decided on by the same rules.)
 // Deleting a Function deletes its objects (the Function reconciler's
 // finalizer); this collects what is left behind while Functions live, or
 // without one ever living.
@@ -41,18 +43,18 @@ const (
 	DefaultGrace     = 24 * time.Hour
 	DefaultInterval  = time.Hour
 	DefaultBatchSize = 1000
-	// functionPage is how many Functions one list request reads.
-	functionPage = 500
+	// listPage is how many objects of a kind one list request reads.
+	listPage = 500
 )
 
 // Options configure a Collector.
 type Options struct {
 	// Store holds the objects: the S3 bucket, or local mode's directory.
 	Store s3.Store
-	// Functions reads Functions as they are now: on a cluster the
-	// manager's API reader, not its cache, which may lag behind a create
-	// naming an upload; in local mode the store.
-	Functions client.Reader
+	// Objects reads Functions and SlessServices as they are now: on a
+	// cluster the manager's API reader, not its cache, which may lag
+	// behind a create naming an upload; in local mode the store.
+	Objects client.Reader
 	// Grace is how long an object is kept whatever refers to it; it must
 	// outlast the time between an upload and the create that names it.
 	// Default DefaultGrace.
@@ -130,8 +132,8 @@ var _ manager.LeaderElectionRunnable = (*Collector)(nil)
 
 // New makes a Collector; it does not sweep until Start or Sweep.
 func New(opts Options) (*Collector, error) {
-	if opts.Store == nil || opts.Functions == nil {
-		return nil, errors.New("sourcegc: Store and Functions are required")
+	if opts.Store == nil || opts.Objects == nil {
+		return nil, errors.New("sourcegc: Store and Objects are required")
 	}
 	if opts.Grace < 0 || opts.Interval < 0 || opts.BatchSize < 0 {
 		return nil, fmt.Errorf("sourcegc: grace %v, interval %v and batch size %d must not be negative", opts.Grace, opts.Interval, opts.BatchSize)
@@ -232,12 +234,11 @@ func (c *Collector) sweep(ctx context.Context, res *Result) error {
 	var batch []candidate
 	var errs []error
 	err = c.opts.Store.List(ctx, "", func(o s3.Object) error {
-		ns, name, _, ok := blobkey.Parse(o.Key)
+		fn, ok := ownerOf(o.Key)
 		if !ok {
 			return nil
 		}
 		res.Listed++
-		fn := types.NamespacedName{Namespace: ns, Name: name}
 		switch {
 		case o.LastModified.After(cutoff):
 			res.Young++
@@ -266,30 +267,63 @@ func (c *Collector) sweep(ctx context.Context, res *Result) error {
 
 type candidate struct {
 	key string
-	fn  types.NamespacedName
+	fn  owner
+}
+
+// owner names the Function or SlessService an object belongs to.
+type owner struct {
+	service bool
+	types.NamespacedName
+}
+
+// ownerOf tells whose object key is; ok is false for keys sless never
+// wrote, which are never deleted.
+func ownerOf(key string) (owner, bool) {
+	if ns, name, _, ok := blobkey.Parse(key); ok {
+		return owner{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
+	}
+	if ns, name, _, ok := blobkey.ParseService(key); ok {
+		return owner{service: true, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
+	}
+	return owner{}, false
+}
+
+// object is an empty object of o's kind to read into.
+func (o owner) object() workload {
+	if o.service {
+		return &slessv1alpha1.SlessService{}
+	}
+	return &slessv1alpha1.Function{}
+}
+
+// workload is what needOf reads of a Function or a SlessService.
+type workload interface {
+	slessv1alpha1.Workload
+	client.Object
+	IsReady() bool
 }
 
 // delete reads the batch's Functions again, as they are now, and deletes
 // the objects they still do not need. A Function that cannot be read
 // keeps its objects for the next sweep.
 func (c *Collector) delete(ctx context.Context, batch []candidate, res *Result) error {
-	fresh := map[types.NamespacedName]need{}
+	fresh := map[owner]need{}
 	var errs []error
 	var keys []string
 	for _, cand := range batch {
 		n, seen := fresh[cand.fn]
 		if !seen {
-			fn := &slessv1alpha1.Function{}
-			err := c.opts.Functions.Get(ctx, cand.fn, fn)
+			obj := cand.fn.object()
+			err := c.opts.Objects.Get(ctx, cand.fn.NamespacedName, obj)
 			switch {
 			case apierrors.IsNotFound(err):
 				n = need{}
 			case err != nil:
 				res.Errors++
-				errs = append(errs, fmt.Errorf("read Function %s: %w", cand.fn, err))
+				errs = append(errs, fmt.Errorf("read %s %s: %w", obj.WorkloadKind(), cand.fn.NamespacedName, err))
 				n = need{all: true}
 			default:
-				n = needOf(fn)
+				n = needOf(obj)
 			}
 			fresh[cand.fn] = n
 		}
@@ -311,18 +345,30 @@ func (c *Collector) delete(ctx context.Context, batch []candidate, res *Result) 
 	return errors.Join(errs...)
 }
 
-// allNeeds reads every Function, a page at a time.
-func (c *Collector) allNeeds(ctx context.Context) (map[types.NamespacedName]need, error) {
-	needs := map[types.NamespacedName]need{}
-	cont := ""
-	for {
+// allNeeds reads every Function and SlessService, a page at a time.
+func (c *Collector) allNeeds(ctx context.Context) (map[owner]need, error) {
+	needs := map[owner]need{}
+	for cont := ""; ; {
 		list := &slessv1alpha1.FunctionList{}
-		if err := c.opts.Functions.List(ctx, list, client.Limit(functionPage), client.Continue(cont)); err != nil {
+		if err := c.opts.Objects.List(ctx, list, client.Limit(listPage), client.Continue(cont)); err != nil {
 			return nil, fmt.Errorf("list Functions: %w", err)
 		}
 		for i := range list.Items {
 			fn := &list.Items[i]
-			needs[types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}] = needOf(fn)
+			needs[owner{NamespacedName: client.ObjectKeyFromObject(fn)}] = needOf(fn)
+		}
+		if cont = list.Continue; cont == "" {
+			break
+		}
+	}
+	for cont := ""; ; {
+		list := &slessv1alpha1.SlessServiceList{}
+		if err := c.opts.Objects.List(ctx, list, client.Limit(listPage), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("list SlessServices: %w", err)
+		}
+		for i := range list.Items {
+			svc := &list.Items[i]
+			needs[owner{service: true, NamespacedName: client.ObjectKeyFromObject(svc)}] = needOf(svc)
 		}
 		if cont = list.Continue; cont == "" {
 			return needs, nil
@@ -349,22 +395,27 @@ func (n need) has(key string) bool {
 	return false
 }
 
-// needOf decides which of fn's objects it needs; see the package comment.
-func needOf(fn *slessv1alpha1.Function) need {
+// needOf decides which of w's objects it needs; see the package comment.
+func needOf(w workload) need {
+	st := w.WorkloadStatus()
 	switch {
-	case fn.DeletionTimestamp != nil:
+	case w.GetDeletionTimestamp() != nil:
 		return need{all: true}
-	case fn.Status.ObservedGeneration != fn.Generation:
+	case st.ObservedGeneration != w.GetGeneration():
 		return need{all: true}
-	case fn.Status.LatestReadyRevision != "" && !fn.IsReady():
+	case st.LatestReadyRevision != "" && !w.IsReady():
 		return need{all: true}
 	}
 	var n need
-	if a := fn.Spec.Source.Archive; a != nil {
+	if a := w.BuildSpec().Source.Archive; a != nil {
 		n.keys = append(n.keys, a.Key)
 	}
-	if d := fn.Status.SourceDigest; d != "" {
-		n.keys = append(n.keys, blobkey.Context(fn.Namespace, fn.Name, d))
+	if d := st.SourceDigest; d != "" {
+		key := blobkey.Context(w.GetNamespace(), w.GetName(), d)
+		if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+			key = blobkey.ServiceContext(w.GetNamespace(), w.GetName(), d)
+		}
+		n.keys = append(n.keys, key)
 	}
 	return n
 }

@@ -112,6 +112,31 @@ func (w world) function(t *testing.T, name, zip, ctxDigest string, mut func(fn *
 	}
 }
 
+// service makes a SlessService built from the archive of zip, Ready and
+// built from the context of ctxDigest.
+func (w world) service(t *testing.T, name, zip, ctxDigest string) {
+	t.Helper()
+	ctx := context.Background()
+	svc := &slessv1alpha1.SlessService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
+		Spec: slessv1alpha1.SlessServiceSpec{Runtime: "python3.12", Entrypoint: "app.app",
+			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
+				Bucket: w.bucket, Key: blobkey.ServiceSource(w.ns, name, sum(zip)), SHA256: sum(zip)}}},
+	}
+	if err := w.fns.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status = slessv1alpha1.FunctionStatus{
+		ObservedGeneration: svc.Generation, Phase: slessv1alpha1.FunctionPhaseReady,
+		SourceDigest: "sha256:" + sum(ctxDigest), LatestReadyRevision: name + "-00001", LatestCreatedRevision: name + "-00001",
+	}
+	meta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady,
+		Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: svc.Generation})
+	if err := w.fns.Status().Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // keys lists the stored keys.
 func (w world) keys(t *testing.T) []string {
 	t.Helper()
@@ -150,6 +175,8 @@ func testSweep(t *testing.T, w world) {
 	ns := w.ns
 	src := func(fn, zip string) string { return blobkey.Source(ns, fn, sum(zip)) }
 	cx := func(fn, c string) string { return blobkey.Context(ns, fn, sum(c)) }
+	ssrc := func(svc, zip string) string { return blobkey.ServiceSource(ns, svc, sum(zip)) }
+	scx := func(svc, c string) string { return blobkey.ServiceContext(ns, svc, sum(c)) }
 
 	// What stays after the grace period, and what goes.
 	kept := []string{
@@ -159,16 +186,20 @@ func testSweep(t *testing.T, w world) {
 		src("leaving", "v1"), src("leaving", "v0"), // the finalizer's
 		src("never", "v2"), cx("never", "v2"), // never served, its current build
 		"notes/readme.txt", ns + "/x/source/not-a-digest.zip", // not sless's layout
+		ssrc("web", "v2"), scx("web", "v2"), // a SlessService's, named by spec and status
 	}
 	gone := []string{
 		src("ghost", "v1"), cx("ghost", "v1"), // uploaded, never created
 		src("ready", "v1"), cx("ready", "v1"), // superseded
 		src("never", "v1"), // superseded, nothing serves it
+		ssrc("web", "v1"), scx("web", "v1"), // superseded in a SlessService
+		ssrc("ready", "v2"), scx("ready", "v2"), // no SlessService "ready": the Function's are not its
 	}
 	for _, k := range append(append([]string{}, kept...), gone...) {
 		w.put(t, k)
 	}
 	w.function(t, "ready", "v2", "v2", nil)
+	w.service(t, "web", "v2", "v2")
 	w.function(t, "rollback", "v2", "v2", func(fn *slessv1alpha1.Function) {
 		fn.Status.SourceDigest = "sha256:" + sum("v2")
 		failedGeneration(fn)
@@ -215,7 +246,7 @@ func testSweep(t *testing.T, w world) {
 	now := time.Now()
 	sweep := func(at time.Time, batch int) sourcegc.Result {
 		t.Helper()
-		gc, err := sourcegc.New(sourcegc.Options{Store: w.store, Functions: w.fns, Grace: 24 * time.Hour, BatchSize: batch,
+		gc, err := sourcegc.New(sourcegc.Options{Store: w.store, Objects: w.fns, Grace: 24 * time.Hour, BatchSize: batch,
 			Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return at }})
 		if err != nil {
 			t.Fatal(err)
@@ -319,7 +350,7 @@ func TestSweepRereadsBeforeDeleting(t *testing.T) {
 					t.Error(err)
 				}
 			}}
-			gc, err := sourcegc.New(sourcegc.Options{Store: w.store, Functions: fns,
+			gc, err := sourcegc.New(sourcegc.Options{Store: w.store, Objects: fns,
 				Now: func() time.Time { return time.Now().Add(25 * time.Hour) }})
 			if err != nil {
 				t.Fatal(err)
@@ -352,7 +383,7 @@ func TestSweepUnreachableStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	gc, err := sourcegc.New(sourcegc.Options{Store: down, Functions: localMode(t).fns, Metrics: metrics,
+	gc, err := sourcegc.New(sourcegc.Options{Store: down, Objects: localMode(t).fns, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -81,3 +81,12 @@ func ServiceContext(ns, svc, digest string) string {
 func ServiceSource(ns, svc, sha256hex string) string {
 	return ServicePrefix(ns, svc) + "source/" + sha256hex + ".zip"
 }
+
+// ParseService is Parse for a SlessService's objects.
+func ParseService(key string) (ns, svc string, kind Kind, ok bool) {
+	rest, found := strings.CutPrefix(key, servicesRoot)
+	if !found {
+		return "", "", "", false
+	}
+	return Parse(rest)
+}
