@@ -191,7 +191,7 @@ func testSweep(t *testing.T, w world) {
 	gone := []string{
 		src("ghost", "v1"), cx("ghost", "v1"), // uploaded, never created
 		src("ready", "v1"), cx("ready", "v1"), // superseded
-		src("never", "v1"), // superseded, nothing serves it
+		src("never", "v1"),                  // superseded, nothing serves it
 		ssrc("web", "v1"), scx("web", "v1"), // superseded in a SlessService
 		ssrc("ready", "v2"), scx("ready", "v2"), // no SlessService "ready": the Function's are not its
 	}
