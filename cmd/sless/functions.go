@@ -310,7 +310,7 @@ func invocationTable(w io.Writer, indent string, items []client.Invocation) erro
 	return tw.Flush()
 }
 
-const historySynopsis = `sless history NAME [-n NAMESPACE] [--status 2xx|4xx|5xx] [--trigger T] [--since 1h] [--limit N] [-o json|yaml]`
+const historySynopsis = `sless history NAME [-n NAMESPACE] [--service] [--status 2xx|4xx|5xx] [--trigger T] [--since 1h] [--limit N] [-o json|yaml]`
 
 func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {
 	fs := newFlags("history", historySynopsis)
@@ -319,6 +319,7 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	var q client.InvocationQuery
 	fs.StringVar(&q.Status, "status", "", "only answers of this status class (2xx, 4xx, 5xx) or status (504)")
 	fs.StringVar(&q.Trigger, "trigger", "", "only calls of this trigger type: http, cron, queue or job")
+	fs.BoolVar(&q.Service, "service", false, "NAME is a service's (SlessService): its calls through /svc/")
 	since := fs.Duration("since", 0, "only calls started within this long, e.g. 1h")
 	fs.IntVar(&q.Limit, "limit", 20, "at most this many (1-1000)")
 	name, err := onePositional(fs, args)

@@ -40,6 +40,9 @@ type InvocationQuery struct {
 	// Limit is the page size (the API's default when 0).
 	Limit  int
 	Cursor string
+	// Service lists a SlessService's records (…/services/{name}) rather
+	// than a Function's.
+	Service bool
 }
 
 // ListInvocations reads one page of a Function's invocation records,
@@ -65,7 +68,11 @@ func (c *Client) ListInvocations(ctx context.Context, ns, name string, q Invocat
 		v.Set("cursor", q.Cursor)
 	}
 	var out List[Invocation]
-	if err := c.getJSON(ctx, functions.item(ns, name)+"/invocations", v, &out); err != nil {
+	item := functions.item(ns, name)
+	if q.Service {
+		item = services.item(ns, name)
+	}
+	if err := c.getJSON(ctx, item+"/invocations", v, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
