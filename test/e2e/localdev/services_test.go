@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -294,6 +295,18 @@ func TestServicesThroughDev(t *testing.T) {
 				t.Fatalf("%s's records: %d %s", c.name, code, b)
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// The CLI reads them, and a service's logs, as a function's.
+	for _, args := range [][]string{{"history", "web-node", "--service"}, {"logs", "web-py", "--tail", "50"}, {"services"}} {
+		cmd := exec.Command(slessBin, args...)
+		cmd.Env = append(os.Environ(), "SLESS_SERVER="+d.base, "SLESS_TOKEN="+d.token, "SLESS_NAMESPACE=e2e",
+			"SLESS_CONFIG="+filepath.Join(t.TempDir(), "config"))
+		out, err := cmd.CombinedOutput()
+		want := map[string]string{"history": " service ", "logs": "served POST /api/notes", "services": "web-py"}[args[0]]
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("sless %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 
