@@ -41,6 +41,10 @@ type Query struct {
 	Status int
 	// Trigger keeps records of one trigger (TriggerHTTP ...).
 	Trigger string
+	// Service lists the SlessService named Function (its records have
+	// TriggerService) instead of the Function, whose records have any
+	// other trigger: the two kinds share names but not records.
+	Service bool
 	// Since keeps records that started at or after it.
 	Since time.Time
 	// Until keeps records that started before it.
@@ -259,16 +263,10 @@ func invocationsPath(p string) (ns, name string, ok bool) {
 	return parts[n-4], parts[n-2], true
 }
 
-// ListService answers the listing of a SlessService's records: those of
-// trigger service under its name, unless the query names another trigger
-// (which then finds none). h.Functions, when set, resolves services.
+// ListService answers the listing of a SlessService's records, those of
+// trigger service under its name. h.Functions, when set, resolves services.
 func (h ListHandler) ListService(w http.ResponseWriter, r *http.Request, namespace, service string) {
-	if q := r.URL.Query(); !q.Has("trigger") {
-		q.Set("trigger", TriggerService)
-		r = r.Clone(r.Context())
-		r.URL.RawQuery = q.Encode()
-	}
-	h.List(w, r, namespace, service)
+	h.list(w, r, namespace, service, true)
 }
 
 // List answers the listing of namespace/function; for routers that hand out
@@ -278,16 +276,31 @@ func (h ListHandler) ListService(w http.ResponseWriter, r *http.Request, namespa
 //		h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
 //	})
 func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, function string) {
+	h.list(w, r, namespace, function, false)
+}
+
+func (h ListHandler) list(w http.ResponseWriter, r *http.Request, namespace, function string, service bool) {
+	noun := "function"
+	if service {
+		noun = "service"
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeProblem(w, listProblem(r, http.StatusMethodNotAllowed, "method-not-allowed", "", "invocations are read with GET"))
 		return
 	}
 	if !validNamespace(namespace) || !validFunctionName(function) {
-		writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound, "no function "+strconv.Quote(namespace+"/"+function)))
+		writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound, "no "+noun+" "+strconv.Quote(namespace+"/"+function)))
 		return
 	}
 	q, errs, err := ParseQuery(namespace, function, r.URL.RawQuery)
+	q.Service = service
+	switch {
+	case service && q.Trigger != "" && q.Trigger != TriggerService:
+		errs = append(errs, FieldError{Field: "trigger", Detail: "a SlessService's calls have trigger service", Type: string(field.ErrorTypeInvalid)})
+	case !service && q.Trigger == TriggerService:
+		errs = append(errs, FieldError{Field: "trigger", Detail: "a Function's calls have trigger http, cron, queue or job; a SlessService's are listed at …/services/{name}/invocations", Type: string(field.ErrorTypeInvalid)})
+	}
 	if err != nil {
 		p := listProblem(r, http.StatusBadRequest, "invalid", ReasonInvalid, "the query string does not parse: "+err.Error())
 		p.Title, p.Errors = "Query is invalid", []FieldError{problems.Unparsable(err)}
@@ -317,7 +330,7 @@ func (h ListHandler) List(w http.ResponseWriter, r *http.Request, namespace, fun
 	if len(page.Items) == 0 && q.After == nil && h.Functions != nil {
 		if _, err := h.Functions.Resolve(r.Context(), namespace, function); errors.Is(err, ErrNotFound) {
 			writeProblem(w, listProblem(r, http.StatusNotFound, "not-found", ReasonNotFound,
-				"no function "+strconv.Quote(namespace+"/"+function)+", and no invocations recorded under that name"))
+				"no "+noun+" "+strconv.Quote(namespace+"/"+function)+", and no invocations recorded under that name"))
 			return
 		}
 	}

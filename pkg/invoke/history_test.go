@@ -55,6 +55,7 @@ func TestListHandlerRefusesBadInput(t *testing.T) {
 		{"status=6xx", 400, []string{"status"}},
 		{"status=504", 200, nil},
 		{"trigger=webhook", 400, []string{"trigger"}},
+		{"trigger=service", 400, []string{"trigger"}}, // a SlessService's, listed at …/services/
 		{"since=yesterday", 400, []string{"since"}},
 		{"until=2026-13-01T00:00:00Z", 400, []string{"until"}},
 		{"since=2026-02-01T00:00:00Z&until=2026-01-01T00:00:00Z", 400, []string{"until"}},

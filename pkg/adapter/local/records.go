@@ -299,7 +299,7 @@ func (r *Records) List(ctx context.Context, q invoke.Query) (invoke.Page, error)
 			if (q.StatusClass != 0 && rec.Status/100 != q.StatusClass) || (q.Status != 0 && rec.Status != q.Status) {
 				continue
 			}
-			if q.Trigger != "" && rec.Trigger != q.Trigger {
+			if (q.Trigger != "" && rec.Trigger != q.Trigger) || q.Service != (rec.Trigger == invoke.TriggerService) {
 				continue
 			}
 			if len(page.Items) == limit {

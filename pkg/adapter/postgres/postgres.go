@@ -223,6 +223,11 @@ FROM invocations WHERE namespace = `)
 	if q.Trigger != "" {
 		sql.WriteString(` AND trigger = ` + arg(q.Trigger))
 	}
+	if q.Service {
+		sql.WriteString(` AND trigger = ` + arg(invoke.TriggerService))
+	} else {
+		sql.WriteString(` AND trigger <> ` + arg(invoke.TriggerService))
+	}
 	if !q.Since.IsZero() {
 		sql.WriteString(` AND started_at >= ` + arg(q.Since))
 	}
