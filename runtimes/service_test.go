@@ -2,13 +2,9 @@ package runtimes_test
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"github.com/gorilla/websocket"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,41 +137,24 @@ func readLine(r *bufio.Reader, limit time.Duration, body io.Closer) (string, err
 	return strings.TrimRight(line, "\r\n"), err
 }
 
-// wsEcho opens a WebSocket at path, sends msg as one masked text frame
-// and returns the text of the frame that comes back.
+// wsEcho opens a WebSocket at path (gorilla's client checks the
+// handshake), sends msg as a text message and returns the text that comes
+// back.
 func wsEcho(t *testing.T, base, path, msg string) string {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	conn, resp, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+path, nil)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	key := make([]byte, 16)
-	rand.Read(key)
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
-		path, base64.StdEncoding.EncodeToString(key))
-	r := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
-	mask := []byte{1, 2, 3, 4}
-	frame := []byte{0x81, 0x80 | byte(len(msg))}
-	frame = append(frame, mask...)
-	for i := range len(msg) {
-		frame = append(frame, msg[i]^mask[i%4])
-	}
-	if _, err := conn.Write(frame); err != nil {
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
-	head := make([]byte, 2)
-	if _, err := io.ReadFull(r, head); err != nil {
-		t.Fatal(err)
+	typ, data, err := conn.ReadMessage()
+	if err != nil || typ != websocket.TextMessage {
+		t.Fatalf("message %d %q: %v", typ, data, err)
 	}
-	data := make([]byte, head[1]&0x7f)
-	if _, err := io.ReadFull(r, data); err != nil || head[0] != 0x81 {
-		t.Fatalf("frame %x: %v", head, err)
-	}
-	return string(bytes.Clone(data))
+	return string(data)
 }

@@ -2,13 +2,9 @@ package localdev_test
 
 import (
 	"bufio"
-	"crypto/rand"
-	"crypto/sha1"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"github.com/gorilla/websocket"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -361,48 +357,30 @@ func (d *dev) awaitServiceReady(ns, name string, within time.Duration) fnStatus 
 	}
 }
 
-// wsEcho opens a WebSocket at path through sless dev with the dev token,
-// checks the handshake (RFC 6455 §4.2.2), sends msg as one masked text
-// frame and returns the text of the frame that comes back.
+// wsEcho opens a WebSocket at path through sless dev with the dev token
+// (gorilla's client checks the handshake), sends msg as a text message and
+// returns the text that comes back.
 func (d *dev) wsEcho(path, msg string) string {
 	t := d.t
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(d.base, "http://"), 5*time.Second)
+	return echoOver(t, "ws"+strings.TrimPrefix(d.base, "http")+path, http.Header{"Authorization": {"Bearer " + d.token}}, msg)
+}
+
+func echoOver(t *testing.T, url string, header http.Header, msg string) string {
+	t.Helper()
+	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	conn, resp, err := dialer.Dial(url, header)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("upgrade %s: %v %v", url, resp, err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(15 * time.Second))
-	raw := make([]byte, 16)
-	rand.Read(raw)
-	key := base64.StdEncoding.EncodeToString(raw)
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
-		path, strings.TrimPrefix(d.base, "http://"), d.token, key)
-	r := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %v %v", resp, err)
-	}
-	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-	if got := resp.Header.Get("Sec-WebSocket-Accept"); got != base64.StdEncoding.EncodeToString(sum[:]) {
-		t.Fatalf("Sec-WebSocket-Accept %q", got)
-	}
-	mask := []byte{7, 1, 9, 4}
-	frame := []byte{0x81, 0x80 | byte(len(msg))}
-	frame = append(frame, mask...)
-	for i := range len(msg) {
-		frame = append(frame, msg[i]^mask[i%4])
-	}
-	if _, err := conn.Write(frame); err != nil {
+	conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
-	head := make([]byte, 2)
-	if _, err := io.ReadFull(r, head); err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, head[1]&0x7f)
-	if _, err := io.ReadFull(r, data); err != nil || head[0] != 0x81 {
-		t.Fatalf("frame %x: %v", head, err)
+	typ, data, err := conn.ReadMessage()
+	if err != nil || typ != websocket.TextMessage {
+		t.Fatalf("message %d %q: %v", typ, data, err)
 	}
 	return string(data)
 }
