@@ -88,51 +88,52 @@ func (w world) put(t *testing.T, key string) {
 // built from the context of ctxDigest.
 func (w world) function(t *testing.T, name, zip, ctxDigest string, mut func(fn *slessv1alpha1.Function)) {
 	t.Helper()
-	ctx := context.Background()
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
 		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
 			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
 				Bucket: w.bucket, Key: blobkey.Source(w.ns, name, sum(zip)), SHA256: sum(zip)}}},
 	}
-	if err := w.fns.Create(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
-	fn.Status = slessv1alpha1.FunctionStatus{
-		ObservedGeneration: fn.Generation, Phase: slessv1alpha1.FunctionPhaseReady,
-		SourceDigest: "sha256:" + sum(ctxDigest), LatestReadyRevision: name + "-00001", LatestCreatedRevision: name + "-00001",
-	}
-	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady,
-		Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: fn.Generation})
-	if mut != nil {
-		mut(fn)
-	}
-	if err := w.fns.Status().Update(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
+	w.ready(t, fn, ctxDigest, func() {
+		if mut != nil {
+			mut(fn)
+		}
+	})
 }
 
 // service makes a SlessService built from the archive of zip, Ready and
 // built from the context of ctxDigest.
 func (w world) service(t *testing.T, name, zip, ctxDigest string) {
 	t.Helper()
-	ctx := context.Background()
-	svc := &slessv1alpha1.SlessService{
+	w.ready(t, &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
 		Spec: slessv1alpha1.SlessServiceSpec{Runtime: "python3.12", Entrypoint: "app.app",
 			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
 				Bucket: w.bucket, Key: blobkey.ServiceSource(w.ns, name, sum(zip)), SHA256: sum(zip)}}},
-	}
-	if err := w.fns.Create(ctx, svc); err != nil {
+	}, ctxDigest, func() {})
+}
+
+// ready creates obj and writes the status of one Ready for its generation
+// and built from the context of ctxDigest, as mut then changes it.
+func (w world) ready(t *testing.T, obj interface {
+	slessv1alpha1.Workload
+	client.Object
+}, ctxDigest string, mut func()) {
+	t.Helper()
+	ctx := context.Background()
+	if err := w.fns.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	svc.Status = slessv1alpha1.FunctionStatus{
-		ObservedGeneration: svc.Generation, Phase: slessv1alpha1.FunctionPhaseReady,
+	name := obj.GetName()
+	st := obj.WorkloadStatus()
+	*st = slessv1alpha1.FunctionStatus{
+		ObservedGeneration: obj.GetGeneration(), Phase: slessv1alpha1.FunctionPhaseReady,
 		SourceDigest: "sha256:" + sum(ctxDigest), LatestReadyRevision: name + "-00001", LatestCreatedRevision: name + "-00001",
 	}
-	meta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady,
-		Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: svc.Generation})
-	if err := w.fns.Status().Update(ctx, svc); err != nil {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady,
+		Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: obj.GetGeneration()})
+	mut()
+	if err := w.fns.Status().Update(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sless-dev/sless/pkg/invoke/invoketest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -266,42 +266,10 @@ func TestRecordsBytesPerRecord(t *testing.T) {
 // A Function and a SlessService of one name share the name column, not
 // their records: each listing keeps its own kind's.
 func TestRecordsKeepFunctionAndServiceApart(t *testing.T) {
-	ctx := context.Background()
 	st, _ := openTestStore(t)
-	s, err := st.Records()
+	recs, err := st.Records()
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var records []invoke.Record
-	for i, trig := range []string{invoke.TriggerHTTP, invoke.TriggerService, invoke.TriggerCron, invoke.TriggerService} {
-		records = append(records, invoke.Record{Namespace: "ns", Function: "web", Trigger: trig, RequestID: fmt.Sprint(i),
-			StartedAt: at.Add(time.Duration(i) * time.Second), Status: 200})
-	}
-	if err := s.Write(ctx, invoke.Batch{ID: "b", Records: records}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		q    invoke.Query
-		want string
-	}{
-		{invoke.Query{}, "2 0"},
-		{invoke.Query{Service: true}, "3 1"},
-		{invoke.Query{Trigger: invoke.TriggerService}, ""},
-		{invoke.Query{Trigger: invoke.TriggerHTTP, Service: true}, ""},
-	} {
-		q := tc.q
-		q.Namespace, q.Function, q.Limit = "ns", "web", 10
-		page, err := s.List(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, r := range page.Items {
-			ids = append(ids, r.RequestID)
-		}
-		if got := strings.Join(ids, " "); got != tc.want {
-			t.Errorf("%+v lists %q, want %q", tc.q, got, tc.want)
-		}
-	}
+	invoketest.KindsApart(t, recs)
 }
