@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
@@ -56,12 +57,77 @@ func TestManifestSecretEnv(t *testing.T) {
 			}
 			// A Function that has them needs no patch; one without gets them.
 			fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{Env: got}}
-			if p := o.m.patch(fn); p != nil {
+			if p := o.m.patch(&fn.Spec); p != nil {
 				t.Errorf("patch %v for a Function with the manifest's env", p)
 			}
-			if p := o.m.patch(&slessv1alpha1.Function{}); p == nil {
+			if p := o.m.patch(&slessv1alpha1.FunctionSpec{}); p == nil {
 				t.Error("no patch for a Function without the manifest's env")
 			}
 		})
+	}
+}
+
+// kind: service (or --service) makes sless.yaml a SlessService's, the only
+// kind that may set a scale; what cannot be one is refused before upload.
+func TestManifestKind(t *testing.T) {
+	head := "name: web\nruntime: nodejs22\nentrypoint: server.server\n"
+	for _, tc := range []struct {
+		name, yaml string
+		args       []string
+		kind, err  string
+	}{
+		{name: "default is a function", yaml: head, kind: kindFunction},
+		{name: "service", yaml: "kind: service\n" + head + "minScale: 0\nmaxScale: 3\ncontainerConcurrency: 10\n", kind: kindService},
+		{name: "flag", yaml: head + "maxScale: 2\n", args: []string{"--service"}, kind: kindService},
+		{name: "flag over kind function", yaml: "kind: function\n" + head, args: []string{"--service"}, kind: kindService},
+		{name: "bad kind", yaml: "kind: job\n" + head, err: `kind "job" in sless.yaml: want function or service`},
+		{name: "minScale on a function", yaml: head + "minScale: 1\n", err: "minScale in sless.yaml is for a service: write kind: service or give --service"},
+		{name: "maxScale on a function", yaml: "kind: function\n" + head + "maxScale: 1\n", err: "maxScale in sless.yaml is for a service"},
+		{name: "containerConcurrency on a function", yaml: head + "containerConcurrency: 1\n", err: "containerConcurrency in sless.yaml is for a service"},
+		{name: "negative minScale", yaml: "kind: service\n" + head + "minScale: -1\n", err: "minScale -1: want 0 to 1000"},
+		{name: "zero maxScale", yaml: "kind: service\n" + head + "maxScale: 0\n", err: "maxScale 0: want 1 to 1000"},
+		{name: "max below min", yaml: "kind: service\n" + head + "minScale: 3\nmaxScale: 2\n", err: "maxScale 2 is below minScale 3"},
+		{name: "concurrency too high", yaml: "kind: service\n" + head + "containerConcurrency: 1001\n", err: "containerConcurrency 1001: want 0 (no limit) to 1000"},
+		{name: "service name starting with a digit", yaml: "kind: service\n" + head, args: []string{"--name", "1web"}, err: `name "1web": a DNS-1035 label`},
+		{name: "service name too long", yaml: "kind: service\n" + head, args: []string{"--name", strings.Repeat("a", 53)}, err: "at most 52 characters"},
+		{name: "no service name", yaml: "kind: service\nruntime: nodejs22\nentrypoint: server.server\n", err: "no service name"},
+		{name: "scale not a number", yaml: "kind: service\n" + head + "minScale: two\n", err: "sless.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o, err := parseDeploy(append([]string{dir}, tc.args...))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := o.m.kind(); got != tc.kind {
+				t.Errorf("kind %q, want %q", got, tc.kind)
+			}
+		})
+	}
+}
+
+// A service's scale is patched at the top of its spec, and only where the
+// service differs from the manifest.
+func TestManifestServicePatch(t *testing.T) {
+	m := manifest{Kind: kindService, MinScale: ptr.To[int32](0), MaxScale: ptr.To[int32](2), ContainerConcurrency: ptr.To[int64](5)}
+	svc := &slessv1alpha1.SlessService{Spec: m.serviceSpec(slessv1alpha1.FunctionSource{})}
+	if p := m.patch(svc.BuildSpec()); p != nil {
+		t.Errorf("patch %v for a service with the manifest's scale", p)
+	}
+	svc.Spec.MaxScale = ptr.To[int32](4)
+	svc.Spec.MinScale = nil // the default, 1
+	p := m.patch(svc.BuildSpec())
+	spec, _ := p["spec"].(map[string]any)
+	if len(spec) != 2 || spec["maxScale"] != int32(2) || spec["minScale"] != int32(0) {
+		t.Errorf("patch %v, want minScale 0 and maxScale 2", p)
 	}
 }
