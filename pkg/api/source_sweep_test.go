@@ -42,7 +42,7 @@ func TestUploadAgainOutlivesSweep(t *testing.T) {
 		t.Fatalf("the same zip uploaded again: %+v, want %+v", again, archive)
 	}
 
-	gc, err := sourcegc.New(sourcegc.Options{Store: blobs, Functions: e.kube.Client, Grace: 24 * time.Hour})
+	gc, err := sourcegc.New(sourcegc.Options{Store: blobs, Objects: e.kube.Client, Grace: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
