@@ -99,4 +99,18 @@ module.exports = { server: http.createServer((req, res) => { res.end('v2 ' + req
 	if _, err := api.GetFunction(ctx, "default", "hello-node"); err == nil {
 		t.Error("deploying a service made a Function too")
 	}
+
+	// sless delete --service takes it away; without the flag NAME is a
+	// Function's, and there is none.
+	var out bytes.Buffer
+	getenv := func(k string) string { return env[k] }
+	if err := runDelete(ctx, &out, getenv, []string{"hello-node"}); err == nil {
+		t.Error("sless delete hello-node deleted something: no Function has that name")
+	}
+	if err := runDelete(ctx, &out, getenv, []string{"--service", "hello-node", "--wait"}); err != nil || out.String() != "service hello-node deleted\n" {
+		t.Fatalf("sless delete --service: %v, %q", err, out.String())
+	}
+	if _, err := api.GetService(ctx, "default", "hello-node"); !client.IsNotFound(err) {
+		t.Errorf("the service after sless delete --service: %v", err)
+	}
 }

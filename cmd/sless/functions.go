@@ -31,7 +31,7 @@ func init() {
 	register("history", "list a function's invocations, newest first", func(ctx context.Context, args []string) error {
 		return runHistory(ctx, os.Stdout, os.Getenv, args)
 	})
-	register("delete", "delete a function", func(ctx context.Context, args []string) error {
+	register("delete", "delete a function, or a service with --service", func(ctx context.Context, args []string) error {
 		return runDelete(ctx, os.Stdout, os.Getenv, args)
 	})
 }
@@ -363,7 +363,7 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	return invocationTable(stdout, "", page.Items)
 }
 
-const deleteSynopsis = `sless delete NAME [-n NAMESPACE] [--wait] [--timeout 2m]`
+const deleteSynopsis = `sless delete NAME [-n NAMESPACE] [--service] [--wait] [--timeout 2m]`
 
 func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {
 	fs := newFlags("delete", deleteSynopsis)
@@ -371,7 +371,20 @@ func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string
 	c.register(fs, false)
 	wait := fs.Bool("wait", false, "wait until the function and what it owns are gone")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long --wait waits")
-	name, err := onePositional(fs, args)
+	service := fs.Bool("service", false, "delete the service (SlessService) NAME")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	what := "function"
+	remove, get := func(ctx context.Context, s *session, name string) error { return s.api.DeleteFunction(ctx, s.ns, name) },
+		func(ctx context.Context, s *session, name string) error { _, err := s.api.GetFunction(ctx, s.ns, name); return err }
+	if *service {
+		what = "service"
+		remove, get = func(ctx context.Context, s *session, name string) error { return s.api.DeleteService(ctx, s.ns, name) },
+			func(ctx context.Context, s *session, name string) error { _, err := s.api.GetService(ctx, s.ns, name); return err }
+	}
+	name, err := onePositionalOf(fs, pos, what)
 	if err != nil {
 		return err
 	}
@@ -382,35 +395,35 @@ func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if err := s.api.DeleteFunction(ctx, s.ns, name); err != nil {
+	if err := remove(ctx, s, name); err != nil {
 		return err
 	}
 	if *wait {
 		wctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		for {
-			_, err := s.api.GetFunction(wctx, s.ns, name)
+			err := get(wctx, s, name)
 			if client.IsNotFound(err) {
 				break
 			}
 			if err != nil {
 				if wctx.Err() != nil && ctx.Err() == nil {
-					return fmt.Errorf("function %s still exists after %v", name, *timeout)
+					return fmt.Errorf("%s %s still exists after %v", what, name, *timeout)
 				}
 				return err
 			}
 			select {
 			case <-wctx.Done():
 				if ctx.Err() == nil {
-					return fmt.Errorf("function %s still exists after %v", name, *timeout)
+					return fmt.Errorf("%s %s still exists after %v", what, name, *timeout)
 				}
 				return ctx.Err()
 			case <-time.After(250 * time.Millisecond):
 			}
 		}
-		fmt.Fprintf(stdout, "function %s deleted\n", name)
+		fmt.Fprintf(stdout, "%s %s deleted\n", what, name)
 		return nil
 	}
-	fmt.Fprintf(stdout, "function %s deleted (its cleanup goes on; --wait waits for it)\n", name)
+	fmt.Fprintf(stdout, "%s %s deleted (its cleanup goes on; --wait waits for it)\n", what, name)
 	return nil
 }
