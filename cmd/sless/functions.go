@@ -378,11 +378,17 @@ func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string
 	}
 	what := "function"
 	remove, get := func(ctx context.Context, s *session, name string) error { return s.api.DeleteFunction(ctx, s.ns, name) },
-		func(ctx context.Context, s *session, name string) error { _, err := s.api.GetFunction(ctx, s.ns, name); return err }
+		func(ctx context.Context, s *session, name string) error {
+			_, err := s.api.GetFunction(ctx, s.ns, name)
+			return err
+		}
 	if *service {
 		what = "service"
 		remove, get = func(ctx context.Context, s *session, name string) error { return s.api.DeleteService(ctx, s.ns, name) },
-			func(ctx context.Context, s *session, name string) error { _, err := s.api.GetService(ctx, s.ns, name); return err }
+			func(ctx context.Context, s *session, name string) error {
+				_, err := s.api.GetService(ctx, s.ns, name)
+				return err
+			}
 	}
 	name, err := onePositionalOf(fs, pos, what)
 	if err != nil {

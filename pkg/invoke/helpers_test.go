@@ -133,13 +133,26 @@ func newRig(t testing.TB, opts invoke.Options) *rig {
 	return r
 }
 
-// records waits until PostgreSQL holds n records of ns/fn and returns them,
-// newest first.
+// records waits until PostgreSQL holds n records of the function ns/fn and
+// returns them, newest first.
 func (r *rig) records(t testing.TB, ns, fn string, n int) []invoke.Record {
 	t.Helper()
+	return r.awaitRecords(t, invoke.Query{Namespace: ns, Function: fn}, n)
+}
+
+// serviceRecords is records of the SlessService ns/svc.
+func (r *rig) serviceRecords(t testing.TB, ns, svc string, n int) []invoke.Record {
+	t.Helper()
+	return r.awaitRecords(t, invoke.Query{Namespace: ns, Function: svc, Service: true}, n)
+}
+
+func (r *rig) awaitRecords(t testing.TB, q invoke.Query, n int) []invoke.Record {
+	t.Helper()
+	ns, fn := q.Namespace, q.Function
+	q.Limit = invoke.MaxListLimit
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		page, err := r.store.List(context.Background(), invoke.Query{Namespace: ns, Function: fn, Limit: invoke.MaxListLimit})
+		page, err := r.store.List(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}

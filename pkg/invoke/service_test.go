@@ -63,7 +63,7 @@ func TestServicePathPassThrough(t *testing.T) {
 			}
 		})
 	}
-	recs := r.records(t, "team-a", "web", len(cases))
+	recs := r.serviceRecords(t, "team-a", "web", len(cases))
 	for _, rec := range recs {
 		if rec.Trigger != invoke.TriggerService || rec.Status != 200 || rec.Revision != "web-00001" {
 			t.Fatalf("record %+v", rec)
@@ -148,11 +148,11 @@ func TestServiceRefusals(t *testing.T) {
 	}
 	// Calls that reached the service or were refused on its behalf are
 	// recorded; refused credentials and unknown names are not.
-	if got := r.records(t, "team-a", "web", 2); got[0].Trigger != invoke.TriggerService {
+	if got := r.serviceRecords(t, "team-a", "web", 2); got[0].Trigger != invoke.TriggerService {
 		t.Fatalf("record %+v", got[0])
 	}
 	for name, reason := range map[string]string{"building": "service not ready", "broken": "service failed: BuildFailed"} {
-		if rec := r.records(t, "team-a", name, 1)[0]; rec.Status != 503 || rec.Error != reason {
+		if rec := r.serviceRecords(t, "team-a", name, 1)[0]; rec.Status != 503 || rec.Error != reason {
 			t.Fatalf("record of %s: %+v", name, rec)
 		}
 	}
@@ -216,7 +216,7 @@ func TestServiceWebSocketEcho(t *testing.T) {
 		}
 	}
 	ws.Close()
-	if rec := r.records(t, "team-a", "chat", 1)[0]; rec.Status != http.StatusSwitchingProtocols || rec.Trigger != invoke.TriggerService {
+	if rec := r.serviceRecords(t, "team-a", "chat", 1)[0]; rec.Status != http.StatusSwitchingProtocols || rec.Trigger != invoke.TriggerService {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -269,7 +269,7 @@ func TestServiceServerSentEvents(t *testing.T) {
 	if string(rest) != "data: two\n\n" {
 		t.Fatalf("rest %q", rest)
 	}
-	if rec := r.records(t, "team-a", "events", 1)[0]; rec.Trigger != invoke.TriggerService || rec.BytesOut != int64(len("data: one\n\ndata: two\n\n")) {
+	if rec := r.serviceRecords(t, "team-a", "events", 1)[0]; rec.Trigger != invoke.TriggerService || rec.BytesOut != int64(len("data: one\n\ndata: two\n\n")) {
 		t.Fatalf("record %+v", rec)
 	}
 }
