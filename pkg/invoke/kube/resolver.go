@@ -85,14 +85,16 @@ func New(ctx context.Context, informers cache.Informers, opts Options) (*Resolve
 		public:    map[key]int{},
 		replicas:  map[key]int32{},
 	}
+	setFunction, deleteFunction := targets(r, r.functions, TargetOf)
+	setService, deleteService := targets(r, r.services, TargetOfService)
 	watches := []struct {
 		obj     client.Object
 		set     func(any)
 		deleted func(any)
 	}{
-		{&slessv1alpha1.Function{}, r.setFunction, r.deleteFunction},
+		{&slessv1alpha1.Function{}, setFunction, deleteFunction},
 		{&slessv1alpha1.Trigger{}, r.setTrigger, r.deleteTrigger},
-		{&slessv1alpha1.SlessService{}, r.setService, r.deleteService},
+		{&slessv1alpha1.SlessService{}, setService, deleteService},
 	}
 	if opts.WatchRevisions {
 		watches = append(watches, struct {
@@ -246,56 +248,35 @@ func object(obj any) any {
 	return obj
 }
 
-func (r *Resolver) setFunction(obj any) {
-	fn, ok := object(obj).(*slessv1alpha1.Function)
-	if !ok {
-		return
+// targets returns the informer handlers that keep m, one of the
+// resolver's maps, in step with the objects of kind T: target says where
+// one is served, if anywhere.
+func targets[T client.Object](r *Resolver, m map[key]invoke.Target, target func(T) (invoke.Target, bool)) (set, deleted func(any)) {
+	set = func(obj any) {
+		o, ok := object(obj).(T)
+		if !ok {
+			return
+		}
+		k := key{o.GetNamespace(), o.GetName()}
+		t, exists := target(o)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !exists {
+			delete(m, k)
+			return
+		}
+		m[k] = t
 	}
-	k := key{fn.Namespace, fn.Name}
-	t, exists := TargetOf(fn)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !exists {
-		delete(r.functions, k)
-		return
+	deleted = func(obj any) {
+		o, ok := object(obj).(T)
+		if !ok {
+			return
+		}
+		r.mu.Lock()
+		delete(m, key{o.GetNamespace(), o.GetName()})
+		r.mu.Unlock()
 	}
-	r.functions[k] = t
-}
-
-func (r *Resolver) deleteFunction(obj any) {
-	fn, ok := object(obj).(*slessv1alpha1.Function)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	delete(r.functions, key{fn.Namespace, fn.Name})
-	r.mu.Unlock()
-}
-
-func (r *Resolver) setService(obj any) {
-	s, ok := object(obj).(*slessv1alpha1.SlessService)
-	if !ok {
-		return
-	}
-	k := key{s.Namespace, s.Name}
-	t, exists := TargetOfService(s)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !exists {
-		delete(r.services, k)
-		return
-	}
-	r.services[k] = t
-}
-
-func (r *Resolver) deleteService(obj any) {
-	s, ok := object(obj).(*slessv1alpha1.SlessService)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	delete(r.services, key{s.Namespace, s.Name})
-	r.mu.Unlock()
+	return set, deleted
 }
 
 func (r *Resolver) setTrigger(obj any) {
