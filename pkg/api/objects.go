@@ -284,16 +284,8 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 			writeProblem(c, storeProblem(err))
 			return
 		}
-		if p := checkPreconditions(c, cur); p != nil {
+		if p := checkWrite(c, cur, bodyRV, k.kind, "object"); p != nil {
 			writeProblem(c, p)
-			return
-		}
-		if bodyRV != "" && bodyRV != cur.GetResourceVersion() {
-			writeProblem(c, conflict("metadata.resourceVersion %s is not the current version %s: read the object again", bodyRV, cur.GetResourceVersion()))
-			return
-		}
-		if cur.GetDeletionTimestamp() != nil {
-			writeProblem(c, conflict("%s %q is being deleted", k.kind, name).withRetry(retryAfterDeleting))
 			return
 		}
 		next, p := mutate(cur)
@@ -315,14 +307,11 @@ func (s *Server) readModifyWrite(c *gin.Context, k *kind, bodyRV string, mutate 
 			return
 		}
 		if apierrors.IsConflict(err) {
-			switch {
-			case hasIfMatch:
-				writeProblem(c, preconditionFailed("the object changed after If-Match was checked"))
+			if p := staleWrite(hasIfMatch, bodyRV, "object"); p != nil {
+				writeProblem(c, p)
 				return
-			case bodyRV != "":
-				writeProblem(c, conflict("metadata.resourceVersion %s is not the current version: read the object again", bodyRV))
-				return
-			case retry.again(ctx):
+			}
+			if retry.again(ctx) {
 				continue
 			}
 		}
@@ -347,17 +336,13 @@ func (s *Server) remove(k *kind) gin.HandlerFunc {
 				writeProblem(c, p)
 				return
 			}
-			uid, rv := cur.GetUID(), cur.GetResourceVersion()
-			pre := client.Preconditions{UID: &uid}
-			if hasIfMatch {
-				pre.ResourceVersion = &rv
-			}
-			err := s.objects.Delete(ctx, cur, pre)
+			uid := cur.GetUID()
+			err := s.objects.Delete(ctx, cur, deletePreconditions(cur, hasIfMatch))
 			if apierrors.IsConflict(err) && !hasIfMatch && retry.again(ctx) {
 				continue // recreated under the same name meanwhile: look again
 			}
 			if apierrors.IsConflict(err) && hasIfMatch {
-				writeProblem(c, preconditionFailed("the object changed after If-Match was checked"))
+				writeProblem(c, staleWrite(hasIfMatch, "", "object"))
 				return
 			}
 			if err != nil {
@@ -595,6 +580,48 @@ func checkPreconditions(c *gin.Context, cur client.Object) *Problem {
 		return preconditionFailed("If-Match %s does not match the current version %s", strings.Join(h, ", "), etag(cur))
 	}
 	return checkIfNoneMatch(c, cur.GetResourceVersion())
+}
+
+// checkWrite refuses a write to cur that the request rules out: its
+// preconditions, a stale resourceVersion in the body, or an object being
+// deleted (which the client may retry once it is gone). noun names the
+// object in messages about its version.
+func checkWrite(c *gin.Context, cur client.Object, bodyRV, kind, noun string) *Problem {
+	if p := checkPreconditions(c, cur); p != nil {
+		return p
+	}
+	if bodyRV != "" && bodyRV != cur.GetResourceVersion() {
+		return conflict("metadata.resourceVersion %s is not the current version %s: read the %s again", bodyRV, cur.GetResourceVersion(), noun)
+	}
+	if cur.GetDeletionTimestamp() != nil {
+		return conflict("%s %q is being deleted", kind, cur.GetName()).withRetry(retryAfterDeleting)
+	}
+	return nil
+}
+
+// staleWrite answers a write the store refused as a conflict when the
+// client named the version it changes, by If-Match (412) or by a
+// resourceVersion in the body (409): that version is gone. It is nil when
+// the client named none, so the write may read again and retry.
+func staleWrite(hasIfMatch bool, bodyRV, noun string) *Problem {
+	switch {
+	case hasIfMatch:
+		return preconditionFailed("the %s changed after If-Match was checked", noun)
+	case bodyRV != "":
+		return conflict("metadata.resourceVersion %s is not the current version: read the %s again", bodyRV, noun)
+	}
+	return nil
+}
+
+// deletePreconditions make a delete remove cur and no object made under its
+// name meanwhile, and with If-Match only the version that was checked.
+func deletePreconditions(cur client.Object, hasIfMatch bool) client.Preconditions {
+	uid, rv := cur.GetUID(), cur.GetResourceVersion()
+	pre := client.Preconditions{UID: &uid}
+	if hasIfMatch {
+		pre.ResourceVersion = &rv
+	}
+	return pre
 }
 
 // checkIfNoneMatch refuses a write whose If-None-Match names the object's

@@ -266,16 +266,8 @@ func (s *Server) updateSecret(c *gin.Context, bodyRV string, next func(cur map[s
 			writeProblem(c, p)
 			return
 		}
-		if p := checkPreconditions(c, cur); p != nil {
+		if p := checkWrite(c, cur, bodyRV, "secret", "secret"); p != nil {
 			writeProblem(c, p)
-			return
-		}
-		if bodyRV != "" && bodyRV != cur.ResourceVersion {
-			writeProblem(c, conflict("metadata.resourceVersion %s is not the current version %s: read the secret again", bodyRV, cur.ResourceVersion))
-			return
-		}
-		if cur.DeletionTimestamp != nil {
-			writeProblem(c, conflict("secret %q is being deleted", name).withRetry(retryAfterDeleting))
 			return
 		}
 		data, p := next(cur.Data)
@@ -291,14 +283,11 @@ func (s *Server) updateSecret(c *gin.Context, bodyRV string, next func(cur map[s
 			return
 		}
 		if apierrors.IsConflict(err) {
-			switch {
-			case hasIfMatch:
-				writeProblem(c, preconditionFailed("the secret changed after If-Match was checked"))
+			if p := staleWrite(hasIfMatch, bodyRV, "secret"); p != nil {
+				writeProblem(c, p)
 				return
-			case bodyRV != "":
-				writeProblem(c, conflict("metadata.resourceVersion %s is not the current version: read the secret again", bodyRV))
-				return
-			case retry.again(ctx):
+			}
+			if retry.again(ctx) {
 				continue
 			}
 		}
@@ -324,18 +313,13 @@ func (s *Server) deleteSecret(c *gin.Context) {
 		}
 		// The UID keeps a Secret made under the same name meanwhile (perhaps
 		// not the API's) from being deleted in this one's place.
-		uid, rv := cur.UID, cur.ResourceVersion
-		pre := client.Preconditions{UID: &uid}
-		if hasIfMatch {
-			pre.ResourceVersion = &rv
-		}
-		err := s.opts.Secrets.Delete(ctx, cur, pre)
+		err := s.opts.Secrets.Delete(ctx, cur, deletePreconditions(cur, hasIfMatch))
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			c.Status(http.StatusNoContent)
 			return
 		case apierrors.IsConflict(err) && hasIfMatch:
-			writeProblem(c, preconditionFailed("the secret changed after If-Match was checked"))
+			writeProblem(c, staleWrite(hasIfMatch, "", "secret"))
 			return
 		case apierrors.IsConflict(err) && retry.again(ctx):
 			continue
