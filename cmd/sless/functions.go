@@ -58,6 +58,30 @@ func (c *common) check() error {
 	return fmt.Errorf("-o %q: want json or yaml (or nothing, for a table)", c.output)
 }
 
+// connect checks the flags and connects to the namespace they name.
+func (c *common) connect(ctx context.Context, getenv func(string) string) (*session, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return connect(ctx, getenv, c.ns)
+}
+
+// noPositionals parses args of a subcommand that takes no NAME; hint, if
+// any, says which one does.
+func noPositionals(fs *flag.FlagSet, args []string, hint string) error {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return nil
+	}
+	if hint != "" {
+		return fmt.Errorf("unexpected arguments %q (%s)", pos, hint)
+	}
+	return fmt.Errorf("unexpected arguments %q", pos)
+}
+
 // onePositional parses args and wants exactly one NAME, a function's.
 func onePositional(fs *flag.FlagSet, args []string) (string, error) {
 	return onePositionalOf(fs, args, "function")
@@ -131,17 +155,10 @@ func runList(ctx context.Context, stdout io.Writer, getenv func(string) string, 
 	var c common
 	c.register(fs, true)
 	sel := fs.String("l", "", "label selector, e.g. app=web")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
+	if err := noPositionals(fs, args, "sless describe NAME shows one function"); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected arguments %q (sless describe NAME shows one function)", pos)
-	}
-	if err := c.check(); err != nil {
-		return err
-	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}
@@ -181,10 +198,7 @@ func runDescribe(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	if err := c.check(); err != nil {
-		return err
-	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}
@@ -397,7 +411,7 @@ func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string
 	if *timeout <= 0 {
 		return errors.New("--timeout must be positive")
 	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func runLogs(ctx context.Context, stdout io.Writer, getenv func(string) string, 
 	if q.Build != "" && q.Invocation != "" {
 		return errors.New("--invocation selects a call's lines, and a build has none: give one of --build and --invocation")
 	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func runSecretWrite(ctx context.Context, stdout io.Writer, getenv func(string) s
 	if len(vals.data) == 0 && len(removeKeys) == 0 {
 		return errors.New("no values: give --from-literal KEY=VALUE or --from-file KEY=PATH")
 	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}
@@ -184,17 +184,10 @@ func runSecretList(ctx context.Context, stdout io.Writer, getenv func(string) st
 	fs := newFlags("secret list", secretSynopsis)
 	var c common
 	c.register(fs, true)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
+	if err := noPositionals(fs, args, "sless secret describe NAME shows one secret"); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected arguments %q (sless secret describe NAME shows one secret)", pos)
-	}
-	if err := c.check(); err != nil {
-		return err
-	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}
@@ -229,10 +222,7 @@ func runSecretDescribe(ctx context.Context, stdout io.Writer, getenv func(string
 	if err != nil {
 		return err
 	}
-	if err := c.check(); err != nil {
-		return err
-	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}
@@ -263,7 +253,7 @@ func runSecretDelete(ctx context.Context, stdout io.Writer, getenv func(string) 
 	if err != nil {
 		return err
 	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}

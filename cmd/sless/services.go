@@ -25,17 +25,10 @@ func runServices(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	var c common
 	c.register(fs, true)
 	sel := fs.String("l", "", "label selector, e.g. app=web")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
+	if err := noPositionals(fs, args, ""); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected arguments %q", pos)
-	}
-	if err := c.check(); err != nil {
-		return err
-	}
-	s, err := connect(ctx, getenv, c.ns)
+	s, err := c.connect(ctx, getenv)
 	if err != nil {
 		return err
 	}
