@@ -160,14 +160,8 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		return
 	}
 	if req.State.Raw.IsNull() {
-		ns, err := planNamespace(ctx, r.api, config.Namespace)
-		if err != nil {
-			addNamespaceError(&resp.Diagnostics, err)
+		if !planNewObject(ctx, r.api, config.Namespace, plan.Name, &plan.Namespace, &plan.ID, &resp.Diagnostics) {
 			return
-		}
-		plan.Namespace = ns
-		if !ns.IsUnknown() && !plan.Name.IsUnknown() {
-			plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
 		}
 		plan.Phase, plan.Output, plan.ExitCode = types.StringUnknown(), types.StringUnknown(), types.Int64Unknown()
 	} else {
@@ -185,24 +179,17 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 }
 
 func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	var plan jobModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.Plan, &plan, &resp.Diagnostics) {
 		return
 	}
 	j := plan.object(plan.Namespace.ValueString())
 	progress(ctx, "job", j.Namespace, j.Name, "creating", "run_id", j.Spec.RunID)
 	got, err := r.api.client.CreateJob(ctx, j)
 	if err != nil {
-		if client.IsConflict(err) {
-			if existing, gerr := r.api.client.GetJob(ctx, j.Namespace, j.Name); gerr == nil && existing.DeletionTimestamp == nil {
-				resp.Diagnostics.AddError("Job already exists",
-					"job "+j.Namespace+"/"+j.Name+" already exists; bring it under Terraform with: terraform import <address> "+j.Namespace+"/"+j.Name)
-				return
-			}
+		if nameTaken(ctx, r.api.client, (*client.Client).GetJob, j.Namespace, j.Name, err) {
+			addExistsError(&resp.Diagnostics, "job", j.Namespace, j.Name)
+			return
 		}
 		jobMapper.addAPIError(&resp.Diagnostics, "Creating the job failed", err)
 		return
@@ -353,17 +340,8 @@ func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.api == nil {
-		unrefreshed(&resp.Diagnostics, "job", prior.ID)
-		return
-	}
-	j, err := r.api.client.GetJob(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
-	if client.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading the job failed", err.Error())
+	j, ok := readObject(ctx, r.api, "job", prior.ID, prior.Namespace, prior.Name, (*client.Client).GetJob, resp)
+	if !ok {
 		return
 	}
 	st := jobState(j, &prior)
@@ -408,21 +386,12 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 }
 
 func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	var state jobModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.State, &state, &resp.Diagnostics) {
 		return
 	}
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	err := waitGone(ctx, "job", ns, name, waitTimeout(state.WaitTimeout, defaultJobWait),
-		func(ctx context.Context) error { return r.api.client.DeleteJob(ctx, ns, name) },
-		func(ctx context.Context) error { _, err := r.api.client.GetJob(ctx, ns, name); return err })
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting the job failed", err.Error())
-	}
+	deleteObject(ctx, r.api.client, "job", state.Namespace, state.Name, waitTimeout(state.WaitTimeout, defaultJobWait),
+		(*client.Client).DeleteJob, (*client.Client).GetJob, &resp.Diagnostics)
 }
 
 func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

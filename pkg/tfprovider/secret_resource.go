@@ -169,14 +169,8 @@ func (r *secretResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 	var state *secretModel
 	if req.State.Raw.IsNull() {
-		ns, err := planNamespace(ctx, r.api, config.Namespace)
-		if err != nil {
-			addNamespaceError(&resp.Diagnostics, err)
+		if !planNewObject(ctx, r.api, config.Namespace, plan.Name, &plan.Namespace, &plan.ID, &resp.Diagnostics) {
 			return
-		}
-		plan.Namespace = ns
-		if !ns.IsUnknown() && !plan.Name.IsUnknown() {
-			plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
 		}
 	} else {
 		state = &secretModel{}
@@ -232,12 +226,8 @@ func secretState(in *secrets.Info, prior *secretModel) secretModel {
 }
 
 func (r *secretResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	var plan secretModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.Plan, &plan, &resp.Diagnostics) {
 		return
 	}
 	values := secretValues(ctx, &plan, req.Config, &resp.Diagnostics)
@@ -249,8 +239,7 @@ func (r *secretResource) Create(ctx context.Context, req resource.CreateRequest,
 	in, err := r.api.client.CreateSecret(ctx, ns, name, values)
 	if err != nil {
 		if client.IsConflict(err) {
-			resp.Diagnostics.AddError("Secret already exists",
-				"secret "+ns+"/"+name+" already exists; bring it under Terraform with: terraform import <address> "+ns+"/"+name)
+			addExistsError(&resp.Diagnostics, "secret", ns, name)
 			return
 		}
 		resp.Diagnostics.AddError("Creating the secret failed", err.Error())
@@ -266,17 +255,8 @@ func (r *secretResource) Read(ctx context.Context, req resource.ReadRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.api == nil {
-		unrefreshed(&resp.Diagnostics, "secret", prior.ID)
-		return
-	}
-	in, err := r.api.client.GetSecret(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
-	if client.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading the secret failed", err.Error())
+	in, ok := readObject(ctx, r.api, "secret", prior.ID, prior.Namespace, prior.Name, (*client.Client).GetSecret, resp)
+	if !ok {
 		return
 	}
 	st := secretState(in, &prior)
@@ -328,12 +308,8 @@ func (r *secretResource) Update(ctx context.Context, req resource.UpdateRequest,
 }
 
 func (r *secretResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	var state secretModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.State, &state, &resp.Diagnostics) {
 		return
 	}
 	err := r.api.client.DeleteSecret(ctx, state.Namespace.ValueString(), state.Name.ValueString())

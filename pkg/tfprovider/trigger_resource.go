@@ -289,14 +289,8 @@ func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 		return
 	}
-	ns, err := planNamespace(ctx, r.api, config.Namespace)
-	if err != nil {
-		addNamespaceError(&resp.Diagnostics, err)
+	if !planNewObject(ctx, r.api, config.Namespace, plan.Name, &plan.Namespace, &plan.ID, &resp.Diagnostics) {
 		return
-	}
-	plan.Namespace = ns
-	if !ns.IsUnknown() && !plan.Name.IsUnknown() {
-		plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
 	}
 	if plan.Type.ValueString() != string(slessv1alpha1.TriggerTypeHTTP) {
 		// Only http triggers have a URL.
@@ -306,12 +300,8 @@ func (r *triggerResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 }
 
 func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	var plan triggerModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.Plan, &plan, &resp.Diagnostics) {
 		return
 	}
 	t, d := plan.object(ctx, plan.Namespace.ValueString())
@@ -319,12 +309,9 @@ func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest
 	progress(ctx, "trigger", t.Namespace, t.Name, "creating")
 	got, err := r.api.client.CreateTrigger(ctx, t)
 	if err != nil {
-		if client.IsConflict(err) {
-			if existing, gerr := r.api.client.GetTrigger(ctx, t.Namespace, t.Name); gerr == nil && existing.DeletionTimestamp == nil {
-				resp.Diagnostics.AddError("Trigger already exists",
-					"trigger "+t.Namespace+"/"+t.Name+" already exists; bring it under Terraform with: terraform import <address> "+t.Namespace+"/"+t.Name)
-				return
-			}
+		if nameTaken(ctx, r.api.client, (*client.Client).GetTrigger, t.Namespace, t.Name, err) {
+			addExistsError(&resp.Diagnostics, "trigger", t.Namespace, t.Name)
+			return
 		}
 		triggerMapper.addAPIError(&resp.Diagnostics, "Creating the trigger failed", err)
 		return
@@ -374,17 +361,8 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.api == nil {
-		unrefreshed(&resp.Diagnostics, "trigger", prior.ID)
-		return
-	}
-	t, err := r.api.client.GetTrigger(ctx, prior.Namespace.ValueString(), prior.Name.ValueString())
-	if client.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading the trigger failed", err.Error())
+	t, ok := readObject(ctx, r.api, "trigger", prior.ID, prior.Namespace, prior.Name, (*client.Client).GetTrigger, resp)
+	if !ok {
 		return
 	}
 	st, d := triggerState(t, &prior)
@@ -419,21 +397,12 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	var state triggerModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.State, &state, &resp.Diagnostics) {
 		return
 	}
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	err := waitGone(ctx, "trigger", ns, name, triggerDeleteWait,
-		func(ctx context.Context) error { return r.api.client.DeleteTrigger(ctx, ns, name) },
-		func(ctx context.Context) error { _, err := r.api.client.GetTrigger(ctx, ns, name); return err })
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting the trigger failed", err.Error())
-	}
+	deleteObject(ctx, r.api.client, "trigger", state.Namespace, state.Name, triggerDeleteWait,
+		(*client.Client).DeleteTrigger, (*client.Client).GetTrigger, &resp.Diagnostics)
 }
 
 func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -280,16 +280,8 @@ func (r *workloadResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	}
 
 	if state == nil {
-		ns, err := planNamespace(ctx, r.api, config.Namespace)
-		if err != nil {
-			addNamespaceError(&resp.Diagnostics, err)
+		if !planNewObject(ctx, r.api, config.Namespace, plan.Name, &plan.Namespace, &plan.ID, &resp.Diagnostics) {
 			return
-		}
-		plan.Namespace = ns
-		if ns.IsUnknown() || plan.Name.IsUnknown() {
-			plan.ID = types.StringUnknown()
-		} else {
-			plan.ID = types.StringValue(ns.ValueString() + "/" + plan.Name.ValueString())
 		}
 	} else {
 		planExistingNamespace(ctx, r.api, config.Namespace, &plan.Namespace, resp)
@@ -396,13 +388,9 @@ func planArchive(m *buildModel) (*archive, error) {
 }
 
 func (r *workloadResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	k := r.kind
 	planM := k.newModel()
-	resp.Diagnostics.Append(req.Plan.Get(ctx, planM)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.Plan, planM, &resp.Diagnostics) {
 		return
 	}
 	plan := planM.build()
@@ -454,15 +442,21 @@ func (r *workloadResource) Create(ctx context.Context, req resource.CreateReques
 
 func (r *workloadResource) createError(ctx context.Context, ns, name string, err error, mapper fieldMapper, diags *diag.Diagnostics) {
 	k := r.kind
-	if client.IsConflict(err) {
-		existing, gerr := k.get(ctx, r.api.client, ns, name)
-		if gerr == nil && existing.GetDeletionTimestamp() == nil {
-			diags.AddError(k.title+" already exists",
-				fmt.Sprintf("%s %s/%s already exists; bring it under Terraform with: terraform import <address> %s/%s", k.name, ns, name, ns, name))
-			return
-		}
+	if nameTaken(ctx, r.api.client, k.clientGet, ns, name, err) {
+		addExistsError(diags, k.name, ns, name)
+		return
 	}
 	mapper.addAPIError(diags, "Creating the "+k.name+" failed", err)
+}
+
+// clientGet and clientRemove are get and remove in the form the shared
+// steps take (see getFunc).
+func (k *workloadKind) clientGet(c *client.Client, ctx context.Context, ns, name string) (workload, error) {
+	return k.get(ctx, c, ns, name)
+}
+
+func (k *workloadKind) clientRemove(c *client.Client, ctx context.Context, ns, name string) error {
+	return k.remove(ctx, c, ns, name)
 }
 
 func sourceAttr(m *buildModel) path.Path {
@@ -499,18 +493,8 @@ func (r *workloadResource) Read(ctx context.Context, req resource.ReadRequest, r
 		return
 	}
 	prior := priorM.build()
-	if r.api == nil {
-		unrefreshed(&resp.Diagnostics, k.name, prior.ID)
-		return
-	}
-	w, err := k.get(ctx, r.api.client, prior.Namespace.ValueString(), prior.Name.ValueString())
-	if client.IsNotFound(err) {
-		// Deleted outside Terraform: the next plan creates it again.
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading the "+k.name+" failed", err.Error())
+	w, ok := readObject(ctx, r.api, k.name, prior.ID, prior.Namespace, prior.Name, k.clientGet, resp)
+	if !ok {
 		return
 	}
 	st, d := k.state(ctx, w, priorM)
@@ -656,23 +640,14 @@ func buildFailed(w slessv1alpha1.Workload) bool {
 }
 
 func (r *workloadResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if !requireAPI(r.api, &resp.Diagnostics) {
-		return
-	}
 	k := r.kind
 	stateM := k.newModel()
-	resp.Diagnostics.Append(req.State.Get(ctx, stateM)...)
-	if resp.Diagnostics.HasError() {
+	if !applyModel(ctx, r.api, req.State, stateM, &resp.Diagnostics) {
 		return
 	}
 	state := stateM.build()
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	err := waitGone(ctx, k.name, ns, name, waitTimeout(state.WaitTimeout, defaultFunctionWait),
-		func(ctx context.Context) error { return k.remove(ctx, r.api.client, ns, name) },
-		func(ctx context.Context) error { _, err := k.get(ctx, r.api.client, ns, name); return err })
-	if err != nil {
-		resp.Diagnostics.AddError("Deleting the "+k.name+" failed", err.Error())
-	}
+	deleteObject(ctx, r.api.client, k.name, state.Namespace, state.Name, waitTimeout(state.WaitTimeout, defaultFunctionWait),
+		k.clientRemove, k.clientGet, &resp.Diagnostics)
 }
 
 func (r *workloadResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
@@ -735,31 +710,5 @@ func (r *workloadResource) waitReady(ctx context.Context, w workload, timeout ti
 			return w, err
 		}
 		w = next
-	}
-}
-
-// waitGone deletes an object and waits until the API no longer has it (a
-// finalizer may hold it for a while).
-func waitGone(ctx context.Context, kind, ns, name string, timeout time.Duration, del, get func(context.Context) error) error {
-	progress(ctx, kind, ns, name, "deleting")
-	if err := del(ctx); err != nil && !client.IsNotFound(err) {
-		return err
-	}
-	p := newPoller(timeout)
-	for {
-		err := get(ctx)
-		if client.IsNotFound(err) {
-			progress(ctx, kind, ns, name, "deleted")
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if werr := p.wait(ctx); werr != nil {
-			if errors.Is(werr, errTimeout) {
-				return fmt.Errorf("%s %s/%s still exists %s after it was deleted", kind, ns, name, timeout)
-			}
-			return werr
-		}
 	}
 }
