@@ -3,7 +3,24 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
 )
+
+// listLimit is the page size a list's ?limit asks for.
+func listLimit(c *gin.Context) (int64, *Problem) {
+	v := c.Query("limit")
+	if v == "" {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, badRequestField("limit", v, fmt.Sprintf("must be an integer from 1 to %d", maxListLimit))
+	}
+	return n, nil
+}
 
 // listCursor is what a list's next holds: the apiserver's continue token
 // and the list it continues. The apiserver's token names only a key to start

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,14 +38,10 @@ type List struct {
 func (s *Server) list(k *kind) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ns := c.Param("ns")
-		limit := int64(defaultListLimit)
-		if v := c.Query("limit"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 || n > maxListLimit {
-				writeProblem(c, badRequestField("limit", v, fmt.Sprintf("must be an integer from 1 to %d", maxListLimit)))
-				return
-			}
-			limit = n
+		limit, p := listLimit(c)
+		if p != nil {
+			writeProblem(c, p)
+			return
 		}
 		opts := []client.ListOption{client.InNamespace(ns), client.Limit(limit)}
 		of := listCursor{Kind: k.kind, Namespace: ns}

@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -58,14 +56,10 @@ func (s *Server) secretRoutes(nsr *gin.RouterGroup, get func(gin.IRoutes, string
 
 func (s *Server) listSecrets(c *gin.Context) {
 	ns := c.Param("ns")
-	limit := int64(defaultListLimit)
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeProblem(c, badRequestField("limit", v, fmt.Sprintf("must be an integer from 1 to %d", maxListLimit)))
-			return
-		}
-		limit = n
+	limit, p := listLimit(c)
+	if p != nil {
+		writeProblem(c, p)
+		return
 	}
 	of := listCursor{Kind: secretKind, Namespace: ns}
 	opts := []client.ListOption{client.InNamespace(ns), client.Limit(limit), client.MatchingLabelsSelector{Selector: secrets.Selector()}}
