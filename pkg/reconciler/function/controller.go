@@ -153,8 +153,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		// object with finalizers) need a reconcile: the controller's own
 		// finalizer and status writes would otherwise each cause another.
 		For(&slessv1alpha1.Function{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&tektonv1.PipelineRun{}).
-		Owns(&servingv1.Service{}).
+		Watches(&tektonv1.PipelineRun{}, OwnedSettling(mgr, &slessv1alpha1.Function{}, SettleWindow)).
+		Watches(&servingv1.Service{}, OwnedSettling(mgr, &slessv1alpha1.Function{}, SettleWindow)).
 		Watches(&corev1.Secret{}, referring).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)

@@ -51,8 +51,8 @@ func SetupWithManager(mgr ctrl.Manager, opts function.Options) error {
 		// Spec changes and deletion only: the controller's own finalizer
 		// and status writes would otherwise each cause another reconcile.
 		For(&slessv1alpha1.SlessService{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&tektonv1.PipelineRun{}).
-		Owns(&servingv1.Service{}).
+		Watches(&tektonv1.PipelineRun{}, function.OwnedSettling(mgr, &slessv1alpha1.SlessService{}, function.SettleWindow)).
+		Watches(&servingv1.Service{}, function.OwnedSettling(mgr, &slessv1alpha1.SlessService{}, function.SettleWindow)).
 		Watches(&corev1.Secret{}, referring).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
