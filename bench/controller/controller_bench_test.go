@@ -20,7 +20,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,28 +54,7 @@ const writers = 16
 
 // createAll creates n objects with the writers and returns how long it took.
 func createAll(ctx context.Context, c client.Client, n int, mk func(i int) client.Object) (time.Duration, error) {
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := c.Create(ctx, mk(i)); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	return time.Since(start), <-errs
+	return each(n, func(i int) error { return c.Create(ctx, mk(i)) })
 }
 
 func function(ns string, i int) client.Object {
@@ -98,12 +76,16 @@ type bed struct {
 	kube *testbed.Kube
 	// namespace is a fresh namespace as the bed hands them out.
 	namespace func(testing.TB) string
+	// pause stops the upstream controllers until resume is called, so
+	// that sless's batches and the floor are timed without their work on
+	// the same cores; nil where they cannot be paused (the simulators).
+	pause func() (resume func())
 }
 
 func realBed(tb testing.TB) bed {
 	p := testbed.SharedPrimitives(tb)
 	tb.Cleanup(func() { p.Logs(tb) })
-	return bed{kube: p.Kube, namespace: p.Namespace}
+	return bed{kube: p.Kube, namespace: p.Namespace, pause: p.Pause}
 }
 
 func simBed(tb testing.TB) bed {
@@ -135,9 +117,14 @@ type result struct {
 	cmRequests    requests
 	gatedRequests requests
 	// floor is the least any controller doing sless's job must write for
-	// n Functions, written by the same writers without one (floor_test.go).
+	// n Functions, written by the same writers without one (floor_test.go),
+	// step by step (floorSteps).
 	floor         time.Duration
+	floorSteps    []time.Duration
 	floorRequests requests
+	// paused says the upstream controllers were paused during the gated
+	// batches and the floor.
+	paused bool
 }
 
 func (r result) sless() time.Duration { return r.gated[0] + r.gated[1] + r.gated[2] }
@@ -160,7 +147,13 @@ func measure(tb testing.TB, b bed, n int) result {
 			tb.Fatal(err)
 		}
 	}
-	r := result{n: n}
+	r := result{n: n, paused: b.pause != nil}
+	quiet := func() (resume func()) {
+		if b.pause == nil {
+			return func() {}
+		}
+		return b.pause()
+	}
 	scrapeAPI := func() samples {
 		s, err := api.scrape(ctx)
 		if err != nil {
@@ -212,6 +205,8 @@ func measure(tb testing.TB, b bed, n int) result {
 	defer gw.stop()
 	before = scrapeAPI()
 	batch := func(i int, name string, until int, do func()) {
+		resume := quiet()
+		defer resume()
 		t0 := time.Now()
 		c := setup.start(tb, name)
 		ready := time.Now()
@@ -257,11 +252,16 @@ func measure(tb testing.TB, b bed, n int) result {
 	cfg := resources.Config{Registry: "registry.bench.local/sless", S3Endpoint: "http://" + s3srv.Endpoint,
 		S3Secret: "sless-s3", RegistrySecret: "sless-registry"}.WithDefaults()
 	ns = functionNamespace(tb, b)
+	resume := quiet()
+	defer resume()
 	before = scrapeAPI()
-	if r.floor, err = floor(ctx, k.Client, store, cfg, ns, n); err != nil {
+	if r.floorSteps, err = floor(ctx, k.Client, store, cfg, ns, n); err != nil {
 		tb.Fatal(err)
 	}
 	r.floorRequests = requestsBetween(before, scrapeAPI())
+	for _, d := range r.floorSteps {
+		r.floor += d
+	}
 	return r
 }
 
@@ -316,8 +316,14 @@ func (r result) String() string {
 	var s strings.Builder
 	n := float64(r.n)
 	fmt.Fprintf(&s, "%d Functions; baseline %d ConfigMaps by %d writers: %v\n", r.n, r.n, writers, r.configMaps.Round(time.Millisecond))
+	if r.paused {
+		fmt.Fprintf(&s, "the gated batches and the floor ran with Knative's and Tekton's controllers paused\n")
+	}
 	fmt.Fprintf(&s, "floor: sless's writes for %d Functions by %d writers, no controller: %v = %.2f× the baseline\n",
 		r.n, writers, r.floor.Round(time.Millisecond), r.floor.Seconds()/r.configMaps.Seconds())
+	for i, d := range r.floorSteps {
+		fmt.Fprintf(&s, "  %-48s %8v = %6.2f× the baseline\n", floorSteps[i]+":", d.Round(time.Millisecond), d.Seconds()/r.configMaps.Seconds())
+	}
 	fmt.Fprintf(&s, "sless's own work, gated: %v = %.2f× the baseline, %.2f× the floor\n", r.sless().Round(time.Millisecond),
 		r.sless().Seconds()/r.configMaps.Seconds(), r.sless().Seconds()/r.floor.Seconds())
 	fmt.Fprintf(&s, "  created → builds started (Functions created in it): %v\n", r.gated[0].Round(time.Millisecond))
@@ -390,8 +396,13 @@ func TestBenchSmoke(t *testing.T) {
 	if got := r.e2eRequests["create functions.sless.dev"]; got != n {
 		t.Errorf("apiserver counted %v Function creates end to end, want %d", got, n)
 	}
-	if r.floor <= 0 {
-		t.Errorf("floor not measured: %v", r.floor)
+	if len(r.floorSteps) != len(floorSteps) {
+		t.Errorf("floor measured %d steps, want %d", len(r.floorSteps), len(floorSteps))
+	}
+	for i, d := range r.floorSteps {
+		if d <= 0 {
+			t.Errorf("floor step %q took %v", floorSteps[i], d)
+		}
 	}
 	for key, want := range map[string]float64{"create functions.sless.dev": n, "update functions.sless.dev": n,
 		"update functions.sless.dev/status": 3 * n, "create pipelineruns.tekton.dev": n, "create services.serving.knative.dev": n} {

@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -21,16 +23,119 @@ import (
 	"github.com/sless-dev/sless/pkg/source"
 )
 
+// floorSteps are what any controller doing sless's job must write for a
+// Function, in order. The floor writes each step for all n Functions
+// before the next, so each step's cost can be told apart.
+var floorSteps = []string{
+	"create the Function",
+	"update: the finalizer",
+	"put the build context to S3",
+	"create the PipelineRun (Tekton's webhook)",
+	"status: building",
+	"create the Knative Service (Knative's webhook)",
+	"status: image",
+	"status: Ready",
+}
+
+// floorFn is one Function's objects as the floor's steps make them.
+type floorFn struct {
+	fn   *slessv1alpha1.Function
+	work *slessv1alpha1.Function
+	bc   *source.Context
+	key  string
+	pr   *tektonv1.PipelineRun
+	svc  *servingv1.Service
+}
+
 // floor writes, for n Functions and with the same writers as the other
 // passes, what any controller doing sless's job must write, straight from a
-// plain client with no controller and no reads: the Function's create, one
-// update adding the finalizer, the build context to S3, the PipelineRun
-// (admitted by Tekton's webhook), a status write telling the build, the
-// Knative Service (admitted by Knative's webhook), a status write telling
-// the image and one telling Ready. The objects are sless's own builders'
-// for the controller's default configuration; the build and the rollout
-// are not waited for: their time is upstream's, not the writer's.
-func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.Config, ns string, n int) (time.Duration, error) {
+// plain client with no controller and no reads (floorSteps). The objects
+// are sless's own builders' for the controller's default configuration; the
+// build and the rollout are not waited for: their time is upstream's, not
+// the writer's. It returns each step's time.
+func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.Config, ns string, n int) ([]time.Duration, error) {
+	fns := make([]floorFn, n)
+	steps := []func(f *floorFn, i int) error{
+		func(f *floorFn, i int) error {
+			f.fn = function(ns, i).(*slessv1alpha1.Function)
+			return c.Create(ctx, f.fn)
+		},
+		func(f *floorFn, _ int) error {
+			controllerutil.AddFinalizer(f.fn, names.Finalizer)
+			return c.Update(ctx, f.fn)
+		},
+		func(f *floorFn, _ int) error {
+			// The builders take the defaulted spec, as the reconciler gives them.
+			f.work = f.fn.DeepCopy()
+			f.work.SetDefaults()
+			spec := f.work.BuildSpec()
+			var err error
+			f.bc, err = source.BuildContext(source.Input{Runtime: spec.Runtime, Entrypoint: spec.Entrypoint, Mode: f.work.Mode(),
+				Files: source.Inline(spec.Source.Inline.Files)})
+			if err != nil {
+				return err
+			}
+			f.key = names.WorkloadContextKey(f.work, f.bc.Digest)
+			return store.Put(ctx, f.key, bytes.NewReader(f.bc.TarGz), int64(len(f.bc.TarGz)), "application/gzip")
+		},
+		func(f *floorFn, _ int) error {
+			f.pr = resources.MakePipelineRun(f.work, adapter.BuildInput{Digest: f.bc.Digest, Location: store.Location(f.key)}, 0, cfg)
+			return c.Create(ctx, f.pr)
+		},
+		func(f *floorFn, _ int) error {
+			fn := f.fn
+			st := &fn.Status
+			st.ObservedGeneration, st.SourceDigest, st.BuildRef, st.Phase = fn.Generation, f.bc.Digest, f.pr.Name, slessv1alpha1.FunctionPhaseBuilding
+			condition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, fnrec.ReasonContextStored, "")
+			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, fnrec.ReasonBuilding, "waiting for PipelineRun "+f.pr.Name)
+			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, fnrec.ReasonWaitingForBuild, "the service is deployed once the image is built")
+			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, fnrec.ReasonBuilding, "")
+			return c.Status().Update(ctx, fn)
+		},
+		func(f *floorFn, _ int) error {
+			// The image Tekton would report; the context's digest stands for it.
+			image := fmt.Sprintf("%s/%s/%s@%s", cfg.Registry, ns, f.fn.Name, f.bc.Digest)
+			f.svc = resources.MakeService(f.work, image, cfg)
+			f.fn.Status.Image = image
+			return c.Create(ctx, f.svc)
+		},
+		func(f *floorFn, _ int) error {
+			fn := f.fn
+			fn.Status.Phase = slessv1alpha1.FunctionPhaseDeploying
+			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, fnrec.ReasonBuildSucceeded, "")
+			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, fnrec.ReasonDeploying, "waiting for Knative Service "+f.svc.Name)
+			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, fnrec.ReasonDeploying, "")
+			return c.Status().Update(ctx, fn)
+		},
+		func(f *floorFn, _ int) error {
+			fn, st := f.fn, &f.fn.Status
+			rev := f.svc.Spec.Template.Name
+			st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage, st.Phase = rev, rev, st.Image, slessv1alpha1.FunctionPhaseReady
+			st.Address = fmt.Sprintf("http://%s.%s.svc.cluster.local", f.svc.Name, ns)
+			st.URL = "https://fn.bench.local/fn/" + ns + "/" + fn.Name
+			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, fnrec.ReasonReady, "")
+			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, fnrec.ReasonReady, "")
+			return c.Status().Update(ctx, fn)
+		},
+	}
+	times := make([]time.Duration, len(steps))
+	for s, step := range steps {
+		var err error
+		if times[s], err = each(n, func(i int) error {
+			if err := step(&fns[i], i); err != nil {
+				return fmt.Errorf("floor: %s of fn-%04d: %w", floorSteps[s], i, err)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return times, nil
+}
+
+// each runs do for 0..n-1 on the writers and returns how long it took and
+// the first error.
+func each(n int, do func(i int) error) (time.Duration, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -40,7 +145,7 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if err := floorOne(ctx, c, store, cfg, ns, i); err != nil {
+				if err := do(i); err != nil {
 					errs <- err
 				}
 			}
@@ -53,69 +158,6 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 	wg.Wait()
 	close(errs)
 	return time.Since(start), <-errs
-}
-
-func floorOne(ctx context.Context, c client.Client, store s3.Store, cfg resources.Config, ns string, i int) error {
-	fn := function(ns, i).(*slessv1alpha1.Function)
-	if err := c.Create(ctx, fn); err != nil {
-		return fmt.Errorf("floor: create Function %s: %w", fn.Name, err)
-	}
-	controllerutil.AddFinalizer(fn, names.Finalizer)
-	if err := c.Update(ctx, fn); err != nil {
-		return fmt.Errorf("floor: finalizer of %s: %w", fn.Name, err)
-	}
-	// The builders take the defaulted spec, as the reconciler gives them.
-	work := fn.DeepCopy()
-	work.SetDefaults()
-	spec := work.BuildSpec()
-	bc, err := source.BuildContext(source.Input{Runtime: spec.Runtime, Entrypoint: spec.Entrypoint, Mode: work.Mode(),
-		Files: source.Inline(spec.Source.Inline.Files)})
-	if err != nil {
-		return fmt.Errorf("floor: build context of %s: %w", fn.Name, err)
-	}
-	key := names.WorkloadContextKey(work, bc.Digest)
-	if err := store.Put(ctx, key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
-		return fmt.Errorf("floor: store %s: %w", key, err)
-	}
-	pr := resources.MakePipelineRun(work, adapter.BuildInput{Digest: bc.Digest, Location: store.Location(key)}, 0, cfg)
-	if err := c.Create(ctx, pr); err != nil {
-		return fmt.Errorf("floor: PipelineRun of %s: %w", fn.Name, err)
-	}
-
-	st := &fn.Status
-	st.ObservedGeneration, st.SourceDigest, st.BuildRef, st.Phase = fn.Generation, bc.Digest, pr.Name, slessv1alpha1.FunctionPhaseBuilding
-	condition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, fnrec.ReasonContextStored, "")
-	condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, fnrec.ReasonBuilding, "waiting for PipelineRun "+pr.Name)
-	condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, fnrec.ReasonWaitingForBuild, "the service is deployed once the image is built")
-	condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, fnrec.ReasonBuilding, "")
-	if err := c.Status().Update(ctx, fn); err != nil {
-		return fmt.Errorf("floor: status (build) of %s: %w", fn.Name, err)
-	}
-
-	// The image Tekton would report; the context's digest stands for it.
-	image := fmt.Sprintf("%s/%s/%s@%s", cfg.Registry, ns, fn.Name, bc.Digest)
-	svc := resources.MakeService(work, image, cfg)
-	if err := c.Create(ctx, svc); err != nil {
-		return fmt.Errorf("floor: Knative Service of %s: %w", fn.Name, err)
-	}
-	st.Image, st.Phase = image, slessv1alpha1.FunctionPhaseDeploying
-	condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, fnrec.ReasonBuildSucceeded, "")
-	condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, fnrec.ReasonDeploying, "waiting for Knative Service "+svc.Name)
-	condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, fnrec.ReasonDeploying, "")
-	if err := c.Status().Update(ctx, fn); err != nil {
-		return fmt.Errorf("floor: status (image) of %s: %w", fn.Name, err)
-	}
-
-	rev := svc.Spec.Template.Name
-	st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage, st.Phase = rev, rev, image, slessv1alpha1.FunctionPhaseReady
-	st.Address = fmt.Sprintf("http://%s.%s.svc.cluster.local", svc.Name, ns)
-	st.URL = "https://fn.bench.local/fn/" + ns + "/" + fn.Name
-	condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, fnrec.ReasonReady, "")
-	condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, fnrec.ReasonReady, "")
-	if err := c.Status().Update(ctx, fn); err != nil {
-		return fmt.Errorf("floor: status (ready) of %s: %w", fn.Name, err)
-	}
-	return nil
 }
 
 func condition(fn *slessv1alpha1.Function, typ string, status metav1.ConditionStatus, reason, message string) {

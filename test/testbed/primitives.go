@@ -242,9 +242,30 @@ func (p *Primitives) Logs(t testing.TB) {
 	}
 }
 
+// Pause stops Knative's and Tekton's controllers where they stand
+// (SIGSTOP) until the returned resume is called, so that a benchmark can
+// time another client's work on the same cores and apiserver without
+// theirs. Their leases outlive a pause of some seconds; what they missed
+// they see from their watches, or relist, once resumed.
+func (p *Primitives) Pause() (resume func()) {
+	for _, c := range p.procs {
+		_ = c.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for _, c := range p.procs {
+				_ = c.cmd.Process.Signal(syscall.SIGCONT)
+			}
+		})
+	}
+}
+
 // Stop ends the controllers (a polite signal, then a kill) and stand-ins.
 func (p *Primitives) Stop() {
 	for _, c := range p.procs {
+		// A paused controller would not see the SIGTERM.
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, c := range p.procs {
