@@ -171,6 +171,12 @@ func (c *controller) profile(tb testing.TB, prefix string) {
 	}()
 }
 
+// pause stops the controller where it stands (SIGSTOP) until resume, so
+// that upstream's work is timed without it and its caches and memory
+// survive, as they do in a controller that keeps running.
+func (c *controller) pause()  { _ = c.cmd.Process.Signal(syscall.SIGSTOP) }
+func (c *controller) resume() { _ = c.cmd.Process.Signal(syscall.SIGCONT) }
+
 func (c *controller) scrape(ctx context.Context) (samples, error) {
 	return scrape(ctx, http.DefaultClient, c.metrics)
 }
@@ -191,6 +197,7 @@ func (c *controller) stop() {
 		return
 	default:
 	}
+	c.resume()
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-c.done:
