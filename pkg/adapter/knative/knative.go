@@ -446,4 +446,6 @@ func State(svc *servingv1.Service) adapter.ServeState {
 
 // rollingOut are the reasons Knative gives a Service's Ready while a
 // revision comes up as it should; any other is told as Knative tells it.
-var rollingOut = map[string]bool{"": true, "RevisionMissing": true, "IngressNotConfigured": true, "Deploying": true}
+// OutOfDate is the Service's own while its Configuration or Route has not
+// caught up with its spec.
+var rollingOut = map[string]bool{"": true, "RevisionMissing": true, "IngressNotConfigured": true, "Deploying": true, "OutOfDate": true}

@@ -99,6 +99,13 @@ func TestState(t *testing.T) {
 			t.Errorf("%s: %q %q, want the steady %q %q", reason, st.Reason, st.Message, rolling.Reason, rolling.Message)
 		}
 	}
+	// Knative's own steps while its Configuration and Route catch up.
+	for name, mark := range map[string]func(){"configuration": svc.Status.MarkConfigurationNotReconciled, "route": svc.Status.MarkRouteNotReconciled} {
+		mark()
+		if st := State(svc); st.Reason != rolling.Reason || st.Message != rolling.Message {
+			t.Errorf("%s not reconciled: %q %q, want the steady %q %q", name, st.Reason, st.Message, rolling.Reason, rolling.Message)
+		}
+	}
 	// Any other reason is told as Knative tells it.
 	svc.GetConditionSet().Manage(&svc.Status).MarkUnknown(servingv1.ServiceConditionConfigurationsReady, "QuotaWait", "over quota")
 	if st := State(svc); st.Reason != "QuotaWait" || st.Message != "over quota" {
