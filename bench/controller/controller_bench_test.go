@@ -123,6 +123,9 @@ type result struct {
 	floor         time.Duration
 	floorSteps    []time.Duration
 	floorRequests requests
+	// floorEvents is the writers recording sless's Events for n Functions
+	// (floorEvents), not counted in floor.
+	floorEvents time.Duration
 	// paused says the upstream controllers were paused during the gated
 	// batches and the floor.
 	paused bool
@@ -268,6 +271,9 @@ func measure(tb testing.TB, b bed, n int) result {
 	for _, d := range r.floorSteps {
 		r.floor += d
 	}
+	if r.floorEvents, err = recordEvents(ctx, k.Client, ns, n); err != nil {
+		tb.Fatal(err)
+	}
 	return r
 }
 
@@ -330,6 +336,8 @@ func (r result) String() string {
 	for i, d := range r.floorSteps {
 		fmt.Fprintf(&s, "  %-48s %8v = %6.2f× the baseline\n", floorSteps[i]+":", d.Round(time.Millisecond), d.Seconds()/r.configMaps.Seconds())
 	}
+	fmt.Fprintf(&s, "  (not in the floor: sless's %d Events per Function, %v = %.2f× the baseline)\n",
+		len(floorEvents), r.floorEvents.Round(time.Millisecond), r.floorEvents.Seconds()/r.configMaps.Seconds())
 	fmt.Fprintf(&s, "sless's own work, gated: %v = %.2f× the baseline, %.2f× the floor\n", r.sless().Round(time.Millisecond),
 		r.sless().Seconds()/r.configMaps.Seconds(), r.sless().Seconds()/r.floor.Seconds())
 	fmt.Fprintf(&s, "  created → builds started (Functions created in it): %v\n", r.gated[0].Round(time.Millisecond))
@@ -404,6 +412,9 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if len(r.floorSteps) != len(floorSteps) {
 		t.Errorf("floor measured %d steps, want %d", len(r.floorSteps), len(floorSteps))
+	}
+	if r.floorEvents <= 0 {
+		t.Errorf("the floor's Events took %v", r.floorEvents)
 	}
 	for i, d := range r.floorSteps {
 		if d <= 0 {
