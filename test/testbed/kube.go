@@ -132,9 +132,11 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 
 // Stop stops the control plane, then the webhook it calls, and removes its files.
 func (k *Kube) Stop() error {
+	// An open watch keeps kube-apiserver's graceful shutdown waiting (20 s,
+	// then envtest kills it): the bed's own informer goes first.
+	k.stopConfigs()
 	err := k.env.Stop()
 	err = errors.Join(err, k.webhook.Close())
-	k.stopConfigs()
 	_ = os.RemoveAll(k.dir)
 	return err
 }
