@@ -108,10 +108,10 @@ type result struct {
 	// paused, and sless paused while they do theirs: created → builds
 	// started (with the Functions' creation), builds done → Services asked
 	// for, Services Ready → Functions Ready. upstream is the waits between
-	// them; startups the controller's start, before the first batch.
+	// them; startup is the controller's start, before the first batch.
 	gated         [3]time.Duration
 	upstream      [2]time.Duration
-	startups      time.Duration
+	startup       time.Duration
 	e2eUsage      usage
 	gatedUsage    usage
 	e2eRequests   requests
@@ -210,7 +210,7 @@ func measure(tb testing.TB, b bed, n int) result {
 	defer gw.stop()
 	t0 := time.Now()
 	gc := setup.start(tb, "gated")
-	r.startups = time.Since(t0)
+	r.startup = time.Since(t0)
 	gc.pause()
 	before = scrapeAPI()
 	batch := func(i int, name string, until int, do func()) {
@@ -344,7 +344,7 @@ func (r result) String() string {
 	fmt.Fprintf(&s, "  builds done → Services asked for:                   %v\n", r.gated[1].Round(time.Millisecond))
 	fmt.Fprintf(&s, "  Services Ready → Functions Ready:                   %v\n", r.gated[2].Round(time.Millisecond))
 	fmt.Fprintf(&s, "  (the controller's start, not counted: %v; upstream's remaining waits: Tekton %v, Knative %v)\n",
-		r.startups.Round(time.Millisecond), r.upstream[0].Round(time.Millisecond), r.upstream[1].Round(time.Millisecond))
+		r.startup.Round(time.Millisecond), r.upstream[0].Round(time.Millisecond), r.upstream[1].Round(time.Millisecond))
 	fmt.Fprintf(&s, "end to end, controller running throughout: %v = %.2f× the baseline (creating the Functions: %v)\n",
 		r.endToEnd.Round(time.Millisecond), r.endToEnd.Seconds()/r.configMaps.Seconds(), r.fnCreate.Round(time.Millisecond))
 	for i, st := range stages {
