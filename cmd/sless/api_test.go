@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,7 +22,18 @@ import (
 
 // TestMain stops the test apiserver and S3 server the tests of this package
 // start. (One TestMain per package: tests of other subcommands share it.)
-func TestMain(m *testing.M) { testbed.Main(m) }
+// The tests get a user config directory of their own: the login of whoever
+// runs them must not answer for "not logged in", nor a test's login
+// replace theirs.
+func TestMain(m *testing.M) {
+	home, err := os.MkdirTemp("", "sless-cli-config-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CONFIG_HOME", home)
+	testbed.Main(m, func() { os.RemoveAll(home) })
+}
 
 // TestAPICommand runs `sless api` as wired for a cluster against the test
 // apiserver and S3 server: it becomes ready, serves an authenticated create

@@ -14,16 +14,19 @@ var (
 )
 
 // Main runs a test package's tests with the parts it uses started lazily and
-// stopped at the end. Use it from TestMain:
+// stopped at the end, then runs after. Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { testbed.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
 	sharedMu.Lock()
 	for i := len(cleanups) - 1; i >= 0; i-- {
 		cleanups[i]()
 	}
 	sharedMu.Unlock()
+	for _, f := range after {
+		f()
+	}
 	os.Exit(code)
 }
 
