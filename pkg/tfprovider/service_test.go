@@ -2,7 +2,6 @@ package tfprovider
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 
@@ -46,17 +45,7 @@ func TestValidateServiceConfig(t *testing.T) {
 			tc.edit(&m)
 			var diags diag.Diagnostics
 			validateServiceConfig(context.Background(), &m, nil, &diags)
-			var got []string
-			for _, d := range diags.Errors() {
-				wp, ok := d.(diag.DiagnosticWithPath)
-				if !ok {
-					t.Errorf("error without an attribute: %s: %s", d.Summary(), d.Detail())
-					continue
-				}
-				got = append(got, wp.Path().String())
-			}
-			sort.Strings(got)
-			got = compact(got)
+			got := errorPaths(t, diags)
 			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 				t.Errorf("errors on %v, want %v; diagnostics: %v", got, tc.want, diags)
 			}

@@ -297,17 +297,7 @@ func TestValidateFunctionConfig(t *testing.T) {
 			tc.edit(&m)
 			var diags diag.Diagnostics
 			validateFunctionConfig(context.Background(), &m, nil, &diags)
-			var got []string
-			for _, d := range diags.Errors() {
-				wp, ok := d.(diag.DiagnosticWithPath)
-				if !ok {
-					t.Errorf("error without an attribute: %s: %s", d.Summary(), d.Detail())
-					continue
-				}
-				got = append(got, wp.Path().String())
-			}
-			sort.Strings(got)
-			got = compact(got)
+			got := errorPaths(t, diags)
 			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 				t.Errorf("errors on %v, want %v; diagnostics: %v", got, tc.want, diags)
 			}
@@ -548,4 +538,21 @@ func TestWaitOutcome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorPaths are the attributes diags' errors name, sorted, each once; an
+// error that names none fails t.
+func errorPaths(t *testing.T, diags diag.Diagnostics) []string {
+	t.Helper()
+	var got []string
+	for _, d := range diags.Errors() {
+		wp, ok := d.(diag.DiagnosticWithPath)
+		if !ok {
+			t.Errorf("error without an attribute: %s: %s", d.Summary(), d.Detail())
+			continue
+		}
+		got = append(got, wp.Path().String())
+	}
+	sort.Strings(got)
+	return compact(got)
 }
