@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -165,47 +163,6 @@ func TestDescribeErr(t *testing.T) {
 		if got := describeErr(c.err); got != c.want {
 			t.Errorf("describeErr(%v) = %q, want %q", c.err, got, c.want)
 		}
-	}
-}
-
-// The upload leaves out tool state, dependencies the build installs and
-// .slessignore's patterns, and keeps an executable's mode.
-func TestZipDirIgnores(t *testing.T) {
-	dir := t.TempDir()
-	files := map[string]string{
-		"main.py": "x", "lib/util.py": "x", "run.sh": "x", manifestName: "x", ignoreFile: "# comment\nsecrets/\n*.log\ndocs/draft.md\n",
-		".git/HEAD": "x", "__pycache__/main.cpython-312.pyc": "x", "lib/__pycache__/u.pyc": "x", "node_modules/a/index.js": "x",
-		"secrets/key": "x", "debug.log": "x", "lib/trace.log": "x", "docs/draft.md": "x", "docs/keep.md": "x",
-	}
-	for f, body := range files {
-		p := filepath.Join(dir, f)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(body), 0o644)
-	}
-	os.Chmod(filepath.Join(dir, "run.sh"), 0o755)
-	b, n, err := zipDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range zr.File {
-		names = append(names, f.Name)
-		if f.Name == "run.sh" && f.Mode().Perm() != 0o755 {
-			t.Errorf("run.sh has mode %v in the zip, want 0755", f.Mode().Perm())
-		}
-	}
-	sort.Strings(names)
-	want := []string{"docs/keep.md", "lib/util.py", "main.py", "run.sh"}
-	if strings.Join(names, " ") != strings.Join(want, " ") || n != len(want) {
-		t.Fatalf("zipped %q, want %q", names, want)
-	}
-	os.WriteFile(filepath.Join(dir, ignoreFile), []byte("!keep\n"), 0o644)
-	if _, _, err := zipDir(dir); err == nil || !strings.Contains(err.Error(), "negated patterns") {
-		t.Fatalf("a negated pattern: %v, want refused", err)
 	}
 }
 

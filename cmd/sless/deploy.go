@@ -1,20 +1,14 @@
 package main
 
 import (
-	"archive/zip"
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -27,6 +21,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/source"
 )
 
 func init() {
@@ -36,8 +31,8 @@ func init() {
 }
 
 const (
-	manifestName = "sless.yaml"
-	ignoreFile   = ".slessignore"
+	manifestName = source.ManifestFile
+	ignoreFile   = source.IgnoreFile
 )
 
 const deploySynopsis = `sless deploy [DIR] [-n NAMESPACE] [--name N] [--runtime R] [--entrypoint E] [--service] [--no-wait]
@@ -82,10 +77,6 @@ func (m manifest) kind() string {
 	}
 	return m.Kind
 }
-
-// defaultIgnores never go up: tool state, caches and dependencies the
-// build installs itself.
-var defaultIgnores = []string{".git", ".hg", ".svn", ".DS_Store", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", manifestName, ignoreFile}
 
 type deployOptions struct {
 	dir     string
@@ -229,14 +220,12 @@ func runDeploy(ctx context.Context, stdout, stderr io.Writer, getenv func(string
 	if err != nil {
 		return err
 	}
-	zipped, n, err := zipDir(o.dir)
+	packed, err := source.PackDir(o.dir)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		return fmt.Errorf("%s holds no files to upload", o.dir)
-	}
-	fmt.Fprintf(stderr, "Uploading %s (%d files, %s) as %s/%s ...\n", o.dir, n, humanBytes(len(zipped)), s.ns, o.m.Name)
+	zipped := packed.Zip
+	fmt.Fprintf(stderr, "Uploading %s (%d files, %s) as %s/%s ...\n", o.dir, packed.Files, humanBytes(len(zipped)), s.ns, o.m.Name)
 	kind := o.m.kind()
 	deploy, get := deployFunction, func(ctx context.Context) (workload, error) {
 		fn, err := s.api.GetFunction(ctx, s.ns, o.m.Name)
@@ -416,114 +405,9 @@ func (m manifest) patch(cur *slessv1alpha1.FunctionSpec) map[string]any {
 	return map[string]any{"spec": spec}
 }
 
-// zipDir zips dir's regular files under their slash paths, in a stable
-// order, with their permission bits (an executable stays one).
-func zipDir(dir string) ([]byte, int, error) {
-	ignores, err := readIgnores(dir)
-	if err != nil {
-		return nil, 0, err
-	}
-	var files []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if ignored(ignores, rel, d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.Type().IsRegular() {
-			files = append(files, rel)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading %s: %w", dir, err)
-	}
-	sort.Strings(files)
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, rel := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, 0, err
-		}
-		h := &zip.FileHeader{Name: rel, Method: zip.Deflate}
-		h.SetMode(st.Mode().Perm())
-		w, err := zw.CreateHeader(h)
-		if err != nil {
-			return nil, 0, err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, 0, err
-		}
-		_, err = io.Copy(w, f)
-		f.Close()
-		if err != nil {
-			return nil, 0, fmt.Errorf("zipping %s: %w", rel, err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return nil, 0, err
-	}
-	return buf.Bytes(), len(files), nil
-}
-
 // differs says whether the manifest sets want and cur is not it.
 func differs[T comparable](want, cur *T) bool {
 	return want != nil && (cur == nil || *cur != *want)
-}
-
-func readIgnores(dir string) ([]string, error) {
-	pats := append([]string(nil), defaultIgnores...)
-	f, err := os.Open(filepath.Join(dir, ignoreFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return pats, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		p := strings.TrimSpace(sc.Text())
-		if p == "" || strings.HasPrefix(p, "#") {
-			continue
-		}
-		if strings.HasPrefix(p, "!") {
-			return nil, fmt.Errorf("%s:%d: negated patterns (%q) are not supported", ignoreFile, line, p)
-		}
-		p = strings.Trim(p, "/")
-		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("%s:%d: bad pattern %q: %w", ignoreFile, line, p, err)
-		}
-		pats = append(pats, p)
-	}
-	return pats, sc.Err()
-}
-
-// ignored matches a pattern with a slash against the whole relative path,
-// one without against the base name at any depth (as .gitignore does).
-func ignored(pats []string, rel, base string) bool {
-	for _, p := range pats {
-		target := base
-		if strings.Contains(p, "/") {
-			target = rel
-		}
-		if ok, _ := path.Match(p, target); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // waitReady polls the workload until its current generation is Ready

@@ -60,11 +60,11 @@ func TestDevdeployAppliesEachKind(t *testing.T) {
 			t.Errorf("a %s was posted as a Function: functions/%s answers %d", tc.kind, tc.name, got)
 		}
 	}
-	// A SlessService from an example folder, its files inline, is built,
+	// A SlessService from an example folder, packed and uploaded, is built,
 	// Ready and called through /svc/.
 	hello := filepath.Join(root, "examples", "services", "hello-node")
 	out, err := exec.Command(bin, "-url", "http://"+addr, "-token-file", tokenFile, "-f", filepath.Join(hello, "service.yaml"),
-		"-inline", hello, "-query", "name=Ada").CombinedOutput()
+		"-dir", hello, "-query", "name=Ada").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "deployed service default/hello-node") ||
 		!strings.Contains(string(out), `{"message":"Hello, Ada!","path":"/"}`) || !strings.Contains(string(out), "/svc/default/hello-node/") {
 		t.Fatalf("hello-node: %v\n%s", err, out)

@@ -1,8 +1,9 @@
 // Command devdeploy deploys a manifest (YAML or JSON) of a Function,
 // SlessService, Trigger or FunctionJob to a running `sless dev` through its
 // REST API. For a Function or SlessService it waits until it is Ready,
-// calls it once and prints the answer and the URL; -inline DIR deploys the
-// files of DIR as its inline source. hack/run.sh (make run) uses it; it needs nothing but Go, so
+// calls it once and prints the answer and the URL; -dir DIR packs DIR as
+// sless deploy and Terraform do (source.PackDir) and deploys it as its code.
+// hack/run.sh (make run) uses it; it needs nothing but Go, so
 // `make run` works where curl or PyYAML are missing.
 package main
 
@@ -13,15 +14,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/sless-dev/sless/pkg/source"
 )
 
 type function struct {
@@ -51,18 +52,18 @@ func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "base URL of sless dev")
 	tokenFile := flag.String("token-file", ".data/dev-token", "file holding the dev token")
 	file := flag.String("f", "", "manifest of a Function, SlessService, Trigger or FunctionJob (YAML or JSON)")
-	inline := flag.String("inline", "", "deploy the files of this folder as the Function's or SlessService's spec.source.inline (the manifest and README.md left out)")
+	dir := flag.String("dir", "", "pack this folder as sless deploy does and deploy it as the Function's or SlessService's code (spec.source.archive)")
 	ns := flag.String("namespace", "default", "namespace to deploy into")
 	query := flag.String("query", "", "query string of the test call, e.g. name=Ada")
 	wait := flag.Duration("wait", 5*time.Minute, "how long to wait for Ready")
 	flag.Parse()
-	if err := run(*base, *tokenFile, *file, *inline, *ns, *query, *wait); err != nil {
+	if err := run(*base, *tokenFile, *file, *dir, *ns, *query, *wait); err != nil {
 		fmt.Fprintln(os.Stderr, "devdeploy:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base, tokenFile, file, inline, ns, query string, wait time.Duration) error {
+func run(base, tokenFile, file, dir, ns, query string, wait time.Duration) error {
 	if file == "" {
 		return errors.New("-f is required")
 	}
@@ -95,20 +96,8 @@ func run(base, tokenFile, file, inline, ns, query string, wait time.Duration) er
 		return fmt.Errorf("%s: kind %q is not one sless serves (Function, SlessService, Trigger or FunctionJob)", file, kind)
 	}
 	what := label[kind]
-	if inline != "" {
-		if what == "" {
-			return fmt.Errorf("-inline: a %s has no source", kind)
-		}
-		files, err := inlineFiles(inline, file)
-		if err != nil {
-			return err
-		}
-		spec, _ := doc["spec"].(map[string]any)
-		if spec == nil {
-			spec = map[string]any{}
-			doc["spec"] = spec
-		}
-		spec["source"] = map[string]any{"inline": map[string]any{"files": files}}
+	if dir != "" && what == "" {
+		return fmt.Errorf("-dir: a %s has no source", kind)
 	}
 	col := strings.TrimSuffix(base, "/") + "/v1/namespaces/" + url.PathEscape(ns) + "/" + plural
 	item := col + "/" + url.PathEscape(name)
@@ -135,6 +124,19 @@ func run(base, tokenFile, file, inline, ns, query string, wait time.Duration) er
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, b, err
+	}
+
+	if dir != "" {
+		archive, err := upload(item, token, base, dir, doc)
+		if err != nil {
+			return err
+		}
+		spec, _ := doc["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+			doc["spec"] = spec
+		}
+		spec["source"] = map[string]any{"archive": archive}
 	}
 
 	// Create, or replace the spec of the one already there.
@@ -226,42 +228,47 @@ func run(base, tokenFile, file, inline, ns, query string, wait time.Duration) er
 	return nil
 }
 
-// inlineFiles reads the files under dir, by their slash-separated path in
-// it, leaving out the manifest, README.md and dot files.
-func inlineFiles(dir, manifest string) (map[string]string, error) {
-	skip, _ := filepath.Abs(manifest)
-	files := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || d.Name() == "README.md" {
-			return nil
-		}
-		if abs, _ := filepath.Abs(p); abs == skip {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = string(b)
-		return nil
-	})
-	if err == nil && len(files) == 0 {
-		err = fmt.Errorf("-inline %s: no files to deploy", dir)
+// upload packs dir and puts it as item's source with the manifest's runtime
+// and entrypoint, returning the stored archive to name in spec.source.
+func upload(item, token, base, dir string, doc map[string]any) (map[string]any, error) {
+	packed, err := source.PackDir(dir)
+	if err != nil {
+		return nil, err
 	}
-	return files, err
+	spec, _ := doc["spec"].(map[string]any)
+	q := url.Values{}
+	for _, k := range []string{"runtime", "entrypoint"} {
+		if v, _ := spec[k].(string); v != "" {
+			q.Set(k, v)
+		}
+	}
+	req, err := http.NewRequest(http.MethodPut, item+"/source?"+q.Encode(), bytes.NewReader(packed.Zip))
+	if err != nil {
+		return nil, err
+	}
+	localHost(req, base)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/zip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return nil, fmt.Errorf("uploading %s: %d %s", dir, resp.StatusCode, b)
+	}
+	var up struct {
+		Archive map[string]any `json:"archive"`
+	}
+	if err := json.Unmarshal(b, &up); err != nil || up.Archive == nil {
+		return nil, fmt.Errorf("uploading %s: an answer naming no archive: %s", dir, b)
+	}
+	fmt.Printf("uploaded %s (%d files, sha256 %s)\n", dir, packed.Files, packed.SHA256)
+	return up.Archive, nil
 }
 
 // localHost sends a request for a function host under localhost

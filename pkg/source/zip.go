@@ -4,7 +4,8 @@
 // user's code, which kaniko builds in the cluster and local mode unpacks and
 // runs as a process.
 //
-// Everything here is pure: no storage, no network, no clock.
+// Everything here is pure (no storage, no network, no clock) but PackDir,
+// which reads the directory a user deploys.
 package source
 
 import (

@@ -119,7 +119,8 @@ func (r *workloadResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 		"source_dir": schema.StringAttribute{
 			Optional: true,
 			Description: "Directory whose files are the " + k.name + "'s code. The provider zips it deterministically " +
-				"(.git, .terraform, __pycache__, node_modules and *.pyc left out) and uploads it; source_sha256 tracks it. " +
+				"as sless deploy does (.git, .terraform, __pycache__, node_modules, .venv, venv, *.pyc, sless.yaml and the " +
+				"patterns of its .slessignore left out) and uploads it; source_sha256 tracks it. " +
 				"Exactly one of source_dir, source_zip and image.",
 			Validators: []validator.String{notEmpty{}},
 		},
