@@ -8,13 +8,22 @@
 #   go.mod pins (the real-primitives test bed runs them; `controllers`),
 #   and Knative's queue-proxy (bench/invoke runs it; `controllers` or
 #   `queue-proxy`, which prints the binary's path)
-# Prints the asset directory on stdout (for `controllers`, theirs); progress
-# goes to stderr.
+#   a real node's programs (`node`; the node bed runs them): kubelet,
+#   kube-proxy, kube-controller-manager and kube-scheduler of the
+#   apiserver's release; containerd, containerd-shim-runc-v2 and ctr;
+#   kaniko's executor; CoreDNS
+# Prints the asset directory on stdout (for `controllers` and `node`,
+# theirs; `node-dir` prints the node directory without building); progress
+# goes to stderr. `all`, the default, builds every set.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-1.8.0}
+# Kubernetes 1.36 wants containerd 2.x (Debian's 1.6 is too old).
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-2.3.7}
+KANIKO_VERSION=${KANIKO_VERSION:-1.23.2}
+COREDNS_VERSION=${COREDNS_VERSION:-1.15.0}
 
 cache=${SLESS_ASSETS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sless/assets}
 dir="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-vgw-$VERSITYGW_VERSION"
@@ -28,10 +37,10 @@ lock_dir() {
 log() { echo "test-assets: $*" >&2; }
 
 # kube_build builds one command of k8s.io/kubernetes at $KUBE_VERSION into the
-# asset directory. The packages it imports (named in $2) are what `go mod
-# tidy` resolves.
+# directory $3 (the asset directory when absent). The packages it imports
+# (named in $2) are what `go mod tidy` resolves.
 kube_build() {
-  local cmd=$1 imports=$2
+  local cmd=$1 imports=$2 dir=${3:-$dir}
   [ -x "$dir/$cmd" ] && return
   local work; work=$(mktemp -d)
   local start=$SECONDS
@@ -159,18 +168,68 @@ build_queue_proxy() {
   ctrl_build knative-queue knative.dev/serving/cmd/queue
 }
 
+# The node's programs have a directory of their own, keyed by every version
+# in it, so the control plane's cache stays valid when one of them moves.
+node_dir="$cache/node-k8s-$KUBE_VERSION-containerd-$CONTAINERD_VERSION-kaniko-$KANIKO_VERSION-coredns-$COREDNS_VERSION"
+
+lock_node_dir() {
+  mkdir -p "$node_dir"
+  exec 7>"$node_dir/.lock"
+  flock 7
+}
+
+# go_install installs the packages $2... at version $1 (each a main package
+# of one module) into the node directory, statically linked (CGO_ENABLED=0)
+# with the extra linker flags in $GO_INSTALL_LDFLAGS, unless all are there.
+# Each binary reaches its name by a rename, so a reader never sees half a
+# file. Callers hold the lock on $node_dir.
+go_install() {
+  local version=$1; shift
+  local missing=() p
+  for p in "$@"; do [ -x "$node_dir/${p##*/}" ] || missing+=("$p@$version"); done
+  [ ${#missing[@]} -eq 0 ] && return
+  local bin; bin=$(mktemp -d "$node_dir/.install.XXXXXX")
+  local start=$SECONDS
+  log "installing ${*##*/} $version from the Go module proxy"
+  CGO_ENABLED=0 GOBIN="$bin" go install -ldflags "-s -w ${GO_INSTALL_LDFLAGS:-}" "${missing[@]}" >&2
+  for p in "$@"; do
+    if [ -e "$bin/${p##*/}" ]; then mv "$bin/${p##*/}" "$node_dir/${p##*/}"; fi
+  done
+  rm -rf "$bin"
+  log "${*##*/} built in $((SECONDS - start)) s"
+}
+
+# build_node builds a real node's programs (about 15 min cold on 2 cores):
+# the Kubernetes ones share the apiserver's module and build caches.
+build_node() {
+  lock_node_dir
+  rm -rf "$node_dir"/.install.* "$node_dir"/*.tmp # left by a run that was killed
+  kube_build kubelet k8s.io/kubernetes/cmd/kubelet/app "$node_dir"
+  kube_build kube-proxy k8s.io/kubernetes/cmd/kube-proxy/app "$node_dir"
+  kube_build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager/app "$node_dir"
+  kube_build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler/app "$node_dir"
+  local ctrd=github.com/containerd/containerd/v2
+  GO_INSTALL_LDFLAGS="-X $ctrd/version.Version=v$CONTAINERD_VERSION" go_install "v$CONTAINERD_VERSION" \
+    "$ctrd/cmd/containerd" "$ctrd/cmd/containerd-shim-runc-v2" "$ctrd/cmd/ctr"
+  local kaniko=github.com/GoogleContainerTools/kaniko
+  GO_INSTALL_LDFLAGS="-X $kaniko/pkg/version.version=v$KANIKO_VERSION" go_install "v$KANIKO_VERSION" "$kaniko/cmd/executor"
+  go_install "v$COREDNS_VERSION" github.com/coredns/coredns
+}
+
 case "${1:-all}" in
-  controllers|queue-proxy) ;;
+  controllers|queue-proxy|node|node-dir) ;;
   *) lock_dir ;;
 esac
 case "${1:-all}" in
-  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl; build_controllers ;;
+  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl; build_controllers; build_node ;;
   controllers) build_controllers; echo "$ctrl_dir"; exit 0 ;;
+  node) build_node; echo "$node_dir"; exit 0 ;;
+  node-dir) echo "$node_dir"; exit 0 ;;
   queue-proxy) build_queue_proxy; echo "$ctrl_dir/knative-queue"; exit 0 ;;
   kube-apiserver) build_kube_apiserver ;;
   kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir]" >&2; exit 2 ;;
 esac
 echo "$dir"
