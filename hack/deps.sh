@@ -11,7 +11,12 @@
 #              127.0.0.1:5672, or rabbitmq-server for a throwaway node
 #   chromium   a headless browser for the web console's test (chromedp):
 #              SLESS_CHROMIUM, or chromium / google-chrome on the PATH
-# Usage: hack/deps.sh python3 node postgres rabbitmq chromium
+#   realnode   what a real node takes beside the programs hack/test-assets.sh
+#              builds: runc, the CNI plugins bridge, host-local and loopback
+#              in /usr/lib/cni, iptables, ip and nsenter; busybox-static for
+#              the shell image; gcc with a static libc for the pause binary;
+#              mmdebstrap for the Debian base image's stand-in
+# Usage: hack/deps.sh python3 node postgres rabbitmq chromium realnode
 set -euo pipefail
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -36,12 +41,27 @@ for want in "$@"; do
         ! command -v google-chrome-stable >/dev/null && ! command -v google-chrome >/dev/null; then
         missing+=(chromium)
       fi ;;
+    realnode)
+      command -v runc >/dev/null || missing+=(runc)
+      for plugin in bridge host-local loopback; do
+        [ -x "/usr/lib/cni/$plugin" ] || { missing+=(containernetworking-plugins); break; }
+      done
+      command -v iptables >/dev/null || missing+=(iptables)
+      command -v ip >/dev/null || missing+=(iproute2)
+      command -v nsenter >/dev/null || missing+=(util-linux)
+      # The images hold no libc, so busybox must be the static build.
+      dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
+      command -v gcc >/dev/null || missing+=(gcc)
+      compgen -G '/usr/lib/*-linux-gnu/libc.a' >/dev/null || missing+=(libc6-dev)
+      command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+      ;;
     *) echo "deps.sh: unknown need $want" >&2; exit 2 ;;
   esac
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-install=(apt-get install -y -q --no-install-recommends "${missing[@]}")
+# Another apt (a second test run, a person) may hold the lock: wait for it.
+install=(apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}")
 if [ "$(id -u)" -eq 0 ]; then
   sudo=()
 elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then

@@ -178,22 +178,22 @@ lock_node_dir() {
   flock 7
 }
 
-# go_install installs the packages $2... at version $1 (each a main package
-# of one module) into the node directory, statically linked (CGO_ENABLED=0)
-# with the extra linker flags in $GO_INSTALL_LDFLAGS, unless all are there.
-# Each binary reaches its name by a rename, so a reader never sees half a
-# file. Callers hold the lock on $node_dir.
+# go_install installs the packages $3... at version $2 (main packages of one
+# module) into directory $1, statically linked (CGO_ENABLED=0) with the extra
+# linker flags in $GO_INSTALL_LDFLAGS, unless all are there. Each binary
+# reaches its name by a rename, so a reader never sees half a file. Callers
+# hold the directory's lock.
 go_install() {
-  local version=$1; shift
+  local out=$1 version=$2; shift 2
   local missing=() p
-  for p in "$@"; do [ -x "$node_dir/${p##*/}" ] || missing+=("$p@$version"); done
+  for p in "$@"; do [ -x "$out/${p##*/}" ] || missing+=("$p@$version"); done
   [ ${#missing[@]} -eq 0 ] && return
-  local bin; bin=$(mktemp -d "$node_dir/.install.XXXXXX")
+  local bin; bin=$(mktemp -d "$out/.install.XXXXXX")
   local start=$SECONDS
   log "installing ${*##*/} $version from the Go module proxy"
   CGO_ENABLED=0 GOBIN="$bin" go install -ldflags "-s -w ${GO_INSTALL_LDFLAGS:-}" "${missing[@]}" >&2
   for p in "$@"; do
-    if [ -e "$bin/${p##*/}" ]; then mv "$bin/${p##*/}" "$node_dir/${p##*/}"; fi
+    if [ -e "$bin/${p##*/}" ]; then mv "$bin/${p##*/}" "$out/${p##*/}"; fi
   done
   rm -rf "$bin"
   log "${*##*/} built in $((SECONDS - start)) s"
@@ -209,11 +209,11 @@ build_node() {
   kube_build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager/app "$node_dir"
   kube_build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler/app "$node_dir"
   local ctrd=github.com/containerd/containerd/v2
-  GO_INSTALL_LDFLAGS="-X $ctrd/version.Version=v$CONTAINERD_VERSION" go_install "v$CONTAINERD_VERSION" \
+  GO_INSTALL_LDFLAGS="-X $ctrd/version.Version=v$CONTAINERD_VERSION" go_install "$node_dir" "v$CONTAINERD_VERSION" \
     "$ctrd/cmd/containerd" "$ctrd/cmd/containerd-shim-runc-v2" "$ctrd/cmd/ctr"
   local kaniko=github.com/GoogleContainerTools/kaniko
-  GO_INSTALL_LDFLAGS="-X $kaniko/pkg/version.version=v$KANIKO_VERSION" go_install "v$KANIKO_VERSION" "$kaniko/cmd/executor"
-  go_install "v$COREDNS_VERSION" github.com/coredns/coredns
+  GO_INSTALL_LDFLAGS="-X $kaniko/pkg/version.version=v$KANIKO_VERSION" go_install "$node_dir" "v$KANIKO_VERSION" "$kaniko/cmd/executor"
+  go_install "$node_dir" "v$COREDNS_VERSION" github.com/coredns/coredns
 }
 
 case "${1:-all}" in
