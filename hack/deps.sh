@@ -60,8 +60,7 @@ for want in "$@"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-# Another apt (a second test run, a person) may hold the lock: wait for it.
-install=(apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}")
+install=(apt-get install -y -q --no-install-recommends "${missing[@]}")
 if [ "$(id -u)" -eq 0 ]; then
   sudo=()
 elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
@@ -73,4 +72,5 @@ fi
 echo "deps.sh: installing ${missing[*]} from Debian's packages" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q >&2
-"${sudo[@]}" "${install[@]}" >&2
+# Another apt (a second test run, a person) may hold the lock: wait for it.
+"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 "${install[@]:1}" >&2

@@ -16,7 +16,7 @@ func TestDepsPresent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("bash", filepath.Join(root, "hack", "deps.sh"), "python3", "node", "postgres", "rabbitmq").CombinedOutput()
+	out, err := exec.Command("bash", filepath.Join(root, "hack", "deps.sh"), "python3", "node", "postgres", "rabbitmq", "realnode").CombinedOutput()
 	if err != nil || len(out) != 0 {
 		t.Fatalf("deps.sh on a complete machine: %v: %q", err, out)
 	}
