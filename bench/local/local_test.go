@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/adapter"
-	"github.com/sless-dev/sless/pkg/adapter/local"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
 )

@@ -28,10 +28,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/sless-dev/sless/pkg/adapter/local"
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/spool"
+	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/test/testbed"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/sless-dev/sless/pkg/adapter/local"
+	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/test/testbed"
 )
 

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sless-dev/sless/pkg/adapter/local"
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sless-dev/sless/pkg/adapter/local"
 	"github.com/sless-dev/sless/pkg/api"
+	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 

@@ -23,12 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
-	"github.com/sless-dev/sless/pkg/adapter/local"
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local"
 )
 
 var secret = []byte("console-test-secret-0123456789-abcdef")

@@ -16,7 +16,7 @@ import (
 )
 
 // Files reads a log kept as rotated, stamped files: path is the current
-// one, path.1 the one before it, and so on (pkg/adapter/local's logFile
+// one, path.1 the one before it, and so on (pkg/local's logFile
 // writes them). from names the lines (Line.From).
 //
 // With q.Follow it then waits for lines appended to path, and across a

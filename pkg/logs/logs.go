@@ -1,6 +1,6 @@
 // Package logs reads a function's output and its builds' output from
 // wherever they are kept: rotated files on disk in local mode
-// (pkg/adapter/local), Pod logs on a cluster (pkg/adapter/kube). The REST
+// (pkg/local), Pod logs on a cluster (pkg/adapter/kube). The REST
 // API serves a Source; the web console may call one in process.
 package logs
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sless-dev/sless/pkg/adapter/local"
+	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 )
