@@ -11,24 +11,12 @@ import (
 	"time"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke/wire"
 )
 
-// Invocation is one record of GET …/functions/{name}/invocations.
-type Invocation struct {
-	ID         string    `json:"id"`
-	Namespace  string    `json:"namespace"`
-	Function   string    `json:"function"`
-	Revision   string    `json:"revision,omitempty"`
-	Trigger    string    `json:"trigger"`
-	RequestID  string    `json:"requestId"`
-	StartedAt  time.Time `json:"startedAt"`
-	DurationMs float64   `json:"durationMs"`
-	Status     int       `json:"status"`
-	BytesIn    int64     `json:"bytesIn"`
-	BytesOut   int64     `json:"bytesOut"`
-	ColdStart  bool      `json:"coldStart"`
-	Error      string    `json:"error,omitempty"`
-}
+// Invocation is one record of GET …/functions/{name}/invocations, as the
+// server writes it.
+type Invocation = wire.Invocation
 
 // InvocationQuery narrows a listing of invocations. Zero fields do not filter.
 type InvocationQuery struct {

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/sless-dev/sless/pkg/invoke/wire"
 	"github.com/sless-dev/sless/pkg/problems"
 )
 
@@ -177,21 +178,7 @@ func ParseQuery(namespace, function, raw string) (Query, []FieldError, error) {
 }
 
 // Invocation is a Record as the invocations API shows it.
-type Invocation struct {
-	ID         string    `json:"id"`
-	Namespace  string    `json:"namespace"`
-	Function   string    `json:"function"`
-	Revision   string    `json:"revision,omitempty"`
-	Trigger    string    `json:"trigger"`
-	RequestID  string    `json:"requestId"`
-	StartedAt  time.Time `json:"startedAt"`
-	DurationMs float64   `json:"durationMs"`
-	Status     int       `json:"status"`
-	BytesIn    int64     `json:"bytesIn"`
-	BytesOut   int64     `json:"bytesOut"`
-	ColdStart  bool      `json:"coldStart"`
-	Error      string    `json:"error,omitempty"`
-}
+type Invocation = wire.Invocation
 
 // InvocationOf is the API view of r.
 func InvocationOf(r Record) Invocation {
