@@ -469,16 +469,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// serve listens on the configured port and serves until SIGTERM or SIGINT,
-// then stops accepting and lets in-flight requests finish (bounded by the
-// timeout). ready, when not nil, receives the listening address.
+// serve serves the function's handler (see serveHTTP).
 func serve(cfg config, h handler, ready chan<- string) error {
+	return serveHTTP(cfg, &server{cfg: cfg, h: h}, ready)
+}
+
+// serveHTTP listens on the configured port and serves h until SIGTERM or
+// SIGINT, then stops accepting and lets in-flight requests finish (bounded
+// by the timeout). ready, when not nil, receives the listening address;
+// logAttrs go on the "listening" line.
+func serveHTTP(cfg config, h http.Handler, ready chan<- string, logAttrs ...any) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.host, cfg.port))
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           &server{cfg: cfg, h: h},
+		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       65 * time.Second,
 		// The Python and Node.js wrappers take the same: 1 MiB of request
@@ -490,7 +496,7 @@ func serve(cfg config, h handler, ready chan<- string) error {
 	defer signal.Stop(sigs)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	baseLogger.Info("listening", "port", ln.Addr().(*net.TCPAddr).Port)
+	baseLogger.Info("listening", append([]any{"port", ln.Addr().(*net.TCPAddr).Port}, logAttrs...)...)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

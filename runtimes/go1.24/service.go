@@ -1,13 +1,8 @@
 package sless
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 )
 
 // Serve runs a SlessService's web app: every request but GET on
@@ -31,43 +26,12 @@ func Serve(h http.Handler) {
 }
 
 func serveApp(cfg config, h http.Handler, ready chan<- string) error {
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.host, cfg.port))
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && r.URL.Path == HealthPath {
-				w.Header().Set("Content-Type", "application/json")
-				w.Write([]byte(`{"status":"ok"}`))
-				return
-			}
-			h.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       65 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	baseLogger.Info("listening", "port", ln.Addr().(*net.TCPAddr).Port, "mode", "service")
-	if ready != nil {
-		ready <- ln.Addr().String()
-	}
-	select {
-	case err := <-errc:
-		return err
-	case sig := <-sigs:
-		baseLogger.Info("draining", "signal", sig.String())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout+time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		baseLogger.Error("in-flight requests did not finish before the drain deadline", "error", err.Error())
-	}
-	baseLogger.Info("stopped")
-	return nil
+	return serveHTTP(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == HealthPath {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"status":"ok"}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), ready, "mode", "service")
 }
