@@ -3,70 +3,30 @@ package testbed
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-// ModuleDir is the directory of module path's source at the version sless's
-// module graph selects, downloaded into the module cache if it is not there
-// yet. The download runs outside any module, so go.mod and go.sum stay as
-// they are even for a module (knative.dev/caching) no package of sless imports.
-func ModuleDir(path string) (string, error) {
+// ThirdParty is the directory of a module's files in third_party/, where
+// hack/third-party.sh copies them at the version go.mod selects.
+func ThirdParty(module string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", path)
-	list.Dir = root
-	out, err := list.Output()
-	if err != nil {
-		return "", fmt.Errorf("version of %s in sless's module graph: %w%s", path, err, stderrOf(err))
-	}
-	version := strings.TrimSpace(string(out))
-
-	tmp, err := os.MkdirTemp("", "sless-moddir-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	dl := exec.Command("go", "mod", "download", "-json", path+"@"+version)
-	dl.Dir = tmp
-	dl.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=on")
-	out, err = dl.Output()
-	var mod struct{ Dir, Error string }
-	if jerr := json.Unmarshal(out, &mod); jerr == nil && mod.Error != "" {
-		return "", fmt.Errorf("download %s@%s: %s", path, version, mod.Error)
-	}
-	if err != nil {
-		return "", fmt.Errorf("download %s@%s: %w%s", path, version, err, stderrOf(err))
-	}
-	if mod.Dir == "" {
-		return "", fmt.Errorf("download %s@%s: no directory in %q", path, version, out)
-	}
-	return mod.Dir, nil
-}
-
-func stderrOf(err error) string {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-		return ": " + strings.TrimSpace(string(ee.Stderr))
-	}
-	return ""
+	return filepath.Join(root, "third_party", filepath.FromSlash(module)), nil
 }
 
 // upstreamCRDs are the CustomResourceDefinitions a cluster running Knative
 // Serving and Tekton Pipelines has, read from their release manifests in
-// the module cache: the exact schemas the apiserver then enforces.
+// third_party/: the exact schemas the apiserver then enforces.
 var upstreamCRDs = []releaseManifest{
 	{"knative.dev/serving", "config/core/300-resources/*.yaml"},
 	{"knative.dev/networking", "config/certificate.yaml"},
@@ -100,7 +60,7 @@ func UpstreamCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // releaseManifest names files of a project's release manifests by module
-// and a glob inside its source.
+// and a glob inside its source (as copied to third_party/).
 type releaseManifest struct{ module, glob string }
 
 // manifests calls each with every YAML document of the files ms name, in
@@ -111,14 +71,14 @@ func manifests(ms []releaseManifest, each func(file string, doc []byte) error) e
 		dir, ok := dirs[m.module]
 		if !ok {
 			var err error
-			if dir, err = ModuleDir(m.module); err != nil {
+			if dir, err = ThirdParty(m.module); err != nil {
 				return err
 			}
 			dirs[m.module] = dir
 		}
 		files, err := filepath.Glob(filepath.Join(dir, m.glob))
 		if err != nil || len(files) == 0 {
-			return fmt.Errorf("no release manifests %s in %s (%s): %v", m.glob, m.module, dir, err)
+			return fmt.Errorf("no release manifests %s in %s (%s; hack/third-party.sh copies them): %v", m.glob, m.module, dir, err)
 		}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
