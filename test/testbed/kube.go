@@ -59,6 +59,12 @@ func NewScheme() *runtime.Scheme {
 // StartKube starts the control plane. Call Stop when done; most packages use
 // Main instead.
 func StartKube(scheme *runtime.Scheme) (*Kube, error) {
+	return startKube(scheme, nil)
+}
+
+// startKube is StartKube with configure changing the environment (the
+// apiserver's address and flags) before it starts.
+func startKube(scheme *runtime.Scheme, configure func(*envtest.Environment) error) (*Kube, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -82,6 +88,11 @@ func StartKube(scheme *runtime.Scheme) (*Kube, error) {
 		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: time.Minute},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+	}
+	if configure != nil {
+		if err := configure(env); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {
