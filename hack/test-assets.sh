@@ -199,6 +199,28 @@ go_install() {
   log "${*##*/} built in $((SECONDS - start)) s"
 }
 
+# kaniko_build builds kaniko's executor into the node directory in a
+# throwaway module, since `go install ...@version` fails on it: the module is
+# archived and the proxy refuses the version list Go reads to tell a
+# deprecation. Static (CGO_ENABLED=0) with its version set, as upstream
+# builds it. Callers hold the lock on $node_dir.
+kaniko_build() {
+  [ -x "$node_dir/executor" ] && return
+  local work; work=$(mktemp -d)
+  local start=$SECONDS kaniko=github.com/GoogleContainerTools/kaniko
+  log "building kaniko's executor v$KANIKO_VERSION from the Go module proxy"
+  (
+    cd "$work"
+    go mod init sless.local/kaniko-build >/dev/null 2>&1
+    go get "$kaniko/cmd/executor@v$KANIKO_VERSION" >&2
+    CGO_ENABLED=0 go build -ldflags "-s -w -X $kaniko/pkg/version.version=v$KANIKO_VERSION" \
+      -o "$node_dir/executor.tmp" "$kaniko/cmd/executor" >&2
+    mv "$node_dir/executor.tmp" "$node_dir/executor"
+  )
+  rm -rf "$work"
+  log "executor built in $((SECONDS - start)) s"
+}
+
 # build_node builds a real node's programs (about 15 min cold on 2 cores):
 # the Kubernetes ones share the apiserver's module and build caches.
 build_node() {
@@ -211,8 +233,7 @@ build_node() {
   local ctrd=github.com/containerd/containerd/v2
   GO_INSTALL_LDFLAGS="-X $ctrd/version.Version=v$CONTAINERD_VERSION" go_install "$node_dir" "v$CONTAINERD_VERSION" \
     "$ctrd/cmd/containerd" "$ctrd/cmd/containerd-shim-runc-v2" "$ctrd/cmd/ctr"
-  local kaniko=github.com/GoogleContainerTools/kaniko
-  GO_INSTALL_LDFLAGS="-X $kaniko/pkg/version.version=v$KANIKO_VERSION" go_install "$node_dir" "v$KANIKO_VERSION" "$kaniko/cmd/executor"
+  kaniko_build
   go_install "$node_dir" "v$COREDNS_VERSION" github.com/coredns/coredns
 }
 
