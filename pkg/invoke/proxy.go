@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/invoke/routing"
 	"github.com/sless-dev/sless/pkg/invoke/upstream"
 )
 
@@ -103,6 +104,19 @@ type Options struct {
 	// the call is answered 408 as the caller's fault. Default
 	// DefaultBodyIdleTimeout.
 	BodyIdleTimeout time.Duration
+	// Routes, when set, holds the Knative Ingresses of sless's networking
+	// class: Ingresses serves their hosts, and a call whose target address
+	// is such a host goes to the revision Service the Ingress splits to.
+	Routes *routing.Table
+	// ClusterDomain is the DNS domain of revision Services' names. Default
+	// DefaultClusterDomain.
+	ClusterDomain string
+	// IngressTimeout bounds a call through an Ingress that serves no sless
+	// workload. Default DefaultIngressTimeout.
+	IngressTimeout time.Duration
+	// H2CTransport forwards calls to h2c revisions (port 81 of a revision
+	// Service). Default an http.Transport speaking unencrypted HTTP/2.
+	H2CTransport http.RoundTripper
 	// Logger receives platform failures (unreachable functions, failed
 	// activations) and, at debug level, callers' request bodies that could
 	// not be read and what net/http's ReverseProxy logs (responses cut
@@ -164,6 +178,12 @@ func NewProxy(opts Options) (*Proxy, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ClusterDomain == "" {
+		opts.ClusterDomain = DefaultClusterDomain
+	}
+	if opts.IngressTimeout <= 0 {
+		opts.IngressTimeout = DefaultIngressTimeout
+	}
 	if opts.Domain != "" {
 		if err := CheckDomain(opts.Domain); err != nil {
 			return nil, fmt.Errorf("invoke: %w", err)
@@ -175,9 +195,17 @@ func NewProxy(opts Options) (*Proxy, error) {
 		p.transport = NewTransport()
 	}
 	p.buffers.New = func() any { return new([copyBufferSize]byte) }
+	rt := p.transport
+	if opts.Routes != nil {
+		h2c := opts.H2CTransport
+		if h2c == nil {
+			h2c = newH2CTransport()
+		}
+		rt = routeTransport{http1: p.transport, h2c: h2c}
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        func(pr *httputil.ProxyRequest) { callOf(pr.In.Context()).rewrite(pr) },
-		Transport:      p.transport,
+		Transport:      rt,
 		BufferPool:     &p.buffers,
 		ModifyResponse: func(resp *http.Response) error { return callOf(resp.Request.Context()).modifyResponse(resp) },
 		ErrorHandler:   func(w http.ResponseWriter, r *http.Request, err error) { callOf(r.Context()).errorHandler(w, r, err) },
@@ -441,6 +469,8 @@ type call struct {
 	byHost          bool            // on the function's own host, not the shared /fn/
 	parent          context.Context // the caller's request context
 	instance        string          // the caller's path, for problems
+	route           *routing.Match  // the Ingress's backend, when one routes the call
+	routeHost       string          // the host the Ingress was matched on
 
 	// conn sets the caller's connection's deadlines.
 	conn http.ResponseController
@@ -456,6 +486,9 @@ func (c *call) service() bool { return c.trigger == TriggerService }
 func (c *call) kind() string {
 	if c.service() {
 		return "service"
+	}
+	if c.trigger == triggerIngress {
+		return "Ingress"
 	}
 	return "function"
 }
@@ -605,6 +638,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 			p.opts.Metrics.coldStart(time.Since(began))
 		}
 	}
+	c.routeAddress(r)
 	if c.addr == nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
 		c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
@@ -701,6 +735,7 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 		h.Set(PrefixHeader, ServicePrefix+c.ns+"/"+c.name)
 	}
 	h.Set(RequestIDHeader, c.reqID)
+	c.rewriteRoute(out)
 	if c.slessToken {
 		h.Del("Authorization")
 	}
@@ -851,7 +886,7 @@ func (c *call) finish(r *http.Request, v any) {
 		status = http.StatusOK // a handler that wrote nothing
 	}
 	c.p.opts.Metrics.request(status, c.platform, d)
-	if c.p.opts.Recorder == nil {
+	if c.p.opts.Recorder == nil || c.trigger == triggerIngress {
 		return
 	}
 	var in int64
