@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sync"
 	"time"
@@ -17,10 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/routing"
 )
 
 // ErrNotSynced is what Resolve returns until the caches have their first
@@ -54,6 +57,8 @@ type Resolver struct {
 	public    map[key]int        // enabled http Triggers per Function key
 	replicas  map[key]int32      // actual replicas per Revision key, when reported
 
+	routes *routing.Table // nil without Options.IngressClass
+
 	synced []toolscache.ResourceEventHandlerRegistration
 }
 
@@ -70,6 +75,14 @@ type Options struct {
 	// Revision reports zero replicas). It needs list and watch on
 	// revisions.serving.knative.dev.
 	WatchRevisions bool
+	// IngressClass, when set, watches the Knative Ingresses of this
+	// networking class (sless's is resources.ClassName of
+	// pkg/reconciler/ingress) into Routes. It needs list and watch on
+	// ingresses.networking.internal.knative.dev.
+	IngressClass string
+	// Logger takes the Ingresses that cannot be routed, at debug level.
+	// Default slog.Default().
+	Logger *slog.Logger
 	// SyncTimeout bounds Start's wait for the first listing. Default 2 min.
 	SyncTimeout time.Duration
 }
@@ -102,6 +115,18 @@ func New(ctx context.Context, informers cache.Informers, opts Options) (*Resolve
 			set     func(any)
 			deleted func(any)
 		}{&servingv1.Revision{}, r.setRevision, r.deleteRevision})
+	}
+	if opts.IngressClass != "" {
+		r.routes = &routing.Table{}
+		g := &ingresses{class: opts.IngressClass, table: r.routes, log: opts.Logger}
+		if g.log == nil {
+			g.log = slog.Default()
+		}
+		watches = append(watches, struct {
+			obj     client.Object
+			set     func(any)
+			deleted func(any)
+		}{&v1alpha1.Ingress{}, g.set, g.deleted})
 	}
 	for _, w := range watches {
 		inf, err := informers.GetInformer(ctx, w.obj)
