@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +32,7 @@ import (
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
+	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
@@ -73,6 +75,7 @@ func runAPI(ctx context.Context, args []string) error {
 	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
 	spoolPath := fs.String("spool-path", os.Getenv("SLESS_SPOOL_PATH"), "file that keeps invocation records while PostgreSQL is down or slow, e.g. on an emptyDir volume (none: they wait in memory, up to 100000, then are dropped)")
 	spoolMax := fs.String("spool-max-size", "1Gi", "most bytes of records the spool holds; past it new records are dropped")
+	ingressClass := fs.String("ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "route the hosts of Knative Ingresses of this networking class (the controller's --ingress-class when it is sless's, "+ingressresources.ClassName+"); empty: none")
 	withConsole := fs.Bool("console", true, "serve the web console at /console/")
 	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return err
@@ -201,7 +204,7 @@ func runAPI(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	// Invoke proxy and invocation records.
-	resolver, err := invokekube.Start(ctx, cfg, scheme, invokekube.Options{WatchRevisions: true})
+	resolver, err := invokekube.Start(ctx, cfg, scheme, invokekube.Options{WatchRevisions: true, IngressClass: *ingressClass, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -246,6 +249,7 @@ func runAPI(ctx context.Context, args []string) error {
 		Logger:          log,
 		Domain:          *fnDomain,
 		BodyIdleTimeout: *bodyIdle,
+		Routes:          resolver.Routes(),
 	})
 	if err != nil {
 		return err
@@ -297,7 +301,7 @@ func runAPI(ctx context.Context, args []string) error {
 	// and uploads), net/http keeps a keep-alive connection that sends no
 	// next request for ever: anyone could hold all the file descriptors.
 	// Function hosts are served before the API's router sees them.
-	hs := &http.Server{Handler: proxy.Hosts(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
+	hs := &http.Server{Handler: proxy.Ingresses(proxy.Hosts(srv.Handler())), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
 	errc := make(chan error, 1)
 	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
 	// connection closed, or a request could be smuggled behind it.
@@ -359,7 +363,7 @@ func parseTenantPrefixes(derived, flag string) ([]string, error) {
 // resources, and Knative Revisions (the invoke proxy's cold-start signal).
 func apiScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme, networkingv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
@@ -30,6 +32,8 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/ingress"
+	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
@@ -76,6 +80,7 @@ type controllerFlags struct {
 	builderArgs                    string
 	sourceGCGrace                  time.Duration
 	sourceGCInterval               time.Duration
+	apiService                     string
 }
 
 func (c *controllerFlags) register(fs *flag.FlagSet) {
@@ -111,6 +116,8 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.builderArgs, "builder-args", os.Getenv("SLESS_BUILDER_ARGS"), "extra builder flags, comma-separated (e.g. --insecure,--cache=true)")
 	fs.StringVar(&c.res.HelperImage, "helper-image", envOr("SLESS_HELPER_IMAGE", resources.DefaultHelperImage), "image with a POSIX shell for the build's result step")
 	fs.StringVar(&c.res.BuildServiceAccount, "build-service-account", os.Getenv("SLESS_BUILD_SERVICE_ACCOUNT"), "service account of build pods (default: the namespace's default)")
+	fs.StringVar(&c.res.IngressClass, "ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "Knative networking class of the Services sless makes: "+ingressresources.ClassName+" has sless api route them (give it the same flag) and this controller report their Ingresses; another names Kourier, Istio or Contour; empty leaves it to Knative's config-network")
+	fs.StringVar(&c.apiService, "api-service", envOr("SLESS_API_SERVICE", "sless-system/sless-api"), "sless api's Service as namespace/name: the load balancer Ingresses of sless's class report, whose ready endpoints (port http) are probed")
 	fs.StringVar(&c.res.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
 }
 
@@ -133,6 +140,9 @@ func (c *controllerFlags) validate() error {
 	}
 	if !strings.HasPrefix(c.publicBaseURL, "http://") && !strings.HasPrefix(c.publicBaseURL, "https://") {
 		errs = append(errs, fmt.Errorf("--public-base-url %q must be an http:// or https:// URL", c.publicBaseURL))
+	}
+	if ns, name, ok := strings.Cut(c.apiService, "/"); !ok || ns == "" || name == "" {
+		errs = append(errs, fmt.Errorf("--api-service %q must be namespace/name", c.apiService))
 	}
 	if c.fnDomain != "" {
 		if err := invoke.CheckDomain(c.fnDomain); err != nil {
@@ -189,12 +199,17 @@ func runController(ctx context.Context, args []string) error {
 	}
 
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme, tektonv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme, tektonv1.AddToScheme, networkingv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
 	}
-	byObject, err := mergeCacheByObject(append([]map[client.Object]cache.ByObject{function.CacheByObject()}, pluginCaches(plugins)...)...)
+	caches := append([]map[client.Object]cache.ByObject{function.CacheByObject()}, pluginCaches(plugins)...)
+	ingCfg := c.ingressConfig()
+	if c.res.IngressClass == ingressresources.ClassName {
+		caches = append(caches, ingCfg.CacheByObject())
+	}
+	byObject, err := mergeCacheByObject(caches...)
 	if err != nil {
 		return err
 	}
@@ -241,6 +256,11 @@ func runController(ctx context.Context, args []string) error {
 	if err := service.SetupWithManager(mgr, fnOpts); err != nil {
 		return err
 	}
+	if c.res.IngressClass == ingressresources.ClassName {
+		if err := ingress.SetupWithManager(mgr, ingCfg); err != nil {
+			return err
+		}
+	}
 	if c.sourceGCInterval > 0 {
 		if err := addSourceGC(mgr, store, c.sourceGCGrace, c.sourceGCInterval); err != nil {
 			return err
@@ -254,6 +274,16 @@ func runController(ctx context.Context, args []string) error {
 		}
 	}
 	return mgr.Start(ctx)
+}
+
+// ingressConfig is what the reconciler of sless's networking class needs:
+// sless api's Service, which Ingresses report as their load balancer and
+// whose replicas Knative's prober asks.
+func (c *controllerFlags) ingressConfig() ingress.Config {
+	ns, name, _ := strings.Cut(c.apiService, "/")
+	lb := name + "." + ns + ".svc.cluster.local"
+	return ingress.Config{Class: ingressresources.ClassName, PublicLoadBalancer: lb, PrivateLoadBalancer: lb,
+		Service: types.NamespacedName{Namespace: ns, Name: name}, Port: "http"}
 }
 
 // addSourceGC runs the sweep for source objects no Function needs on the

@@ -153,6 +153,7 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"bad S3 endpoint", []string{"-s3-endpoint", "s3.example.com", "-registry", "r"}, "must be an http:// or https:// URL", nil},
 		{"function domain a URL", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-fn-domain", "https://fn.example.com"}, "--fn-domain: the function domain \"https://fn.example.com\" is a URL", nil},
 		{"function domain from the environment", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--fn-domain: the function domain \"fn_x.example.com\" has \"fn_x\"", []string{"SLESS_FN_DOMAIN", "fn_x.example.com"}},
+		{"API Service without a namespace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-api-service", "sless-api"}, `--api-service "sless-api" must be namespace/name`, nil},
 		{"zero QPS", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive", nil},
 		{"zero source gc grace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-source-gc-grace", "0s"}, "--source-gc-grace must be positive", nil},
 		{"negative source gc interval", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-source-gc-interval", "-1m"}, "--source-gc-interval not negative", nil},

@@ -128,6 +128,7 @@ func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image st
 	if Differs(want, svc) {
 		upd := svc.DeepCopy()
 		upd.Labels = merge(upd.Labels, want.Labels)
+		upd.Annotations = merge(upd.Annotations, want.Annotations)
 		upd.OwnerReferences = want.OwnerReferences
 		upd.Spec.Template = want.Spec.Template
 		if TemplateDiffers(&want.Spec.Template, &svc.Spec.Template) {
@@ -281,6 +282,11 @@ func (s *Server) ReadRevision(ctx context.Context, fn slessv1alpha1.Workload, na
 func Differs(want, have *servingv1.Service) bool {
 	for k, v := range want.Labels {
 		if have.Labels[k] != v {
+			return true
+		}
+	}
+	for k, v := range want.Annotations {
+		if have.Annotations[k] != v {
 			return true
 		}
 	}

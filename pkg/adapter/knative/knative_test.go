@@ -36,6 +36,21 @@ func knativeDefaulted(svc *servingv1.Service) *servingv1.Service {
 	return s
 }
 
+// A changed ingress class re-annotates the Service; Knative's own
+// annotations beside it are no difference.
+func TestDiffersOnIngressClass(t *testing.T) {
+	image := "reg/ns/f@sha256:" + "ab"
+	have := resources.MakeService(fn(), image, resources.Config{})
+	want := resources.MakeService(fn(), image, resources.Config{IngressClass: "sless.ingress.networking.knative.dev"})
+	if !Differs(want, have) {
+		t.Fatal("a Service without the class does not differ")
+	}
+	have.Annotations = map[string]string{resources.AnnotationIngressClass: "sless.ingress.networking.knative.dev", "serving.knative.dev/creator": "sless"}
+	if Differs(want, have) {
+		t.Fatal("a Service with the class and Knative's annotations differs")
+	}
+}
+
 func TestDiffers(t *testing.T) {
 	image := "reg/ns/f@sha256:" + "ab"
 	base := resources.MakeService(fn(), image, resources.Config{})

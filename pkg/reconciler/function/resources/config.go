@@ -37,6 +37,9 @@ const (
 	// off the public ingress: sless's invoke proxy is the public door.
 	LabelVisibility        = "networking.knative.dev/visibility"
 	VisibilityClusterLocal = "cluster-local"
+	// AnnotationIngressClass on a Knative Service picks the networking
+	// layer that routes it (Config.IngressClass).
+	AnnotationIngressClass = "networking.knative.dev/ingress.class"
 
 	AnnotationMinScale = "autoscaling.knative.dev/min-scale"
 	AnnotationMaxScale = "autoscaling.knative.dev/max-scale"
@@ -114,6 +117,12 @@ type Config struct {
 	S3Secret string
 	// ServiceAccount runs the function's pods; the namespace's default when empty.
 	ServiceAccount string
+	// IngressClass is the Knative networking class of the Services sless
+	// makes (annotation networking.knative.dev/ingress.class, which Knative
+	// copies to their Routes and Ingresses): sless's own class routes them
+	// in sless-api, another names Kourier, Istio or Contour. Empty: no
+	// annotation, so config-network's ingress-class decides.
+	IngressClass string
 }
 
 // WithDefaults fills what is unset.

@@ -131,6 +131,13 @@ func TestMakeService(t *testing.T) {
 			c := &svc.Spec.Template.Spec.Containers[0]
 			c.Env = c.Env[:3]
 		}),
+	}, {
+		name: "an ingress class on the Service, which Knative copies to its Route",
+		fn:   testFunction(),
+		cfg:  Config{IngressClass: "sless.ingress.networking.knative.dev"},
+		want: wantService(func(svc *servingv1.Service) {
+			svc.Annotations = map[string]string{AnnotationIngressClass: "sless.ingress.networking.knative.dev"}
+		}),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,9 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(fn)},
 		},
 	}
+	if cfg.IngressClass != "" {
+		svc.Annotations = map[string]string{AnnotationIngressClass: cfg.IngressClass}
+	}
 	tmpl := &svc.Spec.Template
 	tmpl.Name = names.Revision(fn)
 	tmpl.Labels = labels
