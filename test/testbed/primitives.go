@@ -131,15 +131,21 @@ func StartPrimitives(k *Kube) (*Primitives, error) {
 // ControllersDir is where hack/test-assets.sh keeps Knative's and Tekton's
 // controllers, building them on first use.
 func ControllersDir() (string, error) {
+	return testAssets("controllers", "builds Knative's and Tekton's controllers from the module proxy")
+}
+
+// testAssets runs hack/test-assets.sh target (what says what it does, for
+// the error) and returns the path it prints.
+func testAssets(target, what string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	var out, errOut bytes.Buffer
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "test-assets.sh"), "controllers")
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "test-assets.sh"), target)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hack/test-assets.sh controllers (builds Knative's and Tekton's controllers from the module proxy): %w\n%s", err, errOut.String())
+		return "", fmt.Errorf("hack/test-assets.sh %s (%s): %w\n%s", target, what, err, errOut.String())
 	}
 	return strings.TrimSpace(out.String()), nil
 }
