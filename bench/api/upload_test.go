@@ -127,8 +127,13 @@ func upload(tb testing.TB, rounds, blobs int, reset func()) uploadResult {
 	}
 	ctx := context.Background()
 	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c):\n    return 0\n"}}}}}
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c):\n    return 0\n"}}},
+			},
+		}}
 	if err := k.Client.Create(ctx, fn); err != nil {
 		tb.Fatal(err)
 	}

@@ -60,9 +60,14 @@ func createAll(ctx context.Context, c client.Client, n int, mk func(i int) clien
 func function(ns string, i int) client.Object {
 	return &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("fn-%04d", i)},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"main.py": fmt.Sprintf("def handler(event, context):\n    return %d\n", i)}}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"main.py": fmt.Sprintf("def handler(event, context):\n    return %d\n", i)}}},
+			},
+		},
 	}
 }
 

@@ -96,9 +96,14 @@ func TestControllerCommand(t *testing.T) {
 	ns := k.Namespace(t)
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cmd"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "nodejs22", Entrypoint: "index.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"index.js": "exports.handler = async () => 'hi';\n"}}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "nodejs22",
+				Entrypoint: "index.handler",
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"index.js": "exports.handler = async () => 'hi';\n"}}},
+			},
+		},
 	}
 	if err := k.Client.Create(ctx, fn); err != nil {
 		t.Fatal(err)

@@ -343,15 +343,33 @@ func reportUpdate(w io.Writer, kind, name string, changed bool) {
 
 // serviceSpec is the SlessService the manifest describes, with the given source.
 func (m manifest) serviceSpec(src slessv1alpha1.FunctionSource) slessv1alpha1.SlessServiceSpec {
-	return slessv1alpha1.SlessServiceSpec{Runtime: m.Runtime, Entrypoint: m.Entrypoint, Source: src,
-		MemoryMB: m.MemoryMB, TimeoutSeconds: m.TimeoutSeconds, Env: m.envVars(),
-		MinScale: m.MinScale, MaxScale: m.MaxScale, ContainerConcurrency: m.ContainerConcurrency}
+	return slessv1alpha1.SlessServiceSpec{
+		WorkloadSpec: slessv1alpha1.WorkloadSpec{
+			Runtime:    m.Runtime,
+			Entrypoint: m.Entrypoint,
+			Source:     src,
+			MemoryMB:   m.MemoryMB,
+			Env:        m.envVars(),
+		},
+		TimeoutSeconds:       m.TimeoutSeconds,
+		MinScale:             m.MinScale,
+		MaxScale:             m.MaxScale,
+		ContainerConcurrency: m.ContainerConcurrency,
+	}
 }
 
 // spec is the Function the manifest describes, with the given source.
 func (m manifest) spec(src slessv1alpha1.FunctionSource) slessv1alpha1.FunctionSpec {
-	return slessv1alpha1.FunctionSpec{Runtime: m.Runtime, Entrypoint: m.Entrypoint, Source: src,
-		MemoryMB: m.MemoryMB, TimeoutSeconds: m.TimeoutSeconds, Env: m.envVars()}
+	return slessv1alpha1.FunctionSpec{
+		WorkloadSpec: slessv1alpha1.WorkloadSpec{
+			Runtime:    m.Runtime,
+			Entrypoint: m.Entrypoint,
+			Source:     src,
+			MemoryMB:   m.MemoryMB,
+			Env:        m.envVars(),
+		},
+		TimeoutSeconds: m.TimeoutSeconds,
+	}
 }
 
 func (m manifest) envVars() []slessv1alpha1.EnvVar {

@@ -56,7 +56,7 @@ func TestManifestSecretEnv(t *testing.T) {
 				}
 			}
 			// A Function that has them needs no patch; one without gets them.
-			fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{Env: got}}
+			fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Env: got}}}
 			if p := o.m.patch(&fn.Spec); p != nil {
 				t.Errorf("patch %v for a Function with the manifest's env", p)
 			}

@@ -19,12 +19,12 @@ func TestPrintServices(t *testing.T) {
 	}
 	svcs := []slessv1alpha1.SlessService{{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
-		Spec:       slessv1alpha1.SlessServiceSpec{Runtime: "nodejs22"},
+		Spec:       slessv1alpha1.SlessServiceSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: "nodejs22"}},
 		Status: slessv1alpha1.FunctionStatus{Phase: slessv1alpha1.FunctionPhaseReady, URL: "https://s.example/svc/team/web/",
 			Conditions: []metav1.Condition{{Type: "Ready", Status: "True"}}},
 	}, {
 		ObjectMeta: metav1.ObjectMeta{Name: "idle", CreationTimestamp: metav1.NewTime(time.Now())},
-		Spec:       slessv1alpha1.SlessServiceSpec{Runtime: "python3.12", MinScale: ptr.To[int32](0)},
+		Spec:       slessv1alpha1.SlessServiceSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: "python3.12"}, MinScale: ptr.To[int32](0)},
 	}}
 	out.Reset()
 	if err := printServices(&out, "", "team", svcs); err != nil {

@@ -68,7 +68,7 @@ func TestBadRequests(t *testing.T) {
 	// Another tenant's namespace with a Function in it.
 	other := e.kube.Namespace(t)
 	victim := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "secret"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "registry.example.com/x@sha256:" + sha64}}}
+		Spec: slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "registry.example.com/x@sha256:" + sha64}}}}
 	if err := e.kube.Client.Create(ctx, victim); err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 func asError(err error, target **Error) bool { return errors.As(err, target) }
 
 func fnObj() *slessv1alpha1.Function {
-	fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "x"}}}
+	fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: "python3.12", Source: slessv1alpha1.FunctionSource{Image: "x"}}}}
 	fn.Namespace, fn.Name = "ns", "hello"
 	return fn
 }

@@ -45,9 +45,11 @@ func newFunction(ns, name string) *slessv1alpha1.Function {
 	return &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime:    "python3.12",
-			Entrypoint: "main.handler",
-			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return 1\n"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return 1\n"}}},
+			},
 		},
 	}
 }

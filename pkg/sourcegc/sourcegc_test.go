@@ -90,9 +90,14 @@ func (w world) function(t *testing.T, name, zip, ctxDigest string, mut func(fn *
 	t.Helper()
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
-				Bucket: w.bucket, Key: blobkey.Source(w.ns, name, sum(zip)), SHA256: sum(zip)}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
+					Bucket: w.bucket, Key: blobkey.Source(w.ns, name, sum(zip)), SHA256: sum(zip)}},
+			},
+		},
 	}
 	w.ready(t, fn, ctxDigest, func() {
 		if mut != nil {
@@ -107,9 +112,14 @@ func (w world) service(t *testing.T, name, zip, ctxDigest string) {
 	t.Helper()
 	w.ready(t, &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec: slessv1alpha1.SlessServiceSpec{Runtime: "python3.12", Entrypoint: "app.app",
-			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
-				Bucket: w.bucket, Key: blobkey.ServiceSource(w.ns, name, sum(zip)), SHA256: sum(zip)}}},
+		Spec: slessv1alpha1.SlessServiceSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "app.app",
+				Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{
+					Bucket: w.bucket, Key: blobkey.ServiceSource(w.ns, name, sum(zip)), SHA256: sum(zip)}},
+			},
+		},
 	}, ctxDigest, func() {})
 }
 
@@ -344,8 +354,13 @@ func TestSweepRereadsBeforeDeleting(t *testing.T) {
 			fns := &listThenCreate{Client: w.fns, create: func() {
 				fn := &slessv1alpha1.Function{
 					ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "late"},
-					Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-						Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: w.bucket, Key: zip, SHA256: sum("v1")}}},
+					Spec: slessv1alpha1.FunctionSpec{
+						WorkloadSpec: slessv1alpha1.WorkloadSpec{
+							Runtime:    "python3.12",
+							Entrypoint: "main.handler",
+							Source:     slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: w.bucket, Key: zip, SHA256: sum("v1")}},
+						},
+					},
 				}
 				if err := w.fns.Create(ctx, fn); err != nil {
 					t.Error(err)

@@ -49,8 +49,12 @@ func TestAccImportThenApplyChangesNothing(t *testing.T) {
 		}
 		cpu := apiresource.MustParse("250m")
 		fn := functionObject(api.Namespace, name, slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler", CPU: &cpu,
-			Source: slessv1alpha1.FunctionSource{Archive: &up.Archive},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				CPU:        &cpu,
+				Source:     slessv1alpha1.FunctionSource{Archive: &up.Archive},
+			},
 		})
 		if _, err := api.Client.CreateFunction(ctx, fn); err != nil {
 			t.Fatalf("create: %v", err)

@@ -91,8 +91,13 @@ func servesServices(t *testing.T, api *accAPI) bool {
 	servesOnce.Do(func() {
 		ctx := context.Background()
 		name := "tf-svc-probe-" + fmt.Sprint(time.Now().UnixNano()%100000)
-		svc := serviceObject(api.Namespace, name, slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "app.app",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: wsgiHello("probe")}}})
+		svc := serviceObject(api.Namespace, name, slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "app.app",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: wsgiHello("probe")}},
+			},
+		})
 		if _, err := api.Client.CreateService(ctx, svc); err != nil {
 			servesErr = err
 			return

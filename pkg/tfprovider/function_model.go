@@ -123,11 +123,13 @@ func specFromModel(ctx context.Context, m *functionModel) (slessv1alpha1.Functio
 func buildSpec(ctx context.Context, m *buildModel) (slessv1alpha1.FunctionSpec, []path.Path, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	s := slessv1alpha1.FunctionSpec{
-		Runtime:             m.Runtime.ValueString(),
-		Entrypoint:          m.Entrypoint.ValueString(),
-		MemoryMB:            int32Ptr(m.MemoryMB),
-		TimeoutSeconds:      int32Ptr(m.TimeoutSec),
-		BuildTimeoutSeconds: int32Ptr(m.BuildTimeoutSec),
+		WorkloadSpec: slessv1alpha1.WorkloadSpec{
+			Runtime:             m.Runtime.ValueString(),
+			Entrypoint:          m.Entrypoint.ValueString(),
+			MemoryMB:            int32Ptr(m.MemoryMB),
+			BuildTimeoutSeconds: int32Ptr(m.BuildTimeoutSec),
+		},
+		TimeoutSeconds: int32Ptr(m.TimeoutSec),
 	}
 	if !m.Image.IsNull() && !m.Image.IsUnknown() {
 		s.Source.Image = m.Image.ValueString()

@@ -107,9 +107,17 @@ func serviceObject(ns, name string, s slessv1alpha1.FunctionSpec) *slessv1alpha1
 	svc := &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: slessv1alpha1.SlessServiceSpec{
-			Runtime: s.Runtime, Entrypoint: s.Entrypoint, Source: s.Source, Env: s.Env,
-			MemoryMB: s.MemoryMB, CPU: s.CPU, TimeoutSeconds: s.TimeoutSeconds,
-			BuildTimeoutSeconds: s.BuildTimeoutSeconds, Rebuild: s.Rebuild,
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:             s.Runtime,
+				Entrypoint:          s.Entrypoint,
+				Source:              s.Source,
+				Env:                 s.Env,
+				MemoryMB:            s.MemoryMB,
+				CPU:                 s.CPU,
+				BuildTimeoutSeconds: s.BuildTimeoutSeconds,
+				Rebuild:             s.Rebuild,
+			},
+			TimeoutSeconds: s.TimeoutSeconds,
 		},
 	}
 	if sc := s.Scale; sc != nil {

@@ -56,8 +56,13 @@ func TestValidateServiceConfig(t *testing.T) {
 // A service the API stored without defaults (sless dev) has the CRD's in
 // state, as the schema's defaults plan them: no perpetual diff.
 func TestServiceStateFillsDefaults(t *testing.T) {
-	svc := serviceObject("ns", "web", slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "app.app",
-		Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"app.py": "x"}}}})
+	svc := serviceObject("ns", "web", slessv1alpha1.FunctionSpec{
+		WorkloadSpec: slessv1alpha1.WorkloadSpec{
+			Runtime:    "python3.12",
+			Entrypoint: "app.app",
+			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"app.py": "x"}}},
+		},
+	})
 	st, diags := serviceState(svc, &serviceModel{})
 	if diags.HasError() {
 		t.Fatal(diags)

@@ -319,13 +319,19 @@ func TestFunctionStateKeepsNullsAndSpelling(t *testing.T) {
 	cpu := resource.MustParse("0.25")
 	fn := &slessv1alpha1.Function{
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: "b", Key: "k", SHA256: strings.Repeat("c", 64)}},
-			Env: []slessv1alpha1.EnvVar{
-				{Name: "A", Value: "1"},
-				{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "pw"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: "b", Key: "k", SHA256: strings.Repeat("c", 64)}},
+				Env: []slessv1alpha1.EnvVar{
+					{Name: "A", Value: "1"},
+					{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "pw"}}},
+				},
+				MemoryMB:            ptr.To[int32](256),
+				CPU:                 &cpu,
+				BuildTimeoutSeconds: ptr.To[int32](900),
 			},
-			MemoryMB: ptr.To[int32](256), CPU: &cpu, TimeoutSeconds: ptr.To[int32](30), BuildTimeoutSeconds: ptr.To[int32](900),
+			TimeoutSeconds: ptr.To[int32](30),
 		},
 		Status: slessv1alpha1.FunctionStatus{Phase: slessv1alpha1.FunctionPhaseReady, URL: "http://x/fn/ns/hello", Image: "local/ns/hello@sha256:" + strings.Repeat("d", 64), LatestReadyRevision: "hello-00001"},
 	}
@@ -390,8 +396,11 @@ func TestFunctionStateKeepsNullsAndSpelling(t *testing.T) {
 // configuration does, and the Function passed in is not changed.
 func TestFunctionStateFillsDefaults(t *testing.T) {
 	fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{
-		Runtime: "python3.12", Entrypoint: "main.handler",
-		Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}},
+		WorkloadSpec: slessv1alpha1.WorkloadSpec{
+			Runtime:    "python3.12",
+			Entrypoint: "main.handler",
+			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}},
+		},
 	}}
 	fn.Namespace, fn.Name = "ns", "hello"
 	st, diags := functionState(context.Background(), fn, &functionModel{})

@@ -126,9 +126,14 @@ func newSide(t *testing.T, name string, k *testbed.Kube, ns string) *side {
 	t.Cleanup(func() { _ = k.Client.Delete(context.Background(), obj) })
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agreeFunction},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimePython312, Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"main.py": "def handler(event, context):\n    return 'agreed'\n"}}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "main.handler",
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"main.py": "def handler(event, context):\n    return 'agreed'\n"}}},
+			},
+		},
 	}
 	// No Function controller runs: the scenario calls the adapters itself.
 	if err := k.Client.Create(ctx, fn); err != nil {

@@ -42,13 +42,25 @@ func TestSecretRotationOnRealKnative(t *testing.T) {
 	ref := []slessv1alpha1.EnvVar{{Name: "DB_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}}
 	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "reader"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimePython312, Entrypoint: "main.handler", Env: ref,
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"main.py": "import os\n\ndef handler(event, context):\n    return {'set': bool(os.environ.get('DB_PASSWORD'))}\n"}}}}}
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "main.handler",
+				Env:        ref,
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"main.py": "import os\n\ndef handler(event, context):\n    return {'set': bool(os.environ.get('DB_PASSWORD'))}\n"}}},
+			},
+		}}
 	web := &slessv1alpha1.SlessService{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "web"},
-		Spec: slessv1alpha1.SlessServiceSpec{Runtime: slessv1alpha1.RuntimePython312, Entrypoint: "app.app", Env: ref,
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"app.py": "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'ok']\n"}}}}}
+		Spec: slessv1alpha1.SlessServiceSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "app.app",
+				Env:        ref,
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"app.py": "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'ok']\n"}}},
+			},
+		}}
 	for _, o := range []client.Object{fn, web} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -17,8 +17,14 @@ import (
 func fn() *slessv1alpha1.Function {
 	return &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "f", UID: "u", Generation: 2},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "nodejs22", Entrypoint: "index.handler",
-			Env: []slessv1alpha1.EnvVar{{Name: "A", Value: "1"}}, Scale: &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](1)}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "nodejs22",
+				Entrypoint: "index.handler",
+				Env:        []slessv1alpha1.EnvVar{{Name: "A", Value: "1"}},
+			},
+			Scale: &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](1)},
+		},
 	}
 }
 

@@ -45,8 +45,13 @@ func newCancelWorld(t *testing.T) *cancelWorld {
 	sim.SetPolicy(ns, testbed.BuildPolicy{Mode: testbed.BuildHold})
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "busy"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimePython312, Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x = 1\n"}}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x = 1\n"}}},
+			},
+		},
 	}
 	if err := k.Client.Create(context.Background(), fn); err != nil {
 		t.Fatal(err)

@@ -49,9 +49,11 @@ func TestResolverFollowsServices(t *testing.T) {
 	svc := &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 		Spec: slessv1alpha1.SlessServiceSpec{
-			Runtime:    "python3.12",
-			Entrypoint: "app.app",
-			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"app.py": "app = None\n"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "app.app",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"app.py": "app = None\n"}}},
+			},
 		},
 	}
 	if err := k.Client.Create(ctx, svc); err != nil {

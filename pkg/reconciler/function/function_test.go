@@ -304,7 +304,7 @@ func TestPrebuiltImage(t *testing.T) {
 	img := "registry.test.local/prebuilt/app@sha256:" + hex.EncodeToString(make([]byte, 32))
 	w.create(&slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "pre"},
-		Spec:       slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: img}},
+		Spec:       slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: img}}},
 	})
 	got := w.waitReady("pre")
 	svc, _ := w.service("pre")
@@ -329,7 +329,7 @@ func TestPrebuiltImageByTag(t *testing.T) {
 	v1, v2 := "registry.test.local/prebuilt/app:v1", "registry.test.local/prebuilt/app:v2"
 	w.create(&slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "tagged"},
-		Spec:       slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: v1}},
+		Spec:       slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: v1}}},
 	})
 	got := w.waitReady("tagged")
 	svc, _ := w.service("tagged")

@@ -148,11 +148,13 @@ func pythonFunction(ns, name, body string) *slessv1alpha1.Function {
 	return &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime:    slessv1alpha1.RuntimePython312,
-			Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"main.py": "def handler(event, context):\n    return " + body + "\n",
-			}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "main.handler",
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"main.py": "def handler(event, context):\n    return " + body + "\n",
+				}}},
+			},
 		},
 	}
 }

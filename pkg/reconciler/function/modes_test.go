@@ -56,8 +56,13 @@ func TestArchiveKeepsExecutableFiles(t *testing.T) {
 	w.upload(t, key, z)
 	w.create(&slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "tooled"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: w.bucket, Key: key, SHA256: sha(z)}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: w.bucket, Key: key, SHA256: sha(z)}},
+			},
+		},
 	})
 	fn := w.waitReady("tooled")
 

@@ -21,7 +21,7 @@ func TestServingImageFollowsTheReadyRevision(t *testing.T) {
 	v1, v2, v3 := "registry.test.local/prebuilt/app:v1", "registry.test.local/prebuilt/app:v2", "registry.test.local/prebuilt/app:v3"
 	w.create(&slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "served"},
-		Spec:       slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: v1}},
+		Spec:       slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: slessv1alpha1.RuntimeGo124, Source: slessv1alpha1.FunctionSource{Image: v1}}},
 	})
 	got := w.waitReady("served")
 	first := got.Status.LatestReadyRevision

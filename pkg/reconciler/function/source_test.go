@@ -60,8 +60,13 @@ func TestArchiveSource(t *testing.T) {
 	w.upload(t, key, z)
 	w.create(&slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "zipped"},
-		Spec: slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: w.bucket, Key: key, SHA256: sha(z)}}},
+		Spec: slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: w.bucket, Key: key, SHA256: sha(z)}},
+			},
+		},
 	})
 	inline := pythonFunction(w.ns, "inline", "'zip'")
 	w.create(inline)
@@ -96,12 +101,22 @@ func TestBadSources(t *testing.T) {
 	w.upload(t, notZipKey, notZip)
 
 	inline := func(files map[string]string, entry string) slessv1alpha1.FunctionSpec {
-		return slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: entry,
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: files}}}
+		return slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: entry,
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: files}},
+			},
+		}
 	}
 	archive := func(bucket, key, sum string) slessv1alpha1.FunctionSpec {
-		return slessv1alpha1.FunctionSpec{Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: bucket, Key: key, SHA256: sum}}}
+		return slessv1alpha1.FunctionSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Archive: &slessv1alpha1.ArchiveSource{Bucket: bucket, Key: key, SHA256: sum}},
+			},
+		}
 	}
 	tests := []struct {
 		name, reason, message string

@@ -112,8 +112,11 @@ func (e *env) createFunction(name, img string, mut ...func(*slessv1alpha1.Functi
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
+			},
 		},
 	}
 	for _, m := range mut {

@@ -34,10 +34,15 @@ func TestSecretRotationRollsServiceRevision(t *testing.T) {
 	}
 	fn := &slessv1alpha1.Function{}
 	fn.Namespace, fn.Name = w.ns, "reader"
-	fn.Spec = slessv1alpha1.FunctionSpec{Runtime: slessv1alpha1.RuntimePython312, Entrypoint: "main.handler",
-		Env: []slessv1alpha1.EnvVar{ref},
-		Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-			"main.py": "def handler(event, context):\n    return 'ok'\n"}}}}
+	fn.Spec = slessv1alpha1.FunctionSpec{
+		WorkloadSpec: slessv1alpha1.WorkloadSpec{
+			Runtime:    slessv1alpha1.RuntimePython312,
+			Entrypoint: "main.handler",
+			Env:        []slessv1alpha1.EnvVar{ref},
+			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+				"main.py": "def handler(event, context):\n    return 'ok'\n"}}},
+		},
+	}
 	if err := w.kube.Client.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

@@ -104,11 +104,13 @@ func webApp(ns, name string) *slessv1alpha1.SlessService {
 	return &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: slessv1alpha1.SlessServiceSpec{
-			Runtime:    slessv1alpha1.RuntimePython312,
-			Entrypoint: "app.app",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"app.py": "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'hi']\n",
-			}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "app.app",
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"app.py": "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'hi']\n",
+				}}},
+			},
 		},
 	}
 }
@@ -278,9 +280,12 @@ func TestServiceAndFunctionOfOneName(t *testing.T) {
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "both"},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime: slessv1alpha1.RuntimePython312, Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
-				"main.py": "def handler(event, context):\n    return 1\n"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    slessv1alpha1.RuntimePython312,
+				Entrypoint: "main.handler",
+				Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{
+					"main.py": "def handler(event, context):\n    return 1\n"}}},
+			},
 		},
 	}
 	if err := w.kube.Client.Create(ctx, fn); err != nil {

@@ -66,8 +66,12 @@ func (e *env) function(name string) *slessv1alpha1.Function {
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler", TimeoutSeconds: ptr.To[int32](45),
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return e"}}},
+			},
+			TimeoutSeconds: ptr.To[int32](45),
 		},
 	}
 	if err := e.c.Create(context.Background(), fn); err != nil {

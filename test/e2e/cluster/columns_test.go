@@ -28,8 +28,12 @@ func TestPrinterColumnsSayWhy(t *testing.T) {
 	}
 	fn := func(name string) *slessv1alpha1.Function {
 		return &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}}}}
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}},
+			},
+		}}
 	}
 	trg := func(name string) *slessv1alpha1.Trigger {
 		return &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

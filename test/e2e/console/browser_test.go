@@ -153,8 +153,11 @@ func deploy(t *testing.T, base, token string) {
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime: "python3.12", Entrypoint: "main.handler",
-			Source: slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": mainPy}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": mainPy}}},
+			},
 		},
 	}
 	if _, err := cl.CreateFunction(ctx, fn); err != nil {

@@ -2,7 +2,6 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -67,43 +66,7 @@ type Function struct {
 // +kubebuilder:validation:XValidation:rule="has(self.source.image) || has(self.entrypoint)",message="entrypoint is required when building from source",fieldPath=".entrypoint",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="!has(self.source.image) || !has(self.rebuild)",message="rebuild retries a build, and a function whose source is an image has none",fieldPath=".rebuild"
 type FunctionSpec struct {
-	// Runtime the code runs on. python3.11 and nodejs20 are aliases of
-	// python3.12 and nodejs22.
-	// +kubebuilder:validation:Enum=python3.12;nodejs22;go1.24;python3.11;nodejs20
-	// +required
-	Runtime string `json:"runtime"`
-
-	// Entrypoint names the handler as module.function: for Python a dotted
-	// module path, for Node.js a file path without extension, for Go the
-	// package directory (or "main" for the module root) then the function.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`
-	// +optional
-	Entrypoint string `json:"entrypoint,omitempty"`
-
-	// Source is where the code comes from: exactly one of inline, archive or image.
-	// +required
-	Source FunctionSource `json:"source"`
-
-	// Env is the function's environment; values may come from Secrets and ConfigMaps.
-	// +kubebuilder:validation:MaxItems=100
-	// +listType=map
-	// +listMapKey=name
-	// +optional
-	Env []EnvVar `json:"env,omitempty"`
-
-	// MemoryMB is the memory limit (and request) of each instance.
-	// +kubebuilder:validation:Minimum=64
-	// +kubebuilder:validation:Maximum=4096
-	// +kubebuilder:default=128
-	// +optional
-	MemoryMB *int32 `json:"memoryMB,omitempty"`
-
-	// CPU is the CPU request of each instance, e.g. "250m".
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="cpu must be a quantity greater than zero"
-	// +optional
-	CPU *resource.Quantity `json:"cpu,omitempty"`
+	WorkloadSpec `json:",inline"`
 
 	// TimeoutSeconds bounds one invocation; every hop derives its timeout from it.
 	// +kubebuilder:validation:Minimum=1
@@ -115,23 +78,6 @@ type FunctionSpec struct {
 	// Scale bounds the instance count and sets the autoscaling target.
 	// +optional
 	Scale *ScaleSpec `json:"scale,omitempty"`
-
-	// BuildTimeoutSeconds bounds one image build.
-	// +kubebuilder:validation:Minimum=60
-	// +kubebuilder:validation:Maximum=7200
-	// +kubebuilder:default=900
-	// +optional
-	BuildTimeoutSeconds *int32 `json:"buildTimeoutSeconds,omitempty"`
-
-	// Rebuild, set to a value it has not had, runs the build of the current
-	// code again if that build failed: a failure that may pass (a registry
-	// or package index that was down, a buildTimeoutSeconds since raised)
-	// is otherwise kept for that code, as a build's outcome is. A build that
-	// succeeded is kept. Any value; a timestamp is usual.
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._:+-]*[A-Za-z0-9])?$`
-	// +optional
-	Rebuild string `json:"rebuild,omitempty"`
 }
 
 // MaxRebuildLength bounds FunctionSpec.Rebuild, as its CRD marker does.

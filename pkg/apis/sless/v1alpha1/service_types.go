@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -51,45 +50,7 @@ type SlessService struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.source.image) || !has(self.rebuild)",message="rebuild retries a build, and a service whose source is an image has none",fieldPath=".rebuild"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxScale) || !has(self.minScale) || self.maxScale >= self.minScale",message="maxScale must be greater than or equal to minScale",fieldPath=".maxScale"
 type SlessServiceSpec struct {
-	// Runtime the app runs on. python3.11 and nodejs20 are aliases of
-	// python3.12 and nodejs22.
-	// +kubebuilder:validation:Enum=python3.12;nodejs22;go1.24;python3.11;nodejs20
-	// +required
-	Runtime string `json:"runtime"`
-
-	// Entrypoint names the web app as module.attribute: for Python a WSGI
-	// or ASGI app object (app.app), for Node.js a file path without
-	// extension then a request listener or an object with one (server.app),
-	// for Go the package directory (or "main") then an http.Handler
-	// variable.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$-]*([./][A-Za-z_$][A-Za-z0-9_$-]*)*\.[A-Za-z_$][A-Za-z0-9_$]*$`
-	// +optional
-	Entrypoint string `json:"entrypoint,omitempty"`
-
-	// Source is where the code comes from: exactly one of inline, archive or image.
-	// +required
-	Source FunctionSource `json:"source"`
-
-	// Env is the app's environment; values may come from Secrets and ConfigMaps.
-	// +kubebuilder:validation:MaxItems=100
-	// +listType=map
-	// +listMapKey=name
-	// +optional
-	Env []EnvVar `json:"env,omitempty"`
-
-	// MemoryMB is the memory limit (and request) of each instance.
-	// +kubebuilder:validation:Minimum=64
-	// +kubebuilder:validation:Maximum=4096
-	// +kubebuilder:default=128
-	// +optional
-	MemoryMB *int32 `json:"memoryMB,omitempty"`
-
-	// CPU is the CPU request of each instance, e.g. "250m".
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="cpu must be a quantity greater than zero"
-	// +optional
-	CPU *resource.Quantity `json:"cpu,omitempty"`
+	WorkloadSpec `json:",inline"`
 
 	// TimeoutSeconds bounds one request, a WebSocket or an event stream
 	// included.
@@ -119,20 +80,6 @@ type SlessServiceSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	ContainerConcurrency *int64 `json:"containerConcurrency,omitempty"`
-
-	// BuildTimeoutSeconds bounds one image build.
-	// +kubebuilder:validation:Minimum=60
-	// +kubebuilder:validation:Maximum=7200
-	// +kubebuilder:default=900
-	// +optional
-	BuildTimeoutSeconds *int32 `json:"buildTimeoutSeconds,omitempty"`
-
-	// Rebuild, set to a value it has not had, runs a failed build of the
-	// current code again, as a Function's does. Any value; a timestamp is usual.
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._:+-]*[A-Za-z0-9])?$`
-	// +optional
-	Rebuild string `json:"rebuild,omitempty"`
 }
 
 // SlessServiceList is a list of SlessServices.

@@ -64,17 +64,7 @@ func (s *SlessService) WorkloadStatus() *FunctionStatus { return &s.Status }
 // and containerConcurrency become scale's min, max and containerConcurrency.
 func (s *SlessService) BuildSpec() *FunctionSpec {
 	sp := s.Spec
-	out := &FunctionSpec{
-		Runtime:             sp.Runtime,
-		Entrypoint:          sp.Entrypoint,
-		Source:              sp.Source,
-		Env:                 sp.Env,
-		MemoryMB:            sp.MemoryMB,
-		CPU:                 sp.CPU,
-		TimeoutSeconds:      sp.TimeoutSeconds,
-		BuildTimeoutSeconds: sp.BuildTimeoutSeconds,
-		Rebuild:             sp.Rebuild,
-	}
+	out := &FunctionSpec{WorkloadSpec: sp.WorkloadSpec, TimeoutSeconds: sp.TimeoutSeconds}
 	min := sp.MinScale
 	if min == nil {
 		min = ptr.To[int32](DefaultServiceMinScale)

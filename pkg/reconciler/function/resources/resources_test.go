@@ -22,9 +22,11 @@ func testFunction(mutate ...func(*slessv1alpha1.Function)) *slessv1alpha1.Functi
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "hello", UID: "uid-1", Generation: 3},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime:    "python3.12",
-			Entrypoint: "main.handler",
-			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "x"}}},
+			},
 		},
 	}
 	for _, m := range mutate {

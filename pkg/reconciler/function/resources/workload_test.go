@@ -17,9 +17,11 @@ func testService(mutate ...func(*slessv1alpha1.SlessService)) *slessv1alpha1.Sle
 	s := &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "hello", UID: "uid-1", Generation: 3},
 		Spec: slessv1alpha1.SlessServiceSpec{
-			Runtime:    "python3.12",
-			Entrypoint: "app.app",
-			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"app.py": "x"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "app.app",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"app.py": "x"}}},
+			},
 		},
 	}
 	for _, m := range mutate {

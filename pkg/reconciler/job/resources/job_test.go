@@ -25,9 +25,11 @@ func function(mut ...func(*slessv1alpha1.Function)) *slessv1alpha1.Function {
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "tenant-a"},
 		Spec: slessv1alpha1.FunctionSpec{
-			Runtime:    "python3.12",
-			Entrypoint: "main.handler",
-			Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return 1"}}},
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{
+				Runtime:    "python3.12",
+				Entrypoint: "main.handler",
+				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return 1"}}},
+			},
 		},
 		Status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: image, LatestCreatedRevision: "hello-00003", LatestReadyRevision: "hello-00003"},
 	}
