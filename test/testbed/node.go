@@ -196,6 +196,7 @@ func (n *Node) configureKube(env *envtest.Environment) error {
 	args := api.Configure()
 	args.Set("advertise-address", NodeHostIP)
 	args.Set("kubelet-preferred-address-types", "InternalIP")
+	args.Set("service-cluster-ip-range", nodeServiceCIDR)
 	env.ControlPlane.APIServer = api
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(n.dir, "etcd")}
 	return nil

@@ -70,7 +70,9 @@ func registryHosts(registry string) string {
 
 // podNetwork is the CNI configuration: a bridge in the node's namespace
 // with the pod range, no masquerade of its own (the namespace's rule does
-// it, toward the host only) and a route to the host-side address.
+// it, toward the host only) and no default route: routes to the veth's /30
+// (the host, and CoreDNS on the node's address) and to the Service range,
+// whose addresses kube-proxy's rules rewrite in the node's namespace.
 func podNetwork(dir string) string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -85,11 +87,11 @@ func podNetwork(dir string) string {
       "type": "host-local",
       "dataDir": "%s/cni/ipam",
       "ranges": [[{"subnet": "%s", "gateway": "10.88.0.1"}]],
-      "routes": [{"dst": "%s/32"}]
+      "routes": [{"dst": "%s"}, {"dst": "%s"}]
     }
   }]
 }
-`, dir, nodePodCIDR, NodeHostIP)
+`, dir, nodePodCIDR, nodeVethCIDR, nodeServiceCIDR)
 }
 
 // startContainerd writes containerd's configuration and starts it in the

@@ -36,6 +36,10 @@ const (
 	// kubelet and CoreDNS listen.
 	NodeIP      = "10.201.0.2"
 	nodePodCIDR = "10.88.0.0/16"
+	// nodeVethCIDR holds NodeHostIP and NodeIP.
+	nodeVethCIDR = "10.201.0.0/30"
+	// nodeServiceCIDR is the apiserver's Service range.
+	nodeServiceCIDR = "10.0.0.0/24"
 	// NodeName is the Node object's name.
 	NodeName = "sless-node"
 )
