@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,12 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,8 +25,7 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
-	"github.com/sless-dev/sless/pkg/console"
-	"github.com/sless-dev/sless/pkg/framing"
+	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
@@ -38,145 +34,70 @@ import (
 
 func init() { register("api", "the REST API and the invoke proxy, on a cluster", runAPI) }
 
+// apiConfig is sless api's flags, read and checked.
+type apiConfig struct {
+	listen           string
+	s3Endpoint       string
+	s3Bucket         string
+	s3Region         string
+	s3PathStyle      bool
+	secretFile       string
+	jwksFile         string
+	jwksURL          string
+	issuer           string
+	audience         string
+	nsClaim          string
+	adminClaim       string
+	nsPrefix         string
+	tenantPrefixFlag string
+	devTokenFile     string
+	maxArchive       int64
+	maxUncompressed  int64
+	maxEntries       int
+	deleteWait       time.Duration
+	maxUploads       int
+	uploadQueueWait  time.Duration
+	maxTenantUploads int
+	uploadMinRate    int64
+	uploadRateWindow time.Duration
+	bodyIdle         time.Duration
+	fnDomain         string
+	connIdle         time.Duration
+	databaseURL      string
+	provision        bool
+	maxAge           time.Duration
+	spoolPath        string
+	spoolMax         string
+	ingressClass     string
+	withConsole      bool
+
+	spoolBytes     int64
+	tenantPrefixes []string
+	audiences      []string
+}
+
 // runAPI serves the REST API over the cluster's apiserver and S3, and the
-// invoke proxy at /fn/. Secrets come from files or the environment, never
-// from flags, so they are not visible in the process list.
+// invoke proxy at /fn/, behind the front door. Secrets come from files or
+// the environment, never from flags, so they are not visible in the
+// process list.
 func runAPI(ctx context.Context, args []string) error {
-	fs := newFlags("api", "sless api [flags]\n\nServe the REST API and the invoke proxy against a Kubernetes cluster.")
-	listen := fs.String("listen", ":8080", "address to serve on")
-	s3Endpoint := fs.String("s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
-	s3Bucket := fs.String("s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
-	s3Region := fs.String("s3-region", envOr("SLESS_S3_REGION", "us-east-1"), "S3 region")
-	s3PathStyle := fs.Bool("s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw) (SLESS_S3_PATH_STYLE)")
-	secretFile := fs.String("jwt-secret-file", "", "file holding the HS256 secret (at least 32 bytes)")
-	jwksFile := fs.String("jwks-file", "", "JWK Set file with RS256/ES256 public keys (re-read when it changes)")
-	jwksURL := fs.String("jwks-url", "", "JWK Set URL with RS256/ES256 public keys (refreshed)")
-	issuer := fs.String("jwt-issuer", "", "required iss claim")
-	audience := fs.String("jwt-audience", "", "accepted aud values, comma-separated")
-	nsClaim := fs.String("namespace-claim", auth.DefaultNamespaceClaim, "claim naming the tenant namespace")
-	adminClaim := fs.String("admin-claim", auth.DefaultAdminClaim, "boolean claim that makes the caller an admin")
-	nsPrefix := fs.String("namespace-prefix", auth.DefaultNamespacePrefix, "prefix of namespaces derived from subjects")
-	tenantPrefixFlag := fs.String("tenant-namespace-prefixes", "", "comma-separated prefixes of the namespaces a namespace claim may name, besides -namespace-prefix and those sless made (SLESS_TENANT_NAMESPACE_PREFIXES)")
-	devTokenFile := fs.String("dev-token-file", "", "file holding a static admin token for local use (off unless set)")
-	maxArchive := fs.Int64("max-archive-bytes", source.DefaultLimits.MaxCompressed, "largest accepted zip")
-	maxUncompressed := fs.Int64("max-uncompressed-bytes", source.DefaultLimits.MaxUncompressed, "largest total of a zip's inflated files")
-	maxEntries := fs.Int("max-archive-entries", source.DefaultLimits.MaxEntries, "most entries in a zip")
-	deleteWait := fs.Duration("delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
-	maxUploads := fs.Int("max-uploads", api.DefaultMaxUploads, "source uploads in progress at once (each holds its zip and unpacked files in memory)")
-	uploadQueueWait := fs.Duration("upload-queue-wait", api.DefaultUploadQueueWait, "how long an upload waits for a free slot before it is refused with 503")
-	maxTenantUploads := fs.Int("max-uploads-per-tenant", 0, "of -max-uploads, how many one namespace's uploads may hold at once (past it: 429); 0 is half, rounded up")
-	uploadMinRate := fs.Int64("upload-min-rate", api.DefaultUploadMinRate, "bytes/s an upload holding a slot must send, averaged over -upload-rate-window, or be cut off with 408; 0 turns it off")
-	uploadRateWindow := fs.Duration("upload-rate-window", api.DefaultUploadRateWindow, "the window -upload-min-rate is averaged over, and how long after taking its slot an upload is first judged")
-	bodyIdle := fs.Duration("body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body, of an upload or a function call, may send nothing before the request is answered 408 (an upload gives back its slot)")
-	fnDomain := fs.String("fn-domain", os.Getenv("SLESS_FN_DOMAIN"), "serve each function at its own host, {name}.{namespace}.<domain> (a wildcard DNS name pointing here); /fn/ then serves API clients only (SLESS_FN_DOMAIN)")
-	connIdle := fs.Duration("idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
-	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
-	provision := fs.Bool("provision-namespaces", true, "create a tenant's namespace on its first write")
-	maxAge := fs.Duration("records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
-	spoolPath := fs.String("spool-path", os.Getenv("SLESS_SPOOL_PATH"), "file that keeps invocation records while PostgreSQL is down or slow, e.g. on an emptyDir volume (none: they wait in memory, up to 100000, then are dropped)")
-	spoolMax := fs.String("spool-max-size", "1Gi", "most bytes of records the spool holds; past it new records are dropped")
-	ingressClass := fs.String("ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "route the hosts of Knative Ingresses of this networking class (the controller's --ingress-class when it is sless's, "+ingressresources.ClassName+"); empty: none")
-	withConsole := fs.Bool("console", true, "serve the web console at /console/")
-	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
-		return err
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *maxAge < 0 {
-		return fmt.Errorf("-records-max-age must not be negative")
-	}
-	spoolBytes, err := byteSize("-spool-max-size", *spoolMax, 1<<20, false)
-	if err != nil {
-		return err
-	}
-	if *maxUploads < 1 {
-		return fmt.Errorf("-max-uploads must be at least 1")
-	}
-	if *uploadQueueWait <= 0 {
-		return fmt.Errorf("-upload-queue-wait must be positive")
-	}
-	if *maxTenantUploads < 0 || *maxTenantUploads > *maxUploads {
-		return fmt.Errorf("-max-uploads-per-tenant must be between 0 (half of -max-uploads) and -max-uploads")
-	}
-	if *uploadMinRate < 0 {
-		return fmt.Errorf("-upload-min-rate must not be negative (0 turns it off)")
-	}
-	if *uploadRateWindow <= 0 {
-		return fmt.Errorf("-upload-rate-window must be positive")
-	}
-	if *uploadMinRate == 0 {
-		*uploadMinRate = -1 // api.Options: a negative rate judges none, 0 is the default
-	}
-	if *connIdle <= 0 {
-		return fmt.Errorf("-idle-conn-timeout must be positive")
-	}
-	if *bodyIdle <= 0 {
-		return fmt.Errorf("-body-idle-timeout must be positive")
-	}
-	if *fnDomain != "" {
-		if err := invoke.CheckDomain(*fnDomain); err != nil {
-			return fmt.Errorf("-fn-domain: %w", err)
-		}
-	}
-	tenantPrefixes, err := parseTenantPrefixes(*nsPrefix, *tenantPrefixFlag)
+	c, err := parseAPI(args)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-
-	// Auth.
-	acfg := auth.Config{Issuer: *issuer, JWKSFile: *jwksFile, JWKSURL: *jwksURL,
-		NamespaceClaim: *nsClaim, AdminClaim: *adminClaim, NamespacePrefix: *nsPrefix, Leeway: 30 * time.Second}
-	auds, err := parseAudiences(*audience)
+	acfg, err := c.authConfig(log)
 	if err != nil {
 		return err
-	}
-	acfg.Audiences = auds
-	if (*jwksFile != "" || *jwksURL != "") && len(auds) == 0 {
-		// Unlike an HS256 secret of sless's own, a key set is an identity
-		// provider's, which signs tokens for every service it serves: without
-		// an audience, each of them would be a sless token too.
-		return errors.New("-jwks-file and -jwks-url need -jwt-audience: without it, a token the identity provider issued for any other service would be accepted")
-	}
-	if *secretFile != "" {
-		b, err := os.ReadFile(*secretFile)
-		if err != nil {
-			return fmt.Errorf("jwt secret: %w", err)
-		}
-		acfg.HS256Secret = []byte(strings.TrimSpace(string(b)))
-	}
-	if *devTokenFile != "" {
-		b, err := os.ReadFile(*devTokenFile)
-		if err != nil {
-			return fmt.Errorf("dev token: %w", err)
-		}
-		acfg.DevToken = strings.TrimSpace(string(b))
-		acfg.DevIdentity = auth.Identity{Subject: "dev", Namespace: "default", Admin: true}
-		acfg.DevTokenHint = "in " + *devTokenFile
-		log.Warn("the dev token is enabled: it acts as an admin in every namespace")
 	}
 	verifier, err := auth.New(ctx, acfg)
 	if err != nil {
 		return err
 	}
-
-	// Storage.
-	if *s3Endpoint == "" {
-		return errors.New("-s3-endpoint (or SLESS_S3_ENDPOINT) is required")
-	}
-	blobs, err := s3.New(s3.Config{Endpoint: *s3Endpoint, Region: *s3Region, Bucket: *s3Bucket,
-		AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: *s3PathStyle})
+	blobs, err := c.openBlobs(ctx)
 	if err != nil {
 		return err
 	}
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = blobs.EnsureBucket(bctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", *s3Bucket, err)
-	}
-
 	// Cluster: reads are uncached. A cache would save the apiserver little
 	// here and would break read-your-writes (a GET right after a POST must
 	// find the object; Terraform does exactly that).
@@ -192,129 +113,199 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tenants := &kube.Tenants{Client: cl, Prefixes: tenantPrefixes}
 	// Pod logs are a stream, which the controller-runtime client does not
 	// read: client-go's core client does.
 	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	// Invoke proxy and invocation records.
-	resolver, err := invokekube.Start(ctx, cfg, scheme, invokekube.Options{WatchRevisions: true, IngressClass: *ingressClass, Logger: log})
+	resolver, err := invokekube.Start(ctx, cfg, scheme, invokekube.Options{WatchRevisions: true, IngressClass: c.ingressClass, Logger: log})
 	if err != nil {
 		return err
 	}
-	imetrics, err := invoke.NewMetrics(reg)
-	if err != nil {
+	a := c.apiOptions(cl, blobs, verifier, &kube.Logs{Pods: core})
+	a.Ready = func(ctx context.Context) error {
+		if !resolver.Synced() {
+			return errors.New("function cache not synced")
+		}
+		_, err := blobs.Exists(ctx, ".readyz")
 		return err
 	}
-	var recorder *invoke.Recorder
-	var list, svcList gin.HandlerFunc
-	var history invoke.History
-	if *databaseURL != "" {
-		pg, err := openRecords(ctx, *databaseURL, *maxAge, log)
-		if err != nil {
-			return err
-		}
-		defer pg.Close()
-		sp, spooler, err := openSpool(*spoolPath, spoolBytes, log)
-		if err != nil {
-			return err
-		}
-		if sp != nil {
-			defer sp.Close() // after the recorder: deferred calls run last first
-		}
-		recorder = invoke.NewRecorder(pg, invoke.RecorderOptions{Logger: log, Metrics: imetrics, Spool: spooler})
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = recorder.Close(cctx)
-		}()
-		history = pg
-		h := invoke.ListHandler{History: pg, Logger: log, Functions: resolver}
-		list = func(c *gin.Context) { h.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
-		sh := invoke.ListHandler{History: pg, Logger: log, Functions: resolver.Services()}
-		svcList = func(c *gin.Context) { sh.ListService(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
-	}
-	proxy, err := invoke.NewProxy(invoke.Options{
-		Resolver:        resolver,
-		Services:        resolver.Services(),
-		Authenticator:   proxyAuthenticator(verifier, tenants, log),
-		Recorder:        recorder,
-		Metrics:         imetrics,
-		Logger:          log,
-		Domain:          *fnDomain,
-		BodyIdleTimeout: *bodyIdle,
-		Routes:          resolver.Routes(),
+	door, err := frontdoor.New(ctx, frontdoor.Options{
+		API: a, Auth: verifier,
+		Proxy:           invoke.Options{Resolver: resolver, Services: resolver.Services(), Domain: c.fnDomain, BodyIdleTimeout: c.bodyIdle, Routes: resolver.Routes()},
+		Records:         frontdoor.Records{DatabaseURL: c.databaseURL, MaxAge: c.maxAge, SpoolPath: c.spoolPath, SpoolMaxBytes: c.spoolBytes},
+		IdleConnTimeout: c.connIdle, Console: c.withConsole, Logger: log,
+		// Cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md).
+		Calls: func(proxy *invoke.Proxy) http.Handler {
+			return triggerCalls(proxy, acfg.HS256Secret, c.issuer, strings.Join(c.audiences, ","), cl)
+		},
 	})
 	if err != nil {
 		return err
 	}
+	defer door.Close()
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return err
+	}
+	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", c.s3Bucket, "functionDomain", c.fnDomain)
+	return door.Serve(ctx, ln)
+}
 
-	opts := api.Options{
-		Objects: cl, Live: cl, Secrets: cl, TenantNamespaces: tenants, Auth: verifier, Blobs: blobs, Bucket: *s3Bucket,
-		Limits:     source.Limits{MaxCompressed: *maxArchive, MaxUncompressed: *maxUncompressed, MaxEntries: *maxEntries},
-		DeleteWait: *deleteWait,
-		MaxUploads: *maxUploads, UploadQueueWait: *uploadQueueWait, BodyIdleTimeout: *bodyIdle,
-		MaxUploadsPerTenant: *maxTenantUploads, UploadMinRate: *uploadMinRate, UploadRateWindow: *uploadRateWindow,
-		Invoke: proxy, Invocations: list, ServiceInvocations: svcList,
-		Logs:       &kube.Logs{Pods: core},
-		Registerer: reg, Gatherer: reg, Logger: log,
-		Ready: func(ctx context.Context) error {
-			if !resolver.Synced() {
-				return errors.New("function cache not synced")
-			}
-			_, err := blobs.Exists(ctx, ".readyz")
-			return err
-		},
+// parseAPI reads sless api's flags and checks them.
+func parseAPI(args []string) (*apiConfig, error) {
+	c := &apiConfig{}
+	fs := newFlags("api", "sless api [flags]\n\nServe the REST API and the invoke proxy against a Kubernetes cluster.")
+	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on")
+	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
+	fs.StringVar(&c.s3Bucket, "s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
+	fs.StringVar(&c.s3Region, "s3-region", envOr("SLESS_S3_REGION", "us-east-1"), "S3 region")
+	fs.BoolVar(&c.s3PathStyle, "s3-path-style", true, "address buckets by path (MinIO, Ceph, versitygw) (SLESS_S3_PATH_STYLE)")
+	fs.StringVar(&c.secretFile, "jwt-secret-file", "", "file holding the HS256 secret (at least 32 bytes)")
+	fs.StringVar(&c.jwksFile, "jwks-file", "", "JWK Set file with RS256/ES256 public keys (re-read when it changes)")
+	fs.StringVar(&c.jwksURL, "jwks-url", "", "JWK Set URL with RS256/ES256 public keys (refreshed)")
+	fs.StringVar(&c.issuer, "jwt-issuer", "", "required iss claim")
+	fs.StringVar(&c.audience, "jwt-audience", "", "accepted aud values, comma-separated")
+	fs.StringVar(&c.nsClaim, "namespace-claim", auth.DefaultNamespaceClaim, "claim naming the tenant namespace")
+	fs.StringVar(&c.adminClaim, "admin-claim", auth.DefaultAdminClaim, "boolean claim that makes the caller an admin")
+	fs.StringVar(&c.nsPrefix, "namespace-prefix", auth.DefaultNamespacePrefix, "prefix of namespaces derived from subjects")
+	fs.StringVar(&c.tenantPrefixFlag, "tenant-namespace-prefixes", "", "comma-separated prefixes of the namespaces a namespace claim may name, besides -namespace-prefix and those sless made (SLESS_TENANT_NAMESPACE_PREFIXES)")
+	fs.StringVar(&c.devTokenFile, "dev-token-file", "", "file holding a static admin token for local use (off unless set)")
+	fs.Int64Var(&c.maxArchive, "max-archive-bytes", source.DefaultLimits.MaxCompressed, "largest accepted zip")
+	fs.Int64Var(&c.maxUncompressed, "max-uncompressed-bytes", source.DefaultLimits.MaxUncompressed, "largest total of a zip's inflated files")
+	fs.IntVar(&c.maxEntries, "max-archive-entries", source.DefaultLimits.MaxEntries, "most entries in a zip")
+	fs.DurationVar(&c.deleteWait, "delete-wait", api.DefaultDeleteWait, "how long a create waits for a same-named object to finish deleting")
+	fs.IntVar(&c.maxUploads, "max-uploads", api.DefaultMaxUploads, "source uploads in progress at once (each holds its zip and unpacked files in memory)")
+	fs.DurationVar(&c.uploadQueueWait, "upload-queue-wait", api.DefaultUploadQueueWait, "how long an upload waits for a free slot before it is refused with 503")
+	fs.IntVar(&c.maxTenantUploads, "max-uploads-per-tenant", 0, "of -max-uploads, how many one namespace's uploads may hold at once (past it: 429); 0 is half, rounded up")
+	fs.Int64Var(&c.uploadMinRate, "upload-min-rate", api.DefaultUploadMinRate, "bytes/s an upload holding a slot must send, averaged over -upload-rate-window, or be cut off with 408; 0 turns it off")
+	fs.DurationVar(&c.uploadRateWindow, "upload-rate-window", api.DefaultUploadRateWindow, "the window -upload-min-rate is averaged over, and how long after taking its slot an upload is first judged")
+	fs.DurationVar(&c.bodyIdle, "body-idle-timeout", api.DefaultBodyIdleTimeout, "how long a request body, of an upload or a function call, may send nothing before the request is answered 408 (an upload gives back its slot)")
+	fs.StringVar(&c.fnDomain, "fn-domain", os.Getenv("SLESS_FN_DOMAIN"), "serve each function at its own host, {name}.{namespace}.<domain> (a wildcard DNS name pointing here); /fn/ then serves API clients only (SLESS_FN_DOMAIN)")
+	fs.DurationVar(&c.connIdle, "idle-conn-timeout", 2*time.Minute, "how long a keep-alive connection may wait for its next request before it is closed")
+	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (none: not recorded)")
+	fs.BoolVar(&c.provision, "provision-namespaces", true, "create a tenant's namespace on its first write")
+	fs.DurationVar(&c.maxAge, "records-max-age", 30*24*time.Hour, "delete invocation records older than this (0 keeps them all)")
+	fs.StringVar(&c.spoolPath, "spool-path", os.Getenv("SLESS_SPOOL_PATH"), "file that keeps invocation records while PostgreSQL is down or slow, e.g. on an emptyDir volume (none: they wait in memory, up to 100000, then are dropped)")
+	fs.StringVar(&c.spoolMax, "spool-max-size", "1Gi", "most bytes of records the spool holds; past it new records are dropped")
+	fs.StringVar(&c.ingressClass, "ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "route the hosts of Knative Ingresses of this networking class (the controller's --ingress-class when it is sless's, "+ingressresources.ClassName+"); empty: none")
+	fs.BoolVar(&c.withConsole, "console", true, "serve the web console at /console/")
+	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
+		return nil, err
 	}
-	opts.Invoke = triggerCalls(proxy, acfg.HS256Secret, *issuer, strings.Join(auds, ","), cl) // cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md)
-	if *provision {
-		opts.Tenants = tenants
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
-	if *withConsole {
-		// The console reads what the API reads and calls functions through
-		// the same handler, with the caller's own token.
-		con, err := console.New(console.Options{
-			Objects: cl, Auth: verifier, TenantNamespaces: tenants, Blobs: blobs, Limits: opts.Limits,
-			History: history, Invoke: opts.Invoke, Logs: opts.Logs, Logger: log,
-		})
-		if err != nil {
-			return err
+	return c, c.check()
+}
+
+// check refuses flags that say nothing sensible and reads the sizes and
+// lists among them.
+func (c *apiConfig) check() error {
+	var err error
+	switch {
+	case c.maxAge < 0:
+		return fmt.Errorf("-records-max-age must not be negative")
+	case c.maxUploads < 1:
+		return fmt.Errorf("-max-uploads must be at least 1")
+	case c.uploadQueueWait <= 0:
+		return fmt.Errorf("-upload-queue-wait must be positive")
+	case c.maxTenantUploads < 0 || c.maxTenantUploads > c.maxUploads:
+		return fmt.Errorf("-max-uploads-per-tenant must be between 0 (half of -max-uploads) and -max-uploads")
+	case c.uploadMinRate < 0:
+		return fmt.Errorf("-upload-min-rate must not be negative (0 turns it off)")
+	case c.uploadRateWindow <= 0:
+		return fmt.Errorf("-upload-rate-window must be positive")
+	case c.connIdle <= 0:
+		return fmt.Errorf("-idle-conn-timeout must be positive")
+	case c.bodyIdle <= 0:
+		return fmt.Errorf("-body-idle-timeout must be positive")
+	}
+	if c.spoolBytes, err = byteSize("-spool-max-size", c.spoolMax, 1<<20, false); err != nil {
+		return err
+	}
+	if c.uploadMinRate == 0 {
+		c.uploadMinRate = -1 // api.Options: a negative rate judges none, 0 is the default
+	}
+	if c.fnDomain != "" {
+		if err := invoke.CheckDomain(c.fnDomain); err != nil {
+			return fmt.Errorf("-fn-domain: %w", err)
 		}
-		opts.Console = con
 	}
-	srv, err := api.New(opts)
-	if err != nil {
+	if c.tenantPrefixes, err = parseTenantPrefixes(c.nsPrefix, c.tenantPrefixFlag); err != nil {
 		return err
 	}
+	if c.audiences, err = parseAudiences(c.audience); err != nil {
+		return err
+	}
+	if (c.jwksFile != "" || c.jwksURL != "") && len(c.audiences) == 0 {
+		// Unlike an HS256 secret of sless's own, a key set is an identity
+		// provider's, which signs tokens for every service it serves: without
+		// an audience, each of them would be a sless token too.
+		return errors.New("-jwks-file and -jwks-url need -jwt-audience: without it, a token the identity provider issued for any other service would be accepted")
+	}
+	return nil
+}
 
-	ln, err := net.Listen("tcp", *listen)
+// authConfig says how callers are verified, reading the secrets the flags
+// name.
+func (c *apiConfig) authConfig(log *slog.Logger) (auth.Config, error) {
+	acfg := auth.Config{Issuer: c.issuer, JWKSFile: c.jwksFile, JWKSURL: c.jwksURL, Audiences: c.audiences,
+		NamespaceClaim: c.nsClaim, AdminClaim: c.adminClaim, NamespacePrefix: c.nsPrefix, Leeway: 30 * time.Second}
+	if c.secretFile != "" {
+		b, err := os.ReadFile(c.secretFile)
+		if err != nil {
+			return auth.Config{}, fmt.Errorf("jwt secret: %w", err)
+		}
+		acfg.HS256Secret = []byte(strings.TrimSpace(string(b)))
+	}
+	if c.devTokenFile != "" {
+		b, err := os.ReadFile(c.devTokenFile)
+		if err != nil {
+			return auth.Config{}, fmt.Errorf("dev token: %w", err)
+		}
+		acfg.DevToken = strings.TrimSpace(string(b))
+		acfg.DevIdentity = auth.Identity{Subject: "dev", Namespace: "default", Admin: true}
+		acfg.DevTokenHint = "in " + c.devTokenFile
+		log.Warn("the dev token is enabled: it acts as an admin in every namespace")
+	}
+	return acfg, nil
+}
+
+// openBlobs connects to the S3 bucket, making it when missing.
+func (c *apiConfig) openBlobs(ctx context.Context) (*s3.Client, error) {
+	if c.s3Endpoint == "" {
+		return nil, errors.New("-s3-endpoint (or SLESS_S3_ENDPOINT) is required")
+	}
+	blobs, err := s3.New(s3.Config{Endpoint: c.s3Endpoint, Region: c.s3Region, Bucket: c.s3Bucket,
+		AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: c.s3PathStyle})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// Without IdleTimeout (and no ReadTimeout, which would cut long calls
-	// and uploads), net/http keeps a keep-alive connection that sends no
-	// next request for ever: anyone could hold all the file descriptors.
-	// Function hosts are served before the API's router sees them.
-	hs := &http.Server{Handler: proxy.Ingresses(proxy.Hosts(srv.Handler())), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *connIdle}
-	errc := make(chan error, 1)
-	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
-	// connection closed, or a request could be smuggled behind it.
-	go func() { errc <- framing.Serve(hs, ln) }()
-	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", *s3Bucket, "functionDomain", *fnDomain)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return hs.Shutdown(sctx)
+	if err := blobs.EnsureBucket(bctx); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", c.s3Bucket, err)
+	}
+	return blobs, nil
+}
+
+// apiOptions is the REST API's configuration on a cluster.
+func (c *apiConfig) apiOptions(cl client.Client, blobs *s3.Client, verifier *auth.Verifier, logs *kube.Logs) api.Options {
+	tenants := &kube.Tenants{Client: cl, Prefixes: c.tenantPrefixes}
+	a := api.Options{
+		Objects: cl, Live: cl, Secrets: cl, TenantNamespaces: tenants, Auth: verifier, Blobs: blobs, Bucket: c.s3Bucket,
+		Limits:     source.Limits{MaxCompressed: c.maxArchive, MaxUncompressed: c.maxUncompressed, MaxEntries: c.maxEntries},
+		DeleteWait: c.deleteWait,
+		MaxUploads: c.maxUploads, UploadQueueWait: c.uploadQueueWait, BodyIdleTimeout: c.bodyIdle,
+		MaxUploadsPerTenant: c.maxTenantUploads, UploadMinRate: c.uploadMinRate, UploadRateWindow: c.uploadRateWindow,
+		Logs: logs,
+	}
+	if c.provision {
+		a.Tenants = tenants
+	}
+	return a
 }
 
 // parseAudiences reads -jwt-audience: comma-separated, each trimmed, since

@@ -17,6 +17,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
@@ -83,7 +84,7 @@ func triggersPlugin(fs *flag.FlagSet) ControllerSetup {
 			jopts := job.Options{Config: jobresources.Config{TTLSecondsAfterFinished: int32(*jobTTL)}, MaxConcurrentReconciles: *workers}
 			if *databaseURL != "" {
 				// Retention is sless api's: 0 here.
-				pg, err := openRecords(ctx, *databaseURL, 0, log)
+				pg, err := postgres.Start(ctx, *databaseURL, 0, log)
 				if err != nil {
 					return err
 				}

@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -52,7 +54,7 @@ func TestInvokeTenantNamespaces(t *testing.T) {
 	addr, _ := url.Parse(fn.URL)
 	tenants := &kube.Tenants{Client: k.Client, Prefixes: []string{"tenant-"}}
 	proxy, err := invoke.NewProxy(invoke.Options{
-		Authenticator: proxyAuthenticator(verifier, tenants, slog.New(slog.DiscardHandler)),
+		Authenticator: frontdoor.ProxyAuthenticator(verifier, tenants, slog.New(slog.DiscardHandler)),
 		// Every function exists and is private.
 		Resolver: invoke.ResolverFunc(func(ctx context.Context, ns, name string) (invoke.Target, error) {
 			return invoke.Target{Address: addr, Ready: true}, nil
@@ -164,7 +166,7 @@ func TestRetentionAfterMigrations(t *testing.T) {
 	defer cancel()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	pg, err := openRecords(ctx, testbed.DatabaseURL(t), time.Hour, log)
+	pg, err := postgres.Start(ctx, testbed.DatabaseURL(t), time.Hour, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 // Package local is sless's back end for one machine without Kubernetes
-// (`sless dev`). It implements the same interfaces the cluster adapters do:
+// (`sless dev`): New(Options) and Dev.Run(ctx, listener) wire the parts
+// below, the reconcilers and the front door (pkg/frontdoor) into one
+// process. The parts implement the same interfaces the cluster adapters do:
 //
 //   - Blobs: s3.Store on a directory (source zips and build contexts).
 //   - Store: the sless objects in a bbolt file, with the apiserver's

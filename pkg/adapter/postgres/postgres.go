@@ -9,6 +9,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -314,4 +315,34 @@ func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration
 		case <-t.C:
 		}
 	}
+}
+
+// Start opens the database at url and migrates it in the background once it
+// answers, so sless starts while PostgreSQL is still down (records wait in
+// the recorder's queue and spool). With maxAge > 0 it also deletes older
+// records hourly: every replica does, and since deletes are bounded batches
+// of old rows, concurrent runs only share the work. The caller closes the
+// store.
+func Start(ctx context.Context, url string, maxAge time.Duration, log *slog.Logger) (*Store, error) {
+	pg, err := Open(url)
+	if err != nil {
+		return nil, err
+	}
+	// Retention deletes from the table the migrations make, so it starts
+	// after them: on a fresh database it would otherwise warn of a missing
+	// table at every first start.
+	go func() {
+		if err := pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) }); err != nil || maxAge <= 0 {
+			return
+		}
+		pg.RunRetention(ctx, maxAge, time.Hour, 10000, func(n int64, err error) {
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("invocation retention", "error", err)
+			case err == nil:
+				log.Debug("invocation retention", "deleted", n, "maxAge", maxAge)
+			}
+		})
+	}()
+	return pg, nil
 }

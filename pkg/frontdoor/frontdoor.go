@@ -1,0 +1,166 @@
+// Package frontdoor is the HTTP server sless puts in front of its users, on
+// a cluster (`sless api`) and on one machine (`sless dev`) alike: the REST
+// API, the invoke proxy with its recorder, the web console and /metrics,
+// behind one listener that refuses ambiguous framing and stops gracefully.
+// Each command only chooses what stands behind it (objects, blobs,
+// resolvers, where records go).
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sless-dev/sless/pkg/api"
+	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/console"
+	"github.com/sless-dev/sless/pkg/framing"
+	"github.com/sless-dev/sless/pkg/invoke"
+)
+
+// Options says what stands behind the front door.
+type Options struct {
+	// API is the REST API's configuration. The front door fills in what it
+	// owns: Invoke, Invocations, ServiceInvocations, Console, Registerer,
+	// Gatherer and Logger. API.TenantNamespaces, when set, also applies to
+	// callers of the invoke proxy and the console.
+	API api.Options
+	// Auth checks the callers of the API, the invoke proxy and the console.
+	Auth *auth.Verifier
+	// Proxy configures the invoke proxy: Resolver and Services find where a
+	// call to /fn/ and /svc/ goes, Domain serves each function at its own
+	// host, and so on. The front door fills in Authenticator, Recorder,
+	// Metrics and Logger.
+	Proxy invoke.Options
+	// Records says where invocation records go.
+	Records Records
+	// IdleConnTimeout closes a keep-alive connection that sends no next
+	// request this long. It must be positive.
+	IdleConnTimeout time.Duration
+	// Console serves the web console at /console/.
+	Console bool
+	// Calls, when set, stands in front of the invoke proxy where the API and
+	// the console serve it (sless api: trigger credentials).
+	Calls  func(proxy *invoke.Proxy) http.Handler
+	Logger *slog.Logger
+}
+
+// Door is a front door made and not yet closed.
+type Door struct {
+	opts     Options
+	reg      *prometheus.Registry
+	records  *records
+	proxy    *invoke.Proxy
+	handler  http.Handler
+	shutdown time.Duration
+}
+
+// New makes the front door: metrics, the recorder, the invoke proxy, the
+// console and the API. Close it (after Serve returns) to flush the recorder.
+func New(ctx context.Context, opts Options) (*Door, error) {
+	if opts.IdleConnTimeout <= 0 {
+		return nil, errors.New("frontdoor: IdleConnTimeout must be positive")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Door{opts: opts, reg: prometheus.NewRegistry(), shutdown: 30 * time.Second}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := invoke.NewMetrics(d.reg)
+	if err != nil {
+		return nil, err
+	}
+	if d.records, err = openRecords(ctx, opts.Records, metrics, opts.Logger); err != nil {
+		return nil, err
+	}
+	if err := d.build(metrics); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// build makes the proxy, the console and the API over them.
+func (d *Door) build(metrics *invoke.Metrics) error {
+	o, log := d.opts, d.opts.Logger
+	po := o.Proxy
+	po.Authenticator = ProxyAuthenticator(o.Auth, o.API.TenantNamespaces, log)
+	po.Recorder, po.Metrics, po.Logger = d.records.recorder, metrics, log
+	proxy, err := invoke.NewProxy(po)
+	if err != nil {
+		return err
+	}
+	d.proxy = proxy
+	a := o.API
+	a.Invoke = proxy
+	if o.Calls != nil {
+		a.Invoke = o.Calls(proxy)
+	}
+	if h := d.records.history; h != nil {
+		list := invoke.ListHandler{History: h, Logger: log, Functions: po.Resolver}
+		a.Invocations = func(c *gin.Context) { list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+		svcList := invoke.ListHandler{History: h, Logger: log, Functions: po.Services}
+		a.ServiceInvocations = func(c *gin.Context) { svcList.ListService(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+	}
+	if o.Console {
+		// The console reads what the API reads and calls functions through
+		// the same handler, with the caller's own token.
+		con, err := console.New(console.Options{
+			Objects: a.Objects, Auth: o.Auth, TenantNamespaces: a.TenantNamespaces, Blobs: a.Blobs, Limits: a.Limits,
+			History: d.records.history, Invoke: a.Invoke, Logs: a.Logs, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		a.Console = con
+	}
+	a.Registerer, a.Gatherer, a.Logger = d.reg, d.reg, log
+	srv, err := api.New(a)
+	if err != nil {
+		return err
+	}
+	// Knative Ingresses' hosts (when the proxy has routes) and function
+	// hosts are served before the API's router sees them.
+	d.handler = proxy.Ingresses(proxy.Hosts(srv.Handler()))
+	return nil
+}
+
+// Registry is where the front door's series are; /metrics serves it, so
+// the caller may add its own.
+func (d *Door) Registry() *prometheus.Registry { return d.reg }
+
+// Recorder records calls made beside the proxy (local mode's cron and queue
+// triggers and jobs); nil when records are kept nowhere.
+func (d *Door) Recorder() *invoke.Recorder { return d.records.recorder }
+
+// Serve serves on ln until ctx is done, then stops taking connections and
+// waits up to 30 seconds for the calls in progress.
+func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
+	// Without IdleTimeout (and no ReadTimeout, which would cut long calls
+	// and uploads), net/http keeps a keep-alive connection that sends no
+	// next request for ever: anyone could hold all the file descriptors.
+	hs := &http.Server{Handler: d.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.opts.IdleConnTimeout}
+	errc := make(chan error, 1)
+	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
+	// connection closed, or a request could be smuggled behind it.
+	go func() { errc <- framing.Serve(hs, ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), d.shutdown)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// Close flushes the recorder and closes where records go. Calls recorded
+// after it are lost.
+func (d *Door) Close() { d.records.close() }

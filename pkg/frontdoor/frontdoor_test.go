@@ -1,0 +1,116 @@
+package frontdoor_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sless-dev/sless/pkg/api"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/frontdoor"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local"
+)
+
+// TestDoorServesAndStops: one front door serves the API, /metrics with the
+// proxy's series, the console and the invoke path on one listener, records
+// a call, and Serve returns nil once its context is done.
+func TestDoorServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scheme := runtime.NewScheme()
+	if err := slessv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	store, err := local.OpenStore(filepath.Join(t.TempDir(), "sless.db"), scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	blobs, err := local.NewBlobs(filepath.Join(t.TempDir(), "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "frontdoor-test-token-0123"
+	verifier, err := auth.New(ctx, auth.Config{DevToken: token, DevIdentity: auth.Identity{Subject: "dev", Namespace: "default", Admin: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No function exists: the proxy answers 404 without calling one.
+	none := invoke.ResolverFunc(func(context.Context, string, string) (invoke.Target, error) {
+		return invoke.Target{}, invoke.ErrNotFound
+	})
+	door, err := frontdoor.New(ctx, frontdoor.Options{
+		API:             api.Options{Objects: store, Auth: verifier, Blobs: blobs, Bucket: local.Bucket},
+		Auth:            verifier,
+		Proxy:           invoke.Options{Resolver: none, Services: none},
+		Records:         frontdoor.Records{Sink: recs, History: recs},
+		IdleConnTimeout: time.Minute,
+		Console:         true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer door.Close()
+	if door.Recorder() == nil {
+		t.Fatal("no recorder with a Sink")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- door.Serve(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if code, body := get("/v1/namespaces/default/functions"); code != http.StatusOK {
+		t.Fatalf("list functions: %d %s", code, body)
+	}
+	if code, body := get("/fn/default/nope"); code != http.StatusNotFound {
+		t.Fatalf("call of a missing function: %d %s", code, body)
+	}
+	if code, _ := get("/console/"); code >= 500 || code == http.StatusNotFound {
+		t.Fatalf("/console/: %d", code)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("/metrics: %d, go_goroutines missing", code)
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve after its context ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+}

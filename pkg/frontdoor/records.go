@@ -1,0 +1,78 @@
+package frontdoor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/spool"
+)
+
+// Records says where invocation records go: PostgreSQL when DatabaseURL is
+// set, else Sink and History (local mode keeps them in its store), else
+// nowhere.
+type Records struct {
+	DatabaseURL string
+	// MaxAge deletes records older than this from PostgreSQL (0 keeps all).
+	MaxAge time.Duration
+	// SpoolPath, with a DatabaseURL, keeps records on disk while PostgreSQL
+	// is down or slow, up to SpoolMaxBytes; none: they wait in memory.
+	SpoolPath     string
+	SpoolMaxBytes int64
+	Sink          invoke.Sink
+	History       invoke.History
+}
+
+// records is where a front door's records go, opened.
+type records struct {
+	recorder *invoke.Recorder
+	history  invoke.History
+	closers  []func() // last first
+}
+
+func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *slog.Logger) (*records, error) {
+	r := &records{}
+	sink, history := o.Sink, o.History
+	var spooler invoke.Spool
+	if o.DatabaseURL != "" {
+		pg, err := postgres.Start(ctx, o.DatabaseURL, o.MaxAge, log)
+		if err != nil {
+			return nil, err
+		}
+		r.closers = append(r.closers, pg.Close)
+		sink, history = pg, pg
+		if o.SpoolPath != "" {
+			sp, err := spool.Open(o.SpoolPath, o.SpoolMaxBytes, log)
+			if err != nil {
+				r.close()
+				return nil, fmt.Errorf("invocation spool: %w", err)
+			}
+			// Closed after the recorder, which writes to it.
+			r.closers = append(r.closers, func() { _ = sp.Close() })
+			spooler = sp
+		}
+	}
+	if sink == nil {
+		return r, nil
+	}
+	r.history = history
+	r.recorder = invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: metrics, Spool: spooler})
+	r.closers = append(r.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.recorder.Close(cctx)
+	})
+	return r, nil
+}
+
+// close runs the closers last first: the recorder flushes into the spool
+// and the database before they close.
+func (r *records) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.closers = nil
+}

@@ -1,0 +1,255 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/reconciler/function"
+	servicerec "github.com/sless-dev/sless/pkg/reconciler/service"
+	"github.com/sless-dev/sless/pkg/secrets"
+)
+
+// serving is one kind's serving path: its process server, the resolver the
+// invoke proxy asks, and the loop that reconciles the kind.
+type serving struct {
+	kind     string
+	server   *Server
+	resolver *Resolver
+	loop     *Loop
+}
+
+// enqueue asks the kind's loop to look at an object again; the loop is made
+// after the builder and server that call this.
+func (s *serving) enqueue(ns, name string) {
+	if s.loop != nil {
+		s.loop.Enqueue(ns, name)
+	}
+}
+
+// startServing makes the builder, a process server and resolver each for
+// Functions and SlessServices, and their reconcile loops.
+func (p *platform) startServing(ctx context.Context) error {
+	p.fns = &serving{kind: slessv1alpha1.KindFunction}
+	p.svcs = &serving{kind: slessv1alpha1.KindSlessService}
+	// A build may be a Function's or a SlessService's (the builder keys
+	// builds by digest, not kind): its end looks at both of that name.
+	builder, err := NewBuilder(filepath.Join(p.opts.DataDir, "builds"), p.opts.Tools, func(ns, name string) {
+		p.fns.enqueue(ns, name)
+		p.svcs.enqueue(ns, name)
+	})
+	if err != nil {
+		return err
+	}
+	p.builder = builder
+	p.onClose(builder.Close)
+	builder.Logger = p.opts.Logger
+	// Functions and SlessServices run on two servers, so that one of each
+	// of a name in a namespace keep their revisions, state and logs apart
+	// (on a cluster they would contend for one Knative Service).
+	if err := p.serve(ctx, p.fns, "function", ""); err != nil {
+		return err
+	}
+	if err := p.serve(ctx, p.svcs, "service", ServicesDir); err != nil {
+		return err
+	}
+	reconciler := &function.Reconciler{
+		Client:  p.store,
+		Builder: builder,
+		Server:  p.fns.server,
+		Store:   p.blobs,
+		Config:  function.Config{PublicBaseURL: p.baseURL, FunctionDomain: p.opts.FunctionDomain},
+	}
+	p.loop(p.fns, "function", reconciler)
+	// SlessServices take the Function's reconciler, as on a cluster, with
+	// the same builder and a server of their own.
+	p.loop(p.svcs, "slessservice", servicerec.NewReconciler(p.store, builder, p.svcs.server, p.blobs, reconciler.Config, nil))
+	// A secret set or rotated reconciles the functions and services whose
+	// env refers to it: their next revision runs with the new value.
+	p.onClose(p.store.Subscribe(func(ev Event) {
+		if ev.GVK.Group != "" || ev.GVK.Kind != "Secret" {
+			return
+		}
+		go enqueueReferring(ctx, p.store, ev.Key, p.fns.enqueue, p.svcs.enqueue, p.opts.Logger)
+	}))
+	return nil
+}
+
+// serve starts s's process server, keeping its files under sub, and its
+// resolver.
+func (p *platform) serve(ctx context.Context, s *serving, kind, sub string) error {
+	data := p.opts.DataDir
+	s.server = NewServer(ServerOptions{
+		Kind:        kind,
+		Dir:         p.builder.Dir,
+		IdleTimeout: p.opts.IdleTimeout,
+		Tools:       p.opts.Tools,
+		LogDir:      filepath.Join(data, "logs", sub),
+		LogMaxBytes: p.opts.LogMaxBytes,
+		LogMaxFiles: p.opts.LogMaxFiles,
+		Console:     p.opts.Echo,
+		ResolveEnv:  envFromStore(p.secrets),
+		Address:     func(ns, name string) string { return "local://" + path.Join(sub, ns, name) },
+		OnChange:    s.enqueue,
+		StateDir:    filepath.Join(data, "serving", sub),
+		Logger:      p.opts.Logger,
+		// The state records env values resolved from secrets.
+		SealState: func(k types.NamespacedName, plain []byte) []byte {
+			return p.sealer.SealFile(path.Join("serving", sub, k.String()), plain)
+		},
+		OpenState: func(k types.NamespacedName, b []byte) ([]byte, error) {
+			return p.sealer.OpenFile(path.Join("serving", sub, k.String()), b)
+		},
+	})
+	p.onClose(s.server.Close)
+	// The server serves again the revisions it kept; one of an object no
+	// longer stored (deleted while its removal could not be recorded) must
+	// not linger.
+	stored, err := keysOf(ctx, p.store, s.kind)
+	if err != nil {
+		return err
+	}
+	for _, k := range s.server.Functions() {
+		if !slices.Contains(stored, k) {
+			s.server.Remove(k.Namespace, k.Name)
+		}
+	}
+	if s.kind == slessv1alpha1.KindSlessService {
+		s.resolver, err = NewServiceResolver(ctx, p.store, s.server)
+	} else {
+		s.resolver, err = NewResolver(ctx, p.store, s.server)
+	}
+	if err != nil {
+		return err
+	}
+	p.onClose(s.resolver.Close)
+	return nil
+}
+
+// loop makes s's reconcile loop; an object deleted stops its processes.
+func (p *platform) loop(s *serving, name string, r reconcile.Reconciler) {
+	s.loop = p.newLoop(name, s.kind, r)
+	s.loop.OnDeleted = func(k types.NamespacedName) { s.server.Remove(k.Namespace, k.Name) }
+}
+
+func (p *platform) newLoop(name, kind string, r reconcile.Reconciler) *Loop {
+	l := NewLoop(name, p.store, slessv1alpha1.SchemeGroupVersion.WithKind(kind).GroupKind(), r, p.opts.Logger)
+	if p.loops == nil {
+		p.loops = map[string]*Loop{}
+	}
+	p.loops[kind] = l
+	return l
+}
+
+// startRuns runs cron and queue triggers and FunctionJobs in process,
+// recorded like invokes.
+func (p *platform) startRuns(recorder *invoke.Recorder) {
+	p.runs = NewRuns(p.store, p.fns.server, recorder)
+	p.runs.Broker, p.runs.Logger = p.opts.AMQPURL, p.opts.Logger
+	p.onClose(p.runs.Close)
+	p.newLoop("trigger", "Trigger", p.runs.TriggerReconciler())
+	p.newLoop("functionjob", "FunctionJob", p.runs.JobReconciler())
+}
+
+// runLoops starts every loop on the objects stored, so a restart reconciles
+// them all; stop waits for them. They run until stopped, not until ctx is
+// done, so that the front door drains first.
+func (p *platform) runLoops(ctx context.Context) (stop func(), err error) {
+	loopCtx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	stop = func() { cancel(); running.Wait() }
+	for kind, l := range p.loops {
+		existing, err := keysOf(ctx, p.store, kind)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			l.Run(loopCtx, existing, 2)
+		}()
+	}
+	return stop, nil
+}
+
+// keysOf lists the stored objects of a kind.
+func keysOf(ctx context.Context, store *Store, kind string) ([]types.NamespacedName, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind(kind + "List"))
+	if err := store.List(ctx, list); err != nil {
+		return nil, err
+	}
+	keys := make([]types.NamespacedName, 0, len(list.Items))
+	for i := range list.Items {
+		keys = append(keys, types.NamespacedName{Namespace: list.Items[i].GetNamespace(), Name: list.Items[i].GetName()})
+	}
+	return keys, nil
+}
+
+// envFromStore resolves secretKeyRef and configMapKeyRef entries from
+// Secrets and ConfigMaps kept in the local store.
+func envFromStore(store client.Reader) func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
+	return func(ctx context.Context, ns string, src *corev1.EnvVarSource) (string, error) {
+		switch {
+		case src.SecretKeyRef != nil:
+			s := &corev1.Secret{}
+			if err := store.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.SecretKeyRef.Name}, s); err != nil {
+				return "", fmt.Errorf("secret %s: %w", src.SecretKeyRef.Name, err)
+			}
+			if v, ok := s.Data[src.SecretKeyRef.Key]; ok {
+				return string(v), nil
+			}
+			if v, ok := s.StringData[src.SecretKeyRef.Key]; ok {
+				return v, nil
+			}
+			return "", fmt.Errorf("secret %s has no key %s", src.SecretKeyRef.Name, src.SecretKeyRef.Key)
+		case src.ConfigMapKeyRef != nil:
+			cm := &corev1.ConfigMap{}
+			if err := store.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.ConfigMapKeyRef.Name}, cm); err != nil {
+				return "", fmt.Errorf("configmap %s: %w", src.ConfigMapKeyRef.Name, err)
+			}
+			if v, ok := cm.Data[src.ConfigMapKeyRef.Key]; ok {
+				return v, nil
+			}
+			return "", fmt.Errorf("configmap %s has no key %s", src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key)
+		}
+		return "", errors.New("only secretKeyRef and configMapKeyRef are available in local mode")
+	}
+}
+
+// enqueueReferring reconciles the functions and services of secret's
+// namespace whose env refers to it.
+func enqueueReferring(ctx context.Context, store *Store, secret types.NamespacedName, enqueueFn, enqueueSvc func(ns, name string), log *slog.Logger) {
+	fns := &slessv1alpha1.FunctionList{}
+	if err := store.List(ctx, fns, client.InNamespace(secret.Namespace)); err != nil {
+		log.Warn("find functions referring to a secret", "namespace", secret.Namespace, "secret", secret.Name, "error", err)
+	}
+	for _, fn := range fns.Items {
+		if slices.Contains(secrets.Referenced(fn.Spec.CoreEnv()), secret.Name) {
+			enqueueFn(fn.Namespace, fn.Name)
+		}
+	}
+	svcs := &slessv1alpha1.SlessServiceList{}
+	if err := store.List(ctx, svcs, client.InNamespace(secret.Namespace)); err != nil {
+		log.Warn("find services referring to a secret", "namespace", secret.Namespace, "secret", secret.Name, "error", err)
+	}
+	for i := range svcs.Items {
+		if slices.Contains(secrets.Referenced(svcs.Items[i].BuildSpec().CoreEnv()), secret.Name) {
+			enqueueSvc(svcs.Items[i].Namespace, svcs.Items[i].Name)
+		}
+	}
+}
