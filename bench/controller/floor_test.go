@@ -114,10 +114,10 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 			fn := f.fn
 			st := &fn.Status
 			st.ObservedGeneration, st.SourceDigest, st.BuildRef, st.Phase = fn.Generation, f.bc.Digest, f.pr.Name, slessv1alpha1.FunctionPhaseBuilding
-			condition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, fnrec.ReasonContextStored, "")
-			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, fnrec.ReasonBuilding, "waiting for PipelineRun "+f.pr.Name)
-			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, fnrec.ReasonWaitingForBuild, "the service is deployed once the image is built")
-			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, fnrec.ReasonBuilding, "")
+			condition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, slessv1alpha1.FunctionReasonContextStored, "")
+			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonBuilding, "waiting for PipelineRun "+f.pr.Name)
+			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonWaitingForBuild, "the service is deployed once the image is built")
+			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonBuilding, "")
 			return c.Status().Update(ctx, fn)
 		},
 		func(f *floorFn, _ int) error {
@@ -130,9 +130,9 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 		func(f *floorFn, _ int) error {
 			fn := f.fn
 			fn.Status.Phase = slessv1alpha1.FunctionPhaseDeploying
-			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, fnrec.ReasonBuildSucceeded, "")
-			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, fnrec.ReasonDeploying, "waiting for Knative Service "+f.svc.Name)
-			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, fnrec.ReasonDeploying, "")
+			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, slessv1alpha1.FunctionReasonBuildSucceeded, "")
+			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonDeploying, "waiting for Knative Service "+f.svc.Name)
+			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonDeploying, "")
 			return c.Status().Update(ctx, fn)
 		},
 		func(f *floorFn, _ int) error {
@@ -141,8 +141,8 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 			st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage, st.Phase = rev, rev, st.Image, slessv1alpha1.FunctionPhaseReady
 			st.Address = fmt.Sprintf("http://%s.%s.svc.cluster.local", f.svc.Name, ns)
 			st.URL = "https://fn.bench.local/fn/" + ns + "/" + fn.Name
-			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, fnrec.ReasonReady, "")
-			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, fnrec.ReasonReady, "")
+			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, slessv1alpha1.FunctionReasonReady, "")
+			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, slessv1alpha1.FunctionReasonReady, "")
 			return c.Status().Update(ctx, fn)
 		},
 	}

@@ -30,7 +30,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/test/testbed"
 	"github.com/sless-dev/sless/test/testbed/functionctl"
 )
@@ -259,8 +258,8 @@ func TestKnativeRefusalReachesTheFunction(t *testing.T) {
 	s.apply("slow", "too slow", 900)
 	fn := s.settle("slow", 1)
 	ready := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
-	if ready == nil || ready.Reason != function.ReasonServiceRejected || !strings.Contains(ready.Message, "timeoutSeconds") {
-		t.Fatalf("Ready %+v: want %s with Knative's message on timeoutSeconds", ready, function.ReasonServiceRejected)
+	if ready == nil || ready.Reason != slessv1alpha1.FunctionReasonServiceRejected || !strings.Contains(ready.Message, "timeoutSeconds") {
+		t.Fatalf("Ready %+v: want %s with Knative's message on timeoutSeconds", ready, slessv1alpha1.FunctionReasonServiceRejected)
 	}
 	t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function"
 )
 
 // A Function whose stored objects cannot be deleted (object storage
@@ -40,7 +39,7 @@ func TestCleanupFailureIsToldAndRetried(t *testing.T) {
 	w.eventually("the deletion's failure told", func() (bool, string) {
 		fn := w.fn("kept")
 		c := condition(fn, slessv1alpha1.FunctionConditionReady)
-		return c.Status == metav1.ConditionFalse && c.Reason == function.ReasonCleanupFailed &&
+		return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.FunctionReasonCleanupFailed &&
 			strings.Contains(c.Message, "delete objects of") && c.ObservedGeneration == fn.Generation &&
 			fn.Status.ObservedGeneration == fn.Generation && fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed, describe(fn)
 	})

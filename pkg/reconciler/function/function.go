@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -35,29 +34,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 	"github.com/sless-dev/sless/pkg/source"
-)
-
-// Reasons of the Function's conditions that sless itself decides; the
-// builder's and server's own reasons (Tekton's, Knative's, local mode's)
-// are passed through.
-const (
-	ReasonContextStored      = "ContextStored"
-	ReasonPrebuiltImage      = "PrebuiltImage"
-	ReasonStorageUnavailable = "StorageUnavailable"
-	ReasonArchiveMissing     = "ArchiveMissing"
-	ReasonArchiveMismatch    = "ArchiveDigestMismatch"
-	ReasonArchiveBucket      = "ArchiveBucketMismatch"
-	ReasonWaitingForSource   = "WaitingForSource"
-	ReasonWaitingForBuild    = "WaitingForBuild"
-	ReasonBuilding           = "Building"
-	ReasonBuildError         = "BuildError"
-	ReasonBuildSucceeded     = "Succeeded"
-	ReasonDeploying          = "Deploying"
-	ReasonServiceError       = "ServiceError"
-	ReasonServiceRejected    = "ServiceRejected"
-	ReasonBuildRejected      = "BuildRejected"
-	ReasonCleanupFailed      = "CleanupFailed"
-	ReasonReady              = "Ready"
 )
 
 // Config is what the reconciler needs beyond its adapters.
@@ -207,7 +183,6 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn slessv1alpha1.Wor
 	before := fn.WorkloadStatus().DeepCopy()
 	var evs []event
 	err := r.reconcile(ctx, fn, &evs)
-	summarize(fn)
 	evs = append(evs, becameReady(before, fn.WorkloadStatus())...)
 	if !equality.Semantic.DeepEqual(before, fn.WorkloadStatus()) {
 		prev := fn.GetResourceVersion()
@@ -306,10 +281,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn slessv1alpha1.Workload, e
 	// with whatever else this reconcile did.
 	cerr := r.cancelSuperseded(ctx, fn, evs)
 	if err != nil || image == "" {
-		if meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionServiceReady) == nil {
-			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonWaitingForBuild,
-				"the service is deployed once the image is built")
-		}
+		st.MarkServiceAwaitingImage()
 		if err != nil {
 			return errors.Join(err, cerr)
 		}
@@ -326,9 +298,9 @@ func (r *Reconciler) reconcile(ctx context.Context, fn slessv1alpha1.Workload, e
 	ss, err := r.Server.EnsureService(ctx, fn, image)
 	if err != nil {
 		if adapter.Rejected(err) {
-			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionFalse, ReasonServiceRejected, err.Error())
+			st.MarkServiceRejected(err.Error())
 		} else {
-			setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, ReasonServiceError, err.Error())
+			st.MarkServiceError(err.Error())
 		}
 		return errors.Join(err, cerr)
 	}
@@ -344,11 +316,11 @@ func (r *Reconciler) reconcile(ctx context.Context, fn slessv1alpha1.Workload, e
 	r.copyServing(fn, ss)
 	switch {
 	case ss.Ready:
-		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, ReasonReady, "")
+		st.MarkServiceReady()
 	case ss.Failed:
-		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionFalse, orDefault(ss.Reason, ReasonServiceError), ss.Message)
+		st.MarkServiceFailed(ss.Reason, ss.Message)
 	default:
-		setCondition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, orDefault(ss.Reason, ReasonDeploying), ss.Message)
+		st.MarkServiceRolling(ss.Reason, ss.Message)
 	}
 	return cerr
 }
@@ -364,7 +336,7 @@ func (r *Reconciler) cancelSuperseded(ctx context.Context, fn slessv1alpha1.Work
 	if !ok {
 		return nil
 	}
-	src := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionSourceReady)
+	src := fn.WorkloadStatus().SourceCondition()
 	if src == nil || src.ObservedGeneration != fn.GetGeneration() || src.Status == metav1.ConditionUnknown {
 		return nil
 	}
@@ -415,8 +387,7 @@ func (r *Reconciler) image(ctx context.Context, fn slessv1alpha1.Workload, evs *
 	st := fn.WorkloadStatus()
 	if img := fn.BuildSpec().Source.Image; img != "" {
 		st.SourceDigest, st.BuildRef = "", ""
-		setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, ReasonPrebuiltImage, "")
-		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonPrebuiltImage, "no build: the source is an image")
+		st.MarkPrebuiltImage()
 		return img, nil
 	}
 
@@ -424,23 +395,22 @@ func (r *Reconciler) image(ctx context.Context, fn slessv1alpha1.Workload, evs *
 	if err != nil {
 		var serr *source.Error
 		if errors.As(err, &serr) {
-			setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionFalse, serr.Reason, err.Error())
-			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonWaitingForSource, "")
+			st.MarkSourceRefused(serr.Reason, err.Error())
 			return "", nil
 		}
-		setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionUnknown, ReasonStorageUnavailable, err.Error())
+		st.MarkSourceUnavailable(err.Error())
 		return "", err
 	}
 	st.SourceDigest = in.Digest
-	setCondition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, ReasonContextStored, "")
+	st.MarkSourceStored()
 
-	prevRef, prevFinal := st.BuildRef, isFinal(fn, slessv1alpha1.FunctionConditionBuildSucceeded)
+	prevRef, prevFinal := st.BuildRef, st.BuildFinished()
 	bs, err := r.Builder.EnsureBuild(ctx, fn, in)
 	if err != nil {
 		if adapter.Rejected(err) {
-			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionFalse, ReasonBuildRejected, err.Error())
+			st.MarkBuildRejected(err.Error())
 		} else {
-			setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, ReasonBuildError, err.Error())
+			st.MarkBuildError(err.Error())
 		}
 		return "", err
 	}
@@ -454,16 +424,16 @@ func (r *Reconciler) image(ctx context.Context, fn slessv1alpha1.Workload, evs *
 	}
 	switch {
 	case !bs.Done:
-		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, orDefault(bs.Reason, ReasonBuilding), bs.Message)
+		st.MarkBuilding(bs.Reason, bs.Message)
 		return "", nil
 	case !bs.Succeeded:
 		// The service keeps its last good image; the new source is refused.
-		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionFalse, orDefault(bs.Reason, "BuildFailed"), bs.Message)
+		st.MarkBuildFailed(bs.Reason, bs.Message)
 	default:
-		setCondition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, ReasonBuildSucceeded, "")
+		st.MarkBuildSucceeded()
 	}
 	if !wasFinal {
-		*evs = append(*evs, buildEnded(*meta.FindStatusCondition(st.Conditions, slessv1alpha1.FunctionConditionBuildSucceeded), bs))
+		*evs = append(*evs, buildEnded(*st.BuildCondition(), bs))
 	}
 	if !bs.Succeeded {
 		return "", nil
@@ -495,7 +465,8 @@ func (r *Reconciler) buildContext(ctx context.Context, fn slessv1alpha1.Workload
 	// what the status names: asking storage again cost every Function a
 	// round trip after each restart of the controller.
 	st := fn.WorkloadStatus()
-	ok := st.SourceDigest == bc.Digest && meta.IsStatusConditionTrue(st.Conditions, slessv1alpha1.FunctionConditionSourceReady)
+	src := st.SourceCondition()
+	ok := st.SourceDigest == bc.Digest && src != nil && src.Status == metav1.ConditionTrue
 	if !ok {
 		if ok, err = r.Store.Exists(ctx, key); err != nil {
 			return adapter.BuildInput{}, fmt.Errorf("check build context %s: %w", key, err)
@@ -529,11 +500,11 @@ func (r *Reconciler) sourceFiles(ctx context.Context, fn slessv1alpha1.Workload)
 	case src.Archive != nil:
 		a := src.Archive
 		if b, ok := r.Store.(interface{ Bucket() string }); ok && b.Bucket() != a.Bucket {
-			return nil, nil, &source.Error{Reason: ReasonArchiveBucket, Message: fmt.Sprintf("archive is in bucket %q, sless reads bucket %q", a.Bucket, b.Bucket())}
+			return nil, nil, &source.Error{Reason: slessv1alpha1.FunctionReasonArchiveBucket, Message: fmt.Sprintf("archive is in bucket %q, sless reads bucket %q", a.Bucket, b.Bucket())}
 		}
 		rc, _, err := r.Store.Get(ctx, a.Key)
 		if errors.Is(err, s3.ErrNotFound) {
-			return nil, nil, &source.Error{Reason: ReasonArchiveMissing, Path: a.Key, Message: "no uploaded archive under this key"}
+			return nil, nil, &source.Error{Reason: slessv1alpha1.FunctionReasonArchiveMissing, Path: a.Key, Message: "no uploaded archive under this key"}
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("read archive %s: %w", a.Key, err)
@@ -550,7 +521,7 @@ func (r *Reconciler) sourceFiles(ctx context.Context, fn slessv1alpha1.Workload)
 		}
 		sum := sha256.Sum256(zipped)
 		if got := hex.EncodeToString(sum[:]); got != a.SHA256 {
-			return nil, nil, &source.Error{Reason: ReasonArchiveMismatch, Path: a.Key,
+			return nil, nil, &source.Error{Reason: slessv1alpha1.FunctionReasonArchiveMismatch, Path: a.Key,
 				Message: fmt.Sprintf("archive has sha256 %s, the Function names %s", got, a.SHA256)}
 		}
 		return source.ReadZipModes(bytes.NewReader(zipped), int64(len(zipped)), lim)
@@ -571,9 +542,8 @@ func (r *Reconciler) finalize(ctx context.Context, fn slessv1alpha1.Workload) er
 		// backoff; a deletion that does not end must say why where
 		// `kubectl get` looks, not only in the controller's log.
 		before := fn.WorkloadStatus().DeepCopy()
-		fn.WorkloadStatus().ObservedGeneration, fn.WorkloadStatus().Phase = fn.GetGeneration(), slessv1alpha1.FunctionPhaseFailed
-		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionFalse, ReasonCleanupFailed,
-			"the Function is kept until its stored objects are deleted: "+err.Error())
+		fn.WorkloadStatus().ObservedGeneration = fn.GetGeneration()
+		fn.WorkloadStatus().MarkCleanupFailed(err.Error())
 		if !equality.Semantic.DeepEqual(before, fn.WorkloadStatus()) {
 			if uerr := r.Client.Status().Update(ctx, fn); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
 				return errors.Join(err, uerr)
@@ -587,73 +557,4 @@ func (r *Reconciler) finalize(ctx context.Context, fn slessv1alpha1.Workload) er
 	r.mu.Unlock()
 	controllerutil.RemoveFinalizer(fn, names.Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, fn))
-}
-
-func setCondition(fn slessv1alpha1.Workload, typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&fn.WorkloadStatus().Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: fn.GetGeneration(),
-	})
-}
-
-func isFinal(fn slessv1alpha1.Workload, typ string) bool {
-	c := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, typ)
-	return c != nil && c.Status != metav1.ConditionUnknown
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// summarize derives Ready and the phase from the three step conditions:
-// Ready is True only when all are True for the current generation; a False
-// one makes the Function Failed with its reason; otherwise the first
-// unfinished step names the phase.
-func summarize(fn slessv1alpha1.Workload) {
-	steps := []string{
-		slessv1alpha1.FunctionConditionSourceReady,
-		slessv1alpha1.FunctionConditionBuildSucceeded,
-		slessv1alpha1.FunctionConditionServiceReady,
-	}
-	var failed, pending *metav1.Condition
-	pendingStep := -1
-	for i, t := range steps {
-		c := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, t)
-		switch {
-		case c == nil:
-			if pending == nil {
-				pending, pendingStep = &metav1.Condition{Type: t, Reason: "Pending"}, i
-			}
-		case c.Status == metav1.ConditionFalse:
-			if failed == nil {
-				failed = c
-			}
-		case c.Status == metav1.ConditionUnknown || c.ObservedGeneration != fn.GetGeneration():
-			if pending == nil {
-				pending, pendingStep = c, i
-			}
-		}
-	}
-	switch {
-	case failed != nil:
-		fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseFailed
-		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionFalse, failed.Reason, failed.Message)
-	case pending != nil:
-		switch {
-		case pendingStep == 0:
-			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhasePending
-		case pendingStep == 1 && fn.WorkloadStatus().BuildRef == "":
-			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhasePending
-		case pendingStep == 1 || pending.Reason == ReasonWaitingForBuild:
-			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseBuilding
-		default:
-			fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseDeploying
-		}
-		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, pending.Reason, pending.Message)
-	default:
-		fn.WorkloadStatus().Phase = slessv1alpha1.FunctionPhaseReady
-		setCondition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, ReasonReady, "")
-	}
 }

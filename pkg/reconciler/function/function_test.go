@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 	"github.com/sless-dev/sless/test/testbed"
@@ -65,7 +64,7 @@ func TestCreateBuildServeReady(t *testing.T) {
 	if sum := sha256.Sum256(tgz); "sha256:"+hex.EncodeToString(sum[:]) != digest {
 		t.Errorf("stored context's sha256 differs from status.sourceDigest %s", digest)
 	}
-	if c := condition(got, slessv1alpha1.FunctionConditionSourceReady); c.Status != metav1.ConditionTrue || c.Reason != function.ReasonContextStored {
+	if c := condition(got, slessv1alpha1.FunctionConditionSourceReady); c.Status != metav1.ConditionTrue || c.Reason != slessv1alpha1.FunctionReasonContextStored {
 		t.Errorf("SourceReady %+v", c)
 	}
 	if c := condition(got, slessv1alpha1.FunctionConditionReady); c.Status != metav1.ConditionUnknown {
@@ -314,7 +313,7 @@ func TestPrebuiltImage(t *testing.T) {
 	if n := len(w.pipelineRuns("pre")); n != 0 {
 		t.Errorf("%d PipelineRuns for a prebuilt image", n)
 	}
-	if c := condition(got, slessv1alpha1.FunctionConditionBuildSucceeded); c.Reason != function.ReasonPrebuiltImage {
+	if c := condition(got, slessv1alpha1.FunctionConditionBuildSucceeded); c.Reason != slessv1alpha1.FunctionReasonPrebuiltImage {
 		t.Errorf("BuildSucceeded %+v", c)
 	}
 }

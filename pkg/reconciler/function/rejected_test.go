@@ -9,7 +9,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -37,7 +36,7 @@ func TestRejectedChildFailsTheFunction(t *testing.T) {
 		name:    "Knative refuses the Service",
 		message: "expected 0 <= 900 <= 600: spec.template.spec.timeoutSeconds",
 		timeout: 900, fixed: 600,
-		condition: slessv1alpha1.FunctionConditionServiceReady, reason: function.ReasonServiceRejected,
+		condition: slessv1alpha1.FunctionConditionServiceReady, reason: slessv1alpha1.FunctionReasonServiceRejected,
 	}, {
 		name: "the PipelineRun is refused",
 		refusal: &testbed.Refusal{Group: "tekton.dev", Version: "v1", Resource: "pipelineruns",
@@ -46,7 +45,7 @@ func TestRejectedChildFailsTheFunction(t *testing.T) {
 			Probe: &tektonv1.PipelineRun{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 				Spec: tektonv1.PipelineRunSpec{Timeouts: &tektonv1.TimeoutFields{Pipeline: &metav1.Duration{Duration: 900e9}}}}},
 		message:   "builds of 15 minutes are not allowed here",
-		condition: slessv1alpha1.FunctionConditionBuildSucceeded, reason: function.ReasonBuildRejected,
+		condition: slessv1alpha1.FunctionConditionBuildSucceeded, reason: slessv1alpha1.FunctionReasonBuildRejected,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -123,9 +122,9 @@ func TestBadSources(t *testing.T) {
 		spec                  slessv1alpha1.FunctionSpec
 	}{
 		{"entrypoint-file-missing", "EntrypointMissing", "main", inline(map[string]string{"other.py": "x"}, "main.handler")},
-		{"archive-missing", function.ReasonArchiveMissing, "no uploaded archive", archive(w.bucket, w.ns+"/nothing.zip", sha(good))},
-		{"archive-digest-mismatch", function.ReasonArchiveMismatch, "the Function names " + sha(notZip), archive(w.bucket, goodKey, sha(notZip))},
-		{"archive-other-bucket", function.ReasonArchiveBucket, `bucket "someone-elses"`, archive("someone-elses", goodKey, sha(good))},
+		{"archive-missing", slessv1alpha1.FunctionReasonArchiveMissing, "no uploaded archive", archive(w.bucket, w.ns+"/nothing.zip", sha(good))},
+		{"archive-digest-mismatch", slessv1alpha1.FunctionReasonArchiveMismatch, "the Function names " + sha(notZip), archive(w.bucket, goodKey, sha(notZip))},
+		{"archive-other-bucket", slessv1alpha1.FunctionReasonArchiveBucket, `bucket "someone-elses"`, archive("someone-elses", goodKey, sha(good))},
 		{"archive-not-a-zip", "BadArchive", "", archive(w.bucket, notZipKey, sha(notZip))},
 		{"archive-path-traversal", "PathTraversal", "evil.py", archive(w.bucket, travKey, sha(traversal))},
 	}

@@ -57,7 +57,7 @@ func TestFunctionJobJobGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := e.waitPhase("gone", 3, slessv1alpha1.JobPhaseFailed)
-	if c := condition(got, slessv1alpha1.JobConditionComplete); c.Reason != job.ReasonJobGone || !strings.Contains(got.Status.Message, "was deleted before the run finished") {
+	if c := condition(got, slessv1alpha1.JobConditionComplete); c.Reason != slessv1alpha1.JobReasonJobGone || !strings.Contains(got.Status.Message, "was deleted before the run finished") {
 		t.Errorf("Complete %+v, message %q; want JobGone saying so in status.message", c, got.Status.Message)
 	}
 	if got.Status.Revision != fn.Status.LatestReadyRevision || got.Status.CompletionTime == nil {

@@ -6,7 +6,6 @@ package job
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,22 +26,23 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 )
 
-// Condition reasons of a FunctionJob.
+// Reasons of a FunctionJob, kept here until local mode reads them from
+// the API package, where they live.
 const (
-	ReasonIdle              = "Idle"
-	ReasonFunctionNotFound  = "FunctionNotFound"
-	ReasonFunctionNotBuilt  = "FunctionNotBuilt"
-	ReasonFunctionNotReady  = "FunctionNotReady"
-	ReasonJobCreated        = "JobCreated"
-	ReasonJobConflict       = "JobConflict"
-	ReasonJobGone           = "JobGone"
-	ReasonPayloadTooLarge   = "PayloadTooLarge"
-	ReasonPending           = "Pending"
-	ReasonRunning           = "Running"
-	ReasonSucceeded         = "Succeeded"
-	ReasonFailed            = "Failed"
-	ReasonDeadlineExceeded  = "DeadlineExceeded"
-	ReasonCreateFailed      = "CreateFailed"
+	ReasonIdle             = slessv1alpha1.JobReasonIdle
+	ReasonFunctionNotFound = slessv1alpha1.JobReasonFunctionNotFound
+	ReasonFunctionNotBuilt = slessv1alpha1.JobReasonFunctionNotBuilt
+	ReasonFunctionNotReady = slessv1alpha1.JobReasonFunctionNotReady
+	ReasonJobCreated       = slessv1alpha1.JobReasonJobCreated
+	ReasonJobGone          = slessv1alpha1.JobReasonJobGone
+	ReasonPayloadTooLarge  = slessv1alpha1.JobReasonPayloadTooLarge
+	ReasonRunning          = slessv1alpha1.JobReasonRunning
+	ReasonSucceeded        = slessv1alpha1.JobReasonSucceeded
+	ReasonFailed           = slessv1alpha1.JobReasonFailed
+	ReasonDeadlineExceeded = slessv1alpha1.JobReasonDeadlineExceeded
+)
+
+const (
 	TriggerJob              = "job"
 	terminationMessageLimit = 4096
 )
@@ -102,8 +101,8 @@ func (r *Reconciler) ReconcileKey(ctx context.Context, key types.NamespacedName)
 		return nil
 	}
 	before := fj.Status.DeepCopy()
-	revision, reconcileErr := r.reconcile(ctx, fj)
 	fj.Status.ObservedGeneration = fj.Generation
+	revision, reconcileErr := r.reconcile(ctx, fj)
 	if !equality.Semantic.DeepEqual(before, &fj.Status) {
 		if err := r.Client.Status().Update(ctx, fj); err != nil {
 			if reconcileErr != nil {
@@ -114,15 +113,11 @@ func (r *Reconciler) ReconcileKey(ctx context.Context, key types.NamespacedName)
 		// Recorded only once the status that says "finished" is stored: a
 		// conflict above means another reconcile will see the same
 		// transition and record it then, not twice.
-		if r.Recorder != nil && isFinished(fj.Status.Phase) && !(before.RunID == fj.Status.RunID && isFinished(before.Phase)) {
+		if r.Recorder != nil && fj.Status.IsFinished() && !(before.RunID == fj.Status.RunID && before.IsFinished()) {
 			r.Recorder.RecordRun(runOf(fj, revision))
 		}
 	}
 	return reconcileErr
-}
-
-func isFinished(p slessv1alpha1.JobPhase) bool {
-	return p == slessv1alpha1.JobPhaseSucceeded || p == slessv1alpha1.JobPhaseFailed
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJob) (revision string, err error) {
@@ -131,16 +126,10 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 	if runID == 0 {
 		// 0 runs nothing. The Jobs of earlier runs stay until their TTL, so
 		// a run in flight is not cut off by setting 0.
-		*st = slessv1alpha1.FunctionJobStatus{ObservedGeneration: st.ObservedGeneration, Phase: slessv1alpha1.JobPhaseIdle, Conditions: st.Conditions}
-		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
-		r.setReady(fj, metav1.ConditionTrue, ReasonIdle, "runID is 0: nothing runs")
+		st.MarkIdle()
 		return "", nil
 	}
-	if st.RunID != runID {
-		// A new run: nothing of the last one describes it.
-		*st = slessv1alpha1.FunctionJobStatus{ObservedGeneration: st.ObservedGeneration, Conditions: st.Conditions, RunID: runID, Phase: slessv1alpha1.JobPhasePending}
-		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
-	}
+	st.BeginRun(runID)
 	jobName := names.Job(fj, runID)
 	st.JobName = jobName
 
@@ -148,25 +137,21 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 	err = r.Client.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: jobName}, job)
 	switch {
 	case apierrors.IsNotFound(err):
-		if isFinished(st.Phase) {
+		if st.IsFinished() {
 			// The run ended and its Job was cleaned up by its TTL; the
 			// status keeps what it reported.
 			return st.Revision, nil
 		}
 		if st.StartTime != nil {
 			// It ran, and the Job went away before it finished (deleted by
-			// hand): the run is lost, and starting it again would run the
-			// same runID twice.
-			// status.message says it too, as for any failure: it is what
-			// the run's record shows as its error. Its end is when it was
-			// seen gone, the last moment anything could say of it, so the
-			// record has a duration as every other run's does.
-			st.Message = "the Job " + jobName + " was deleted before the run finished; set a new runID to run again"
+			// hand): the run is lost. Its end is when it was seen gone, the
+			// last moment anything could say of it, so the record has a
+			// duration as every other run's does.
 			if st.CompletionTime == nil {
 				now := metav1.Now()
 				st.CompletionTime = &now
 			}
-			r.finish(fj, slessv1alpha1.JobPhaseFailed, ReasonJobGone, st.Message)
+			st.MarkRunLost("its Job " + jobName + " was deleted before the run finished")
 			return st.Revision, nil
 		}
 		return "", r.createJob(ctx, fj)
@@ -174,11 +159,10 @@ func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		return "", err
 	}
 	if !metav1.IsControlledBy(job, fj) {
-		st.Phase = slessv1alpha1.JobPhasePending
-		r.setReady(fj, metav1.ConditionFalse, ReasonJobConflict, "a Job named "+jobName+" exists and is not owned by this FunctionJob")
+		st.MarkJobConflict(jobName)
 		return "", nil
 	}
-	r.setReady(fj, metav1.ConditionTrue, ReasonJobCreated, "Job "+jobName+" runs run "+strconv.FormatInt(runID, 10))
+	st.MarkRunCreated("Job " + jobName)
 	if rev := job.Annotations[resources.AnnotationRevision]; rev != "" {
 		st.Revision = rev
 	}
@@ -191,19 +175,19 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 	// Refused before a Job is made: its Pod could never start. A smaller
 	// payload (a change of the spec) starts the same runID.
 	if msg := slessv1alpha1.PayloadTooLarge(fj.Spec.Payload); msg != "" {
-		r.setReady(fj, metav1.ConditionFalse, ReasonPayloadTooLarge, msg)
+		st.MarkPayloadTooLarge(msg)
 		return nil
 	}
 	fn := &slessv1alpha1.Function{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.setReady(fj, metav1.ConditionFalse, ReasonFunctionNotFound, "Function "+fj.Spec.Function+" does not exist")
+			st.MarkFunctionNotFound(fj.Spec.Function)
 			return nil
 		}
 		return err
 	}
 	if reason, message := WaitReason(fn); reason != "" {
-		r.setReady(fj, metav1.ConditionFalse, reason, message)
+		st.MarkFunctionNotRunnable(reason, message)
 		return nil
 	}
 	// The run takes the serving revision's env, resources and timeout along
@@ -218,9 +202,8 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 		// Knative keeps the revision that serves; not finding it is a
 		// moment's disagreement with the Function's status, looked at again
 		// with backoff.
-		message := "revision " + fn.Status.LatestReadyRevision + " of Function " + fn.Name + " was not found"
-		r.setReady(fj, metav1.ConditionFalse, ReasonFunctionNotReady, message)
-		return errors.New(message)
+		st.MarkRevisionNotServing(fn.Name, fn.Status.LatestReadyRevision)
+		return fmt.Errorf("revision %s of Function %s was not found", fn.Status.LatestReadyRevision, fn.Name)
 	}
 	job := resources.MakeJob(fj, fn, rev, r.Config)
 	if err := r.Client.Create(ctx, job); err != nil {
@@ -229,12 +212,12 @@ func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJo
 			// the Job's event brings us back to report on it.
 			return nil
 		}
-		r.setReady(fj, metav1.ConditionFalse, ReasonCreateFailed, "create Job: "+err.Error())
+		st.MarkCreateFailed(fmt.Sprintf("create Job %s: %v", job.Name, err))
 		return err
 	}
 	st.Revision = job.Annotations[resources.AnnotationRevision]
-	r.setReady(fj, metav1.ConditionTrue, ReasonJobCreated, "Job "+job.Name+" runs run "+strconv.FormatInt(fj.Spec.RunID, 10))
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: slessv1alpha1.JobConditionComplete, Status: metav1.ConditionUnknown, Reason: ReasonPending, Message: "the Job's Pod has not started", ObservedGeneration: fj.Generation})
+	st.MarkRunCreated("Job " + job.Name)
+	st.MarkRunPending()
 	return nil
 }
 
@@ -249,9 +232,9 @@ func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
 	case resources.Runnable(fn):
 		return "", ""
 	case !adapter.Pinned(fn.Status.Image):
-		reason, message = ReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet"
+		reason, message = slessv1alpha1.JobReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet"
 	default:
-		reason, message = ReasonFunctionNotReady, "Function "+fn.Name+" has no ready revision yet"
+		reason, message = slessv1alpha1.JobReasonFunctionNotReady, "Function "+fn.Name+" has no ready revision yet"
 	}
 	// A Failed Function gets no image or revision until its spec changes:
 	// the run says why it waits, rather than sounding as if it soon starts.
@@ -292,29 +275,25 @@ func (r *Reconciler) observe(ctx context.Context, fj *slessv1alpha1.FunctionJob,
 	if c := jobCondition(job, batchv1.JobComplete); c != nil {
 		st.CompletionTime = completionTime(job, c)
 		st.Output = message
-		st.Message = ""
-		r.finish(fj, slessv1alpha1.JobPhaseSucceeded, ReasonSucceeded, "the run succeeded")
+		st.MarkRunSucceeded()
 		return nil
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
 		st.CompletionTime = completionTime(job, c)
 		st.Output = message
-		reason := ReasonFailed
 		why := failureMessage(c, term)
 		if c.Reason == batchv1.JobReasonDeadlineExceeded || term != nil && resources.WrapperTimedOut(term.ExitCode, term.Message) {
-			reason = ReasonDeadlineExceeded
+			st.MarkRunTimedOut(why)
+		} else {
+			st.MarkRunFailed(why)
 		}
-		st.Message = why
-		r.finish(fj, slessv1alpha1.JobPhaseFailed, reason, why)
 		return nil
 	}
 	if running || job.Status.Active > 0 && job.Status.Ready != nil && *job.Status.Ready > 0 {
-		st.Phase = slessv1alpha1.JobPhaseRunning
-		r.setComplete(fj, metav1.ConditionUnknown, ReasonRunning, "the function runs")
+		st.MarkRunRunning()
 		return nil
 	}
-	st.Phase = slessv1alpha1.JobPhasePending
-	r.setComplete(fj, metav1.ConditionUnknown, ReasonPending, "the Job's Pod has not started")
+	st.MarkRunPending()
 	return nil
 }
 
@@ -391,23 +370,6 @@ func failureMessage(c *batchv1.JobCondition, term *corev1.ContainerStateTerminat
 	return resources.Truncate(msg)
 }
 
-func (r *Reconciler) finish(fj *slessv1alpha1.FunctionJob, phase slessv1alpha1.JobPhase, reason, msg string) {
-	fj.Status.Phase = phase
-	status := metav1.ConditionTrue
-	if phase == slessv1alpha1.JobPhaseFailed {
-		status = metav1.ConditionFalse
-	}
-	r.setComplete(fj, status, reason, msg)
-}
-
-func (r *Reconciler) setReady(fj *slessv1alpha1.FunctionJob, s metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&fj.Status.Conditions, metav1.Condition{Type: slessv1alpha1.JobConditionReady, Status: s, Reason: reason, Message: msg, ObservedGeneration: fj.Generation})
-}
-
-func (r *Reconciler) setComplete(fj *slessv1alpha1.FunctionJob, s metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&fj.Status.Conditions, metav1.Condition{Type: slessv1alpha1.JobConditionComplete, Status: s, Reason: reason, Message: msg, ObservedGeneration: fj.Generation})
-}
-
 // runOf is the invocation record of fj's finished run.
 func runOf(fj *slessv1alpha1.FunctionJob, revision string) Run {
 	st := &fj.Status
@@ -429,7 +391,7 @@ func runOf(fj *slessv1alpha1.FunctionJob, revision string) Run {
 	}
 	if st.Phase == slessv1alpha1.JobPhaseFailed {
 		run.Status = 500
-		if c := meta.FindStatusCondition(st.Conditions, slessv1alpha1.JobConditionComplete); c != nil && c.Reason == ReasonDeadlineExceeded {
+		if st.TimedOut() {
 			run.Status = 504
 		}
 		run.Error = st.Message

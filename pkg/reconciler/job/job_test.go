@@ -382,7 +382,7 @@ func TestFunctionJobLifecycle(t *testing.T) {
 	if got.Status.StartTime == nil || !got.Status.StartTime.Time.Equal(start1) || got.Status.CompletionTime == nil || !got.Status.CompletionTime.Time.Equal(end1) {
 		t.Errorf("times %v..%v, want %v..%v", got.Status.StartTime, got.Status.CompletionTime, start1, end1)
 	}
-	if cc := condition(got, "Complete"); cc.Status != metav1.ConditionTrue || cc.Reason != job.ReasonSucceeded {
+	if cc := condition(got, "Complete"); cc.Status != metav1.ConditionTrue || cc.Reason != slessv1alpha1.JobReasonSucceeded {
 		t.Errorf("Complete condition %+v", cc)
 	}
 	e.eventually("one recorded run", func() (bool, string) {
@@ -420,7 +420,7 @@ func TestFunctionJobLifecycle(t *testing.T) {
 	if got.Status.ExitCode == nil || *got.Status.ExitCode != 1 {
 		t.Errorf("exit code %v, want 1", got.Status.ExitCode)
 	}
-	if cc := condition(got, "Complete"); cc.Status != metav1.ConditionFalse || cc.Reason != job.ReasonFailed {
+	if cc := condition(got, "Complete"); cc.Status != metav1.ConditionFalse || cc.Reason != slessv1alpha1.JobReasonFailed {
 		t.Errorf("Complete condition %+v", cc)
 	}
 	e.eventually("two recorded runs", func() (bool, string) { return len(e.rec.list()) == 2, "" })
@@ -507,8 +507,8 @@ func TestFunctionJobDeadlineExceeded(t *testing.T) {
 			}
 			e.finishJob(j, begin, now, false, tc.jobReason)
 			got := e.waitPhase("slow", 3, slessv1alpha1.JobPhaseFailed)
-			if cc := condition(got, "Complete"); cc.Status != metav1.ConditionFalse || cc.Reason != job.ReasonDeadlineExceeded || !strings.Contains(cc.Message, tc.wantMessage) {
-				t.Errorf("Complete condition %+v, want False %s mentioning %q", cc, job.ReasonDeadlineExceeded, tc.wantMessage)
+			if cc := condition(got, "Complete"); cc.Status != metav1.ConditionFalse || cc.Reason != slessv1alpha1.JobReasonDeadlineExceeded || !strings.Contains(cc.Message, tc.wantMessage) {
+				t.Errorf("Complete condition %+v, want False %s mentioning %q", cc, slessv1alpha1.JobReasonDeadlineExceeded, tc.wantMessage)
 			}
 			if got.Status.CompletionTime == nil || !got.Status.CompletionTime.Time.Equal(now) {
 				t.Errorf("completion time %v, want the Failed condition's %v", got.Status.CompletionTime, now)
@@ -531,12 +531,12 @@ func TestFunctionJobWaitsForItsFunction(t *testing.T) {
 	e.eventually("FunctionNotFound", func() (bool, string) {
 		got := e.get("early")
 		c := condition(got, "Ready")
-		return c.Reason == job.ReasonFunctionNotFound && c.Status == metav1.ConditionFalse && got.Status.Phase == slessv1alpha1.JobPhasePending, describe(got)
+		return c.Reason == slessv1alpha1.JobReasonFunctionNotFound && c.Status == metav1.ConditionFalse && got.Status.Phase == slessv1alpha1.JobPhasePending, describe(got)
 	})
 	fn := e.createFunction("later", "")
 	e.eventually("FunctionNotBuilt", func() (bool, string) {
 		got := e.get("early")
-		return condition(got, "Ready").Reason == job.ReasonFunctionNotBuilt, describe(got)
+		return condition(got, "Ready").Reason == slessv1alpha1.JobReasonFunctionNotBuilt, describe(got)
 	})
 	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "early-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a Job exists before the function has an image: %v", err)
@@ -573,6 +573,6 @@ func TestFunctionJobRefusesForeignJob(t *testing.T) {
 	}
 	e.eventually("JobConflict", func() (bool, string) {
 		got := e.get("taken")
-		return condition(got, "Ready").Reason == job.ReasonJobConflict, describe(got)
+		return condition(got, "Ready").Reason == slessv1alpha1.JobReasonJobConflict, describe(got)
 	})
 }

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/job"
 )
 
 // A payload too large for the run's environment (the apiserver takes up to
@@ -33,7 +32,7 @@ func TestFunctionJobPayloadTooLarge(t *testing.T) {
 	e.eventually("PayloadTooLarge", func() (bool, string) {
 		got := e.get("bulky")
 		c := condition(got, "Ready")
-		return c.Status == metav1.ConditionFalse && c.Reason == job.ReasonPayloadTooLarge && strings.Contains(c.Message, "SLESS_PAYLOAD") &&
+		return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.JobReasonPayloadTooLarge && strings.Contains(c.Message, "SLESS_PAYLOAD") &&
 			got.Status.Phase == slessv1alpha1.JobPhasePending && got.Status.ObservedGeneration == got.Generation, describe(got)
 	})
 	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "bulky-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {

@@ -126,7 +126,7 @@ func TestFunctionJobWaitsForAReadyRevision(t *testing.T) {
 	e.eventually("FunctionNotReady", func() (bool, string) {
 		got := e.get("early")
 		r := condition(got, "Ready")
-		return r.Status == metav1.ConditionFalse && r.Reason == job.ReasonFunctionNotReady && got.Status.Phase == slessv1alpha1.JobPhasePending, describe(got)
+		return r.Status == metav1.ConditionFalse && r.Reason == slessv1alpha1.JobReasonFunctionNotReady && got.Status.Phase == slessv1alpha1.JobPhasePending, describe(got)
 	})
 	fn.Status.LatestReadyRevision, fn.Status.ServingImage = e.serve(fn, newerImage), newerImage
 	if err := e.c.Status().Update(ctx, fn); err != nil {
@@ -151,18 +151,18 @@ func TestWaitReason(t *testing.T) {
 		says string
 	}{
 		{name: "first build failed", status: failed(slessv1alpha1.FunctionStatus{}, "BuildFailed", `step "build-and-push" failed: exit 1`),
-			want: job.ReasonFunctionNotBuilt, says: `has no built image yet: it failed (BuildFailed): step "build-and-push" failed: exit 1`},
+			want: slessv1alpha1.JobReasonFunctionNotBuilt, says: `has no built image yet: it failed (BuildFailed): step "build-and-push" failed: exit 1`},
 		{name: "first revision refused", status: failed(slessv1alpha1.FunctionStatus{Image: image, LatestCreatedRevision: "f-00001"}, "ServiceRejected", "expected 0 <= 900 <= 600"),
-			want: job.ReasonFunctionNotReady, says: "has no ready revision yet: it failed (ServiceRejected): expected 0 <= 900 <= 600"},
+			want: slessv1alpha1.JobReasonFunctionNotReady, says: "has no ready revision yet: it failed (ServiceRejected): expected 0 <= 900 <= 600"},
 		{name: "failed message cut", status: failed(slessv1alpha1.FunctionStatus{}, "BuildFailed", strings.Repeat("é", 2000)),
-			want: job.ReasonFunctionNotBuilt, says: "it failed (BuildFailed): éé"},
-		{name: "nothing built", status: slessv1alpha1.FunctionStatus{}, want: job.ReasonFunctionNotBuilt},
-		{name: "built, no revision ready", status: slessv1alpha1.FunctionStatus{Image: image, LatestCreatedRevision: "f-00001"}, want: job.ReasonFunctionNotReady},
-		{name: "a tag not yet resolved", status: slessv1alpha1.FunctionStatus{Image: "registry.example.com/fn/hello:v1"}, want: job.ReasonFunctionNotBuilt},
+			want: slessv1alpha1.JobReasonFunctionNotBuilt, says: "it failed (BuildFailed): éé"},
+		{name: "nothing built", status: slessv1alpha1.FunctionStatus{}, want: slessv1alpha1.JobReasonFunctionNotBuilt},
+		{name: "built, no revision ready", status: slessv1alpha1.FunctionStatus{Image: image, LatestCreatedRevision: "f-00001"}, want: slessv1alpha1.JobReasonFunctionNotReady},
+		{name: "a tag not yet resolved", status: slessv1alpha1.FunctionStatus{Image: "registry.example.com/fn/hello:v1"}, want: slessv1alpha1.JobReasonFunctionNotBuilt},
 		{name: "ready", status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: image, LatestReadyRevision: "f-00001"}},
 		{name: "newer revision failed, older serves", status: slessv1alpha1.FunctionStatus{Image: newerImage, ServingImage: image, LatestReadyRevision: "f-00001"}},
 		{name: "newer build failed, older serves", status: slessv1alpha1.FunctionStatus{ServingImage: image, LatestReadyRevision: "f-00001"}},
-		{name: "serving image not pinned", status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: "registry.example.com/fn/hello:v1", LatestReadyRevision: "f-00001"}, want: job.ReasonFunctionNotReady},
+		{name: "serving image not pinned", status: slessv1alpha1.FunctionStatus{Image: image, ServingImage: "registry.example.com/fn/hello:v1", LatestReadyRevision: "f-00001"}, want: slessv1alpha1.JobReasonFunctionNotReady},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -44,19 +43,19 @@ func TestQueueTriggerReadyFollowsConsumer(t *testing.T) {
 	c := e.awaitReady("orders", "a rollout that waits for its consumer", func(c metav1.Condition) bool {
 		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "0 of 1 replicas")
 	})
-	if c.Reason != trigger.ReasonConsumerNotAvailable || !strings.Contains(c.Message, "connected to the broker") {
+	if c.Reason != slessv1alpha1.TriggerReasonConsumerNotAvailable || !strings.Contains(c.Message, "connected to the broker") {
 		t.Errorf("consumer not reaching the broker: Ready %+v", c)
 	}
 
 	sim.SetReady(e.ns, consumer, true)
 	e.awaitReady("orders", "consuming", func(c metav1.Condition) bool {
-		return c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming && c.Message == "consuming queue orders"
+		return c.Status == metav1.ConditionTrue && c.Reason == slessv1alpha1.TriggerReasonConsuming && c.Message == "consuming queue orders"
 	})
 
 	// The broker goes away after the rollout: False, not a rollout under way.
 	sim.SetReady(e.ns, consumer, false)
 	e.awaitReady("orders", "the broker lost", func(c metav1.Condition) bool {
-		return c.Status == metav1.ConditionFalse && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
+		return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
 	})
 	sim.SetReady(e.ns, consumer, true)
 	e.awaitReady("orders", "the broker back", func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
@@ -70,7 +69,7 @@ func TestQueueTriggerReadyFollowsConsumer(t *testing.T) {
 	c = e.awaitReady("orders", "the new spec rolling out", func(c metav1.Condition) bool {
 		return c.Status == metav1.ConditionUnknown && strings.Contains(c.Message, "old replicas still run")
 	})
-	if c.Reason != trigger.ReasonConsumerNotAvailable {
+	if c.Reason != slessv1alpha1.TriggerReasonConsumerNotAvailable {
 		t.Errorf("new spec rolling out: Ready %+v", c)
 	}
 	sim.SetReady(e.ns, consumer, true)
@@ -81,11 +80,11 @@ func TestQueueTriggerReadyFollowsConsumer(t *testing.T) {
 	// Disabled: scaled to zero; enabled again, not Ready before its
 	// consumer is.
 	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
-	e.awaitReady("orders", "disabled", func(c metav1.Condition) bool { return c.Reason == trigger.ReasonDisabled })
+	e.awaitReady("orders", "disabled", func(c metav1.Condition) bool { return c.Reason == slessv1alpha1.TriggerReasonDisabled })
 	sim.SetReady(e.ns, consumer, false)
 	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = nil })
 	e.awaitReady("orders", "enabled again, scaling up", func(c metav1.Condition) bool {
-		return c.Status == metav1.ConditionUnknown && c.Reason == trigger.ReasonConsumerNotAvailable
+		return c.Status == metav1.ConditionUnknown && c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable
 	})
 	sim.SetReady(e.ns, consumer, true)
 	e.awaitReady("orders", "enabled again, consuming", func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })

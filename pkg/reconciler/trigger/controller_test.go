@@ -75,7 +75,7 @@ func TestControllerWatches(t *testing.T) {
 	e.create(cronTrigger("nine", "report", "0 9 * * *", "", 60))
 	wait("FunctionNotFound", func() (bool, string) {
 		c := meta.FindStatusCondition(e.get("nine").Status.Conditions, "Ready")
-		return c != nil && c.Reason == trigger.ReasonFunctionNotFound, conditionString(c)
+		return c != nil && c.Reason == slessv1alpha1.TriggerReasonFunctionNotFound, conditionString(c)
 	})
 	e.service("report", "")
 	e.function("report")
@@ -176,11 +176,11 @@ func TestControllerFollowsConsumer(t *testing.T) {
 		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "jobs"},
 	}})
 	wait("a consumer not ready", func(c *metav1.Condition) bool {
-		return c != nil && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
+		return c != nil && c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
 	})
 	sim.SetReady(ns, "jobs-consumer", true)
 	wait("consuming", func(c *metav1.Condition) bool {
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == slessv1alpha1.TriggerReasonConsuming
 	})
 	sim.SetReady(ns, "jobs-consumer", false)
 	wait("the broker lost", func(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionFalse })

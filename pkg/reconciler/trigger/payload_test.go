@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
 func jsonOfSize(n int) *apiextensionsv1.JSON {
@@ -46,8 +45,8 @@ func TestCronPayloadTooLarge(t *testing.T) {
 	e.update("bulky", func(tr *slessv1alpha1.Trigger) { tr.Spec.Payload = jsonOfSize(slessv1alpha1.MaxPayloadBytes + 1) })
 	e.reconcile("bulky")
 	tr := e.get("bulky")
-	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonPayloadTooLarge || !strings.Contains(c.Message, "SLESS_PAYLOAD") {
-		t.Errorf("one byte over: Ready %+v, want False %s", c, trigger.ReasonPayloadTooLarge)
+	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonPayloadTooLarge || !strings.Contains(c.Message, "SLESS_PAYLOAD") {
+		t.Errorf("one byte over: Ready %+v, want False %s", c, slessv1alpha1.TriggerReasonPayloadTooLarge)
 	}
 	if tr.Status.NextScheduleTime != nil || !ptr.Deref(cronJob().Spec.Suspend, false) {
 		t.Errorf("one byte over: next run %v, suspend %v; want none, suspended", tr.Status.NextScheduleTime, cronJob().Spec.Suspend)

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -37,24 +36,16 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 )
 
-// Condition reasons of a Trigger's Ready condition.
+// Reasons of a Trigger's Ready condition, kept here until local mode reads
+// them from the API package, where they live.
 const (
-	ReasonPublic                   = "Public"
-	ReasonScheduled                = "Scheduled"
-	ReasonConsuming                = "Consuming"
-	ReasonDisabled                 = "Disabled"
-	ReasonFunctionNotFound         = "FunctionNotFound"
-	ReasonConnectionSecretNotFound = "ConnectionSecretNotFound"
-	ReasonConsumerNotAvailable     = "ConsumerNotAvailable"
-	ReasonInvalidSchedule          = "InvalidSchedule"
-	ReasonPayloadTooLarge          = "PayloadTooLarge"
-	ReasonCredentialFailed         = "CredentialFailed"
-	ReasonPreWarmFailed            = "PreWarmFailed"
-	ReasonConflict                 = "Conflict"
-	ReasonNoCallerImage            = "NoCallerImage"
-	// ReasonRejected: the apiserver or a webhook (a quota, a policy)
-	// refused a child as the trigger asks for it.
-	ReasonRejected = "Rejected"
+	ReasonPublic               = slessv1alpha1.TriggerReasonPublic
+	ReasonScheduled            = slessv1alpha1.TriggerReasonScheduled
+	ReasonDisabled             = slessv1alpha1.TriggerReasonDisabled
+	ReasonFunctionNotFound     = slessv1alpha1.TriggerReasonFunctionNotFound
+	ReasonConsumerNotAvailable = slessv1alpha1.TriggerReasonConsumerNotAvailable
+	ReasonInvalidSchedule      = slessv1alpha1.TriggerReasonInvalidSchedule
+	ReasonPayloadTooLarge      = slessv1alpha1.TriggerReasonPayloadTooLarge
 )
 
 // connectionRecheck is how often a queue trigger whose connection Secret is
@@ -91,8 +82,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	t.SetDefaults()
 	before := t.Status.DeepCopy()
-	after, err := r.reconcile(ctx, t)
 	t.Status.ObservedGeneration = t.Generation
+	after, err := r.reconcile(ctx, t)
 	if !equality.Semantic.DeepEqual(before, &t.Status) {
 		if uerr := r.Client.Status().Update(ctx, t); uerr != nil && err == nil {
 			return reconcile.Result{}, uerr
@@ -137,10 +128,11 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		// spend each message's retries and dead-letter it, while a paused
 		// one leaves the messages waiting in the queue.
 		t.Status.URL = ""
-		return 0, r.pause(ctx, t, ReasonFunctionNotFound, "Function "+t.Spec.Function+" does not exist: the trigger is paused until it does")
+		t.Status.MarkFunctionNotFound(t.Spec.Function)
+		return 0, r.pause(ctx, t)
 	}
 	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP && r.Config.Image == "" {
-		r.setReady(t, metav1.ConditionFalse, ReasonNoCallerImage, "the controller has no sless image configured (SLESS_IMAGE, --sless-image) to run "+string(t.Spec.Type)+" triggers with")
+		t.Status.MarkNoCallerImage(t.Spec.Type)
 		return 0, nil
 	}
 	switch t.Spec.Type {
@@ -155,11 +147,10 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 }
 
 // pause stops t's children calling (a suspended CronJob, a consumer scaled
-// to zero) and lets go of any pre-warm hold, while t stays Ready False with
-// reason and message until what pauses it is fixed.
-func (r *Reconciler) pause(ctx context.Context, t *slessv1alpha1.Trigger, reason, message string) error {
+// to zero) and lets go of any pre-warm hold, while t stays Ready False, as
+// marked, until what pauses it is fixed.
+func (r *Reconciler) pause(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	t.Status.NextScheduleTime = nil
-	r.setReady(t, metav1.ConditionFalse, reason, message)
 	if err := r.pauseChildren(ctx, t); err != nil {
 		return err
 	}
@@ -171,11 +162,11 @@ func (r *Reconciler) pause(ctx context.Context, t *slessv1alpha1.Trigger, reason
 func (r *Reconciler) reconcileHTTP(t *slessv1alpha1.Trigger) error {
 	if !t.IsEnabled() {
 		t.Status.URL = ""
-		r.setReady(t, metav1.ConditionFalse, ReasonDisabled, "the trigger is disabled: the function is private")
+		t.Status.MarkDisabled(t.Spec.Type)
 		return nil
 	}
 	t.Status.URL = resources.FunctionURL(r.PublicURL, t.Namespace, t.Spec.Function)
-	r.setReady(t, metav1.ConditionTrue, ReasonPublic, "anyone may call the function at its URL")
+	t.Status.MarkPublic()
 	return nil
 }
 
@@ -187,12 +178,14 @@ func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger
 		// an older sless. A CronJob made of an earlier spec would go on
 		// calling on the old schedule while the trigger says it does not:
 		// it is suspended, as for a missing function, until the spec is fixed.
-		return 0, r.pause(ctx, t, ReasonInvalidSchedule, err.Error()+": the trigger is paused until its schedule is fixed")
+		t.Status.MarkInvalidSchedule(err)
+		return 0, r.pause(ctx, t)
 	}
 	if msg := slessv1alpha1.PayloadTooLarge(t.Spec.Payload); msg != "" {
 		// Every run's pod would fail to start; a CronJob of an earlier
 		// payload would go on calling with it. Paused as above.
-		return 0, r.pause(ctx, t, ReasonPayloadTooLarge, msg+": the trigger is paused until it is smaller")
+		t.Status.MarkPayloadTooLarge(msg)
+		return 0, r.pause(ctx, t)
 	}
 	renew, err := r.ensureToken(ctx, t)
 	if err != nil {
@@ -208,14 +201,14 @@ func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger
 	next := sched.Next(now)
 	if t.IsEnabled() {
 		t.Status.NextScheduleTime = &metav1.Time{Time: next}
-		r.setReady(t, metav1.ConditionTrue, ReasonScheduled, "runs on schedule "+t.Spec.Schedule+" ("+timeZone(t)+")")
+		t.Status.MarkScheduled(t.Spec.Schedule, t.Spec.TimeZone)
 	} else {
 		t.Status.NextScheduleTime = nil
-		r.setReady(t, metav1.ConditionFalse, ReasonDisabled, "the trigger is disabled: its CronJob is suspended")
+		t.Status.MarkDisabled(t.Spec.Type)
 	}
 	after, err := r.preWarm(ctx, t, fn, cj, sched, now)
 	if err != nil {
-		r.setReady(t, metav1.ConditionFalse, ReasonPreWarmFailed, err.Error())
+		t.Status.MarkPreWarmFailed(err.Error())
 		return 0, err
 	}
 	return minPositive(after, renew, next.Sub(now)+time.Second), nil
@@ -231,9 +224,8 @@ func (r *Reconciler) reconcileQueue(ctx context.Context, t *slessv1alpha1.Trigge
 	if err := r.ensure(ctx, t, want, d, want.Spec, func() { d.Spec = want.Spec }); err != nil {
 		return 0, err
 	}
-	switch {
-	case !t.IsEnabled():
-		r.setReady(t, metav1.ConditionFalse, ReasonDisabled, "the trigger is disabled: its consumer is scaled to zero, messages wait in the queue")
+	if !t.IsEnabled() {
+		t.Status.MarkDisabled(t.Spec.Type)
 		return renew, nil
 	}
 	conn := &corev1.Secret{}
@@ -245,21 +237,24 @@ func (r *Reconciler) reconcileQueue(ctx context.Context, t *slessv1alpha1.Trigge
 		if !apierrors.IsNotFound(err) {
 			return 0, err
 		}
-		r.setReady(t, metav1.ConditionFalse, ReasonConnectionSecretNotFound, "Secret "+t.Spec.Queue.ConnectionSecret+" (key "+resources.ConnectionURLKey+") does not exist")
+		t.Status.MarkConnectionSecretNotFound(t.Spec.Queue.ConnectionSecret, resources.ConnectionURLKey, false)
 		// User Secrets are not watched (the cache holds only sless's own).
 		return minPositive(renew, connectionRecheck), nil
 	}
 	if _, ok := conn.Data[resources.ConnectionURLKey]; !ok {
-		r.setReady(t, metav1.ConditionFalse, ReasonConnectionSecretNotFound, "Secret "+t.Spec.Queue.ConnectionSecret+" has no key "+resources.ConnectionURLKey)
+		t.Status.MarkConnectionSecretNotFound(t.Spec.Queue.ConnectionSecret, resources.ConnectionURLKey, true)
 		return minPositive(renew, connectionRecheck), nil
 	}
 	// The Deployment's status events bring the trigger back (Owns), so a
 	// consumer that connects, or loses its broker, shows without a requeue.
-	if s, msg := consumerReadiness(d, t.Spec.Queue.Queue); s != metav1.ConditionTrue {
-		r.setReady(t, s, ReasonConsumerNotAvailable, msg)
-		return renew, nil
+	switch s, msg := consumerReadiness(d, t.Spec.Queue.Queue); s {
+	case metav1.ConditionFalse:
+		t.Status.MarkConsumerFailed(msg)
+	case metav1.ConditionUnknown:
+		t.Status.MarkConsumerStarting(msg)
+	default:
+		t.Status.MarkConsuming(t.Spec.Queue.Queue)
 	}
-	r.setReady(t, metav1.ConditionTrue, ReasonConsuming, "consuming queue "+t.Spec.Queue.Queue)
 	return renew, nil
 }
 
@@ -305,9 +300,8 @@ func (r *Reconciler) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want,
 		return err
 	}
 	if !metav1.IsControlledBy(got, t) {
-		msg := fmt.Sprintf("%s %s exists and is not owned by this trigger", kindOf(got), got.GetName())
-		r.setReady(t, metav1.ConditionFalse, ReasonConflict, msg)
-		return reconcile.TerminalError(errors.New(msg))
+		t.Status.MarkConflict(kindOf(got), got.GetName())
+		return reconcile.TerminalError(fmt.Errorf("%s %s exists and is not owned by this trigger", kindOf(got), got.GetName()))
 	}
 	if got.GetAnnotations()[SpecHashAnnotation] == hash {
 		return nil
@@ -347,9 +341,8 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 	now := r.now()
 	if err == nil {
 		if !metav1.IsControlledBy(s, t) {
-			msg := "Secret " + s.Name + " exists and is not owned by this trigger"
-			r.setReady(t, metav1.ConditionFalse, ReasonConflict, msg)
-			return 0, reconcile.TerminalError(errors.New(msg))
+			t.Status.MarkConflict("Secret", s.Name)
+			return 0, reconcile.TerminalError(errors.New("Secret " + s.Name + " exists and is not owned by this trigger"))
 		}
 		exp, perr := time.Parse(time.RFC3339, s.Annotations[resources.ExpiresAnnotation])
 		renewAt := exp.Add(-DefaultTokenLifetime / 4)
@@ -359,12 +352,12 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 		}
 	}
 	if r.Tokens == nil {
-		r.setReady(t, metav1.ConditionFalse, ReasonCredentialFailed, "the controller has no signing key for trigger credentials")
+		t.Status.MarkCredentialFailed("the controller has no signing key for trigger credentials")
 		return 0, reconcile.TerminalError(errors.New("no TokenIssuer configured"))
 	}
 	token, exp, ierr := r.Tokens.IssueTriggerToken(t)
 	if ierr != nil {
-		r.setReady(t, metav1.ConditionFalse, ReasonCredentialFailed, ierr.Error())
+		t.Status.MarkCredentialFailed(ierr.Error())
 		return 0, ierr
 	}
 	want := resources.MakeTokenSecret(t, token, metav1.NewTime(exp))
@@ -387,7 +380,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) 
 // as it is, so the write is retried with backoff.
 func (r *Reconciler) rejected(t *slessv1alpha1.Trigger, child client.Object, err error) error {
 	if adapter.Rejected(err) {
-		r.setReady(t, metav1.ConditionFalse, ReasonRejected, fmt.Sprintf("%s %s was refused: %v", kindOf(child), child.GetName(), err))
+		t.Status.MarkRejected(kindOf(child), child.GetName(), err)
 	}
 	return err
 }
@@ -483,12 +476,6 @@ func (r *Reconciler) removeOthers(ctx context.Context, t *slessv1alpha1.Trigger)
 	return nil
 }
 
-func (r *Reconciler) setReady(t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
-		Type: slessv1alpha1.TriggerConditionReady, Status: s, Reason: reason, Message: msg, ObservedGeneration: t.Generation,
-	})
-}
-
 // finalize restores the min-scale a deleted trigger was holding.
 func (r *Reconciler) finalize(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if !controllerutil.ContainsFinalizer(t, PreWarmFinalizer) {
@@ -520,13 +507,6 @@ func Schedule(spec, tz string) (cron.Schedule, error) {
 		ss.Location = loc
 	}
 	return s, nil
-}
-
-func timeZone(t *slessv1alpha1.Trigger) string {
-	if t.Spec.TimeZone == "" {
-		return "UTC"
-	}
-	return t.Spec.TimeZone
 }
 
 func minPositive(ds ...time.Duration) time.Duration {

@@ -255,7 +255,7 @@ func TestCronTriggerCronJob(t *testing.T) {
 	}
 
 	// Status: Ready, next run at 02:30 Berlin (01:30 UTC) tomorrow.
-	if c := ready(tr); c.Status != metav1.ConditionTrue || c.Reason != trigger.ReasonScheduled {
+	if c := ready(tr); c.Status != metav1.ConditionTrue || c.Reason != slessv1alpha1.TriggerReasonScheduled {
 		t.Errorf("Ready %+v", c)
 	}
 	if want := time.Date(2026, 12, 3, 1, 30, 0, 0, time.UTC); tr.Status.NextScheduleTime == nil || !tr.Status.NextScheduleTime.Time.Equal(want) {
@@ -281,7 +281,7 @@ func TestCronTriggerCronJob(t *testing.T) {
 		t.Errorf("disabled trigger: CronJob not suspended")
 	}
 	tr = e.get("nightly")
-	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonDisabled || tr.Status.NextScheduleTime != nil {
+	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonDisabled || tr.Status.NextScheduleTime != nil {
 		t.Errorf("disabled: Ready %+v next %v", c, tr.Status.NextScheduleTime)
 	}
 	// Enabled again: resumed.
@@ -358,7 +358,7 @@ func TestHTTPTrigger(t *testing.T) {
 	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: slessv1alpha1.TriggerSpec{Function: "site", Type: slessv1alpha1.TriggerTypeHTTP}})
 	e.reconcile("web")
 	tr := e.get("web")
-	if c := ready(tr); c.Reason != trigger.ReasonFunctionNotFound || tr.Status.URL != "" {
+	if c := ready(tr); c.Reason != slessv1alpha1.TriggerReasonFunctionNotFound || tr.Status.URL != "" {
 		t.Errorf("missing function: Ready %+v url %q", c, tr.Status.URL)
 	}
 	e.function("site")
@@ -370,7 +370,7 @@ func TestHTTPTrigger(t *testing.T) {
 	e.update("web", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
 	e.reconcile("web")
 	tr = e.get("web")
-	if c := ready(tr); c.Reason != trigger.ReasonDisabled || tr.Status.URL != "" {
+	if c := ready(tr); c.Reason != slessv1alpha1.TriggerReasonDisabled || tr.Status.URL != "" {
 		t.Errorf("disabled: Ready %+v url %q", c, tr.Status.URL)
 	}
 	if tr.Status.ObservedGeneration != tr.Generation {
@@ -392,7 +392,7 @@ func TestQueueTriggerDeployment(t *testing.T) {
 	}})
 	res := e.reconcile("orders")
 	tr := e.get("orders")
-	if c := ready(tr); c.Reason != trigger.ReasonConnectionSecretNotFound || res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
+	if c := ready(tr); c.Reason != slessv1alpha1.TriggerReasonConnectionSecretNotFound || res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
 		t.Errorf("missing connection Secret: Ready %+v, requeue after %v", c, res.RequeueAfter)
 	}
 	d := &appsv1.Deployment{}
@@ -412,11 +412,11 @@ func TestQueueTriggerDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.awaitReady("orders", "no ready consumer", func(c metav1.Condition) bool {
-		return c.Status != metav1.ConditionTrue && c.Reason == trigger.ReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
+		return c.Status != metav1.ConditionTrue && c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable && strings.Contains(c.Message, "0 of 1 replicas")
 	})
 	sim.SetReady(e.ns, "orders-consumer", true)
 	e.awaitReady("orders", "consuming", func(c metav1.Condition) bool {
-		return c.Status == metav1.ConditionTrue && c.Reason == trigger.ReasonConsuming
+		return c.Status == metav1.ConditionTrue && c.Reason == slessv1alpha1.TriggerReasonConsuming
 	})
 	// Disabled: scaled to zero, kept.
 	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
@@ -425,7 +425,7 @@ func TestQueueTriggerDeployment(t *testing.T) {
 	if ptr.Deref(d.Spec.Replicas, -1) != 0 {
 		t.Errorf("disabled queue trigger: replicas %v", d.Spec.Replicas)
 	}
-	if c := ready(e.get("orders")); c.Reason != trigger.ReasonDisabled {
+	if c := ready(e.get("orders")); c.Reason != slessv1alpha1.TriggerReasonDisabled {
 		t.Errorf("disabled: Ready %+v", c)
 	}
 }
@@ -443,7 +443,7 @@ func TestTriggerRefusesForeignChildren(t *testing.T) {
 	if err == nil {
 		t.Fatal("reconcile took over a Secret it does not own")
 	}
-	if c := ready(e.get("x")); c.Reason != trigger.ReasonConflict {
+	if c := ready(e.get("x")); c.Reason != slessv1alpha1.TriggerReasonConflict {
 		t.Errorf("Ready %+v, want Conflict", c)
 	}
 	_ = e.c.Get(ctx, client.ObjectKeyFromObject(foreign), foreign)
@@ -563,7 +563,7 @@ func TestTriggerPausedWhileFunctionMissing(t *testing.T) {
 			}
 			e.reconcile("tr")
 			tr := e.get("tr")
-			if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonFunctionNotFound {
+			if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonFunctionNotFound {
 				t.Errorf("function gone: Ready %+v", c)
 			}
 			if tr.Status.NextScheduleTime != nil {
@@ -583,7 +583,7 @@ func TestTriggerPausedWhileFunctionMissing(t *testing.T) {
 			if got := tc.calling(child()); got != enabled {
 				t.Errorf("function back: calling %v, want %v", got, enabled)
 			}
-			if c := ready(e.get("tr")); c.Reason == trigger.ReasonFunctionNotFound {
+			if c := ready(e.get("tr")); c.Reason == slessv1alpha1.TriggerReasonFunctionNotFound {
 				t.Errorf("function back: Ready %+v", c)
 			}
 		})
@@ -671,10 +671,10 @@ func TestTriggerRejectedChild(t *testing.T) {
 			}
 			tr := e.get("nightly")
 			c := ready(tr)
-			if c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonRejected || !strings.Contains(c.Message, tc.child) ||
+			if c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonRejected || !strings.Contains(c.Message, tc.child) ||
 				!strings.Contains(c.Message, tc.refusal.Message) || c.ObservedGeneration != tr.Generation || tr.Status.ObservedGeneration != tr.Generation {
 				t.Errorf("Ready %+v (observed generation %d of %d), want False %s naming %s and the refusal %q",
-					c, tr.Status.ObservedGeneration, tr.Generation, trigger.ReasonRejected, tc.child, tc.refusal.Message)
+					c, tr.Status.ObservedGeneration, tr.Generation, slessv1alpha1.TriggerReasonRejected, tc.child, tc.refusal.Message)
 			}
 		})
 	}
@@ -706,7 +706,7 @@ func TestInvalidSchedulePausesTheCronJob(t *testing.T) {
 	e.update("nightly", func(tr *slessv1alpha1.Trigger) { tr.Spec.TimeZone = "Mars/Olympus_Mons" })
 	e.reconcile("nightly")
 	tr := e.get("nightly")
-	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonInvalidSchedule || c.ObservedGeneration != tr.Generation {
+	if c := ready(tr); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonInvalidSchedule || c.ObservedGeneration != tr.Generation {
 		t.Errorf("unknown time zone: Ready %+v, want False InvalidSchedule of generation %d", c, tr.Generation)
 	}
 	if tr.Status.NextScheduleTime != nil {
