@@ -154,14 +154,6 @@ func (r *Runs) TriggerReconciler() reconcile.Reconciler { return reconcile.Func(
 // JobReconciler starts a FunctionJob's run when its runID changes.
 func (r *Runs) JobReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileJob) }
 
-// Ready reasons of queue Triggers in local mode.
-const (
-	// ReasonQueueNotSupported: sless dev was started without a broker.
-	ReasonQueueNotSupported = "QueueNotSupportedLocally"
-	ReasonConsuming         = "Consuming"
-	ReasonInvalidQueue      = "InvalidQueue"
-)
-
 // consumerRestart is how long a consumer that stopped on an error no retry
 // mends (access refused) stays stopped before it is made again, as a
 // kubelet restarts the crashed consumer of a cluster after 10 s at first.
@@ -174,8 +166,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 	if r.Broker == "" {
 		r.stopConsuming(key)
 		// Say so rather than look Ready: nothing consumes the queue.
-		return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonQueueNotSupported,
-			"sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)", nil, "")
+		return r.triggerStatus(ctx, t, (*slessv1alpha1.TriggerStatus).MarkQueueNotSupported, nil, "")
 	}
 	t = t.DeepCopy()
 	t.SetDefaults()
@@ -201,7 +192,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		r.stopConsuming(key)
 		c, err := queue.New(cfg)
 		if err != nil {
-			return r.triggerStatus(ctx, t, metav1.ConditionFalse, ReasonInvalidQueue, err.Error(), nil, "")
+			return r.triggerStatus(ctx, t, func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidQueue(err) }, nil, "")
 		}
 		cctx, cancel := context.WithCancel(context.Background())
 		e = &queueEntry{hash: hash, stop: cancel, consumer: c, started: make(chan struct{}), done: make(chan struct{})}
@@ -237,35 +228,38 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		}()
 		go r.followConsumer(cctx, key, e)
 	}
-	s, reason, msg := consumerCondition(e, q.Queue)
-	return r.triggerStatus(ctx, t, s, reason, msg, nil, "")
+	return r.triggerStatus(ctx, t, consumerCondition(e, q.Queue), nil, "")
 }
 
-// consumerCondition is the trigger's Ready condition from its consumer's
-// state, with the cluster's reasons: Consuming, else ConsumerNotAvailable,
-// Unknown while it starts or connects and False with the error that keeps
-// it from consuming.
-func consumerCondition(e *queueEntry, q string) (metav1.ConditionStatus, string, string) {
+// consumerCondition marks the trigger's Ready condition from its consumer's
+// state, as on a cluster: Consuming, else ConsumerNotAvailable, Unknown
+// while it starts or connects and False with the error that keeps it from
+// consuming.
+func consumerCondition(e *queueEntry, q string) func(*slessv1alpha1.TriggerStatus) {
 	select {
 	case <-e.started:
 	case <-e.after:
 		// Drained; this one starts at once.
 	default:
 		if e.after != nil {
-			return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable,
-				"waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q
+			return func(st *slessv1alpha1.TriggerStatus) {
+				st.MarkConsumerStarting("waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q)
+			}
 		}
 	}
 	s, _ := e.consumer.State()
-	switch {
-	case s.Ready():
-		return metav1.ConditionTrue, ReasonConsuming, "consuming queue " + q
-	case s.Err != nil:
-		return metav1.ConditionFalse, trigger.ReasonConsumerNotAvailable, s.Reason(q)
-	case s.Stopped:
-		return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable, "the consumer of queue " + q + " is stopping"
+	return func(st *slessv1alpha1.TriggerStatus) {
+		switch {
+		case s.Ready():
+			st.MarkConsuming(q)
+		case s.Err != nil:
+			st.MarkConsumerFailed(s.Reason(q))
+		case s.Stopped:
+			st.MarkConsumerStarting("the consumer of queue " + q + " is stopping")
+		default:
+			st.MarkConsumerStarting(s.Reason(q))
+		}
 	}
-	return metav1.ConditionUnknown, trigger.ReasonConsumerNotAvailable, s.Reason(q)
 }
 
 // followConsumer writes the trigger's Ready condition at each change of
@@ -293,8 +287,7 @@ func (r *Runs) followConsumer(ctx context.Context, key types.NamespacedName, e *
 			if err := r.store.Get(ctx, key, t); err != nil || t.Spec.Queue == nil || !t.IsEnabled() {
 				return client0(err)
 			}
-			s, reason, msg := consumerCondition(e, t.Spec.Queue.Queue)
-			return r.writeTriggerStatus(ctx, t, s, reason, msg, nil, "")
+			return r.writeTriggerStatus(ctx, t, consumerCondition(e, t.Spec.Queue.Queue), nil, "")
 		})
 		if err != nil && ctx.Err() == nil {
 			r.Logger.Warn("queue trigger status not written", "trigger", key.String(), "error", err)
@@ -387,21 +380,20 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		// no run fails against it and no message spends its retries.
 		r.stopConsuming(key)
 		r.unschedule(key)
-		return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonFunctionNotFound,
-			"Function "+t.Spec.Function+" does not exist: the trigger is paused until it does", nil, "")
+		return recheck, r.triggerStatus(ctx, t, functionNotFound(t), nil, "")
 	}
 	switch t.Spec.Type {
 	case slessv1alpha1.TriggerTypeHTTP:
 		if !t.IsEnabled() {
-			return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonDisabled, "the trigger is disabled: the function is private", nil, "")
+			return recheck, r.triggerStatus(ctx, t, disabled(t), nil, "")
 		}
 		// The function's own status.url is the invoke path under sless
 		// dev's base URL, which is what the trigger makes public; it is
 		// empty until the function first serves, and the recheck fills it.
-		return recheck, r.triggerStatus(ctx, t, metav1.ConditionTrue, trigger.ReasonPublic, "anyone may call the function at its URL", nil, fn.Status.URL)
+		return recheck, r.triggerStatus(ctx, t, (*slessv1alpha1.TriggerStatus).MarkPublic, nil, fn.Status.URL)
 	case slessv1alpha1.TriggerTypeQueue:
 		if !t.IsEnabled() {
-			return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonDisabled, "the trigger is disabled: messages wait in the queue", nil, "")
+			return recheck, r.triggerStatus(ctx, t, disabled(t), nil, "")
 		}
 		return recheck, r.consume(ctx, key, t)
 	case slessv1alpha1.TriggerTypeCron:
@@ -409,18 +401,18 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		return reconcile.Result{}, fmt.Errorf("unknown trigger type %q", t.Spec.Type)
 	}
 	if !t.IsEnabled() {
-		return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonDisabled, "the trigger is disabled: it is not scheduled", nil, "")
+		return recheck, r.triggerStatus(ctx, t, disabled(t), nil, "")
 	}
 	sched, err := trigger.Schedule(t.Spec.Schedule, t.Spec.TimeZone)
 	if err != nil {
 		r.unschedule(key)
-		return reconcile.Result{}, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonInvalidSchedule, err.Error(), nil, "")
+		return reconcile.Result{}, r.triggerStatus(ctx, t, func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidSchedule(err) }, nil, "")
 	}
 	if msg := slessv1alpha1.PayloadTooLarge(t.Spec.Payload); msg != "" {
 		// A call could carry it here, but the same trigger on a cluster
 		// could not: refused alike, so what works locally deploys.
 		r.unschedule(key)
-		return recheck, r.triggerStatus(ctx, t, metav1.ConditionFalse, trigger.ReasonPayloadTooLarge, msg+": the trigger is paused until it is smaller", nil, "")
+		return recheck, r.triggerStatus(ctx, t, func(s *slessv1alpha1.TriggerStatus) { s.MarkPayloadTooLarge(msg) }, nil, "")
 	}
 	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy(), t.Spec.StartingDeadlineSeconds})
 	hash := string(raw)
@@ -450,12 +442,9 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		go r.schedule(key, t.DeepCopy(), sched, e, e.stop)
 	}
 	r.mu.Unlock()
-	tz := t.Spec.TimeZone
-	if tz == "" {
-		tz = "UTC"
-	}
 	next := metav1.NewTime(sched.Next(r.now()).UTC())
-	return recheck, r.triggerStatus(ctx, t, metav1.ConditionTrue, trigger.ReasonScheduled, "runs on schedule "+t.Spec.Schedule+" ("+tz+")", &next, "")
+	scheduled := func(s *slessv1alpha1.TriggerStatus) { s.MarkScheduled(t.Spec.Schedule, t.Spec.TimeZone) }
+	return recheck, r.triggerStatus(ctx, t, scheduled, &next, "")
 }
 
 // unschedule stops the trigger's schedule. Its runs in flight go on and
@@ -487,10 +476,10 @@ func (r *Runs) runEnded(key types.NamespacedName, e *cronEntry) {
 	}
 }
 
-// triggerStatus writes the Ready condition, next run time and URL, only
-// when they change.
-func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time, url string) error {
-	err := r.writeTriggerStatus(ctx, t, s, reason, msg, next, url)
+// triggerStatus writes the Ready condition as mark says, the next run time
+// and the URL, only when they change.
+func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, mark func(*slessv1alpha1.TriggerStatus), next *metav1.Time, url string) error {
+	err := r.writeTriggerStatus(ctx, t, mark, next, url)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // a newer version is queued already
 	}
@@ -499,13 +488,12 @@ func (r *Runs) triggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s me
 
 // writeTriggerStatus is triggerStatus that returns a conflict, for writers
 // no reconcile follows up on.
-func (r *Runs) writeTriggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, s metav1.ConditionStatus, reason, msg string, next *metav1.Time, url string) error {
+func (r *Runs) writeTriggerStatus(ctx context.Context, t *slessv1alpha1.Trigger, mark func(*slessv1alpha1.TriggerStatus), next *metav1.Time, url string) error {
 	before := t.Status.DeepCopy()
 	t.Status.ObservedGeneration = t.Generation
 	t.Status.NextScheduleTime = next
 	t.Status.URL = url
-	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: slessv1alpha1.TriggerConditionReady, Status: s,
-		Reason: reason, Message: msg, ObservedGeneration: t.Generation})
+	mark(&t.Status)
 	if equalJSON(before, &t.Status) {
 		return nil
 	}
@@ -656,8 +644,7 @@ func (r *Runs) cronRun(ctx context.Context, key types.NamespacedName, t *slessv1
 		// already did).
 		cur := &slessv1alpha1.Trigger{}
 		if r.store.Get(ctx, key, cur) == nil {
-			_ = r.triggerStatus(ctx, cur, metav1.ConditionFalse, trigger.ReasonFunctionNotFound,
-				"Function "+cur.Spec.Function+" does not exist: the trigger is paused until it does", nil, "")
+			_ = r.triggerStatus(ctx, cur, functionNotFound(cur), nil, "")
 		}
 		return
 	}
@@ -766,6 +753,7 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	}
 	st := &fj.Status
 	before := st.DeepCopy()
+	st.ObservedGeneration = fj.Generation
 	// Every path ends here, so observedGeneration follows any change of the
 	// spec, also one that starts nothing.
 	write := func(res reconcile.Result) (reconcile.Result, error) {
@@ -778,9 +766,7 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	if fj.Spec.RunID == 0 {
 		// As on a cluster: 0 runs nothing and does not cut a run in flight
 		// off; that run is still recorded, its outcome no longer shown.
-		*st = slessv1alpha1.FunctionJobStatus{Phase: slessv1alpha1.JobPhaseIdle, Conditions: st.Conditions}
-		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonIdle, "runID is 0: nothing runs")
+		st.MarkIdle()
 		return write(reconcile.Result{})
 	}
 	r.mu.Lock()
@@ -798,9 +784,8 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		// outcome. As a cluster does for a Job deleted mid-run, the run is
 		// lost, not started again: that would run the same runID twice.
 		now := metav1.NewTime(r.now().UTC())
-		st.Phase, st.CompletionTime = slessv1alpha1.JobPhaseFailed, &now
-		st.Message = "the run was lost: sless dev stopped while it ran, before its outcome was written; set a new runID to run again"
-		setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonJobGone, st.Message)
+		st.CompletionTime = &now
+		st.MarkRunLost("sless dev stopped while it ran, before its outcome was written")
 		res, err := write(reconcile.Result{})
 		if err == nil && !equalJSON(before, st) {
 			rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Revision: st.Revision, Trigger: invoke.TriggerJob,
@@ -814,16 +799,11 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 		}
 		return res, err
 	}
-	if st.RunID != fj.Spec.RunID {
-		// A new run: nothing of the last one describes it.
-		*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhasePending}
-		meta.RemoveStatusCondition(&st.Conditions, slessv1alpha1.JobConditionComplete)
-	}
+	st.BeginRun(fj.Spec.RunID)
 	// As on a cluster: a payload the run's environment cannot hold waits
 	// for a smaller one instead of failing to start.
 	if msg := slessv1alpha1.PayloadTooLarge(fj.Spec.Payload); msg != "" {
-		st.Phase = slessv1alpha1.JobPhasePending
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonPayloadTooLarge, msg)
+		st.MarkPayloadTooLarge(msg)
 		return write(reconcile.Result{})
 	}
 	fn := &slessv1alpha1.Function{}
@@ -835,13 +815,13 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	// function exists and is built.
 	wait := reconcile.Result{RequeueAfter: functionRecheck}
 	if err != nil {
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotFound, "Function "+fj.Spec.Function+" does not exist")
+		st.MarkFunctionNotFound(fj.Spec.Function)
 		return write(wait)
 	}
 	// The run executes the serving revision's code, as on a cluster: not
 	// status.image while a newer revision starts or after it failed.
 	if reason, message := jobrec.WaitReason(fn); reason != "" {
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, reason, message)
+		st.MarkFunctionNotRunnable(reason, message)
 		return write(wait)
 	}
 	// Its env and timeout are that revision's too, not the spec's, which
@@ -850,8 +830,7 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	if !ok {
 		// The status names a revision the server no longer serves (a newer
 		// one took over and the status has yet to say so): look again.
-		setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionFalse, jobrec.ReasonFunctionNotReady,
-			"revision "+fn.Status.LatestReadyRevision+" of Function "+fn.Name+" does not serve")
+		st.MarkRevisionNotServing(fn.Name, fn.Status.LatestReadyRevision)
 		return write(wait)
 	}
 	if running {
@@ -862,8 +841,8 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhaseRunning,
 		JobName: jobnames.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation,
 		Revision: fn.Status.LatestReadyRevision}
-	setJobCondition(fj, slessv1alpha1.JobConditionReady, metav1.ConditionTrue, jobrec.ReasonJobCreated, fmt.Sprintf("run %d runs in process", fj.Spec.RunID))
-	setJobCondition(fj, slessv1alpha1.JobConditionComplete, metav1.ConditionUnknown, jobrec.ReasonRunning, "the function runs")
+	st.MarkRunCreated("sless dev's process")
+	st.MarkRunRunning()
 	// Marked in progress before Running is written, so no reconcile reads
 	// Running without it and takes the run for a lost one; counted in wg
 	// before too, so Close, once Running can be read, waits for the run.
@@ -938,17 +917,14 @@ func (r *Runs) runJob(key types.NamespacedName, fj *slessv1alpha1.FunctionJob, r
 		}
 		done := metav1.NewTime(r.now().UTC())
 		code := int32(exit)
-		cur.Status.CompletionTime, cur.Status.ExitCode, cur.Status.Output, cur.Status.Message = &done, &code, out, msg
+		cur.Status.CompletionTime, cur.Status.ExitCode, cur.Status.Output = &done, &code, out
 		switch {
 		case exit == 0:
-			cur.Status.Phase = slessv1alpha1.JobPhaseSucceeded
-			setJobCondition(cur, slessv1alpha1.JobConditionComplete, metav1.ConditionTrue, jobrec.ReasonSucceeded, "the run succeeded")
+			cur.Status.MarkRunSucceeded()
 		case late:
-			cur.Status.Phase = slessv1alpha1.JobPhaseFailed
-			setJobCondition(cur, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonDeadlineExceeded, msg)
+			cur.Status.MarkRunTimedOut(msg)
 		default:
-			cur.Status.Phase = slessv1alpha1.JobPhaseFailed
-			setJobCondition(cur, slessv1alpha1.JobConditionComplete, metav1.ConditionFalse, jobrec.ReasonFailed, msg)
+			cur.Status.MarkRunFailed(msg)
 		}
 		return r.store.Status().Update(ctx, cur)
 	})
@@ -1055,8 +1031,14 @@ func readTermination(path string) []byte {
 	return b
 }
 
-func setJobCondition(fj *slessv1alpha1.FunctionJob, typ string, s metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&fj.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: fj.Generation})
+// functionNotFound marks t paused for its missing function.
+func functionNotFound(t *slessv1alpha1.Trigger) func(*slessv1alpha1.TriggerStatus) {
+	return func(s *slessv1alpha1.TriggerStatus) { s.MarkFunctionNotFound(t.Spec.Function) }
+}
+
+// disabled marks t disabled.
+func disabled(t *slessv1alpha1.Trigger) func(*slessv1alpha1.TriggerStatus) {
+	return func(s *slessv1alpha1.TriggerStatus) { s.MarkDisabled(t.Spec.Type) }
 }
 
 func (r *Runs) jobStatus(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {
