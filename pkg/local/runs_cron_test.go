@@ -251,8 +251,8 @@ func TestCronPayloadLimitLocally(t *testing.T) {
 		status metav1.ConditionStatus
 		reason string
 	}{
-		{name: "at-the-limit", size: slessv1alpha1.MaxPayloadBytes, status: metav1.ConditionTrue, reason: trigger.ReasonScheduled},
-		{name: "one-byte-over", size: slessv1alpha1.MaxPayloadBytes + 1, status: metav1.ConditionFalse, reason: trigger.ReasonPayloadTooLarge},
+		{name: "at-the-limit", size: slessv1alpha1.MaxPayloadBytes, status: metav1.ConditionTrue, reason: slessv1alpha1.TriggerReasonScheduled},
+		{name: "one-byte-over", size: slessv1alpha1.MaxPayloadBytes + 1, status: metav1.ConditionFalse, reason: slessv1alpha1.TriggerReasonPayloadTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -19,7 +19,6 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
-	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
 )
 
 // A FunctionJob in local mode reports as docs/triggers.md says and the
@@ -120,8 +119,8 @@ def handler(event, context):
 		create(t, "orphan", "nope", 1, `{}`, nil)
 		j := await(t, "orphan", func(j *slessv1alpha1.FunctionJob) bool { return j.Status.RunID == 1 })
 		if c := cond(j, slessv1alpha1.JobConditionReady); j.Status.Phase != slessv1alpha1.JobPhasePending ||
-			c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonFunctionNotFound {
-			t.Errorf("phase %s, Ready %s/%s; want Pending, False/%s", j.Status.Phase, c.Status, c.Reason, jobrec.ReasonFunctionNotFound)
+			c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.JobReasonFunctionNotFound {
+			t.Errorf("phase %s, Ready %s/%s; want Pending, False/%s", j.Status.Phase, c.Status, c.Reason, slessv1alpha1.JobReasonFunctionNotFound)
 		}
 	})
 
@@ -143,7 +142,7 @@ def handler(event, context):
 		if rec := record(t, want); j.Status.Revision == "" || j.Status.Revision != rec.Revision {
 			t.Errorf("status.revision %q, record's revision %q; want the same, set", j.Status.Revision, rec.Revision)
 		}
-		if c := cond(j, slessv1alpha1.JobConditionComplete); c.Status != metav1.ConditionTrue || c.Reason != jobrec.ReasonSucceeded {
+		if c := cond(j, slessv1alpha1.JobConditionComplete); c.Status != metav1.ConditionTrue || c.Reason != slessv1alpha1.JobReasonSucceeded {
 			t.Errorf("Complete %s/%s", c.Status, c.Reason)
 		}
 	})
@@ -152,8 +151,8 @@ def handler(event, context):
 		create(t, "slow", "calc", 1, `{"sleep": 30}`, ptr.To[int32](1))
 		j := await(t, "slow", finished(1))
 		if c := cond(j, slessv1alpha1.JobConditionComplete); j.Status.Phase != slessv1alpha1.JobPhaseFailed ||
-			c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonDeadlineExceeded {
-			t.Errorf("phase %s, Complete %s/%s (%s); want Failed, False/%s", j.Status.Phase, c.Status, c.Reason, c.Message, jobrec.ReasonDeadlineExceeded)
+			c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.JobReasonDeadlineExceeded {
+			t.Errorf("phase %s, Complete %s/%s (%s); want Failed, False/%s", j.Status.Phase, c.Status, c.Reason, c.Message, slessv1alpha1.JobReasonDeadlineExceeded)
 		}
 		if c := cond(j, slessv1alpha1.JobConditionComplete); !strings.Contains(c.Message, "function exceeded its timeout of 1s") {
 			t.Errorf("Complete message %q does not name the timeout", c.Message)
@@ -177,9 +176,9 @@ def handler(event, context):
 			create(t, "fails-"+tc.fail, "calc", 1, `{"fail": "`+tc.fail+`"}`, nil)
 			j := await(t, "fails-"+tc.fail, finished(1))
 			c := cond(j, slessv1alpha1.JobConditionComplete)
-			if j.Status.Phase != slessv1alpha1.JobPhaseFailed || c.Status != metav1.ConditionFalse || c.Reason != jobrec.ReasonFailed ||
+			if j.Status.Phase != slessv1alpha1.JobPhaseFailed || c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.JobReasonFailed ||
 				c.Message != tc.message || j.Status.Message != tc.message {
-				t.Errorf("phase %s, Complete %s/%s %q, message %q; want Failed, False/%s %q", j.Status.Phase, c.Status, c.Reason, c.Message, j.Status.Message, jobrec.ReasonFailed, tc.message)
+				t.Errorf("phase %s, Complete %s/%s %q, message %q; want Failed, False/%s %q", j.Status.Phase, c.Status, c.Reason, c.Message, j.Status.Message, slessv1alpha1.JobReasonFailed, tc.message)
 			}
 			if rec := record(t, "job-"+string(j.UID)+"-1"); rec.Status != 500 || rec.Error != tc.message {
 				t.Errorf("record status %d error %q, want 500 %q", rec.Status, rec.Error, tc.message)
@@ -207,8 +206,8 @@ def handler(event, context):
 		}
 		j = await(t, "rid", func(j *slessv1alpha1.FunctionJob) bool { return j.Status.ObservedGeneration == j.Generation })
 		if c := cond(j, slessv1alpha1.JobConditionReady); j.Status.Phase != slessv1alpha1.JobPhaseIdle || j.Status.RunID != 0 ||
-			j.Status.Output != "" || c.Status != metav1.ConditionTrue || c.Reason != jobrec.ReasonIdle {
-			t.Errorf("status %+v; want Idle, run 0, Ready True/%s", j.Status, jobrec.ReasonIdle)
+			j.Status.Output != "" || c.Status != metav1.ConditionTrue || c.Reason != slessv1alpha1.JobReasonIdle {
+			t.Errorf("status %+v; want Idle, run 0, Ready True/%s", j.Status, slessv1alpha1.JobReasonIdle)
 		}
 		if c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete); c != nil {
 			t.Errorf("Complete %+v kept for no run", c)
@@ -288,8 +287,8 @@ def handler(event, context):
 	}
 	c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete)
 	if j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 137 || c == nil ||
-		c.Reason != jobrec.ReasonFailed || !strings.Contains(c.Message, "sless dev shut down while it ran") {
-		t.Errorf("status %+v; want Failed, exit code 137, Complete False/%s saying sless dev stopped", j.Status, jobrec.ReasonFailed)
+		c.Reason != slessv1alpha1.JobReasonFailed || !strings.Contains(c.Message, "sless dev shut down while it ran") {
+		t.Errorf("status %+v; want Failed, exit code 137, Complete False/%s saying sless dev stopped", j.Status, slessv1alpha1.JobReasonFailed)
 	}
 }
 
@@ -326,8 +325,8 @@ func TestFunctionJobLostWithSlessDev(t *testing.T) {
 	}
 	c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete)
 	if j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.RunID != 7 || !j.Status.StartTime.Equal(&started) ||
-		j.Status.CompletionTime == nil || c == nil || c.Reason != jobrec.ReasonJobGone || !strings.Contains(j.Status.Message, "set a new runID") {
-		t.Errorf("status %+v; want Failed, Complete False/%s, the start kept", j.Status, jobrec.ReasonJobGone)
+		j.Status.CompletionTime == nil || c == nil || c.Reason != slessv1alpha1.JobReasonJobGone || !strings.Contains(j.Status.Message, "set a new runID") {
+		t.Errorf("status %+v; want Failed, Complete False/%s, the start kept", j.Status, slessv1alpha1.JobReasonJobGone)
 	}
 	if err := rig.recorder.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -362,7 +361,7 @@ func TestFunctionJobPayloadAtTheLimit(t *testing.T) {
 		reason string
 		output string
 	}{
-		{name: "over", size: slessv1alpha1.MaxPayloadBytes + 1, reason: jobrec.ReasonPayloadTooLarge},
+		{name: "over", size: slessv1alpha1.MaxPayloadBytes + 1, reason: slessv1alpha1.JobReasonPayloadTooLarge},
 		{name: "at", size: slessv1alpha1.MaxPayloadBytes, output: fmt.Sprintf(`"length": %d`, slessv1alpha1.MaxPayloadBytes-2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

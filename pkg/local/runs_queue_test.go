@@ -21,7 +21,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -143,7 +142,7 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 			c := awaitTriggerReady(t, runs, "orders", "the connection's error", func(c metav1.Condition) bool {
 				return c.Status == metav1.ConditionFalse && strings.Contains(c.Message, tc.errHas)
 			})
-			if c.Reason != trigger.ReasonConsumerNotAvailable {
+			if c.Reason != slessv1alpha1.TriggerReasonConsumerNotAvailable {
 				t.Errorf("not connected: Ready %+v", c)
 			}
 			if strings.Contains(tc.errHas, "stopped") {
@@ -171,11 +170,11 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 			}
 			relay.Up()
 			awaitTriggerReady(t, runs, "orders", "consuming", func(c metav1.Condition) bool {
-				return c.Status == metav1.ConditionTrue && c.Reason == ReasonConsuming
+				return c.Status == metav1.ConditionTrue && c.Reason == slessv1alpha1.TriggerReasonConsuming
 			})
 			relay.Cut(true)
 			awaitTriggerReady(t, runs, "orders", "the broker lost", func(c metav1.Condition) bool {
-				return c.Status == metav1.ConditionFalse && c.Reason == trigger.ReasonConsumerNotAvailable
+				return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable
 			})
 			relay.Up()
 			awaitTriggerReady(t, runs, "orders", "the broker back", func(c metav1.Condition) bool {
@@ -249,7 +248,7 @@ func TestQueueTriggerReenabledWhileCallInFlight(t *testing.T) {
 		_, got := reconcileTriggerOnce(t, rig.runs, "jobs")
 		return got
 	}
-	if c := readyOf(setEnabled(false)); c.Reason != trigger.ReasonDisabled {
+	if c := readyOf(setEnabled(false)); c.Reason != slessv1alpha1.TriggerReasonDisabled {
 		t.Errorf("disabled: Ready %+v", c)
 	}
 	if c := readyOf(setEnabled(true)); c.Status != metav1.ConditionUnknown || !strings.Contains(c.Message, "previous consumer") {

@@ -19,7 +19,6 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -178,7 +177,7 @@ func TestRunsJobsAndCron(t *testing.T) {
 	for {
 		got := &slessv1alpha1.Trigger{}
 		_ = store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "orders"}, got)
-		if c := meta.FindStatusCondition(got.Status.Conditions, slessv1alpha1.TriggerConditionReady); c != nil && c.Reason == ReasonConsuming {
+		if c := meta.FindStatusCondition(got.Status.Conditions, slessv1alpha1.TriggerConditionReady); c != nil && c.Reason == slessv1alpha1.TriggerReasonConsuming {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -264,7 +263,7 @@ func TestQueueTriggerNotConsumedLocally(t *testing.T) {
 		}
 		return metav1.Condition{}
 	}
-	if c := ready(); c.Status != metav1.ConditionFalse || c.Reason != ReasonQueueNotSupported {
+	if c := ready(); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonQueueNotSupported {
 		t.Errorf("enabled queue trigger: Ready %+v", c)
 	}
 	if err := store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "orders"}, tr); err != nil {
@@ -274,7 +273,7 @@ func TestQueueTriggerNotConsumedLocally(t *testing.T) {
 	if err := store.Update(ctx, tr); err != nil {
 		t.Fatal(err)
 	}
-	if c := ready(); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonDisabled {
+	if c := ready(); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonDisabled {
 		t.Errorf("disabled queue trigger: Ready %+v", c)
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
 // reconcileTriggerOnce reconciles trigger ns/name and returns it as stored.
@@ -53,9 +52,9 @@ func TestHTTPTriggerStatus(t *testing.T) {
 		reason   string
 		url      string
 	}{
-		{name: "public", function: "calc", enabled: true, status: metav1.ConditionTrue, reason: trigger.ReasonPublic, url: url},
-		{name: "disabled", function: "calc", enabled: false, status: metav1.ConditionFalse, reason: trigger.ReasonDisabled},
-		{name: "missing-function", function: "nope", enabled: true, status: metav1.ConditionFalse, reason: trigger.ReasonFunctionNotFound},
+		{name: "public", function: "calc", enabled: true, status: metav1.ConditionTrue, reason: slessv1alpha1.TriggerReasonPublic, url: url},
+		{name: "disabled", function: "calc", enabled: false, status: metav1.ConditionFalse, reason: slessv1alpha1.TriggerReasonDisabled},
+		{name: "missing-function", function: "nope", enabled: true, status: metav1.ConditionFalse, reason: slessv1alpha1.TriggerReasonFunctionNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -116,7 +115,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, got := reconcileTriggerOnce(t, runs, "tick")
-	if c := readyOf(got); c.Status != metav1.ConditionFalse || c.Reason != trigger.ReasonFunctionNotFound || got.Status.NextScheduleTime != nil {
+	if c := readyOf(got); c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonFunctionNotFound || got.Status.NextScheduleTime != nil {
 		t.Errorf("without its function: Ready %s/%s, next %v", c.Status, c.Reason, got.Status.NextScheduleTime)
 	}
 	if scheduled() {
@@ -131,7 +130,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, got = reconcileTriggerOnce(t, runs, "tick")
-	if c := readyOf(got); c.Status != metav1.ConditionTrue || c.Reason != trigger.ReasonScheduled || got.Status.NextScheduleTime == nil {
+	if c := readyOf(got); c.Status != metav1.ConditionTrue || c.Reason != slessv1alpha1.TriggerReasonScheduled || got.Status.NextScheduleTime == nil {
 		t.Errorf("with its function: Ready %s/%s, next %v", c.Status, c.Reason, got.Status.NextScheduleTime)
 	}
 	if !scheduled() {
@@ -156,7 +155,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 	if err := store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "tick"}, got); err != nil {
 		t.Fatal(err)
 	}
-	if c := readyOf(got); c.Reason != trigger.ReasonFunctionNotFound {
+	if c := readyOf(got); c.Reason != slessv1alpha1.TriggerReasonFunctionNotFound {
 		t.Errorf("after a skipped run: Ready %s/%s", c.Status, c.Reason)
 	}
 	_, _ = reconcileTriggerOnce(t, runs, "tick")

@@ -26,22 +26,6 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 )
 
-// Reasons of a FunctionJob, kept here until local mode reads them from
-// the API package, where they live.
-const (
-	ReasonIdle             = slessv1alpha1.JobReasonIdle
-	ReasonFunctionNotFound = slessv1alpha1.JobReasonFunctionNotFound
-	ReasonFunctionNotBuilt = slessv1alpha1.JobReasonFunctionNotBuilt
-	ReasonFunctionNotReady = slessv1alpha1.JobReasonFunctionNotReady
-	ReasonJobCreated       = slessv1alpha1.JobReasonJobCreated
-	ReasonJobGone          = slessv1alpha1.JobReasonJobGone
-	ReasonPayloadTooLarge  = slessv1alpha1.JobReasonPayloadTooLarge
-	ReasonRunning          = slessv1alpha1.JobReasonRunning
-	ReasonSucceeded        = slessv1alpha1.JobReasonSucceeded
-	ReasonFailed           = slessv1alpha1.JobReasonFailed
-	ReasonDeadlineExceeded = slessv1alpha1.JobReasonDeadlineExceeded
-)
-
 const (
 	TriggerJob              = "job"
 	terminationMessageLimit = 4096

@@ -36,18 +36,6 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 )
 
-// Reasons of a Trigger's Ready condition, kept here until local mode reads
-// them from the API package, where they live.
-const (
-	ReasonPublic               = slessv1alpha1.TriggerReasonPublic
-	ReasonScheduled            = slessv1alpha1.TriggerReasonScheduled
-	ReasonDisabled             = slessv1alpha1.TriggerReasonDisabled
-	ReasonFunctionNotFound     = slessv1alpha1.TriggerReasonFunctionNotFound
-	ReasonConsumerNotAvailable = slessv1alpha1.TriggerReasonConsumerNotAvailable
-	ReasonInvalidSchedule      = slessv1alpha1.TriggerReasonInvalidSchedule
-	ReasonPayloadTooLarge      = slessv1alpha1.TriggerReasonPayloadTooLarge
-)
-
 // connectionRecheck is how often a queue trigger whose connection Secret is
 // missing looks for it again.
 const connectionRecheck = 30 * time.Second
