@@ -119,12 +119,14 @@ func TestNode(t *testing.T) {
 		}
 		// From another pod, by the Service's name: CoreDNS answers its
 		// ClusterIP and kube-proxy's rules carry the call to the pod.
-		// busybox's own resolver (nslookup): its static glibc's getaddrinfo
-		// crashes without NSS modules in the image.
+		// busybox's nslookup and nc: Debian's static busybox crashes in
+		// glibc's NSS lookups (wget looks up the "http" service even for
+		// an address), which the image has no modules for.
 		name := "web." + ns + ".svc.cluster.local"
 		client := shellPod(n, ns, "client", "for i in $(seq 60); do "+
 			"ip=$(nslookup "+name+" | awk '/^Name:/ {f=1} f && /^Address/ {print $2; exit}'); "+
-			"[ -n \"$ip\" ] && wget -qO- -T 2 http://$ip/ && exit 0; sleep 1; done; nslookup "+name+"; exit 1")
+			"[ -n \"$ip\" ] && printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 $ip 80 | grep served-by-web && exit 0; "+
+			"sleep 1; done; nslookup "+name+"; exit 1")
 		client = runPod(t, n, client, corev1.PodSucceeded)
 		if logs := podLog(t, n, client); !strings.Contains(logs, "served-by-web") {
 			t.Errorf("client pod's log = %q, want the page served by the Deployment", logs)
