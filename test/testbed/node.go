@@ -128,7 +128,7 @@ func StartNode() (*Node, error) {
 		}
 		return nil, err
 	}
-	if err := CleanNode(); err != nil {
+	if err := cleanNode(); err != nil { // the lock is held already
 		return fail("clean what an earlier run left", err)
 	}
 	n.state = newNodeState()

@@ -47,7 +47,9 @@ func removeNodeNet() error {
 		}
 	}
 	if _, err := run("ip", "link", "show", nodeVethHost); err == nil {
-		if _, err := run("ip", "link", "del", nodeVethHost); err != nil {
+		// Deleting the namespace removes the pair asynchronously: the link
+		// may vanish between show and del.
+		if _, err := run("ip", "link", "del", nodeVethHost); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 			errs = append(errs, err.Error())
 		}
 	}
