@@ -20,7 +20,7 @@
 # Prints the asset directory on stdout (for `controllers` and `node`,
 # theirs; `node-dir` prints the node directory without building); progress
 # goes to stderr. `all`, the default, builds every set but the node's
-# (and its images').
+# images' programs (the node's own programs included).
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
@@ -302,7 +302,7 @@ case "${1:-all}" in
   *) lock_dir ;;
 esac
 case "${1:-all}" in
-  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl; build_controllers ;;
+  all) build_etcd; build_versitygw; build_kube_apiserver; build_kubectl; build_controllers; build_node ;;
   controllers) build_controllers; echo "$ctrl_dir"; exit 0 ;;
   node) build_node; echo "$node_dir"; exit 0 ;;
   node-dir) echo "$node_dir"; exit 0 ;;

@@ -12,6 +12,9 @@ bash hack/deps.sh python3 node postgres rabbitmq chromium realnode
 # The console's browser test skips only where no browser can be had; here
 # deps.sh has just installed one, so a skip would hide a broken install.
 export SLESS_REQUIRE_BROWSER=1
+# Likewise the real node: its programs are built below and its packages
+# installed above, so a node test that skips hides a broken bed.
+export SLESS_REQUIRE_NODE=1
 echo "== go vet"
 go vet ./...
 echo "== gofmt"
