@@ -17,12 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"knative.dev/networking/pkg/apis/networking"
 	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	autoscalingv1alpha1 "knative.dev/serving/pkg/apis/autoscaling/v1alpha1"
 	"knative.dev/serving/pkg/apis/serving"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 )
 
 // The stand-ins play what cannot run here, and only that: Knative's
@@ -119,6 +122,9 @@ func readyIngress(ctx context.Context, c client.Client, req reconcile.Request) e
 	ing := &networkingv1alpha1.Ingress{}
 	if err := c.Get(ctx, req.NamespacedName, ing); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if ing.Annotations[networking.IngressClassAnnotationKey] == ingressresources.ClassName {
+		return nil // sless's own class: its reconciler reports these
 	}
 	st := ing.Status.DeepCopy()
 	st.InitializeConditions()

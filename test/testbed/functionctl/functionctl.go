@@ -28,8 +28,9 @@ const Registry = "registry.testbed.local/sless"
 // Run runs sless's Function and SlessService controllers on namespace ns of
 // k until the test ends, storing build contexts in a fresh bucket of the
 // package's S3 server, with the credentials Secrets an operator puts in a
-// function namespace (build pods mount them).
-func Run(t testing.TB, k *testbed.Kube, ns string) {
+// function namespace (build pods mount them). configure, when given,
+// changes the controllers' resources.Config (say, the ingress class).
+func Run(t testing.TB, k *testbed.Kube, ns string, configure ...func(*resources.Config)) {
 	t.Helper()
 	ctx := context.Background()
 	for _, sec := range []*corev1.Secret{
@@ -63,6 +64,9 @@ func Run(t testing.TB, k *testbed.Kube, ns string) {
 			S3Endpoint: "http://" + s3srv.Endpoint, S3Secret: "sless-s3"},
 		Store:                   blobs,
 		MaxConcurrentReconciles: 4,
+	}
+	for _, c := range configure {
+		c(&opts.Resources)
 	}
 	if err := function.SetupWithManager(mgr, opts); err != nil {
 		t.Fatalf("testbed: %v", err)

@@ -1,0 +1,108 @@
+package kube_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"knative.dev/networking/pkg/apis/networking"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/invoke/kube"
+	"github.com/sless-dev/sless/pkg/invoke/routing"
+	"github.com/sless-dev/sless/test/testbed"
+)
+
+const class = "sless.ingress.networking.knative.dev"
+
+func kingress(ns, name, class string) *v1alpha1.Ingress {
+	return &v1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Annotations: map[string]string{networking.IngressClassAnnotationKey: class},
+			Labels:      map[string]string{routing.LabelFunction: name}},
+		Spec: v1alpha1.IngressSpec{Rules: []v1alpha1.IngressRule{{
+			Hosts:      []string{name + "." + ns + ".svc.cluster.local"},
+			Visibility: v1alpha1.IngressVisibilityClusterLocal,
+			HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{Splits: []v1alpha1.IngressBackendSplit{{
+				IngressBackend: v1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: name + "-00001", ServicePort: intstr.FromInt(80)},
+				Percent:        100,
+			}}}}},
+		}}},
+	}
+}
+
+// The Ingresses of sless's class are loaded into Routes as the apiserver
+// has them; those of another class, or that cannot be routed, are not.
+func TestRoutesFollowIngressesOfTheClass(t *testing.T) {
+	k := testbed.SharedKube(t)
+	scheme := testbed.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(k.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r, err := kube.Start(ctx, k.Config, scheme, kube.Options{IngressClass: class, SyncTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := k.Namespace(t)
+	hosted := func(host string) bool {
+		_, ok := r.Routes().Owner(host, true)
+		return ok
+	}
+	eventually := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not %s after 30s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	mine, theirs := kingress(ns, "hello", class), kingress(ns, "other", "kourier.ingress.networking.knative.dev")
+	for _, ing := range []*v1alpha1.Ingress{mine, theirs} {
+		if err := c.Create(ctx, ing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually("loaded", func() bool { return hosted("hello." + ns + ".svc.cluster.local") })
+	if hosted("other." + ns + ".svc.cluster.local") {
+		t.Fatal("an Ingress of Kourier's class is routed")
+	}
+
+	// A new generation's hash replaces the old one.
+	old, _ := r.Routes().Owner("hello."+ns+".svc.cluster.local", true)
+	mine.Spec.Rules[0].HTTP.Paths[0].AppendHeaders = map[string]string{"Knative-Serving-Revision": "hello-00001"}
+	if err := c.Update(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	eventually("updated", func() bool {
+		cur, ok := r.Routes().Owner("hello."+ns+".svc.cluster.local", true)
+		return ok && cur.Hash != old.Hash
+	})
+
+	// Another class takes it away; deletion too.
+	mine.Annotations[networking.IngressClassAnnotationKey] = "istio.ingress.networking.knative.dev"
+	if err := c.Update(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	eventually("unloaded", func() bool { return !hosted("hello." + ns + ".svc.cluster.local") })
+	mine.Annotations[networking.IngressClassAnnotationKey] = class
+	if err := c.Update(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	eventually("loaded again", func() bool { return hosted("hello." + ns + ".svc.cluster.local") })
+	if err := c.Delete(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	eventually("deleted", func() bool { return !hosted("hello." + ns + ".svc.cluster.local") })
+}
