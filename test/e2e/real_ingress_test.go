@@ -124,7 +124,7 @@ func TestIngressClassOnRealKnative(t *testing.T) {
 	s.ready(fn)
 
 	var ings networkingv1alpha1.IngressList
-	if err := bed.Kube.Client.List(ctx, &ings, client.InNamespace(s.ns), client.MatchingLabels{serving.RouteLabelKey: "hello"}); err != nil {
+	if err := mgr.GetAPIReader().List(ctx, &ings, client.InNamespace(s.ns), client.MatchingLabels{serving.RouteLabelKey: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(ings.Items) != 1 {
