@@ -270,11 +270,6 @@ func (n *Node) Logs(t testing.TB) {
 // inside the node's network namespace when inNetns. A test binary killed
 // before Stop takes it along (the next start cleans the rest).
 func (n *Node) startProcess(name string, inNetns bool, env []string, argv ...string) (*controllerProcess, error) {
-	logPath := filepath.Join(n.dir, "logs", name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	if inNetns {
 		// Not `ip netns exec`: it remounts /sys, and kubelet then finds no
 		// cgroup mounts.
@@ -282,18 +277,10 @@ func (n *Node) startProcess(name string, inNetns bool, env []string, argv ...str
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	p, err := startLogged(name, cmd, filepath.Join(n.dir, "logs", name+".log"))
+	if err != nil {
+		return nil, err
 	}
-	p := &controllerProcess{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	n.procs = append(n.procs, p)
 	return p, nil
 }

@@ -161,20 +161,29 @@ func (p *Primitives) start(name, bin string, args []string, env map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(p.dir, name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	cmd := exec.Command(bin, append([]string{"-kubeconfig", p.Kube.Kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "PROFILING_PORT="+strconv.Itoa(profiling),
 		"METRICS_PROMETHEUS_PORT="+strconv.Itoa(metrics), "METRICS_PROMETHEUS_HOST=127.0.0.1")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	proc, err := startLogged(name, cmd, filepath.Join(p.dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	p.procs = append(p.procs, proc)
+	return proc, nil
+}
+
+// startLogged starts cmd with its output in logPath. A test binary killed
+// before Stop takes it along: no controller may hold its ports or act on a
+// dead apiserver.
+func startLogged(name string, cmd *exec.Cmd, logPath string) (*controllerProcess, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// A test binary killed before Stop must not leave a controller holding
-	// :8080 and acting on a dead apiserver.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -186,7 +195,6 @@ func (p *Primitives) start(name, bin string, args []string, env map[string]strin
 		logFile.Close()
 		close(proc.done)
 	}()
-	p.procs = append(p.procs, proc)
 	return proc, nil
 }
 
