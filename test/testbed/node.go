@@ -193,10 +193,17 @@ func (n *Node) configureKube(env *envtest.Environment) error {
 	api := &envtest.APIServer{CertDir: filepath.Join(n.dir, "apiserver")}
 	api.SecureServing.Address = NodeHostIP
 	api.SecureServing.Port = fmt.Sprint(port)
+	if api.SecureServing.CA, err = writeAPIServerPKI(api.CertDir); err != nil {
+		return fmt.Errorf("apiserver certificates: %w", err)
+	}
 	args := api.Configure()
 	args.Set("advertise-address", NodeHostIP)
 	args.Set("kubelet-preferred-address-types", "InternalIP")
 	args.Set("service-cluster-ip-range", nodeServiceCIDR)
+	// envtest disables the ServiceAccount admission plugin (no
+	// controller-manager makes the accounts there); here one does, and
+	// pods get their projected tokens as on a cluster.
+	args.Disable("disable-admission-plugins")
 	env.ControlPlane.APIServer = api
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(n.dir, "etcd")}
 	return nil

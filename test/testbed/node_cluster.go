@@ -11,7 +11,8 @@ import (
 )
 
 // startControllers starts kube-controller-manager (it lifts the
-// not-ready taint, runs Deployments and ReplicaSets, Endpoints) and
+// not-ready taint, runs Deployments and ReplicaSets, Endpoints, makes each
+// namespace's default ServiceAccount and its kube-root-ca.crt) and
 // kube-scheduler on the host, their ports free ones on loopback.
 func (n *Node) startControllers() error {
 	kc := n.Kube.Kubeconfig
@@ -23,7 +24,8 @@ func (n *Node) startControllers() error {
 		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--controllers=*,-csrsigning", "--leader-elect=false", "--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
-		"--service-account-private-key-file="+filepath.Join(n.dir, "apiserver", "sa-signer.key"),
+		"--service-account-private-key-file="+filepath.Join(n.dir, "apiserver", saSignerKey),
+		"--root-ca-file="+filepath.Join(n.dir, "apiserver", apiServerCA),
 		"--flex-volume-plugin-dir="+filepath.Join(n.dir, "plugins"),
 		"--node-monitor-period=1s")
 	if err != nil {

@@ -85,7 +85,7 @@ func TestNode(t *testing.T) {
 		}
 	})
 	t.Run("NodePodLog", func(t *testing.T) {
-		ns := nodeNamespace(t, n)
+		ns := n.Namespace(t)
 		pod := shellPod(n, ns, "hello", "echo hello from the node; id -u")
 		pod = runPod(t, n, pod, corev1.PodSucceeded)
 		logs := podLog(t, n, pod)
@@ -94,7 +94,7 @@ func TestNode(t *testing.T) {
 		}
 	})
 	t.Run("NodeServiceByDNSName", func(t *testing.T) {
-		ns := nodeNamespace(t, n)
+		ns := n.Namespace(t)
 		ctx := context.Background()
 		labels := map[string]string{"app": "web"}
 		web := shellPod(n, ns, "web", "mkdir /www && echo served-by-web > /www/index.html && exec httpd -f -p 8080 -h /www")
@@ -130,6 +130,37 @@ func TestNode(t *testing.T) {
 		client = runPod(t, n, client, corev1.PodSucceeded)
 		if logs := podLog(t, n, client); !strings.Contains(logs, "served-by-web") {
 			t.Errorf("client pod's log = %q, want the page served by the Deployment", logs)
+		}
+	})
+	t.Run("NodeServiceAccountToken", func(t *testing.T) {
+		// A pod's projected token and the CA beside it reach the apiserver
+		// through the kubernetes Service, as in-cluster clients (Knative's
+		// activator and autoscaler) do.
+		ctx := context.Background()
+		ns := n.Namespace(t)
+		bin, err := testbed.BuildStatic("./test/testbed/testdata/whoami", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := testbed.StaticProgramImage("whoami", bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := n.Push(ctx, "whoami", "test", img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "whoami", Namespace: ns},
+			Spec: corev1.PodSpec{
+				RestartPolicy:                 corev1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr.To(int64(0)),
+				Containers:                    []corev1.Container{{Name: "c", Image: ref}},
+			},
+		}
+		pod = runPod(t, n, pod, corev1.PodSucceeded)
+		if logs, want := podLog(t, n, pod), "user: system:serviceaccount:"+ns+":default\n"; logs != want {
+			t.Errorf("whoami's log = %q, want %q", logs, want)
 		}
 	})
 	t.Run("NodeTeardownLeavesNothing", func(t *testing.T) {
@@ -203,20 +234,10 @@ func TestNodeHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := nodeNamespace(t, n)
+	ns := n.Namespace(t)
 	runPod(t, n, shellPod(n, ns, "sleeper", "exec sleep 3600"), corev1.PodRunning)
 	os.Stdout.WriteString("NODE-UP\n")
 	select {}
-}
-
-func nodeNamespace(t *testing.T, n *testbed.Node) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-"}}
-	ns, err := n.Clientset.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
 
 // shellPod runs script in the shell image, without a service account
