@@ -28,13 +28,12 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
 	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
 	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
-	jobnames "github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -838,7 +837,7 @@ func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconci
 	}
 	now := metav1.NewTime(r.now().UTC())
 	*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhaseRunning,
-		JobName: jobnames.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation,
+		JobName: names.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation,
 		Revision: fn.Status.LatestReadyRevision}
 	st.MarkRunCreated("sless dev's process")
 	st.MarkRunRunning()

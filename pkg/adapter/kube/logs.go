@@ -19,8 +19,8 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/logs"
+	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
 )
 
 // Labels and containers the logs are found by: Knative's on the pods of

@@ -22,8 +22,8 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
-	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
 )
 
 const (

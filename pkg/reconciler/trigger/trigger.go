@@ -32,8 +32,8 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
 )
 
 // connectionRecheck is how often a queue trigger whose connection Secret is

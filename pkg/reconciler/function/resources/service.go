@@ -11,7 +11,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources/names"
+	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/runtimes"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/job/resources/names"
+	"github.com/sless-dev/sless/pkg/names"
 )
 
 // Labels on the Job and its Pods.

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources/names"
+	"github.com/sless-dev/sless/pkg/names"
 )
 
 // Labels every object made for a trigger carries.

@@ -1,4 +1,5 @@
-// Package names derives the names of the objects the FunctionJob reconciler makes.
+// The names of what a FunctionJob's runs make.
+
 package names
 
 import (

@@ -1,5 +1,7 @@
-// Package names derives every name the Function reconciler gives to the
-// objects it makes, in one place.
+// Package names derives every name sless gives to the objects it makes for
+// Functions, SlessServices, FunctionJobs and Triggers, in one place, so the
+// reconcilers, the cluster adapters, local mode, tests and docs agree. It
+// sits below all of them and imports none.
 package names
 
 import (

@@ -1,5 +1,5 @@
-// Package names derives the name of every object the Trigger reconciler makes,
-// in one place, so the reconciler, its tests and the docs agree.
+// The names of what a Trigger makes.
+
 package names
 
 import slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
