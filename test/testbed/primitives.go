@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -66,13 +67,38 @@ const knativeHealthPort = 8080
 // a bed of its own: the controllers act on every namespace, as they do on a
 // cluster, and would fight the simulators. Stop them before k.
 func StartPrimitives(k *Kube) (*Primitives, error) {
+	return StartPrimitivesWith(k, PrimitivesOptions{Knative: true, Tekton: true, StandIns: true})
+}
+
+// PrimitivesOptions say which upstream controllers StartPrimitivesWith runs
+// and with what.
+type PrimitivesOptions struct {
+	Knative, Tekton bool
+	// StandIns play the kubelet, autoscaler and ingress; never with a real
+	// node, whose kubelet runs the pods.
+	StandIns bool
+	// TektonImages are the Tekton controller's image flags
+	// (NodeImages.TektonControllerArgs); digest-pinned placeholders, never
+	// pulled, when empty.
+	TektonImages []string
+	// Config overrides keys of the release's config maps, by
+	// namespace/name (e.g. NodeImages.KnativeDeploymentConfig under
+	// knative-serving/config-deployment).
+	Config map[string]map[string]string
+}
+
+// StartPrimitivesWith starts the controllers o names on k, each with its
+// release configuration.
+func StartPrimitivesWith(k *Kube, o PrimitivesOptions) (*Primitives, error) {
 	bin, err := ControllersDir()
 	if err != nil {
 		return nil, err
 	}
 	p := &Primitives{Kube: k}
-	if p.portLock, err = lockKnativePort(); err != nil {
-		return nil, err
+	if o.Knative {
+		if p.portLock, err = lockKnativePort(); err != nil {
+			return nil, err
+		}
 	}
 	if p.dir, err = os.MkdirTemp("", "sless-primitives-"); err != nil {
 		p.Stop()
@@ -81,46 +107,59 @@ func StartPrimitives(k *Kube) (*Primitives, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fail := func(err error) (*Primitives, error) { p.Stop(); return nil, err }
-	if err := installReleaseConfig(ctx, k); err != nil {
+	if err := installReleaseConfig(ctx, k, o.Config); err != nil {
 		return fail(err)
 	}
-	if p.standins, p.Kubelet, err = startStandIns(k); err != nil {
-		return fail(fmt.Errorf("stand-ins: %w", err))
+	if o.StandIns {
+		if p.standins, p.Kubelet, err = startStandIns(k); err != nil {
+			return fail(fmt.Errorf("stand-ins: %w", err))
+		}
 	}
-	if err := portFree(knativeHealthPort); err != nil {
-		return fail(fmt.Errorf("Knative's controller serves its probes on :%d, which is taken (by make run's sless dev, or another real-controller bed?): %w", knativeHealthPort, err))
-	}
-	knative, err := p.start("knative-controller", filepath.Join(bin, "knative-controller"), nil, map[string]string{
-		"SYSTEM_NAMESPACE": KnativeNamespace, "POD_NAME": "controller-testbed",
-		"CONFIG_LOGGING_NAME": "config-logging", "CONFIG_OBSERVABILITY_NAME": "config-observability",
-	})
-	if err != nil {
-		return fail(err)
-	}
-	tektonProbes, err := FreePort()
-	if err != nil {
-		return fail(err)
-	}
-	// Tekton's controller puts these images into the pods it makes; no
-	// image is pulled here, so any digest-pinned reference does.
-	var images []string
-	for _, flag := range []string{"entrypoint-image", "nop-image", "sidecarlogresults-image", "workingdirinit-image", "shell-image", "shell-image-win"} {
-		images = append(images, "-"+flag, "registry.testbed.local/tekton/"+strings.TrimSuffix(flag, "-image")+"@sha256:"+strings.Repeat("7", 64))
-	}
-	tekton, err := p.start("tekton-controller", filepath.Join(bin, "tekton-controller"), images, map[string]string{
-		"SYSTEM_NAMESPACE": TektonNamespace, "KUBERNETES_MIN_VERSION": "v1.28.0",
-		"CONFIG_DEFAULTS_NAME": "config-defaults", "CONFIG_LOGGING_NAME": "config-logging",
-		"CONFIG_OBSERVABILITY_NAME": "config-observability", "CONFIG_FEATURE_FLAGS_NAME": "feature-flags",
-		"CONFIG_LEADERELECTION_NAME": "config-leader-election-controller", "CONFIG_SPIRE": "config-spire",
-		"METRICS_DOMAIN": "tekton.dev/pipeline", "PROBES_PORT": strconv.Itoa(tektonProbes),
-	})
-	if err != nil {
-		return fail(err)
-	}
-	for _, w := range []struct {
+	type probe struct {
 		proc *controllerProcess
 		port int
-	}{{knative, knativeHealthPort}, {tekton, tektonProbes}} {
+	}
+	var probes []probe
+	if o.Knative {
+		if err := portFree(knativeHealthPort); err != nil {
+			return fail(fmt.Errorf("Knative's controller serves its probes on :%d, which is taken (by make run's sless dev, or another real-controller bed?): %w", knativeHealthPort, err))
+		}
+		knative, err := p.start("knative-controller", filepath.Join(bin, "knative-controller"), nil, map[string]string{
+			"SYSTEM_NAMESPACE": KnativeNamespace, "POD_NAME": "controller-testbed",
+			"CONFIG_LOGGING_NAME": "config-logging", "CONFIG_OBSERVABILITY_NAME": "config-observability",
+		})
+		if err != nil {
+			return fail(err)
+		}
+		probes = append(probes, probe{knative, knativeHealthPort})
+	}
+	if o.Tekton {
+		tektonProbes, err := FreePort()
+		if err != nil {
+			return fail(err)
+		}
+		images := o.TektonImages
+		if len(images) == 0 {
+			// Tekton's controller puts these images into the pods it
+			// makes; no image is pulled without a node, so any
+			// digest-pinned reference does.
+			for _, flag := range []string{"entrypoint-image", "nop-image", "sidecarlogresults-image", "workingdirinit-image", "shell-image", "shell-image-win"} {
+				images = append(images, "-"+flag, "registry.testbed.local/tekton/"+strings.TrimSuffix(flag, "-image")+"@sha256:"+strings.Repeat("7", 64))
+			}
+		}
+		tekton, err := p.start("tekton-controller", filepath.Join(bin, "tekton-controller"), images, map[string]string{
+			"SYSTEM_NAMESPACE": TektonNamespace, "KUBERNETES_MIN_VERSION": "v1.28.0",
+			"CONFIG_DEFAULTS_NAME": "config-defaults", "CONFIG_LOGGING_NAME": "config-logging",
+			"CONFIG_OBSERVABILITY_NAME": "config-observability", "CONFIG_FEATURE_FLAGS_NAME": "feature-flags",
+			"CONFIG_LEADERELECTION_NAME": "config-leader-election-controller", "CONFIG_SPIRE": "config-spire",
+			"METRICS_DOMAIN": "tekton.dev/pipeline", "PROBES_PORT": strconv.Itoa(tektonProbes),
+		})
+		if err != nil {
+			return fail(err)
+		}
+		probes = append(probes, probe{tekton, tektonProbes})
+	}
+	for _, w := range probes {
 		if err := w.proc.awaitReady(ctx, w.port); err != nil {
 			return fail(err)
 		}
@@ -368,9 +407,18 @@ var configOverrides = map[string]map[string]string{
 	KnativeNamespace + "/config-deployment": {"queue-sidecar-image": "registry.testbed.local/knative/queue@sha256:" + strings.Repeat("5", 64)},
 }
 
-func installReleaseConfig(ctx context.Context, k *Kube) error {
+func installReleaseConfig(ctx context.Context, k *Kube, extra map[string]map[string]string) error {
+	overrides := map[string]map[string]string{}
+	for _, o := range []map[string]map[string]string{configOverrides, extra} {
+		for cm, data := range o {
+			if overrides[cm] == nil {
+				overrides[cm] = map[string]string{}
+			}
+			maps.Copy(overrides[cm], data)
+		}
+	}
 	err := manifests(releaseConfig, func(file string, doc []byte) error {
-		return applyConfig(ctx, k, file, doc)
+		return applyConfig(ctx, k, file, doc, overrides)
 	})
 	if err != nil {
 		return err
@@ -386,8 +434,8 @@ func installReleaseConfig(ctx context.Context, k *Kube) error {
 }
 
 // applyConfig creates doc, a document of a release manifest, when it is a
-// Namespace or a ConfigMap, with configOverrides applied.
-func applyConfig(ctx context.Context, k *Kube, file string, doc []byte) error {
+// Namespace or a ConfigMap, with overrides applied.
+func applyConfig(ctx context.Context, k *Kube, file string, doc []byte, overrides map[string]map[string]string) error {
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 		return fmt.Errorf("parse %s: %w", file, err)
@@ -395,7 +443,7 @@ func applyConfig(ctx context.Context, k *Kube, file string, doc []byte) error {
 	if u.GetAPIVersion() != "v1" || (u.GetKind() != "Namespace" && u.GetKind() != "ConfigMap") {
 		return nil
 	}
-	if o, ok := configOverrides[u.GetNamespace()+"/"+u.GetName()]; ok && u.GetKind() == "ConfigMap" {
+	if o, ok := overrides[u.GetNamespace()+"/"+u.GetName()]; ok && u.GetKind() == "ConfigMap" {
 		for key, v := range o {
 			if err := unstructured.SetNestedField(u.Object, v, "data", key); err != nil {
 				return err
