@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,7 +32,8 @@ type Node struct {
 	Kube      *Kube
 	Clientset kubernetes.Interface
 	// Registry is the plain-HTTP registry the node pulls from (host:port on
-	// NodeHostIP).
+	// NodeHostIP): distribution's, with htpasswd auth; containerd pulls
+	// with its user's credentials.
 	Registry string
 	// PauseImage and ShellImage are digest-pinned references in Registry:
 	// containerd's sandbox image and a busybox shell for test pods.
@@ -45,7 +45,10 @@ type Node struct {
 	assets   NodeAssets
 	state    *nodeState
 	lock     *os.File
-	registry *http.Server
+	reg      *Registry
+	imagesMu sync.Mutex
+	images   *NodeImages
+	s3       *S3Server
 	procs    []*controllerProcess
 	stopMu   sync.Mutex
 	stopped  bool

@@ -58,14 +58,18 @@ temp = "%[1]s/containerd/tmp"
 `, dir, registry, pause, runc, cniBinDir)
 }
 
-// registryHosts is containerd's hosts.toml for the bed's plain-HTTP registry.
-func registryHosts(registry string) string {
+// registryHosts is containerd's hosts.toml for the bed's plain-HTTP
+// registry: every request carries authorization (the registry user's Basic
+// credentials), so pulls need no pod's pull secret.
+func registryHosts(registry, authorization string) string {
 	return fmt.Sprintf(`server = "http://%[1]s"
 
 [host."http://%[1]s"]
   capabilities = ["pull", "resolve"]
   skip_verify = true
-`, registry)
+  [host."http://%[1]s".header]
+    Authorization = %[2]q
+`, registry, authorization)
 }
 
 // podNetwork is the CNI configuration: a bridge in the node's namespace
@@ -99,7 +103,7 @@ func podNetwork(dir string) string {
 func (n *Node) startContainerd(ctx context.Context) error {
 	files := map[string]string{
 		"containerd/config.toml": containerdConfig(n.dir, n.Registry, n.PauseImage, n.assets.Runc, n.assets.CNIBinDir),
-		filepath.Join("containerd/certs.d", n.Registry, "hosts.toml"): registryHosts(n.Registry),
+		filepath.Join("containerd/certs.d", n.Registry, "hosts.toml"): registryHosts(n.Registry, n.reg.RegistryAuthorization()),
 		"cni/net.d/10-sless-node.conflist":                            podNetwork(n.dir),
 	}
 	for name, content := range files {
@@ -107,7 +111,8 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		// 0600: hosts.toml holds the registry's password.
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			return err
 		}
 	}

@@ -2,30 +2,27 @@ package testbed
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/registry"
+	corev1 "k8s.io/api/core/v1"
 )
 
-// startRegistry serves a registry on the host side of the veth, where
-// containerd pulls from, and pushes the pause and shell images to it.
+// startRegistry runs distribution's registry on the host side of the veth,
+// where containerd pulls from, with its storage under the node's directory
+// (so a killed run's registry is found and ended by the next start), and
+// pushes the pause and shell images with the registry's credentials. The
+// other images are pushed on demand (Images): most node tests need none.
 func (n *Node) startRegistry(ctx context.Context) error {
-	ln, err := net.Listen("tcp", NodeHostIP+":0")
-	if err != nil {
+	var err error
+	if n.reg, err = StartRegistry(filepath.Join(n.dir, "registry"), NodeHostIP); err != nil {
 		return err
 	}
-	n.Registry = ln.Addr().String()
-	n.registry = &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-	go func() { _ = n.registry.Serve(ln) }()
-
+	n.Registry = n.reg.Host
 	pauseBin, err := buildPause(n.dir)
 	if err != nil {
 		return err
@@ -34,15 +31,54 @@ func (n *Node) startRegistry(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n.PauseImage, err = PushImage(ctx, n.Registry, "pause", "3.10", pause, nil); err != nil {
+	if n.PauseImage, err = PushImage(ctx, n.Registry, "pause", "3.10", pause, n.reg.Auth()); err != nil {
 		return err
 	}
 	shell, err := ShellImage(BusyboxPath)
 	if err != nil {
 		return err
 	}
-	n.ShellImage, err = PushImage(ctx, n.Registry, "shell", "1", shell, nil)
+	n.ShellImage, err = PushImage(ctx, n.Registry, "shell", "latest", shell, n.reg.Auth())
 	return err
+}
+
+// RegistryAuthorization is the Authorization header value of the
+// registry's user: containerd sends it on every request to the registry
+// (hosts.toml), as a node configured with a private registry's credentials
+// does, so every pod pulls with credentials, the sandbox's pause included
+// (containerd pulls that one itself, with no pod's pull secret).
+func (r *Registry) RegistryAuthorization() string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(r.Username+":"+r.Password))
+}
+
+// PushSecret is the registry's kubernetes.io/dockerconfigjson Secret in
+// namespace: what SLESS_REGISTRY_SECRET names for the build's push.
+func (n *Node) PushSecret(namespace, name string) *corev1.Secret {
+	return n.reg.PushSecret(namespace, name)
+}
+
+// Images builds and pushes every image the node runs (PushNodeImages) the
+// first time it is called and returns their references after that.
+func (n *Node) Images(ctx context.Context) (*NodeImages, error) {
+	n.imagesMu.Lock()
+	defer n.imagesMu.Unlock()
+	if n.images != nil {
+		return n.images, nil
+	}
+	programs, err := ImageProgramsDir()
+	if err != nil {
+		return nil, err
+	}
+	slessBin, err := SlessStatic()
+	if err != nil {
+		return nil, err
+	}
+	in := NodeImageInputs{Pause: filepath.Join(n.dir, "pause"), Busybox: BusyboxPath, Kaniko: n.assets.Kaniko,
+		Programs: programs, Sless: slessBin}
+	if n.images, err = PushNodeImages(ctx, in, n.Registry, n.reg.Auth()); err != nil {
+		return nil, fmt.Errorf("node images: %w", err)
+	}
+	return n.images, nil
 }
 
 // buildPause compiles Kubernetes' pause.c (from the module cache of the
@@ -66,8 +102,25 @@ func buildPause(dir string) (string, error) {
 }
 
 func (n *Node) stopRegistry() {
-	if n.registry != nil {
-		_ = n.registry.Close()
+	if n.reg != nil {
+		n.reg.Stop()
 	}
 	_ = os.Remove(filepath.Join(n.dir, "pause"))
+}
+
+// S3 is an S3 server (versitygw) on the host side of the veth, where build
+// pods fetch their contexts from, started on first call and stopped with
+// the node. Its data lives under the node's directory.
+func (n *Node) S3() (*S3Server, error) {
+	n.imagesMu.Lock()
+	defer n.imagesMu.Unlock()
+	if n.s3 != nil {
+		return n.s3, nil
+	}
+	s, err := startS3(NodeHostIP, filepath.Join(n.dir, "s3"))
+	if err != nil {
+		return nil, fmt.Errorf("S3 for the node: %w", err)
+	}
+	n.s3 = s
+	return s, nil
 }

@@ -45,6 +45,9 @@ func (n *Node) Stop() error {
 		errs = append(errs, n.Kube.Stop())
 	}
 	n.stopRegistry()
+	if n.s3 != nil {
+		n.s3.Stop()
+	}
 	if n.state != nil {
 		errs = append(errs, sweepNode(n.state))
 	}

@@ -28,8 +28,9 @@ type Registry struct {
 	Username string
 	Password string
 
-	dir string
-	cmd *exec.Cmd
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // StartRegistry starts a registry storing under dir and listening on addr:
@@ -77,9 +78,9 @@ func StartRegistry(dir, addr string) (*Registry, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start registry: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = r.cmd.Wait(); logf.Close(); close(exited) }()
-	if err := r.awaitReady(exited); err != nil {
+	r.exited = make(chan struct{})
+	go func() { _ = r.cmd.Wait(); logf.Close(); close(r.exited) }()
+	if err := r.awaitReady(r.exited); err != nil {
 		r.Stop()
 		log, _ := os.ReadFile(filepath.Join(dir, "registry.log"))
 		return nil, fmt.Errorf("registry on %s: %w\n%s", r.Host, err, log)
@@ -136,11 +137,12 @@ func (r *Registry) awaitReady(exited <-chan struct{}) error {
 	}
 }
 
-// Stop ends the registry; its storage stays under the directory it was
-// given.
+// Stop ends the registry and waits for it to exit; its storage stays
+// under the directory it was given.
 func (r *Registry) Stop() {
 	if r.cmd != nil && r.cmd.Process != nil {
 		_ = r.cmd.Process.Kill()
+		<-r.exited
 	}
 }
 

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,8 +26,9 @@ type S3Server struct {
 	SecretKey string
 	Region    string
 
-	cmd *exec.Cmd
-	dir string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	dir    string
 }
 
 var (
@@ -51,29 +54,35 @@ func SharedS3(t testing.TB) *S3Server {
 	return s3Shared
 }
 
-// StartS3 starts a versitygw serving a fresh directory.
+// StartS3 starts a versitygw on loopback serving a fresh directory.
 func StartS3() (*S3Server, error) {
-	assets, err := AssetsDir()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "sless-s3-")
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	return startS3("127.0.0.1", dir)
+}
+
+// startS3 starts a versitygw on a free port of host, with its data and log
+// in dir, which Stop removes.
+func startS3(host, dir string) (*S3Server, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePortOn(host)
 	if err != nil {
 		return nil, err
 	}
 	s := &S3Server{
-		Endpoint:  "127.0.0.1:" + strconv.Itoa(port),
+		Endpoint:  net.JoinHostPort(host, strconv.Itoa(port)),
 		AccessKey: "sless-test-" + randomSuffix(4),
 		SecretKey: randomSuffix(16),
 		Region:    "us-east-1",
 		dir:       dir,
 	}
 	data := filepath.Join(dir, "data")
-	if err := os.Mkdir(data, 0o755); err != nil {
+	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(filepath.Join(dir, "log"))
@@ -84,10 +93,13 @@ func StartS3() (*S3Server, error) {
 	// Keys go through the environment so they are not on the command line.
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
+		logf.Close()
 		return nil, fmt.Errorf("start versitygw: %w", err)
 	}
-	go func() { _ = s.cmd.Wait(); logf.Close() }()
+	s.exited = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); logf.Close(); close(s.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get("http://" + s.Endpoint + "/")
@@ -108,6 +120,7 @@ func StartS3() (*S3Server, error) {
 func (s *S3Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
+		<-s.exited
 	}
 	_ = os.RemoveAll(s.dir)
 }
