@@ -18,7 +18,7 @@ import (
 // Push pushes img to the node's registry as repo:tag and returns its
 // digest-pinned reference, which the node can pull.
 func (n *Node) Push(ctx context.Context, repo, tag string, img v1.Image) (string, error) {
-	return PushImage(ctx, n.Registry, repo, tag, img, nil)
+	return PushImage(ctx, n.Registry, repo, tag, img, n.reg.Auth())
 }
 
 // Namespace creates a namespace with a fresh name for t, deleted (with
