@@ -12,7 +12,7 @@ out=${1:-third_party}
 
 # module, then the globs of its source that are copied.
 specs=(
-  "knative.dev/serving config/core/100-namespace.yaml config/core/300-resources/*.yaml config/core/configmaps/*.yaml"
+  "knative.dev/serving config/core/100-namespace.yaml config/core/200-roles/*.yaml config/core/200-serviceaccount.yaml config/core/300-resources/*.yaml config/core/configmaps/*.yaml config/core/deployments/activator.yaml config/core/deployments/autoscaler.yaml"
   "knative.dev/networking config/certificate.yaml config/ingress.yaml config/serverlessservice.yaml config/domain-claim.yaml config/config-network.yaml"
   "knative.dev/caching config/image.yaml"
   "github.com/tektoncd/pipeline config/100-namespace/*.yaml config/300-crds/*.yaml config/config-*.yaml"
