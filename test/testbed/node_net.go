@@ -12,7 +12,10 @@ import (
 // the host-side address. Pods' traffic to the host is masqueraded as the
 // node's address (the host has no route back to the pod range and would
 // answer through its default route), and any other forwarded pod packet
-// out of the veth is dropped.
+// out of the veth is dropped. The host routes the Service and pod ranges
+// into the namespace, so a process on the host (sless-api in the tests)
+// reaches ClusterIPs, through kube-proxy's rules there, and pods; the
+// routes go with the veth.
 func setupNodeNet() error {
 	for _, argv := range [][]string{
 		{"ip", "netns", "add", nodeNetns},
@@ -22,6 +25,8 @@ func setupNodeNet() error {
 		{"ip", "-n", nodeNetns, "addr", "add", NodeIP + "/30", "dev", nodeVethNode},
 		{"ip", "-n", nodeNetns, "link", "set", nodeVethNode, "up"},
 		{"ip", "-n", nodeNetns, "link", "set", "lo", "up"},
+		{"ip", "route", "add", nodeServiceCIDR, "via", NodeIP, "dev", nodeVethHost},
+		{"ip", "route", "add", nodePodCIDR, "via", NodeIP, "dev", nodeVethHost},
 		inNodeNetns("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", nodePodCIDR, "-o", nodeVethNode, "-j", "MASQUERADE"),
 		inNodeNetns("iptables", "-A", "FORWARD", "-s", nodePodCIDR, "-o", nodeVethNode, "!", "-d", NodeHostIP, "-j", "DROP"),
 	} {

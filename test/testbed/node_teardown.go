@@ -35,10 +35,15 @@ func (n *Node) Stop() error {
 	}
 	start := time.Now()
 	var errs []error
+	// The controller-manager first: its ReplicaSets would make the pods
+	// deleted next anew.
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		stopProcess(n.proc(name), 10*time.Second)
+	}
 	if n.Clientset != nil && n.proc("kubelet").cmd != nil {
 		errs = append(errs, n.deletePods())
 	}
-	for _, name := range []string{"kube-proxy", "coredns", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd"} {
+	for _, name := range []string{"kube-proxy", "coredns", "kubelet", "containerd"} {
 		stopProcess(n.proc(name), 10*time.Second)
 	}
 	if n.Kube != nil {
