@@ -15,8 +15,8 @@ import (
 
 // knativeDataPlane is what the node runs of Knative Serving's release as
 // pods: the activator and the autoscaler, with their accounts and roles.
-// The controller stays a host process (as in every real-controller bed);
-// its webhook's work is the Kube's admission.
+// The controller runs as a process (StartNodeKnative); its webhook's work
+// is the Kube's admission.
 var knativeDataPlane = []releaseManifest{
 	{"knative.dev/serving", "config/core/200-serviceaccount.yaml"},
 	{"knative.dev/serving", "config/core/200-roles/*.yaml"},
@@ -25,7 +25,8 @@ var knativeDataPlane = []releaseManifest{
 }
 
 // StartNodeKnative runs Knative Serving for real on n: its controller as a
-// host process (StartPrimitivesWith, no stand-ins), the activator and the
+// process in the node's network namespace (StartPrimitivesWith, no
+// stand-ins; its probes' :8080 is then the namespace's), the activator and the
 // autoscaler as pods from the release manifests with their images
 // rewritten to images's, and queue-proxy as every revision's sidecar
 // (config-deployment). config changes the release's ConfigMaps
@@ -49,7 +50,7 @@ func StartNodeKnative(n *Node, images *NodeImages, config map[string]map[string]
 	if err := applyRelease(ctx, n.Kube, knativeDataPlane, images.RewriteRelease); err != nil {
 		return nil, fmt.Errorf("Knative's data plane: %w", err)
 	}
-	p, err := StartPrimitivesWith(n.Kube, PrimitivesOptions{Knative: true, Config: overrides})
+	p, err := StartPrimitivesWith(n.Kube, PrimitivesOptions{Knative: true, Config: overrides, InNodeNetns: true})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,10 @@ type Primitives struct {
 	procs    []*controllerProcess
 	standins *standIns
 	portLock *os.File
+	// netns runs the controllers in the node's network namespace, where
+	// their probes answer on probeHost.
+	netns     bool
+	probeHost string
 }
 
 type controllerProcess struct {
@@ -85,6 +89,10 @@ type PrimitivesOptions struct {
 	// namespace/name (e.g. NodeImages.KnativeDeploymentConfig under
 	// knative-serving/config-deployment).
 	Config map[string]map[string]string
+	// InNodeNetns runs the controllers in the real node's network
+	// namespace, where pods would run them: Knative's probes bind :8080
+	// there, apart from the host's, so no machine-wide lock is taken.
+	InNodeNetns bool
 }
 
 // StartPrimitivesWith starts the controllers o names on k, each with its
@@ -94,8 +102,11 @@ func StartPrimitivesWith(k *Kube, o PrimitivesOptions) (*Primitives, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Primitives{Kube: k}
-	if o.Knative {
+	p := &Primitives{Kube: k, probeHost: "127.0.0.1", netns: o.InNodeNetns}
+	if o.InNodeNetns {
+		p.probeHost = NodeIP
+	}
+	if o.Knative && !o.InNodeNetns {
 		if p.portLock, err = lockKnativePort(); err != nil {
 			return nil, err
 		}
@@ -121,7 +132,7 @@ func StartPrimitivesWith(k *Kube, o PrimitivesOptions) (*Primitives, error) {
 	}
 	var probes []probe
 	if o.Knative {
-		if err := portFree(knativeHealthPort); err != nil {
+		if err := portFree(knativeHealthPort); err != nil && !o.InNodeNetns {
 			return fail(fmt.Errorf("Knative's controller serves its probes on :%d, which is taken (by make run's sless dev, or another real-controller bed?): %w", knativeHealthPort, err))
 		}
 		knative, err := p.start("knative-controller", filepath.Join(bin, "knative-controller"), nil, map[string]string{
@@ -160,7 +171,7 @@ func StartPrimitivesWith(k *Kube, o PrimitivesOptions) (*Primitives, error) {
 		probes = append(probes, probe{tekton, tektonProbes})
 	}
 	for _, w := range probes {
-		if err := w.proc.awaitReady(ctx, w.port); err != nil {
+		if err := w.proc.awaitReady(ctx, p.probeHost, w.port); err != nil {
 			return fail(err)
 		}
 	}
@@ -200,7 +211,11 @@ func (p *Primitives) start(name, bin string, args []string, env map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, append([]string{"-kubeconfig", p.Kube.Kubeconfig}, args...)...)
+	argv := append([]string{bin, "-kubeconfig", p.Kube.Kubeconfig}, args...)
+	if p.netns {
+		argv = inNodeNetns(argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "PROFILING_PORT="+strconv.Itoa(profiling),
 		"METRICS_PROMETHEUS_PORT="+strconv.Itoa(metrics), "METRICS_PROMETHEUS_HOST=127.0.0.1")
 	for k, v := range env {
@@ -239,8 +254,8 @@ func startLogged(name string, cmd *exec.Cmd, logPath string) (*controllerProcess
 
 // awaitReady waits for the controller's readiness probe, which answers once
 // its informers have synced.
-func (c *controllerProcess) awaitReady(ctx context.Context, port int) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readiness", port)
+func (c *controllerProcess) awaitReady(ctx context.Context, host string, port int) error {
+	url := fmt.Sprintf("http://%s/readiness", net.JoinHostPort(host, strconv.Itoa(port)))
 	for {
 		select {
 		case <-c.done:
