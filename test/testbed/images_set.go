@@ -190,3 +190,16 @@ func (n *NodeImages) Summary() string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
+
+// KanikoArgs are the builder flags that let kaniko pull the runtimes' base
+// images, named docker.io/library/… in the generated Dockerfiles, from the
+// stand-ins in the bed's registry (never from Docker Hub, which no pod can
+// reach), and push to it over plain HTTP.
+func (n *NodeImages) KanikoArgs() []string {
+	return []string{
+		"--registry-mirror=" + n.Registry,
+		"--skip-default-registry-fallback",
+		"--insecure-registry=" + n.Registry,
+		"--insecure",
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -123,4 +124,9 @@ func (n *Node) S3() (*S3Server, error) {
 	}
 	n.s3 = s
 	return s, nil
+}
+
+// RegistryAuth is the registry user's credentials, for go-containerregistry.
+func (n *Node) RegistryAuth() authn.Authenticator {
+	return n.reg.Auth()
 }
