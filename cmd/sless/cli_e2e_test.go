@@ -122,7 +122,7 @@ func TestEverySubcommandHelps(t *testing.T) {
 }
 
 // awaitMatch waits for re to match what buf holds.
-func awaitMatch(t *testing.T, buf *syncBuffer, re *regexp.Regexp, within time.Duration) string {
+func awaitMatch(t *testing.T, buf *testbed.SyncBuffer, re *regexp.Regexp, within time.Duration) string {
 	t.Helper()
 	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
 		if m := re.FindString(buf.String()); m != "" {
@@ -150,7 +150,7 @@ func TestCLIAgainstSlessDev(t *testing.T) {
 	// A short idle timeout, so the test sees a process stop and a cold start.
 	dev := exec.Command(bin, "dev", "--addr", "127.0.0.1:"+strconv.Itoa(port), "--data-dir", data,
 		"--log-format", "pretty", "--idle-timeout", "4s")
-	var devLog syncBuffer
+	var devLog testbed.SyncBuffer
 	dev.Stdout, dev.Stderr = &devLog, &devLog
 	if err := dev.Start(); err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestCLIAgainstSlessDev(t *testing.T) {
 	}
 	follow := exec.Command(bin, "logs", "hello", "-f", "--tail", "0")
 	follow.Dir, follow.Env = home, env
-	var followed syncBuffer
+	var followed testbed.SyncBuffer
 	follow.Stdout, follow.Stderr = &followed, &followed
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)

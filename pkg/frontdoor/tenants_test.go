@@ -1,4 +1,4 @@
-package main
+package frontdoor_test
 
 import (
 	"context"
@@ -7,9 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,12 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/test/testbed"
 )
+
+// TestMain stops the test apiserver the tests of this package start.
+func TestMain(m *testing.M) { testbed.Main(m) }
 
 // TestInvokeTenantNamespaces: on the invoke path, as on the REST API, a
 // token's namespace claim makes its caller a tenant only of a namespace
@@ -108,75 +107,5 @@ func TestInvokeTenantNamespaces(t *testing.T) {
 				t.Fatalf("a 403 that is not the platform's: %s", b)
 			}
 		})
-	}
-}
-
-func TestParseTenantPrefixes(t *testing.T) {
-	for _, tc := range []struct {
-		derived, flag string
-		want          []string
-		err           string
-	}{
-		{"tenant-", "", []string{"tenant-"}, ""},
-		{"tenant", "team-, t-", []string{"tenant-", "team-", "t-"}, ""},
-		{"tenant-", " , ", nil, "names no prefix"},
-		{"tenant-", "Team_", nil, "does not start a namespace name"},
-		{"tenant-", "kube-", nil, "default or kube-*"},
-		{"tenant-", "kube-tenants-", nil, "default or kube-*"},
-		{"tenant-", "k", nil, "default or kube-*"},
-		{"tenant-", "def", nil, "default or kube-*"},
-		{"kube", "", nil, "default or kube-*"},
-	} {
-		got, err := parseTenantPrefixes(tc.derived, tc.flag)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseTenantPrefixes(%q, %q) = %q, %v; want an error saying %q", tc.derived, tc.flag, got, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("parseTenantPrefixes(%q, %q) = %q, %v; want %q", tc.derived, tc.flag, got, err, tc.want)
-		}
-	}
-}
-
-// syncBuffer is a log sink that tests read while the logger writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// TestRetentionAfterMigrations opens the invocation store on a fresh
-// database: retention's first pass runs once the table exists, so the
-// first start logs no warning.
-func TestRetentionAfterMigrations(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var logs syncBuffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	pg, err := postgres.Start(ctx, testbed.DatabaseURL(t), time.Hour, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), `msg="invocation retention" deleted=0`); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no retention pass within 30 s:\n%s", logs.String())
-		}
-	}
-	if strings.Contains(logs.String(), "level=WARN") {
-		t.Fatalf("a fresh database's first start warned:\n%s", logs.String())
 	}
 }
