@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/client"
 )
 
 // sless.yaml's secretEnv names secrets' keys; what cannot be one is refused
@@ -44,7 +45,7 @@ func TestManifestSecretEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := o.m.envVars()
+			got := o.m.EnvVars()
 			if len(got) != len(tc.env) {
 				t.Fatalf("env %+v, want %+v", got, tc.env)
 			}
@@ -57,10 +58,10 @@ func TestManifestSecretEnv(t *testing.T) {
 			}
 			// A Function that has them needs no patch; one without gets them.
 			fn := &slessv1alpha1.Function{Spec: slessv1alpha1.FunctionSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Env: got}}}
-			if p := o.m.patch(&fn.Spec); p != nil {
+			if p := o.m.Patch(&fn.Spec); p != nil {
 				t.Errorf("patch %v for a Function with the manifest's env", p)
 			}
-			if p := o.m.patch(&slessv1alpha1.FunctionSpec{}); p == nil {
+			if p := o.m.Patch(&slessv1alpha1.FunctionSpec{}); p == nil {
 				t.Error("no patch for a Function without the manifest's env")
 			}
 		})
@@ -76,10 +77,10 @@ func TestManifestKind(t *testing.T) {
 		args       []string
 		kind, err  string
 	}{
-		{name: "default is a function", yaml: head, kind: kindFunction},
-		{name: "service", yaml: "kind: service\n" + head + "minScale: 0\nmaxScale: 3\ncontainerConcurrency: 10\n", kind: kindService},
-		{name: "flag", yaml: head + "maxScale: 2\n", args: []string{"--service"}, kind: kindService},
-		{name: "flag over kind function", yaml: "kind: function\n" + head, args: []string{"--service"}, kind: kindService},
+		{name: "default is a function", yaml: head, kind: client.KindFunction},
+		{name: "service", yaml: "kind: service\n" + head + "minScale: 0\nmaxScale: 3\ncontainerConcurrency: 10\n", kind: client.KindService},
+		{name: "flag", yaml: head + "maxScale: 2\n", args: []string{"--service"}, kind: client.KindService},
+		{name: "flag over kind function", yaml: "kind: function\n" + head, args: []string{"--service"}, kind: client.KindService},
 		{name: "bad kind", yaml: "kind: job\n" + head, err: `kind "job" in sless.yaml: want function or service`},
 		{name: "minScale on a function", yaml: head + "minScale: 1\n", err: "minScale in sless.yaml is for a service: write kind: service or give --service"},
 		{name: "maxScale on a function", yaml: "kind: function\n" + head + "maxScale: 1\n", err: "maxScale in sless.yaml is for a service"},
@@ -108,7 +109,7 @@ func TestManifestKind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := o.m.kind(); got != tc.kind {
+			if got := o.m.KindOrDefault(); got != tc.kind {
 				t.Errorf("kind %q, want %q", got, tc.kind)
 			}
 		})
@@ -118,14 +119,14 @@ func TestManifestKind(t *testing.T) {
 // A service's scale is patched at the top of its spec, and only where the
 // service differs from the manifest.
 func TestManifestServicePatch(t *testing.T) {
-	m := manifest{Kind: kindService, MinScale: ptr.To[int32](0), MaxScale: ptr.To[int32](2), ContainerConcurrency: ptr.To[int64](5)}
-	svc := &slessv1alpha1.SlessService{Spec: m.serviceSpec(slessv1alpha1.FunctionSource{})}
-	if p := m.patch(svc.BuildSpec()); p != nil {
+	m := client.Manifest{Kind: client.KindService, MinScale: ptr.To[int32](0), MaxScale: ptr.To[int32](2), ContainerConcurrency: ptr.To[int64](5)}
+	svc := &slessv1alpha1.SlessService{Spec: m.ServiceSpec(slessv1alpha1.FunctionSource{})}
+	if p := m.Patch(svc.BuildSpec()); p != nil {
 		t.Errorf("patch %v for a service with the manifest's scale", p)
 	}
 	svc.Spec.MaxScale = ptr.To[int32](4)
 	svc.Spec.MinScale = nil // the default, 1
-	p := m.patch(svc.BuildSpec())
+	p := m.Patch(svc.BuildSpec())
 	spec, _ := p["spec"].(map[string]any)
 	if len(spec) != 2 || spec["maxScale"] != int32(2) || spec["minScale"] != int32(0) {
 		t.Errorf("patch %v, want minScale 0 and maxScale 2", p)

@@ -319,7 +319,7 @@ func invocationTable(w io.Writer, indent string, items []client.Invocation) erro
 		}
 		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, iv.StartedAt.Local().Format("2006-01-02 15:04:05"), iv.Status,
 			(time.Duration(iv.DurationMs * float64(time.Millisecond))).Round(time.Millisecond/10), iv.Trigger, cold,
-			humanBytes(int(iv.BytesIn)), humanBytes(int(iv.BytesOut)), iv.RequestID, oneLine(iv.Error))
+			client.HumanBytes(int(iv.BytesIn)), client.HumanBytes(int(iv.BytesOut)), iv.RequestID, oneLine(iv.Error))
 	}
 	return tw.Flush()
 }
