@@ -13,6 +13,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -60,7 +61,7 @@ func parseDev(args []string) (local.Options, string, error) {
 	spoolMax := fs.String("spool-max-size", "1Gi", "with --database-url: most bytes of records kept in <data-dir>/invocation-spool.db while PostgreSQL is down or slow; past it new records are dropped")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
 	withConsole := fs.Bool("console", true, "serve the web console at /console/")
-	logFormat := fs.String("log-format", logFormatAuto, "how sless dev writes its events and echoes the functions' output: pretty (short lines for a person), text or json (slog's, for machines); auto: pretty on a terminal, else text")
+	logFormat := fs.String("log-format", logs.FormatAuto, "how sless dev writes its events and echoes the functions' output: pretty (short lines for a person), text or json (slog's, for machines); auto: pretty on a terminal, else text")
 	logMaxSize := fs.String("log-max-size", "10Mi", "rotate a function's log file at this size (a quantity: 512Ki, 10Mi, 1Gi)")
 	logMaxFiles := fs.Int("log-max-files", local.DefaultLogMaxFiles, "files of a function's log to keep, the current one included")
 	python := fs.String("python", "", "python3 to run Python functions with (default: from PATH)")
@@ -102,7 +103,7 @@ func parseDev(args []string) (local.Options, string, error) {
 		return local.Options{}, "", err
 	}
 	var echo io.Writer
-	if opts.Logger, echo, err = devLogger(*logFormat, os.Stderr); err != nil {
+	if opts.Logger, echo, err = logs.Terminal(*logFormat, os.Stderr); err != nil {
 		return local.Options{}, "", err
 	}
 	if !*quiet {

@@ -1,7 +1,8 @@
 // Package logs reads a function's output and its builds' output from
 // wherever they are kept: rotated files on disk in local mode
 // (pkg/local), Pod logs on a cluster (pkg/adapter/kube). The REST
-// API serves a Source; the web console may call one in process.
+// API serves a Source; the web console may call one in process. Terminal
+// shows sless dev's events and the functions' output to a person.
 package logs
 
 import (

@@ -1,4 +1,4 @@
-package main
+package logs
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func TestDevLoggerFormats(t *testing.T) {
 	}
 	defer f.Close()
 	for format, want := range map[string]string{"auto": "level=INFO", "text": "level=INFO", "json": `"level":"INFO"`, "pretty": "  hello\n"} {
-		log, _, err := devLogger(format, f)
+		log, _, err := Terminal(format, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestDevLoggerFormats(t *testing.T) {
 			t.Errorf("format %s wrote %q, want %q in it", format, got, want)
 		}
 	}
-	if _, _, err := devLogger("xml", f); err == nil {
+	if _, _, err := Terminal("xml", f); err == nil {
 		t.Error("an unknown format is accepted")
 	}
 }

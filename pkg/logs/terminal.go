@@ -1,4 +1,4 @@
-package main
+package logs
 
 import (
 	"context"
@@ -13,33 +13,33 @@ import (
 	"time"
 )
 
-// Log formats of sless dev's terminal: pretty for a person (one short,
+// Formats of sless dev's terminal (Terminal): pretty for a person (one short,
 // aligned line per event, the functions' JSON lines as text), text and
 // json for machines (slog's handlers, every field as logged).
 const (
-	logFormatAuto   = "auto"
-	logFormatPretty = "pretty"
-	logFormatText   = "text"
-	logFormatJSON   = "json"
+	FormatAuto   = "auto"
+	FormatPretty = "pretty"
+	FormatText   = "text"
+	FormatJSON   = "json"
 )
 
-// devLogger is the logger of sless dev's events and the writer the
+// Terminal is the logger of sless dev's events and the writer the
 // functions' output is echoed to, in format (auto: pretty on a terminal,
 // text otherwise).
-func devLogger(format string, w *os.File) (*slog.Logger, io.Writer, error) {
-	if format == logFormatAuto {
-		format = logFormatText
+func Terminal(format string, w *os.File) (*slog.Logger, io.Writer, error) {
+	if format == FormatAuto {
+		format = FormatText
 		if st, err := w.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			format = logFormatPretty
+			format = FormatPretty
 		}
 	}
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	switch format {
-	case logFormatText:
+	case FormatText:
 		return slog.New(slog.NewTextHandler(w, opts)), w, nil
-	case logFormatJSON:
+	case FormatJSON:
 		return slog.New(slog.NewJSONHandler(w, opts)), w, nil
-	case logFormatPretty:
+	case FormatPretty:
 		mu := &sync.Mutex{}
 		return slog.New(&prettyHandler{w: w, mu: mu, level: slog.LevelInfo}), &prettyConsole{w: w, mu: mu}, nil
 	}
