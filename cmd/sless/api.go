@@ -6,28 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
-	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
-	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
-	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/source"
 )
@@ -90,56 +79,20 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	verifier, err := auth.New(ctx, acfg)
-	if err != nil {
-		return err
-	}
-	blobs, err := c.openBlobs(ctx)
-	if err != nil {
-		return err
-	}
-	// Cluster: reads are uncached. A cache would save the apiserver little
-	// here and would break read-your-writes (a GET right after a POST must
-	// find the object; Terraform does exactly that).
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return err
-	}
-	scheme, err := apiScheme()
-	if err != nil {
-		return err
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	// Pod logs are a stream, which the controller-runtime client does not
-	// read: client-go's core client does.
-	core, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	resolver, err := invokekube.Start(ctx, cfg, scheme, invokekube.Options{WatchRevisions: true, IngressClass: c.ingressClass, Logger: log})
-	if err != nil {
-		return err
-	}
-	a := c.apiOptions(cl, blobs, verifier, &kube.Logs{Pods: core})
-	a.Ready = func(ctx context.Context) error {
-		if !resolver.Synced() {
-			return errors.New("function cache not synced")
-		}
-		_, err := blobs.Exists(ctx, ".readyz")
-		return err
-	}
-	door, err := frontdoor.New(ctx, frontdoor.Options{
-		API: a, Auth: verifier,
-		Proxy:           invoke.Options{Resolver: resolver, Services: resolver.Services(), Domain: c.fnDomain, BodyIdleTimeout: c.bodyIdle, Routes: resolver.Routes()},
+	door, err := frontdoor.NewCluster(ctx, frontdoor.Cluster{
+		S3: s3.Config{Endpoint: c.s3Endpoint, Region: c.s3Region, Bucket: c.s3Bucket,
+			AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: c.s3PathStyle},
+		Auth: acfg,
+		API: api.Options{
+			Limits:     source.Limits{MaxCompressed: c.maxArchive, MaxUncompressed: c.maxUncompressed, MaxEntries: c.maxEntries},
+			DeleteWait: c.deleteWait,
+			MaxUploads: c.maxUploads, UploadQueueWait: c.uploadQueueWait, BodyIdleTimeout: c.bodyIdle,
+			MaxUploadsPerTenant: c.maxTenantUploads, UploadMinRate: c.uploadMinRate, UploadRateWindow: c.uploadRateWindow,
+		},
+		TenantPrefixes: c.tenantPrefixes, ProvisionNamespaces: c.provision, IngressClass: c.ingressClass,
+		FunctionDomain: c.fnDomain, BodyIdleTimeout: c.bodyIdle,
 		Records:         frontdoor.Records{DatabaseURL: c.databaseURL, MaxAge: c.maxAge, SpoolPath: c.spoolPath, SpoolMaxBytes: c.spoolBytes},
 		IdleConnTimeout: c.connIdle, Console: c.withConsole, Logger: log,
-		// Cron and queue trigger credentials (cmd/sless/invoke.go, docs/triggers.md).
-		Calls: func(proxy *invoke.Proxy) http.Handler {
-			return triggerCalls(proxy, acfg.HS256Secret, c.issuer, strings.Join(c.audiences, ","), cl)
-		},
 	})
 	if err != nil {
 		return err
@@ -273,41 +226,6 @@ func (c *apiConfig) authConfig(log *slog.Logger) (auth.Config, error) {
 	return acfg, nil
 }
 
-// openBlobs connects to the S3 bucket, making it when missing.
-func (c *apiConfig) openBlobs(ctx context.Context) (*s3.Client, error) {
-	if c.s3Endpoint == "" {
-		return nil, errors.New("-s3-endpoint (or SLESS_S3_ENDPOINT) is required")
-	}
-	blobs, err := s3.New(s3.Config{Endpoint: c.s3Endpoint, Region: c.s3Region, Bucket: c.s3Bucket,
-		AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: c.s3PathStyle})
-	if err != nil {
-		return nil, err
-	}
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := blobs.EnsureBucket(bctx); err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", c.s3Bucket, err)
-	}
-	return blobs, nil
-}
-
-// apiOptions is the REST API's configuration on a cluster.
-func (c *apiConfig) apiOptions(cl client.Client, blobs *s3.Client, verifier *auth.Verifier, logs *kube.Logs) api.Options {
-	tenants := &kube.Tenants{Client: cl, Prefixes: c.tenantPrefixes}
-	a := api.Options{
-		Objects: cl, Live: cl, Secrets: cl, TenantNamespaces: tenants, Auth: verifier, Blobs: blobs, Bucket: c.s3Bucket,
-		Limits:     source.Limits{MaxCompressed: c.maxArchive, MaxUncompressed: c.maxUncompressed, MaxEntries: c.maxEntries},
-		DeleteWait: c.deleteWait,
-		MaxUploads: c.maxUploads, UploadQueueWait: c.uploadQueueWait, BodyIdleTimeout: c.bodyIdle,
-		MaxUploadsPerTenant: c.maxTenantUploads, UploadMinRate: c.uploadMinRate, UploadRateWindow: c.uploadRateWindow,
-		Logs: logs,
-	}
-	if c.provision {
-		a.Tenants = tenants
-	}
-	return a
-}
-
 // parseAudiences reads -jwt-audience: comma-separated, each trimmed, since
 // "sless, other" means two audiences, not "sless" and " other".
 func parseAudiences(flag string) ([]string, error) {
@@ -348,16 +266,4 @@ func parseTenantPrefixes(derived, flag string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// apiScheme knows what sless api reads and writes: Namespaces, sless's
-// resources, and Knative Revisions (the invoke proxy's cold-start signal).
-func apiScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, slessv1alpha1.AddToScheme, servingv1.AddToScheme, networkingv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
 }

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/retry"
 )
@@ -101,20 +97,6 @@ func checkFunctionURL(raw string) error {
 		return fmt.Errorf("--url %q must end in /fn/{namespace}/{name}", raw)
 	}
 	return nil
-}
-
-// triggerCalls puts trigger.CallHandler in front of the invoke proxy, so the
-// calls of cron runs and queue consumers (bearer: the trigger's credential,
-// X-Sless-Trigger: its type) are accepted and recorded with their trigger.
-// Without an HS256 secret no trigger credential can exist, and the proxy
-// serves alone. audiences is the API's comma-separated --jwt-audience; the
-// controller signs with the first.
-func triggerCalls(proxy trigger.Invoker, secret []byte, issuer, audiences string, triggers client.Reader) http.Handler {
-	if len(secret) == 0 {
-		return proxy
-	}
-	aud, _, _ := strings.Cut(audiences, ",")
-	return &trigger.CallHandler{Proxy: proxy, Tokens: &trigger.HS256Tokens{Secret: secret, Issuer: issuer, Audience: aud}, Triggers: triggers}
 }
 
 // runCronCall makes one call and succeeds only on a 2xx answer, so a failed
