@@ -169,8 +169,8 @@ func TestCLIAgainstSlessDev(t *testing.T) {
 			t.Logf("sless dev's log:\n%s", devLog.String())
 		}
 	})
-	env := append(os.Environ(), envConfig+"="+filepath.Join(home, "config", "sless"))
-	env = withoutVars(env, envServer, envToken, envNamespace)
+	env := append(os.Environ(), client.EnvConfig+"="+filepath.Join(home, "config", "sless"))
+	env = withoutVars(env, client.EnvServer, client.EnvToken, client.EnvNamespace)
 	c := &cli{t: t, bin: bin, dir: home, env: env}
 
 	// Not logged in yet: the commands say how.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +93,7 @@ func TestCLIRefusesBadInput(t *testing.T) {
 		{"delete", []string{"f"}, "not logged in"},
 		{"version", []string{"now"}, "unexpected arguments"},
 	}
-	t.Setenv(envConfig, filepath.Join(dir, "no-config"))
+	t.Setenv(client.EnvConfig, filepath.Join(dir, "no-config"))
 	for _, c := range cases {
 		t.Run(c.cmd+" "+strings.Join(c.args, " "), func(t *testing.T) {
 			err := run[c.cmd](c.args)
@@ -142,60 +141,6 @@ func TestInvokeTellsTheCronRunner(t *testing.T) {
 		if got := cronCallArgs(strings.Fields(args)); got != want {
 			t.Errorf("cronCallArgs(%q) = %v, want %v", args, got, want)
 		}
-	}
-}
-
-// An API problem reads as one line: status, title, detail, field errors.
-func TestDescribeErr(t *testing.T) {
-	cases := []struct {
-		err  error
-		want string
-	}{
-		{&client.Error{Status: 404, Title: "Not Found", Detail: `function "x" not found`}, `404 Not Found: function "x" not found`},
-		{&client.Error{Status: 400, Title: "Invalid Function", Detail: "the spec is invalid",
-			Fields: []client.FieldError{{Field: "spec.memoryMB", Detail: "must be at least 64"}}},
-			"400 Bad Request: Invalid Function: the spec is invalid; spec.memoryMB: must be at least 64"},
-		{&client.Error{Status: 401, Detail: "token expired"}, "401 Unauthorized: token expired (log in again: sless login)"},
-		{fmt.Errorf("wrapped: %w", &client.Error{Status: 503}), "503 Service Unavailable"},
-		{errors.New("plain"), "plain"},
-	}
-	for _, c := range cases {
-		if got := describeErr(c.err); got != c.want {
-			t.Errorf("describeErr(%v) = %q, want %q", c.err, got, c.want)
-		}
-	}
-}
-
-// The login file is the user's alone; the environment overrides it.
-func TestLoginConfigFile(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "sless")
-	path := filepath.Join(dir, "config")
-	if err := writeConfig(path, &loginConfig{Server: "http://127.0.0.1:1", Token: "secret", Namespace: "team"}); err != nil {
-		t.Fatal(err)
-	}
-	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
-		st, err := os.Stat(p)
-		if err != nil || st.Mode().Perm() != want {
-			t.Fatalf("%s: mode %v (%v), want %v", p, st.Mode().Perm(), err, want)
-		}
-	}
-	env := map[string]string{envConfig: path}
-	getenv := func(k string) string { return env[k] }
-	s, err := connect(context.Background(), getenv, "")
-	if err != nil || s.ns != "team" || s.api.Endpoint() != "http://127.0.0.1:1" {
-		t.Fatalf("from the file: %+v, %v", s, err)
-	}
-	if s, err = connect(context.Background(), getenv, "other"); err != nil || s.ns != "other" {
-		t.Fatalf("-n: %+v, %v", s, err)
-	}
-	env[envServer], env[envNamespace] = "http://127.0.0.1:2", "ci"
-	if s, err = connect(context.Background(), getenv, ""); err != nil || s.ns != "ci" || s.api.Endpoint() != "http://127.0.0.1:2" {
-		t.Fatalf("$SLESS_SERVER and $SLESS_NAMESPACE: %+v, %v", s, err)
-	}
-	os.WriteFile(path, []byte("{"), 0o600)
-	if _, err := connect(context.Background(), func(k string) string { return map[string]string{envConfig: path}[k] }, ""); err == nil ||
-		!strings.Contains(err.Error(), "is not a sless login") {
-		t.Fatalf("a broken file: %v", err)
 	}
 }
 

@@ -25,7 +25,7 @@ func TestDeployServiceAgainstSlessDev(t *testing.T) {
 	}
 	const token = "0123456789abcdef0123"
 	addr := startDev(t)
-	env := map[string]string{envServer: "http://" + addr, envToken: token, envConfig: filepath.Join(t.TempDir(), "config")}
+	env := map[string]string{client.EnvServer: "http://" + addr, client.EnvToken: token, client.EnvConfig: filepath.Join(t.TempDir(), "config")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	deploy := func(args ...string) (url, progress string) {

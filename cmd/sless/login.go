@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sless-dev/sless/pkg/client"
 )
 
 func init() {
@@ -93,19 +95,19 @@ func runLogin(ctx context.Context, stdout io.Writer, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	api, err := newAPIClient(o.server, o.token)
+	api, err := client.New(o.server, o.token, cliOptions()...)
 	if err != nil {
-		return err
+		return fmt.Errorf("server: %w", err)
 	}
 	id, err := api.Whoami(ctx)
 	if err != nil {
-		return fmt.Errorf("checking the token at %s: %s", o.server, describeErr(err))
+		return fmt.Errorf("checking the token at %s: %s", o.server, client.Describe(err))
 	}
-	path, err := configPath(getenv)
+	path, err := client.LoginPath(getenv)
 	if err != nil {
 		return err
 	}
-	if err := writeConfig(path, &loginConfig{Server: o.server, Token: o.token, Namespace: id.Namespace}); err != nil {
+	if err := client.WriteLogin(path, &client.Login{Server: o.server, Token: o.token, Namespace: id.Namespace}); err != nil {
 		return err
 	}
 	who := id.Subject

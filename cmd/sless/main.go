@@ -21,6 +21,8 @@ import (
 	"runtime/debug"
 	"sort"
 	"syscall"
+
+	"github.com/sless-dev/sless/pkg/client"
 )
 
 // version and commit are stamped by `make build` with -ldflags
@@ -130,7 +132,7 @@ func main() {
 	case errors.Is(err, errSilent):
 		os.Exit(1)
 	default:
-		fmt.Fprintf(os.Stderr, "sless %s: %s\n", os.Args[1], describeErr(err))
+		fmt.Fprintf(os.Stderr, "sless %s: %s\n", os.Args[1], client.Describe(err))
 		os.Exit(1)
 	}
 }
