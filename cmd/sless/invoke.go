@@ -112,7 +112,7 @@ func runCronCall(ctx context.Context, args []string) error {
 		ct = "application/json"
 	}
 	start := time.Now()
-	out := invokeReachable(ctx, &o.invoker, queue.Call{Trigger: o.trigger, Body: o.payload, ContentType: ct}, unreachableWait, retry.Sleep)
+	out := o.invoker.InvokeReachable(ctx, queue.Call{Trigger: o.trigger, Body: o.payload, ContentType: ct}, unreachableWait, retry.Sleep, os.Stderr)
 	if len(out.Body) > 0 {
 		fmt.Fprintf(os.Stdout, "%s\n", out.Body)
 	}
@@ -127,35 +127,3 @@ func runCronCall(ctx context.Context, args []string) error {
 // connection: long enough for sless-api to be rolled out or rescheduled.
 // The Job's activeDeadlineSeconds leaves room for it.
 const unreachableWait = resources.UnreachableAllowanceSeconds * time.Second
-
-// invokeReachable makes the call, trying again while the proxy refuses the
-// connection or does not answer the dial, for at most wait. Such a call
-// never reached the function (nothing was sent), so trying again cannot
-// call it twice, while a run lost to an API restart is a missed schedule.
-// Anything else — an answer of any status, an error after the request was
-// sent, a host name that does not exist — is the outcome as it is: a Job
-// is never retried, because calling a function with side effects twice is
-// the user's choice.
-func invokeReachable(ctx context.Context, iv *queue.Invoker, c queue.Call, wait time.Duration, sleep func(context.Context, time.Duration) error) queue.Outcome {
-	giveUp := time.Now().Add(wait)
-	backoff := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		out := iv.Invoke(ctx, c)
-		if out.Err == nil || !retry.NothingSent(out.Err) {
-			return out
-		}
-		left := time.Until(giveUp)
-		if left <= 0 || ctx.Err() != nil {
-			out.Err = fmt.Errorf("nothing answers at %s after %d attempts in %v (the proxy, sless-api, is down or unreachable): %w",
-				iv.URL, attempt, wait, out.Err)
-			return out
-		}
-		d := min(backoff, left)
-		fmt.Fprintf(os.Stderr, "sless cron-call: %s unreachable (%v); trying again in %v\n", iv.URL, out.Err, d.Round(time.Millisecond))
-		if err := sleep(ctx, d); err != nil {
-			out.Err = fmt.Errorf("%w (gave up waiting for %s: %w)", out.Err, iv.URL, err)
-			return out
-		}
-		backoff = min(backoff*2, 4*time.Second)
-	}
-}

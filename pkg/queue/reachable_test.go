@@ -1,7 +1,8 @@
-package main
+package queue_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -78,7 +79,7 @@ func TestInvokeWaitsForAnUnreachableProxy(t *testing.T) {
 				return nil
 			}
 			iv := &queue.Invoker{URL: "http://" + addr + "/fn/ns/report", Token: "t", Timeout: 5 * time.Second}
-			out := invokeReachable(context.Background(), iv, queue.Call{Trigger: "cron"}, tc.wait, sleep)
+			out := iv.InvokeReachable(context.Background(), queue.Call{Trigger: "cron"}, tc.wait, sleep, io.Discard)
 			if out.Status != tc.status || requests.Load() != tc.requests {
 				t.Errorf("status %d after %d requests (err %v), want %d after %d", out.Status, requests.Load(), out.Err, tc.status, tc.requests)
 			}
@@ -108,7 +109,7 @@ func TestInvokeWaitEndsWithTheRun(t *testing.T) {
 	cancel()
 	iv := &queue.Invoker{URL: "http://" + addr + "/fn/ns/report", Timeout: 5 * time.Second}
 	done := make(chan queue.Outcome)
-	go func() { done <- invokeReachable(ctx, iv, queue.Call{}, time.Hour, retry.Sleep) }()
+	go func() { done <- iv.InvokeReachable(ctx, queue.Call{}, time.Hour, retry.Sleep, io.Discard) }()
 	select {
 	case out := <-done:
 		if out.Err == nil || out.OK() {
