@@ -390,19 +390,9 @@ func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	what := "function"
-	remove, get := func(ctx context.Context, s *session, name string) error { return s.api.DeleteFunction(ctx, s.ns, name) },
-		func(ctx context.Context, s *session, name string) error {
-			_, err := s.api.GetFunction(ctx, s.ns, name)
-			return err
-		}
+	what := client.KindFunction
 	if *service {
-		what = "service"
-		remove, get = func(ctx context.Context, s *session, name string) error { return s.api.DeleteService(ctx, s.ns, name) },
-			func(ctx context.Context, s *session, name string) error {
-				_, err := s.api.GetService(ctx, s.ns, name)
-				return err
-			}
+		what = client.KindService
 	}
 	name, err := onePositionalOf(fs, pos, what)
 	if err != nil {
@@ -415,31 +405,17 @@ func runDelete(ctx context.Context, stdout io.Writer, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if err := remove(ctx, s, name); err != nil {
+	if err := s.api.DeleteWorkload(ctx, s.ns, what, name); err != nil {
 		return err
 	}
 	if *wait {
 		wctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		for {
-			err := get(wctx, s, name)
-			if client.IsNotFound(err) {
-				break
+		if err := s.api.WaitGone(wctx, s.ns, what, name); err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return fmt.Errorf("%s %s still exists after %v", what, name, *timeout)
 			}
-			if err != nil {
-				if wctx.Err() != nil && ctx.Err() == nil {
-					return fmt.Errorf("%s %s still exists after %v", what, name, *timeout)
-				}
-				return err
-			}
-			select {
-			case <-wctx.Done():
-				if ctx.Err() == nil {
-					return fmt.Errorf("%s %s still exists after %v", what, name, *timeout)
-				}
-				return ctx.Err()
-			case <-time.After(250 * time.Millisecond):
-			}
+			return err
 		}
 		fmt.Fprintf(stdout, "%s %s deleted\n", what, name)
 		return nil

@@ -227,3 +227,35 @@ func HumanBytes(n int) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// DeleteWorkload deletes the function, or the SlessService when kind is
+// KindService, named name in ns.
+func (c *Client) DeleteWorkload(ctx context.Context, ns, kind, name string) error {
+	if kind == KindService {
+		return c.DeleteService(ctx, ns, name)
+	}
+	return c.DeleteFunction(ctx, ns, name)
+}
+
+// WaitGone polls until the workload DeleteWorkload deleted, and so what it
+// owns, is gone, or ctx is done.
+func (c *Client) WaitGone(ctx context.Context, ns, kind, name string) error {
+	get := func() error { _, err := c.GetFunction(ctx, ns, name); return err }
+	if kind == KindService {
+		get = func() error { _, err := c.GetService(ctx, ns, name); return err }
+	}
+	for {
+		err := get()
+		if IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
