@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -111,26 +110,5 @@ func runConsume(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve health on %s: %w", o.healthAddr, err)
 	}
-	srv := consumerHealthServer(c)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	runErr := c.Run(ctx)
-	// Probes are answered (not ready) until the calls in flight are done,
-	// then the server goes with the process.
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) && runErr == nil {
-		return fmt.Errorf("serve health on %s: %w", o.healthAddr, err)
-	}
-	return runErr
-}
-
-// consumerHealthServer serves the consumer's readiness and liveness at the
-// paths its Deployment's probes ask.
-func consumerHealthServer(c *queue.Consumer) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("GET "+resources.ConsumerReadyPath, c.ReadyHandler())
-	mux.Handle("GET "+resources.ConsumerLivePath, c.LiveHandler())
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return c.RunWithHealth(ctx, ln, resources.ConsumerReadyPath, resources.ConsumerLivePath)
 }

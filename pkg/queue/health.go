@@ -1,8 +1,12 @@
 package queue
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"time"
 )
 
 // ReadyHandler answers a readiness probe: 200 while the consumer is
@@ -50,4 +54,25 @@ func (s State) Reason(queue string) string {
 		return "not consuming queue " + queue + ", reconnecting: " + s.Err.Error()
 	}
 	return "connecting to the broker to consume queue " + queue
+}
+
+// RunWithHealth runs the consumer while ln serves its readiness at
+// readyPath and its liveness at livePath, the paths its Deployment's
+// probes ask. Probes are answered (not ready) until the calls in flight
+// are done; then the server goes with the process.
+func (c *Consumer) RunWithHealth(ctx context.Context, ln net.Listener, readyPath, livePath string) error {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+readyPath, c.ReadyHandler())
+	mux.Handle("GET "+livePath, c.LiveHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	runErr := c.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+		return fmt.Errorf("serve health on %s: %w", ln.Addr(), err)
+	}
+	return runErr
 }
