@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sless-dev/sless/runtimes"
 )
 
 func init() {
@@ -24,65 +26,6 @@ Make DIR (default ./NAME) with a hello-world handler, a sless.yaml naming the
 function, its runtime and entrypoint, and a README. Deploy it with
 sless deploy DIR.`
 
-// template is the starting point of a function in one language.
-type template struct {
-	runtime, entrypoint string
-	files               map[string]string
-}
-
-var templates = map[string]template{
-	"python": {runtime: "python3.12", entrypoint: "main.handler", files: map[string]string{
-		"main.py": `"""A sless function: GET /?name=Ada or POST {"name": "Ada"}."""
-
-
-def handler(event, context):
-    body = event["body"] if isinstance(event["body"], dict) else {}
-    name = body.get("name") or event["query"].get("name") or "world"
-    return {"message": "Hello, %s!" % name}
-`,
-		"requirements.txt": "# Dependencies, one a line; sless installs them with pip when it builds.\n",
-	}},
-	"node": {runtime: "nodejs22", entrypoint: "index.handler", files: map[string]string{
-		"index.js": `// A sless function: GET /?name=Ada or POST {"name": "Ada"}.
-exports.handler = async (event, context) => {
-  const body = event.body && typeof event.body === 'object' ? event.body : {};
-  const name = body.name || event.query.name || 'world';
-  return { message: ` + "`Hello, ${name}!`" + ` };
-};
-`,
-	}},
-	"go": {runtime: "go1.24", entrypoint: "function.Handle", files: map[string]string{
-		"handler.go": `// Package function is a sless function: GET /?name=Ada or POST {"name": "Ada"}.
-package function
-
-import (
-	"context"
-	"fmt"
-)
-
-// Event is the part of the sless event this function reads.
-type Event struct {
-	Query map[string]string ` + "`json:\"query\"`" + `
-	Body  struct {
-		Name string ` + "`json:\"name\"`" + `
-	} ` + "`json:\"body\"`" + `
-}
-
-// Handle greets by name.
-func Handle(ctx context.Context, ev Event) (map[string]string, error) {
-	name := ev.Body.Name
-	if name == "" {
-		name = ev.Query["name"]
-	}
-	if name == "" {
-		name = "world"
-	}
-	return map[string]string{"message": fmt.Sprintf("Hello, %s!", name)}, nil
-}
-`,
-	}},
-}
-
 // langs are the --lang values, for messages.
 const langs = "python, node or go"
 
@@ -95,7 +38,7 @@ func parseNew(args []string) (lang, name, dir string, err error) {
 		return "", "", "", err
 	}
 	var errs []error
-	if _, ok := templates[*l]; !ok {
+	if _, ok := runtimes.Starters[*l]; !ok {
 		if *l == "" {
 			errs = append(errs, errors.New("--lang is required: "+langs))
 		} else {
@@ -130,15 +73,15 @@ func runNew(stdout io.Writer, args []string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%s exists and is not empty: pick another NAME or --dir", dir)
 	}
-	t := templates[lang]
+	t := runtimes.Starters[lang]
 	files := map[string]string{
 		manifestName: fmt.Sprintf("# sless deploy reads this file; sless.yaml and .slessignore are not uploaded.\nname: %s\nruntime: %s\nentrypoint: %s\n# memoryMB: 128\n# timeoutSeconds: 30\n# env:\n#   GREETING: hello\n# secretEnv:                 # NAME: SECRET/KEY, made with sless secret create\n#   DB_PASSWORD: db/password\n",
-			name, t.runtime, t.entrypoint),
+			name, t.Runtime, t.Entrypoint),
 		"README.md": fmt.Sprintf("# %s\n\nA sless function (%s, entrypoint `%s`).\n\nDeploy it: `sless deploy %s`, then call it: `sless invoke %s -d '{\"name\": \"Ada\"}'`.\n",
-			name, t.runtime, t.entrypoint, dir, name),
+			name, t.Runtime, t.Entrypoint, dir, name),
 		ignoreFile: "# Paths sless deploy leaves out of the upload, one pattern a line (as .gitignore, without negation).\n",
 	}
-	for f, body := range t.files {
+	for f, body := range t.Files {
 		files[f] = body
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -149,6 +92,6 @@ func runNew(stdout io.Writer, args []string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "Made %s: a %s function %q (entrypoint %s).\nDeploy it with: sless deploy %s\n", dir, t.runtime, name, t.entrypoint, dir)
+	fmt.Fprintf(stdout, "Made %s: a %s function %q (entrypoint %s).\nDeploy it with: sless deploy %s\n", dir, t.Runtime, name, t.Entrypoint, dir)
 	return nil
 }
