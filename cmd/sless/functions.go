@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -216,7 +217,7 @@ func runDescribe(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	row("Runtime", orNone(fn.Spec.Runtime))
 	row("Entrypoint", orNone(fn.Spec.Entrypoint))
 	row("Source", sourceSummary(fn))
-	row("Memory", fmt.Sprintf("%d MiB", ptrOr(fn.Spec.MemoryMB, int32(slessv1alpha1.DefaultMemoryMB))))
+	row("Memory", fmt.Sprintf("%d MiB", ptr.Deref(fn.Spec.MemoryMB, int32(slessv1alpha1.DefaultMemoryMB))))
 	row("Timeout", fmt.Sprintf("%ds", fn.Timeout()))
 	if sc := fn.Spec.Scale; sc != nil {
 		row("Scale", scaleSummary(sc))
@@ -262,13 +263,6 @@ func runDescribe(ctx context.Context, stdout io.Writer, getenv func(string) stri
 		return nil
 	}
 	return invocationTable(stdout, "  ", page.Items)
-}
-
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }
 
 func sourceSummary(fn *slessv1alpha1.Function) string {
