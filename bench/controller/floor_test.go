@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/names"
 	fnrec "github.com/sless-dev/sless/pkg/reconciler/function"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/pkg/source"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"

@@ -22,9 +22,9 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/knative"
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/adapter/tekton"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/test/testbed"
 	"github.com/sless-dev/sless/test/testbed/functionctl"
 )

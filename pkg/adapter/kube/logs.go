@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/names"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 )
 
 // Labels and containers the logs are found by: Knative's on the pods of

@@ -8,8 +8,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/names"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 )
 
 // A failed build is kept for its source until the Function asks for it

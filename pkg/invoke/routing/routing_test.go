@@ -13,8 +13,8 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/ingress"
 
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/invoke/routing"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 )
 
 func split(svc string, port, pct int, headers map[string]string) v1alpha1.IngressBackendSplit {

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 )
 
 // The revision template can change while the Function's generation does

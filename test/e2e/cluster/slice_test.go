@@ -38,13 +38,13 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
-	"github.com/sless-dev/sless/pkg/reconciler/function/resources"
 	"github.com/sless-dev/sless/runtimes"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -111,7 +111,7 @@ func TestUploadedFunctionServesThroughProxy(t *testing.T) {
 	go func() { mgrDone <- mgr.Start(mctx) }()
 	defer func() { stopMgr(); <-mgrDone }()
 
-	// sless api as cmd/sless/api.go wires it: REST API, invoke proxy over
+	// sless api as frontdoor.NewCluster wires it: REST API, invoke proxy over
 	// the informer resolver, records into PostgreSQL.
 	pg := postgrestest.New(t)
 	recorder := invoke.NewRecorder(pg, invoke.RecorderOptions{})

@@ -1,7 +1,7 @@
-// Package resources builds the objects the Function reconciler asks Tekton
-// and Knative for: a PipelineRun that builds a function's image and a
-// Knative Service that serves it. Builders are pure: no client, no clock;
-// the same inputs give the same object.
+// Package resources builds the objects the cluster adapters write: the
+// PipelineRun that builds a function's image (pkg/adapter/tekton) and the
+// Knative Service that serves it (pkg/adapter/knative). Builders are pure:
+// no client, no clock; the same inputs give the same object.
 package resources
 
 import (
