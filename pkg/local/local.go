@@ -274,7 +274,11 @@ func (p *platform) records(ctx context.Context) (frontdoor.Records, error) {
 		return frontdoor.Records{}, err
 	}
 	if p.opts.RecordsMaxAge > 0 {
-		go retainRecords(ctx, recs, p.opts.RecordsMaxAge, p.opts.Logger)
+		go invoke.RunRetention(ctx, recs, p.opts.RecordsMaxAge, time.Hour, 10000, func(_ int64, err error) {
+			if err != nil {
+				p.opts.Logger.Warn("invocation retention", "error", err)
+			}
+		})
 	}
 	return frontdoor.Records{Sink: recs, History: recs}, nil
 }
@@ -315,22 +319,6 @@ func (p *platform) banner() {
 	}
 	fmt.Fprintf(out, "sless dev: services at %s\n", function.Config{PublicBaseURL: p.baseURL}.ServiceURL("{namespace}", "{name}"))
 	fmt.Fprintf(out, "sless dev: functions (and services with minScale 0) stop after %s idle\n", o.IdleTimeout)
-}
-
-// retainRecords deletes records older than maxAge, now and every hour.
-func retainRecords(ctx context.Context, recs *Records, maxAge time.Duration, log *slog.Logger) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
-		if _, err := recs.DeleteBefore(ctx, time.Now().Add(-maxAge), 10000); err != nil && ctx.Err() == nil {
-			log.Warn("invocation retention", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // devToken reads the token kept in path, or makes one and keeps it there,

@@ -294,29 +294,6 @@ func (s *Store) DeleteBefore(ctx context.Context, cutoff time.Time, batchSize in
 	}
 }
 
-// RunRetention deletes invocations older than maxAge every interval until
-// ctx ends, starting at once. report, when not nil, hears the outcome of
-// each pass (deleted rows, or the error; a failed pass is retried at the
-// next interval).
-func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration, batchSize int, report func(deleted int64, err error)) {
-	if interval <= 0 {
-		interval = time.Hour
-	}
-	for {
-		n, err := s.DeleteBefore(ctx, time.Now().Add(-maxAge), batchSize)
-		if report != nil && ctx.Err() == nil {
-			report(n, err)
-		}
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // Start opens the database at url and migrates it in the background once it
 // answers, so sless starts while PostgreSQL is still down (records wait in
 // the recorder's queue and spool). With maxAge > 0 it also deletes older
@@ -335,7 +312,7 @@ func Start(ctx context.Context, url string, maxAge time.Duration, log *slog.Logg
 		if err := pg.MigrateWhenUp(ctx, func(err error) { log.Warn("invocation database not ready", "error", err) }); err != nil || maxAge <= 0 {
 			return
 		}
-		pg.RunRetention(ctx, maxAge, time.Hour, 10000, func(n int64, err error) {
+		invoke.RunRetention(ctx, pg, maxAge, time.Hour, 10000, func(n int64, err error) {
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("invocation retention", "error", err)

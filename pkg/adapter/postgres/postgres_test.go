@@ -379,7 +379,7 @@ func TestRunRetentionDeletesOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	passes := make(chan int64, 16)
-	go s.RunRetention(ctx, time.Hour, 50*time.Millisecond, 100, func(n int64, err error) {
+	go invoke.RunRetention(ctx, s, time.Hour, 50*time.Millisecond, 100, func(n int64, err error) {
 		if err != nil {
 			t.Errorf("retention pass: %v", err)
 		}
