@@ -30,7 +30,7 @@ type Records struct {
 type records struct {
 	recorder *invoke.Recorder
 	history  invoke.History
-	closers  []func() // last first
+	closers  Closers
 }
 
 func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *slog.Logger) (*records, error) {
@@ -42,7 +42,7 @@ func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *s
 		if err != nil {
 			return nil, err
 		}
-		r.closers = append(r.closers, pg.Close)
+		r.closers.Add(pg.Close)
 		sink, history = pg, pg
 		if o.SpoolPath != "" {
 			sp, err := spool.Open(o.SpoolPath, o.SpoolMaxBytes, log)
@@ -51,7 +51,7 @@ func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *s
 				return nil, fmt.Errorf("invocation spool: %w", err)
 			}
 			// Closed after the recorder, which writes to it.
-			r.closers = append(r.closers, func() { _ = sp.Close() })
+			r.closers.Add(func() { _ = sp.Close() })
 			spooler = sp
 		}
 	}
@@ -60,7 +60,7 @@ func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *s
 	}
 	r.history = history
 	r.recorder = invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: metrics, Spool: spooler})
-	r.closers = append(r.closers, func() {
+	r.closers.Add(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = r.recorder.Close(cctx)
@@ -68,11 +68,21 @@ func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *s
 	return r, nil
 }
 
-// close runs the closers last first: the recorder flushes into the spool
-// and the database before they close.
-func (r *records) close() {
-	for i := len(r.closers) - 1; i >= 0; i-- {
-		r.closers[i]()
+// close closes the recorder, then the spool and the database it flushes into.
+func (r *records) close() { r.closers.Close() }
+
+// Closers close what was opened, last first, since what was opened later
+// may use what was opened before it (a recorder writes to its spool and
+// database; local mode's parts read its store).
+type Closers []func()
+
+// Add adds f, to run before every closer added before it.
+func (c *Closers) Add(f func()) { *c = append(*c, f) }
+
+// Close runs the closers last first, once.
+func (c *Closers) Close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
 	}
-	r.closers = nil
+	*c = nil
 }

@@ -165,7 +165,7 @@ func (d *Dev) Run(ctx context.Context, ln net.Listener) error {
 type platform struct {
 	opts    Options
 	baseURL string
-	closers []func()
+	closers frontdoor.Closers
 
 	store   *Store
 	secrets *sealed.Store
@@ -178,13 +178,9 @@ type platform struct {
 	loops   map[string]*Loop
 }
 
-func (p *platform) onClose(f func()) { p.closers = append(p.closers, f) }
+func (p *platform) onClose(f func()) { p.closers.Add(f) }
 
-func (p *platform) close() {
-	for i := len(p.closers) - 1; i >= 0; i-- {
-		p.closers[i]()
-	}
-}
+func (p *platform) close() { p.closers.Close() }
 
 // openObjects opens the object store, the secrets sealed in it and the
 // blob directory.
