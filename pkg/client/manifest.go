@@ -145,13 +145,7 @@ func secretRef(s string) (secret, key string, ok bool) {
 // ServiceSpec is the SlessService the manifest describes, with the given source.
 func (m Manifest) ServiceSpec(src slessv1alpha1.FunctionSource) slessv1alpha1.SlessServiceSpec {
 	return slessv1alpha1.SlessServiceSpec{
-		WorkloadSpec: slessv1alpha1.WorkloadSpec{
-			Runtime:    m.Runtime,
-			Entrypoint: m.Entrypoint,
-			Source:     src,
-			MemoryMB:   m.MemoryMB,
-			Env:        m.EnvVars(),
-		},
+		WorkloadSpec:         m.workloadSpec(src),
 		TimeoutSeconds:       m.TimeoutSeconds,
 		MinScale:             m.MinScale,
 		MaxScale:             m.MaxScale,
@@ -161,16 +155,12 @@ func (m Manifest) ServiceSpec(src slessv1alpha1.FunctionSource) slessv1alpha1.Sl
 
 // Spec is the Function the manifest describes, with the given source.
 func (m Manifest) Spec(src slessv1alpha1.FunctionSource) slessv1alpha1.FunctionSpec {
-	return slessv1alpha1.FunctionSpec{
-		WorkloadSpec: slessv1alpha1.WorkloadSpec{
-			Runtime:    m.Runtime,
-			Entrypoint: m.Entrypoint,
-			Source:     src,
-			MemoryMB:   m.MemoryMB,
-			Env:        m.EnvVars(),
-		},
-		TimeoutSeconds: m.TimeoutSeconds,
-	}
+	return slessv1alpha1.FunctionSpec{WorkloadSpec: m.workloadSpec(src), TimeoutSeconds: m.TimeoutSeconds}
+}
+
+// workloadSpec is what a Function and a SlessService share.
+func (m Manifest) workloadSpec(src slessv1alpha1.FunctionSource) slessv1alpha1.WorkloadSpec {
+	return slessv1alpha1.WorkloadSpec{Runtime: m.Runtime, Entrypoint: m.Entrypoint, Source: src, MemoryMB: m.MemoryMB, Env: m.EnvVars()}
 }
 
 // EnvVars are the workload's env: the values, then the secrets' keys,
