@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/api"
-	"github.com/sless-dev/sless/pkg/api/blobkey"
+	"github.com/sless-dev/sless/pkg/names/blobkey"
 	"github.com/sless-dev/sless/pkg/source"
 )
 

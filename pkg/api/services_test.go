@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/api"
-	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/names/blobkey"
 	"github.com/sless-dev/sless/pkg/source"
 )
 

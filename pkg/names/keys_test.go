@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sless-dev/sless/pkg/api/blobkey"
+	"github.com/sless-dev/sless/pkg/names/blobkey"
 )
 
 // The controller stores build contexts where the API stores an upload's,

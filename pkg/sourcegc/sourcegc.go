@@ -34,8 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
-	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/names/blobkey"
 )
 
 // Defaults of Options.

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
-	"github.com/sless-dev/sless/pkg/api/blobkey"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/names/blobkey"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/test/testbed"
 )

@@ -1,6 +1,6 @@
 // Package blobkey names the objects sless keeps in blob storage, so the REST
 // API that writes them, the reconciler and local builder that read them (the
-// reconciler's names package delegates here) and the sweep that deletes them
+// names in pkg/names delegate here) and the sweep that deletes them
 // agree without importing each other. Every key of a function lies under
 // Prefix(ns, fn); objects are content-addressed, so a key never changes
 // content and writers never race on bytes.
