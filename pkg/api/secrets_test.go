@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 const secretValue = "s3cr3t-value-7c1f0a9e"
@@ -285,30 +285,12 @@ func TestSecretBadRequests(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink the server writes to from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // No answer (body or header) and no log line holds a value, whatever the
 // request: created, rotated, patched, refused, conflicting or failing.
 func TestSecretValuesNeverShown(t *testing.T) {
 	for mode, store := range secretStores(t) {
 		t.Run(mode, func(t *testing.T) {
-			logs := &lockedBuffer{}
+			logs := &testbed.SyncBuffer{}
 			e := newEnv(t, store, func(o *api.Options) {
 				o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			})

@@ -13,13 +13,14 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/invoketest"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // A caller's request that cannot be read whole is the caller's fault: a 4xx
 // problem, recorded and counted as the caller's, never 502 "cannot reach
 // function". Raw sockets: the Go client would not send these bodies.
 func TestProxyBrokenRequestBodies(t *testing.T) {
-	var logs lockedBuffer
+	var logs testbed.SyncBuffer
 	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond, BodyIdleTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	// The function reads the whole body before it answers, as most do.

@@ -294,7 +294,7 @@ func TestStoreDownProblemsNameNoDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(store.Close)
-		var logs syncBuffer
+		var logs testbed.SyncBuffer
 		log := slog.New(slog.NewTextHandler(&logs, nil))
 		rec := invoke.NewRecorder(store, invoke.RecorderOptions{Logger: log, MinBackoff: time.Second, WriteTimeout: time.Second})
 		t.Cleanup(func() {

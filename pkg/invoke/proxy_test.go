@@ -11,13 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/invoketest"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // seen is what a function server saw of a forwarded call.
@@ -924,29 +924,11 @@ func TestProxyUpgrade(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination a test reads while the proxy writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A function that answers with a long line that is not HTTP gets a 502;
 // the error, which quotes the line, is cut short in the log and in the
 // record, so a function cannot make the proxy log or store its garbage.
 func TestProxyMalformedAnswerIsCutInLogAndRecord(t *testing.T) {
-	var logs lockedBuffer
+	var logs testbed.SyncBuffer
 	r := newRig(t, invoke.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -988,7 +970,7 @@ func TestProxyMalformedAnswerIsCutInLogAndRecord(t *testing.T) {
 // it goes to the proxy's Logger (at debug level), not to the process's
 // unstructured standard log.
 func TestProxyResponseCutShort(t *testing.T) {
-	var logs lockedBuffer
+	var logs testbed.SyncBuffer
 	r := newRig(t, invoke.Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	fn := function(t, func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Length", "100")

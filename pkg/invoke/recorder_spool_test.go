@@ -1,7 +1,6 @@
 package invoke_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -175,7 +174,7 @@ func (o *outage) count() int {
 // stored exactly once, while calls go on.
 func TestNoRecordLostAcrossPostgresCrash(t *testing.T) {
 	o := newOutage(t)
-	var logs syncBuffer
+	var logs testbed.SyncBuffer
 	rec, sp := o.start(slog.New(slog.NewTextHandler(&logs, nil)))
 	defer sp.Close()
 	stop := make(chan struct{})
@@ -241,7 +240,7 @@ func TestNoRecordLostAcrossRestartDuringOutage(t *testing.T) {
 
 	// The second run starts during the outage, takes more calls, and
 	// writes everything once PostgreSQL is back.
-	var logs syncBuffer
+	var logs testbed.SyncBuffer
 	rec2, sp2 := o.start(slog.New(slog.NewTextHandler(&logs, nil)))
 	defer sp2.Close()
 	if sp2.Len() != held {
@@ -294,7 +293,7 @@ func TestRecorderSpoolCapDropsWithTwoWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.Close()
-	var logs syncBuffer
+	var logs testbed.SyncBuffer
 	reg := prometheus.NewRegistry()
 	m, err := invoke.NewRecorderMetrics(reg)
 	if err != nil {
@@ -331,24 +330,6 @@ func TestRecorderSpoolCapDropsWithTwoWarnings(t *testing.T) {
 		!strings.Contains(out, "reason=spool_full") || !strings.Contains(out, "dropped=30") {
 		t.Fatalf("want one WARN at the start of dropping and one with dropped=30 at its end:\n%s", out)
 	}
-}
-
-// syncBuffer is a log destination goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A write that hangs does not keep records from the disk: past half the
