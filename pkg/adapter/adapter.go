@@ -6,6 +6,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -141,4 +142,66 @@ func Pinned(image string) bool { return strings.Contains(image, "@sha256:") }
 func Rejected(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
 		apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// RunState is what a JobRunner reports of one FunctionJob run. The
+// FunctionJob reconciler turns it into the run's status and words its
+// failure, so a run reads alike on a cluster and in local mode.
+type RunState struct {
+	// Where names what carries the run out, for the status ("Job x").
+	Where string
+	// Conflict: the run's name is taken by something the FunctionJob does
+	// not own (a Job made by hand); nothing is reported of it.
+	Conflict bool
+	// Revision is the function's revision the run executes.
+	Revision string
+	// Started and Completed are when the run started and ended, zero
+	// while unknown.
+	Started, Completed time.Time
+	Running            bool
+	Done               bool
+	Succeeded          bool
+	// ExitCode of the function's process, nil while unknown.
+	ExitCode *int32
+	// Termination is the termination message the wrapper left: the
+	// handler's answer, or its error (status.output).
+	Termination string
+	// DeadlineExceeded: the runner stopped the run at its deadline.
+	DeadlineExceeded bool
+	// Detail says why the run failed in the runner's words, for when the
+	// function left no termination message (an exit reason, last lines).
+	Detail string
+	// BytesIn and BytesOut are the payload's and the answer's sizes, when
+	// the runner knows them.
+	BytesIn, BytesOut int64
+}
+
+// RunRequest is one run a JobRunner is asked to start.
+type RunRequest struct {
+	Job      *slessv1alpha1.FunctionJob
+	Function *slessv1alpha1.Function
+	// Name is the run's (names.Job); RequestID its invocation record's.
+	Name, RequestID string
+}
+
+// ErrRunLater tells the reconciler a run cannot start now (an earlier run
+// of the same FunctionJob still goes, the runner stops) and to look again.
+var ErrRunLater = errors.New("the run cannot start yet")
+
+// ErrRevisionNotServing tells the reconciler the function's serving
+// revision, which a run executes, is not there (the status names one that
+// a newer revision replaced and has yet to say so).
+var ErrRevisionNotServing = errors.New("the function's serving revision is not found")
+
+// JobRunner carries out FunctionJob runs: a batch Job each on a cluster, a
+// process in local mode. The reconciler decides; the runner runs.
+//
+// ObserveRun reports on the run fj.Spec.RunID names; found is false when
+// the runner has no such run (not started, or gone). StartRun starts the
+// run of the function's serving revision (fn.Status.LatestReadyRevision).
+type JobRunner interface {
+	ObserveRun(ctx context.Context, fj *slessv1alpha1.FunctionJob) (st RunState, found bool, err error)
+	StartRun(ctx context.Context, req RunRequest) (RunState, error)
+	// LostCause words why a run that started is gone, for its status.
+	LostCause(fj *slessv1alpha1.FunctionJob) string
 }

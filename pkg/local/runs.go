@@ -26,14 +26,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
-	jobrec "github.com/sless-dev/sless/pkg/reconciler/job"
-	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -66,10 +65,12 @@ type Runs struct {
 	// in flight still go: the trigger's next consumer starts after it, so
 	// disabling and enabling again (or a changed trigger) never runs more
 	// calls at once than concurrency says.
-	draining map[types.NamespacedName]<-chan struct{}
-	jobs     map[types.NamespacedName]int64 // run id in progress
-	wg       sync.WaitGroup
-	done     chan struct{}
+	draining    map[types.NamespacedName]<-chan struct{}
+	jobs        map[types.NamespacedName]*jobRun // the latest run of each FunctionJob
+	jobCore     *job.Reconciler
+	triggerCore *trigger.Reconciler
+	wg          sync.WaitGroup
+	done        chan struct{}
 }
 
 type queueEntry struct {
@@ -118,10 +119,32 @@ func (e *cronEntry) lastRun() time.Time {
 // NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
 func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
-	return &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, consumerRestart: consumerRestart, Logger: slog.Default(),
+	r := &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, consumerRestart: consumerRestart, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
 		draining: map[types.NamespacedName]<-chan struct{}{},
-		jobs:     map[types.NamespacedName]int64{}, done: make(chan struct{})}
+		jobs:     map[types.NamespacedName]*jobRun{}, done: make(chan struct{})}
+	r.jobCore = &job.Reconciler{Client: store, Runner: (*localJobs)(r), Recheck: functionRecheck,
+		Clock: func() time.Time { return r.now() }}
+	r.triggerCore = &trigger.Reconciler{Client: store, Carrier: (*localTriggers)(r), Recheck: functionRecheck, Clock: runsClock{r}}
+	if recorder != nil {
+		r.jobCore.Recorder = jobRecords{recorder}
+	}
+	return r
+}
+
+// runsClock is the Runs' clock, which tests set.
+type runsClock struct{ r *Runs }
+
+func (c runsClock) Now() time.Time                  { return c.r.now() }
+func (c runsClock) Since(t time.Time) time.Duration { return c.r.now().Sub(t) }
+
+// jobRecords records finished runs with the invokes.
+type jobRecords struct{ r *invoke.Recorder }
+
+func (j jobRecords) RecordRun(run job.Run) {
+	j.r.Record(invoke.Record{Namespace: run.Namespace, Function: run.Function, Revision: run.Revision, Trigger: invoke.TriggerJob,
+		RequestID: run.RequestID, StartedAt: run.Started, Duration: run.Duration, Status: run.Status, Error: run.Error,
+		BytesIn: run.BytesIn, BytesOut: run.BytesOut})
 }
 
 // Close stops the schedules and waits for runs in progress.
@@ -147,24 +170,30 @@ func (r *Runs) Close() {
 }
 
 // TriggerReconciler keeps one schedule per enabled cron Trigger.
-func (r *Runs) TriggerReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileTrigger) }
+func (r *Runs) TriggerReconciler() reconcile.Reconciler { return r.triggerCore }
 
 // JobReconciler starts a FunctionJob's run when its runID changes.
-func (r *Runs) JobReconciler() reconcile.Reconciler { return reconcile.Func(r.reconcileJob) }
+func (r *Runs) JobReconciler() reconcile.Reconciler { return r.jobCore }
 
 // consumerRestart is how long a consumer that stopped on an error no retry
 // mends (access refused) stays stopped before it is made again, as a
 // kubelet restarts the crashed consumer of a cluster after 10 s at first.
 const consumerRestart = 10 * time.Second
 
-// consume runs one consumer per enabled queue Trigger, made again when
-// what it consumes or calls changes, and reports on the trigger whether it
-// consumes: Consuming only once connected to the broker and consuming.
-func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1alpha1.Trigger) error {
+// Consume implements trigger.Consumer: one consumer per enabled queue
+// Trigger, made again when what it consumes or calls changes; it consumes
+// only once connected to the broker and consuming.
+func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function) (trigger.ConsumerState, time.Duration, error) {
+	r := (*Runs)(l)
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	if !t.IsEnabled() {
+		r.stopConsuming(key)
+		return trigger.ConsumerState{}, 0, nil
+	}
 	if r.Broker == "" {
 		r.stopConsuming(key)
 		// Say so rather than look Ready: nothing consumes the queue.
-		return r.triggerStatus(ctx, t, (*slessv1alpha1.TriggerStatus).MarkQueueNotSupported, nil, "")
+		return trigger.ConsumerState{Mark: (*slessv1alpha1.TriggerStatus).MarkQueueNotSupported}, 0, nil
 	}
 	t = t.DeepCopy()
 	t.SetDefaults()
@@ -190,7 +219,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		r.stopConsuming(key)
 		c, err := queue.New(cfg)
 		if err != nil {
-			return r.triggerStatus(ctx, t, func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidQueue(err) }, nil, "")
+			return trigger.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidQueue(err) }}, 0, nil
 		}
 		cctx, cancel := context.WithCancel(context.Background())
 		e = &queueEntry{hash: hash, stop: cancel, consumer: c, started: make(chan struct{}), done: make(chan struct{})}
@@ -199,7 +228,7 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		case <-r.done:
 			r.mu.Unlock()
 			cancel()
-			return nil
+			return trigger.ConsumerState{}, 0, nil
 		default:
 		}
 		prev := r.draining[key]
@@ -226,37 +255,33 @@ func (r *Runs) consume(ctx context.Context, key types.NamespacedName, t *slessv1
 		}()
 		go r.followConsumer(cctx, key, e)
 	}
-	return r.triggerStatus(ctx, t, consumerCondition(e, q.Queue), nil, "")
+	return consumerState(e, q.Queue), 0, nil
 }
 
-// consumerCondition marks the trigger's Ready condition from its consumer's
-// state, as on a cluster: Consuming, else ConsumerNotAvailable, Unknown
-// while it starts or connects and False with the error that keeps it from
-// consuming.
-func consumerCondition(e *queueEntry, q string) func(*slessv1alpha1.TriggerStatus) {
+// consumerState is where the trigger's consumer stands, as on a cluster:
+// Unknown while it starts or connects, False with the error that keeps it
+// from consuming.
+func consumerState(e *queueEntry, q string) trigger.ConsumerState {
 	select {
 	case <-e.started:
 	case <-e.after:
 		// Drained; this one starts at once.
 	default:
 		if e.after != nil {
-			return func(st *slessv1alpha1.TriggerStatus) {
-				st.MarkConsumerStarting("waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q)
-			}
+			return trigger.ConsumerState{Status: metav1.ConditionUnknown,
+				Message: "waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q}
 		}
 	}
 	s, _ := e.consumer.State()
-	return func(st *slessv1alpha1.TriggerStatus) {
-		switch {
-		case s.Ready():
-			st.MarkConsuming(q)
-		case s.Err != nil:
-			st.MarkConsumerFailed(s.Reason(q))
-		case s.Stopped:
-			st.MarkConsumerStarting("the consumer of queue " + q + " is stopping")
-		default:
-			st.MarkConsumerStarting(s.Reason(q))
-		}
+	switch {
+	case s.Ready():
+		return trigger.ConsumerState{Status: metav1.ConditionTrue}
+	case s.Err != nil:
+		return trigger.ConsumerState{Status: metav1.ConditionFalse, Message: s.Reason(q)}
+	case s.Stopped:
+		return trigger.ConsumerState{Status: metav1.ConditionUnknown, Message: "the consumer of queue " + q + " is stopping"}
+	default:
+		return trigger.ConsumerState{Status: metav1.ConditionUnknown, Message: s.Reason(q)}
 	}
 }
 
@@ -285,7 +310,8 @@ func (r *Runs) followConsumer(ctx context.Context, key types.NamespacedName, e *
 			if err := r.store.Get(ctx, key, t); err != nil || t.Spec.Queue == nil || !t.IsEnabled() {
 				return client0(err)
 			}
-			return r.writeTriggerStatus(ctx, t, consumerCondition(e, t.Spec.Queue.Queue), nil, "")
+			cs := consumerState(e, t.Spec.Queue.Queue)
+			return r.writeTriggerStatus(ctx, t, func(st *slessv1alpha1.TriggerStatus) { trigger.MarkConsumer(st, t, cs) }, nil, "")
 		})
 		if err != nil && ctx.Err() == nil {
 			r.Logger.Warn("queue trigger status not written", "trigger", key.String(), "error", err)
@@ -350,67 +376,63 @@ func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome
 // controller watches Functions); looking again does.
 const functionRecheck = 2 * time.Second
 
-func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	key := req.NamespacedName
-	t := &slessv1alpha1.Trigger{}
-	err := r.store.Get(ctx, key, t)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
-	}
-	if err != nil || t.DeletionTimestamp != nil {
-		r.stopConsuming(key)
-		r.unschedule(key)
-		return reconcile.Result{}, nil
-	}
-	if t.Spec.Type != slessv1alpha1.TriggerTypeQueue || !t.IsEnabled() {
+// localTriggers is Runs as the Trigger reconciler's trigger.Carrier.
+type localTriggers Runs
+
+var _ trigger.Carrier = (*localTriggers)(nil)
+
+// Tidy implements trigger.Carrier.
+func (l *localTriggers) Tidy(_ context.Context, t *slessv1alpha1.Trigger) error {
+	r := (*Runs)(l)
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	if t.Spec.Type != slessv1alpha1.TriggerTypeQueue {
 		r.stopConsuming(key)
 	}
-	if t.Spec.Type != slessv1alpha1.TriggerTypeCron || !t.IsEnabled() {
+	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {
 		r.unschedule(key)
 	}
-	recheck := reconcile.Result{RequeueAfter: functionRecheck}
-	fn := &slessv1alpha1.Function{}
-	if err := r.store.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.Function}, fn); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
-		// As on a cluster: a trigger stops calling a missing function, so
-		// no run fails against it and no message spends its retries.
-		r.stopConsuming(key)
-		r.unschedule(key)
-		return recheck, r.triggerStatus(ctx, t, functionNotFound(t), nil, "")
-	}
-	switch t.Spec.Type {
-	case slessv1alpha1.TriggerTypeHTTP:
-		if !t.IsEnabled() {
-			return recheck, r.triggerStatus(ctx, t, disabled(t), nil, "")
-		}
-		// The function's own status.url is the invoke path under sless
-		// dev's base URL, which is what the trigger makes public; it is
-		// empty until the function first serves, and the recheck fills it.
-		return recheck, r.triggerStatus(ctx, t, (*slessv1alpha1.TriggerStatus).MarkPublic, nil, fn.Status.URL)
-	case slessv1alpha1.TriggerTypeQueue:
-		if !t.IsEnabled() {
-			return recheck, r.triggerStatus(ctx, t, disabled(t), nil, "")
-		}
-		return recheck, r.consume(ctx, key, t)
-	case slessv1alpha1.TriggerTypeCron:
-	default:
-		return reconcile.Result{}, fmt.Errorf("unknown trigger type %q", t.Spec.Type)
-	}
+	return nil
+}
+
+// Pause implements trigger.Carrier.
+func (l *localTriggers) Pause(_ context.Context, t *slessv1alpha1.Trigger) error {
+	l.Gone(types.NamespacedName{Namespace: t.Namespace, Name: t.Name})
+	return nil
+}
+
+// Finalize implements trigger.Carrier.
+func (l *localTriggers) Finalize(ctx context.Context, t *slessv1alpha1.Trigger) error {
+	return l.Pause(ctx, t)
+}
+
+// Gone implements trigger.Carrier: the trigger's runs in flight go on and
+// are recorded; nothing new starts.
+func (l *localTriggers) Gone(key types.NamespacedName) {
+	r := (*Runs)(l)
+	r.stopConsuming(key)
+	r.unschedule(key)
+}
+
+// Unsupported implements trigger.Carrier: local mode carries out every type.
+func (l *localTriggers) Unsupported(*slessv1alpha1.Trigger) bool { return false }
+
+// URL implements trigger.Carrier: the function's own status.url is the
+// invoke path under sless dev's base URL, which is what the trigger makes
+// public; it is empty until the function first serves, and the recheck
+// fills it.
+func (l *localTriggers) URL(_ *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) string {
+	return fn.Status.URL
+}
+
+// Schedule implements trigger.Scheduler: one schedule loop per enabled
+// cron trigger, started again when the trigger changes. Its runs write
+// status.lastScheduleTime as they start.
+func (l *localTriggers) Schedule(_ context.Context, t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function, sched cron.Schedule) (*metav1.Time, time.Duration, error) {
+	r := (*Runs)(l)
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	if !t.IsEnabled() {
-		return recheck, r.triggerStatus(ctx, t, disabled(t), nil, "")
-	}
-	sched, err := trigger.Schedule(t.Spec.Schedule, t.Spec.TimeZone)
-	if err != nil {
 		r.unschedule(key)
-		return reconcile.Result{}, r.triggerStatus(ctx, t, func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidSchedule(err) }, nil, "")
-	}
-	if msg := slessv1alpha1.PayloadTooLarge(t.Spec.Payload); msg != "" {
-		// A call could carry it here, but the same trigger on a cluster
-		// could not: refused alike, so what works locally deploys.
-		r.unschedule(key)
-		return recheck, r.triggerStatus(ctx, t, func(s *slessv1alpha1.TriggerStatus) { s.MarkPayloadTooLarge(msg) }, nil, "")
+		return t.Status.LastScheduleTime, 0, nil
 	}
 	raw, _ := json.Marshal([]any{t.Spec.Schedule, t.Spec.TimeZone, t.Spec.Function, t.Spec.Payload, t.EffectiveConcurrencyPolicy(), t.Spec.StartingDeadlineSeconds})
 	hash := string(raw)
@@ -431,8 +453,8 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 			close(e.stop)
 		}
 		e.mu.Lock()
-		if l := t.Status.LastScheduleTime; l != nil && l.After(e.last) {
-			e.last = l.Time
+		if last := t.Status.LastScheduleTime; last != nil && last.After(e.last) {
+			e.last = last.Time
 		}
 		e.mu.Unlock()
 		e.hash, e.stop = hash, make(chan struct{})
@@ -440,9 +462,7 @@ func (r *Runs) reconcileTrigger(ctx context.Context, req reconcile.Request) (rec
 		go r.schedule(key, t.DeepCopy(), sched, e, e.stop)
 	}
 	r.mu.Unlock()
-	next := metav1.NewTime(sched.Next(r.now()).UTC())
-	scheduled := func(s *slessv1alpha1.TriggerStatus) { s.MarkScheduled(t.Spec.Schedule, t.Spec.TimeZone) }
-	return recheck, r.triggerStatus(ctx, t, scheduled, &next, "")
+	return t.Status.LastScheduleTime, 0, nil
 }
 
 // unschedule stops the trigger's schedule. Its runs in flight go on and
@@ -530,7 +550,7 @@ const cronWake = 30 * time.Second
 //     overlap.
 func (r *Runs) schedule(key types.NamespacedName, t *slessv1alpha1.Trigger, sched cron.Schedule, e *cronEntry, stop <-chan struct{}) {
 	defer r.wg.Done()
-	deadline := time.Duration(ptr.Deref(t.Spec.StartingDeadlineSeconds, triggerresources.DefaultStartingDeadlineSeconds)) * time.Second
+	deadline := time.Duration(ptr.Deref(t.Spec.StartingDeadlineSeconds, slessv1alpha1.DefaultStartingDeadlineSeconds)) * time.Second
 	policy := t.EffectiveConcurrencyPolicy()
 	for {
 		select {
@@ -741,133 +761,6 @@ func requestID() string {
 	return strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
-func (r *Runs) reconcileJob(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	fj := &slessv1alpha1.FunctionJob{}
-	if err := r.store.Get(ctx, req.NamespacedName, fj); err != nil {
-		return reconcile.Result{}, client0(err)
-	}
-	if fj.DeletionTimestamp != nil {
-		return reconcile.Result{}, nil
-	}
-	st := &fj.Status
-	before := st.DeepCopy()
-	st.ObservedGeneration = fj.Generation
-	// Every path ends here, so observedGeneration follows any change of the
-	// spec, also one that starts nothing.
-	write := func(res reconcile.Result) (reconcile.Result, error) {
-		st.ObservedGeneration = fj.Generation
-		if equalJSON(before, st) {
-			return res, nil
-		}
-		return res, r.jobStatus(ctx, fj)
-	}
-	if fj.Spec.RunID == 0 {
-		// As on a cluster: 0 runs nothing and does not cut a run in flight
-		// off; that run is still recorded, its outcome no longer shown.
-		st.MarkIdle()
-		return write(reconcile.Result{})
-	}
-	r.mu.Lock()
-	inProgress, running := r.jobs[req.NamespacedName]
-	r.mu.Unlock()
-	if st.RunID == fj.Spec.RunID && (st.Phase == slessv1alpha1.JobPhaseSucceeded || st.Phase == slessv1alpha1.JobPhaseFailed) {
-		return write(reconcile.Result{})
-	}
-	if running && inProgress == fj.Spec.RunID {
-		return write(reconcile.Result{})
-	}
-	if st.RunID == fj.Spec.RunID && st.Phase == slessv1alpha1.JobPhaseRunning {
-		// Running in the store but not in this process: sless dev stopped
-		// (killed, or crashed) during the run before it could write the
-		// outcome. As a cluster does for a Job deleted mid-run, the run is
-		// lost, not started again: that would run the same runID twice.
-		now := metav1.NewTime(r.now().UTC())
-		st.CompletionTime = &now
-		st.MarkRunLost("sless dev stopped while it ran, before its outcome was written")
-		res, err := write(reconcile.Result{})
-		if err == nil && !equalJSON(before, st) {
-			rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Revision: st.Revision, Trigger: invoke.TriggerJob,
-				RequestID: jobresources.RequestID(fj, st.RunID), StartedAt: now.Time, Status: http.StatusInternalServerError, Error: st.Message}
-			if st.StartTime != nil {
-				// As a cluster records a Job gone mid-run: from its start
-				// to when the loss was seen.
-				rec.StartedAt, rec.Duration = st.StartTime.Time, now.Sub(st.StartTime.Time)
-			}
-			r.recorder.Record(rec)
-		}
-		return res, err
-	}
-	st.BeginRun(fj.Spec.RunID)
-	// As on a cluster: a payload the run's environment cannot hold waits
-	// for a smaller one instead of failing to start.
-	if msg := slessv1alpha1.PayloadTooLarge(fj.Spec.Payload); msg != "" {
-		st.MarkPayloadTooLarge(msg)
-		return write(reconcile.Result{})
-	}
-	fn := &slessv1alpha1.Function{}
-	err := r.store.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
-	}
-	// Nothing watches Functions for the job loop: look again until the
-	// function exists and is built.
-	wait := reconcile.Result{RequeueAfter: functionRecheck}
-	if err != nil {
-		st.MarkFunctionNotFound(fj.Spec.Function)
-		return write(wait)
-	}
-	// The run executes the serving revision's code, as on a cluster: not
-	// status.image while a newer revision starts or after it failed.
-	if reason, message := jobrec.WaitReason(fn); reason != "" {
-		st.MarkFunctionNotRunnable(reason, message)
-		return write(wait)
-	}
-	// Its env and timeout are that revision's too, not the spec's, which
-	// may be the newer revision's.
-	spec, ok := r.server.servingSpec(types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, fn.Status.LatestReadyRevision)
-	if !ok {
-		// The status names a revision the server no longer serves (a newer
-		// one took over and the status has yet to say so): look again.
-		st.MarkRevisionNotServing(fn.Name, fn.Status.LatestReadyRevision)
-		return write(wait)
-	}
-	if running {
-		// An earlier run still goes; this one starts when it ends.
-		return write(reconcile.Result{RequeueAfter: time.Second})
-	}
-	now := metav1.NewTime(r.now().UTC())
-	*st = slessv1alpha1.FunctionJobStatus{Conditions: st.Conditions, RunID: fj.Spec.RunID, Phase: slessv1alpha1.JobPhaseRunning,
-		JobName: names.Job(fj, fj.Spec.RunID), StartTime: &now, ObservedGeneration: fj.Generation,
-		Revision: fn.Status.LatestReadyRevision}
-	st.MarkRunCreated("sless dev's process")
-	st.MarkRunRunning()
-	// Marked in progress before Running is written, so no reconcile reads
-	// Running without it and takes the run for a lost one; counted in wg
-	// before too, so Close, once Running can be read, waits for the run.
-	r.mu.Lock()
-	select {
-	case <-r.done:
-		r.mu.Unlock()
-		return reconcile.Result{}, nil // sless dev is stopping: nothing new starts
-	default:
-	}
-	r.jobs[req.NamespacedName] = fj.Spec.RunID
-	r.wg.Add(1)
-	r.mu.Unlock()
-	// Written before the run starts (a conflict retries the reconcile), so
-	// the run's outcome has a status to land in.
-	if err := r.store.Status().Update(ctx, fj); err != nil {
-		r.mu.Lock()
-		delete(r.jobs, req.NamespacedName)
-		r.mu.Unlock()
-		r.wg.Done()
-		return reconcile.Result{}, err
-	}
-	timeout := time.Duration(jobresources.Timeout(fj, spec.timeout)) * time.Second
-	go r.runJob(req.NamespacedName, fj.DeepCopy(), fn.Status.LatestReadyRevision, spec, timeout)
-	return reconcile.Result{}, nil
-}
-
 func client0(err error) error {
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -875,62 +768,98 @@ func client0(err error) error {
 	return err
 }
 
-// runJob runs the function once in job mode and writes the outcome.
-func (r *Runs) runJob(key types.NamespacedName, fj *slessv1alpha1.FunctionJob, revision string, spec revisionSpec, timeout time.Duration) {
-	defer r.wg.Done()
-	defer func() {
-		r.mu.Lock()
-		delete(r.jobs, key)
-		r.mu.Unlock()
-	}()
+// jobRun is one FunctionJob run carried out in process: what ObserveRun
+// reports of it, kept after it ends until the next run of its FunctionJob.
+type jobRun struct {
+	runID int64
+	state adapter.RunState
+}
+
+// localJobs is Runs as the FunctionJob reconciler's adapter.JobRunner.
+type localJobs Runs
+
+var _ adapter.JobRunner = (*localJobs)(nil)
+
+// ObserveRun implements adapter.JobRunner.
+func (l *localJobs) ObserveRun(_ context.Context, fj *slessv1alpha1.FunctionJob) (adapter.RunState, bool, error) {
+	r := (*Runs)(l)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.jobs[types.NamespacedName{Namespace: fj.Namespace, Name: fj.Name}]
+	if e == nil || e.runID != fj.Spec.RunID {
+		return adapter.RunState{}, false, nil
+	}
+	return e.state, true, nil
+}
+
+// LostCause implements adapter.JobRunner: a run this process does not have
+// was started by an earlier sless dev, killed or crashed before it could
+// write the outcome.
+func (l *localJobs) LostCause(*slessv1alpha1.FunctionJob) string {
+	return "sless dev stopped while it ran, before its outcome was written"
+}
+
+// StartRun implements adapter.JobRunner: it runs the function's serving
+// revision in the runtime's job mode, one run of a FunctionJob at a time.
+func (l *localJobs) StartRun(_ context.Context, req adapter.RunRequest) (adapter.RunState, error) {
+	r := (*Runs)(l)
+	fj, fn := req.Job, req.Function
+	// Its env and timeout are the serving revision's too, not the spec's,
+	// which may be the newer revision's.
+	spec, ok := r.server.servingSpec(types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, fn.Status.LatestReadyRevision)
+	if !ok {
+		return adapter.RunState{}, adapter.ErrRevisionNotServing
+	}
+	key := types.NamespacedName{Namespace: fj.Namespace, Name: fj.Name}
 	payload := []byte("null")
 	if fj.Spec.Payload != nil && len(fj.Spec.Payload.Raw) > 0 {
 		payload = fj.Spec.Payload.Raw
 	}
+	e := &jobRun{runID: fj.Spec.RunID, state: adapter.RunState{Where: "sless dev's process", Revision: fn.Status.LatestReadyRevision,
+		Started: r.now(), Running: true, BytesIn: int64(len(payload))}}
+	r.mu.Lock()
+	select {
+	case <-r.done:
+		r.mu.Unlock()
+		return adapter.RunState{}, adapter.ErrRunLater // sless dev is stopping: nothing new starts
+	default:
+	}
+	if prev := r.jobs[key]; prev != nil && !prev.state.Done {
+		// An earlier run still goes; this one starts when it ends.
+		r.mu.Unlock()
+		return adapter.RunState{}, adapter.ErrRunLater
+	}
+	r.jobs[key] = e
+	r.wg.Add(1)
+	r.mu.Unlock()
+	timeout := time.Duration(fj.RunTimeout(spec.timeout)) * time.Second
+	go r.runJob(key, e, types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, req.RequestID, payload, spec, timeout)
+	return e.state, nil
+}
+
+// runJob runs the function once in job mode and has the reconciler write
+// the outcome.
+func (r *Runs) runJob(key types.NamespacedName, e *jobRun, fn types.NamespacedName, requestID string, payload []byte, spec revisionSpec, timeout time.Duration) {
+	defer r.wg.Done()
 	// The cluster's request id, handed to the handler as its
 	// context.requestId too, so its log lines and the record match.
-	id := jobresources.RequestID(fj, fj.Spec.RunID)
-	rec := invoke.Record{Namespace: fj.Namespace, Function: fj.Spec.Function, Revision: revision, Trigger: invoke.TriggerJob,
-		RequestID: id, StartedAt: r.now(), BytesIn: int64(len(payload))}
-	out, exit, msg, late := r.execJob(types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, spec, revision, id, payload, timeout)
-	rec.Duration = time.Since(rec.StartedAt)
-	rec.BytesOut = int64(len(out))
-	rec.Status = http.StatusOK
-	switch {
-	case late:
-		rec.Status, rec.Error = http.StatusGatewayTimeout, msg
-	case exit != 0:
-		rec.Status, rec.Error = http.StatusInternalServerError, msg
+	out, exit, detail, late := r.execJob(fn, spec, e.state.Revision, requestID, payload, timeout)
+	r.mu.Lock()
+	st := &e.state
+	st.Running, st.Done, st.Succeeded, st.Completed = false, true, exit == 0 && !late, r.now()
+	code := int32(exit)
+	st.ExitCode, st.Termination, st.Detail, st.DeadlineExceeded, st.BytesOut = &code, out, detail, late, int64(len(out))
+	r.mu.Unlock()
+	// No Job's event brings the reconcile back here: the run asks for it.
+	// (Should it conflict, the write it conflicts with brings one.)
+	if err := r.jobCore.ReconcileKey(context.Background(), key); err != nil {
+		r.Logger.Warn("job outcome not written", "functionjob", key.String(), "error", err)
 	}
-	r.recorder.Record(rec)
-
-	ctx := context.Background()
-	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &slessv1alpha1.FunctionJob{}
-		if err := r.store.Get(ctx, key, cur); err != nil {
-			return err
-		}
-		if cur.Status.RunID != fj.Spec.RunID {
-			return nil // a newer run took over, or runID went back to 0
-		}
-		done := metav1.NewTime(r.now().UTC())
-		code := int32(exit)
-		cur.Status.CompletionTime, cur.Status.ExitCode, cur.Status.Output = &done, &code, out
-		switch {
-		case exit == 0:
-			cur.Status.MarkRunSucceeded()
-		case late:
-			cur.Status.MarkRunTimedOut(msg)
-		default:
-			cur.Status.MarkRunFailed(msg)
-		}
-		return r.store.Status().Update(ctx, cur)
-	})
 }
 
 // execJob runs the job-mode wrapper of function fn and returns its
-// termination message, its exit code, on failure why, and whether the run
-// ran out of time.
+// termination message, its exit code, on failure why in the process's
+// words, and whether the run ran out of time.
 func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, requestID string, payload []byte, timeout time.Duration) (string, int, string, bool) {
 	tmp, err := os.MkdirTemp("", "sless-job-")
 	if err != nil {
@@ -966,7 +895,7 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 	case runErr == nil:
 		return strings.TrimSpace(string(result)), 0, "", false
 	case errors.Is(runErr, context.DeadlineExceeded):
-		return strings.TrimSpace(string(result)), 124, fmt.Sprintf("the run did not finish within %s", timeout), true
+		return strings.TrimSpace(string(result)), 124, "", true
 	case errors.Is(runErr, context.Canceled):
 		// sless dev is stopping and killed the run with it: not the
 		// function's failure, and worded so. The exit code is what a
@@ -978,18 +907,14 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {
 			code = cmd.ProcessState.ExitCode()
 		}
-		out := strings.TrimSpace(string(result))
-		// Worded as the cluster's reconciler words it, from the same
-		// termination message; without one, the process's last lines
-		// stand where a Pod's exit reason would.
-		msg := jobresources.FailureMessage(int32(code), out)
-		if msg == "" {
-			msg = fmt.Sprintf("the function exited with code %d", code)
-			if tail := lastLines(logs.String(), 5); tail != "" {
-				msg += ": " + tail
-			}
+		// Where a Pod's exit reason would stand, the process's last lines;
+		// the reconciler words a termination message the function left as
+		// on a cluster.
+		msg := fmt.Sprintf("the function exited with code %d", code)
+		if tail := lastLines(logs.String(), 5); tail != "" {
+			msg += ": " + tail
 		}
-		return out, code, jobresources.Truncate(msg), jobresources.WrapperTimedOut(int32(code), out)
+		return strings.TrimSpace(string(result)), code, msg, false
 	}
 }
 
@@ -1032,17 +957,4 @@ func readTermination(path string) []byte {
 // functionNotFound marks t paused for its missing function.
 func functionNotFound(t *slessv1alpha1.Trigger) func(*slessv1alpha1.TriggerStatus) {
 	return func(s *slessv1alpha1.TriggerStatus) { s.MarkFunctionNotFound(t.Spec.Function) }
-}
-
-// disabled marks t disabled.
-func disabled(t *slessv1alpha1.Trigger) func(*slessv1alpha1.TriggerStatus) {
-	return func(s *slessv1alpha1.TriggerStatus) { s.MarkDisabled(t.Spec.Type) }
-}
-
-func (r *Runs) jobStatus(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {
-	err := r.store.Status().Update(ctx, fj)
-	if apierrors.IsConflict(err) {
-		return nil // the newer version is queued
-	}
-	return err
 }

@@ -66,7 +66,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if revisions == nil {
 		revisions = &knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Revisions: revisions, Config: opts.Config, Recorder: opts.Recorder}
+	r := &Reconciler{Client: mgr.GetClient(), Runner: &KubeRunner{Client: mgr.GetClient(), Revisions: revisions, Config: opts.Config}, Recorder: opts.Recorder}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &slessv1alpha1.FunctionJob{}, functionIndex, func(o client.Object) []string {
 		return []string{o.(*slessv1alpha1.FunctionJob).Spec.Function}
 	}); err != nil {

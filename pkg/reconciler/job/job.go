@@ -1,22 +1,22 @@
-// Package job reconciles FunctionJobs: each run (a runID) becomes one batch
-// Job running the function's image in the runtime's job mode; the Job's and
-// its Pod's status flow back into the FunctionJob, and every finished run is
+// Package job reconciles FunctionJobs: each run (a runID) is carried out
+// once by a JobRunner (a batch Job running the function's image in the
+// runtime's job mode on a cluster, a process in local mode); what the
+// runner reports flows back into the FunctionJob, and every finished run is
 // recorded in the invocation history with trigger=job.
 package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -26,10 +26,8 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
 
-const (
-	TriggerJob              = "job"
-	terminationMessageLimit = 4096
-)
+// TriggerJob is the trigger of a run's invocation record.
+const TriggerJob = "job"
 
 // Run is one finished FunctionJob run as the invocation history records it.
 type Run struct {
@@ -47,6 +45,9 @@ type Run struct {
 	// called over HTTP.
 	Status int
 	Error  string
+	// BytesIn and BytesOut are the payload's and the answer's sizes where
+	// the runner knows them (local mode).
+	BytesIn, BytesOut int64
 }
 
 // Recorder takes finished runs into the invocation history. The invoke
@@ -56,153 +57,209 @@ type Recorder interface {
 	RecordRun(Run)
 }
 
-// Reconciler makes the batch Job of a FunctionJob's current run and reports on it.
+// Reconciler runs each FunctionJob run once through its Runner and reports
+// on it: the one state machine of FunctionJobs, on a cluster (Runner: batch
+// Jobs) and in local mode (Runner: processes).
 type Reconciler struct {
-	Client ctrl.Client
-	// Revisions reads the serving revision's settings, which a run takes
-	// (Knative's Revisions on a cluster).
-	Revisions adapter.RevisionReader
-	Config    resources.Config
-	Recorder  Recorder
+	Client   ctrl.Client
+	Runner   adapter.JobRunner
+	Recorder Recorder
+	// Recheck is how soon a run waiting for its function looks again where
+	// nothing watches Functions (local mode); 0 on a cluster, whose
+	// controller watches them.
+	Recheck time.Duration
+	// Clock; time.Now when nil.
+	Clock func() time.Time
 }
+
+// runLater is how soon a run that cannot start yet (adapter.ErrRunLater)
+// is looked at again.
+const runLater = time.Second
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	return reconcile.Result{}, r.ReconcileKey(ctx, req.NamespacedName)
+	after, err := r.reconcileKey(ctx, req.NamespacedName)
+	return reconcile.Result{RequeueAfter: after}, err
 }
 
-// ReconcileKey brings the FunctionJob key and its run's Job together once.
+// ReconcileKey brings the FunctionJob key and its run together once.
 func (r *Reconciler) ReconcileKey(ctx context.Context, key types.NamespacedName) error {
+	_, err := r.reconcileKey(ctx, key)
+	return err
+}
+
+func (r *Reconciler) reconcileKey(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
 	fj := &slessv1alpha1.FunctionJob{}
 	if err := r.Client.Get(ctx, key, fj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return 0, nil
 		}
-		return err
+		return 0, err
 	}
 	if fj.DeletionTimestamp != nil {
-		// The Jobs are owned; garbage collection removes them.
-		return nil
+		// A cluster's Jobs are owned; garbage collection removes them.
+		return 0, nil
 	}
 	before := fj.Status.DeepCopy()
 	fj.Status.ObservedGeneration = fj.Generation
-	revision, reconcileErr := r.reconcile(ctx, fj)
+	run, after, reconcileErr := r.reconcile(ctx, fj)
 	if !equality.Semantic.DeepEqual(before, &fj.Status) {
 		if err := r.Client.Status().Update(ctx, fj); err != nil {
-			if reconcileErr != nil {
-				return reconcileErr
+			if reconcileErr != nil || apierrors.IsConflict(err) {
+				// A conflict: the newer version's event brings this back.
+				return 0, reconcileErr
 			}
-			return err
+			return 0, err
 		}
 		// Recorded only once the status that says "finished" is stored: a
 		// conflict above means another reconcile will see the same
 		// transition and record it then, not twice.
 		if r.Recorder != nil && fj.Status.IsFinished() && !(before.RunID == fj.Status.RunID && before.IsFinished()) {
-			r.Recorder.RecordRun(runOf(fj, revision))
+			r.Recorder.RecordRun(runOf(fj, run))
 		}
 	}
-	return reconcileErr
+	return after, reconcileErr
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJob) (revision string, err error) {
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock()
+}
+
+// reconcile moves fj's status on from what its runner reports, and returns
+// that report (nil when the runner has no run) and when to look again.
+func (r *Reconciler) reconcile(ctx context.Context, fj *slessv1alpha1.FunctionJob) (*adapter.RunState, time.Duration, error) {
 	st := &fj.Status
 	runID := fj.Spec.RunID
 	if runID == 0 {
-		// 0 runs nothing. The Jobs of earlier runs stay until their TTL, so
-		// a run in flight is not cut off by setting 0.
+		// 0 runs nothing, and does not cut a run in flight off: that run
+		// is still recorded, its outcome no longer shown.
 		st.MarkIdle()
-		return "", nil
+		return nil, 0, nil
 	}
 	st.BeginRun(runID)
-	jobName := names.Job(fj, runID)
-	st.JobName = jobName
-
-	job := &batchv1.Job{}
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: jobName}, job)
-	switch {
-	case apierrors.IsNotFound(err):
-		if st.IsFinished() {
-			// The run ended and its Job was cleaned up by its TTL; the
-			// status keeps what it reported.
-			return st.Revision, nil
+	st.JobName = names.Job(fj, runID)
+	run, found, err := r.Runner.ObserveRun(ctx, fj)
+	if err != nil {
+		return nil, 0, err
+	}
+	if found {
+		if run.Conflict {
+			st.MarkJobConflict(st.JobName)
+			return nil, 0, nil
 		}
-		if st.StartTime != nil {
-			// It ran, and the Job went away before it finished (deleted by
-			// hand): the run is lost. Its end is when it was seen gone, the
-			// last moment anything could say of it, so the record has a
-			// duration as every other run's does.
-			if st.CompletionTime == nil {
-				now := metav1.Now()
-				st.CompletionTime = &now
-			}
-			st.MarkRunLost("its Job " + jobName + " was deleted before the run finished")
-			return st.Revision, nil
+		r.observe(st, &run)
+		return &run, 0, nil
+	}
+	if st.IsFinished() {
+		// The run ended and what carried it out is gone (a Job's TTL, a
+		// restart of sless dev); the status keeps what it reported.
+		return nil, 0, nil
+	}
+	if st.StartTime != nil {
+		// It ran, and went away before it finished: the run is lost, not
+		// started again, which would run the same runID twice. Its end is
+		// when it was seen gone, the last moment anything could say of it,
+		// so the record has a duration as every other run's does.
+		if st.CompletionTime == nil {
+			now := metav1.NewTime(r.now().UTC())
+			st.CompletionTime = &now
 		}
-		return "", r.createJob(ctx, fj)
-	case err != nil:
-		return "", err
+		st.MarkRunLost(r.Runner.LostCause(fj))
+		return nil, 0, nil
 	}
-	if !metav1.IsControlledBy(job, fj) {
-		st.MarkJobConflict(jobName)
-		return "", nil
-	}
-	st.MarkRunCreated("Job " + jobName)
-	if rev := job.Annotations[resources.AnnotationRevision]; rev != "" {
-		st.Revision = rev
-	}
-	return st.Revision, r.observe(ctx, fj, job)
+	return r.start(ctx, fj)
 }
 
-func (r *Reconciler) createJob(ctx context.Context, fj *slessv1alpha1.FunctionJob) error {
+// start starts fj's run once it can: its payload fits and its function
+// serves.
+func (r *Reconciler) start(ctx context.Context, fj *slessv1alpha1.FunctionJob) (*adapter.RunState, time.Duration, error) {
 	st := &fj.Status
 	st.Phase = slessv1alpha1.JobPhasePending
-	// Refused before a Job is made: its Pod could never start. A smaller
-	// payload (a change of the spec) starts the same runID.
+	// Refused before anything starts: a cluster's Pod could never hold it.
+	// A smaller payload (a change of the spec) starts the same runID.
 	if msg := slessv1alpha1.PayloadTooLarge(fj.Spec.Payload); msg != "" {
 		st.MarkPayloadTooLarge(msg)
-		return nil
+		return nil, 0, nil
 	}
 	fn := &slessv1alpha1.Function{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: fj.Spec.Function}, fn); err != nil {
 		if apierrors.IsNotFound(err) {
 			st.MarkFunctionNotFound(fj.Spec.Function)
-			return nil
+			return nil, r.Recheck, nil
 		}
-		return err
+		return nil, 0, err
 	}
 	if reason, message := WaitReason(fn); reason != "" {
 		st.MarkFunctionNotRunnable(reason, message)
-		return nil
+		return nil, r.Recheck, nil
 	}
-	// The run takes the serving revision's env, resources and timeout along
-	// with its image: fn's spec may already be a newer revision's, still
-	// deploying or failed, and its code would run with settings made for
-	// other code.
-	rev, found, err := r.Revisions.ReadRevision(ctx, fn, fn.Status.LatestReadyRevision)
-	if err != nil {
-		return err
-	}
-	if !found {
-		// Knative keeps the revision that serves; not finding it is a
-		// moment's disagreement with the Function's status, looked at again
-		// with backoff.
+	run, err := r.Runner.StartRun(ctx, adapter.RunRequest{Job: fj, Function: fn, Name: st.JobName, RequestID: resources.RequestID(fj, fj.Spec.RunID)})
+	switch {
+	case errors.Is(err, adapter.ErrRunLater):
+		return nil, runLater, nil
+	case errors.Is(err, adapter.ErrRevisionNotServing):
+		// The serving revision is kept; not finding it is a moment's
+		// disagreement with the Function's status, looked at again.
 		st.MarkRevisionNotServing(fn.Name, fn.Status.LatestReadyRevision)
-		return fmt.Errorf("revision %s of Function %s was not found", fn.Status.LatestReadyRevision, fn.Name)
+		return nil, r.Recheck, fmt.Errorf("revision %s of Function %s: %w", fn.Status.LatestReadyRevision, fn.Name, err)
+	case err != nil:
+		st.MarkCreateFailed(err.Error())
+		return nil, 0, err
 	}
-	job := resources.MakeJob(fj, fn, rev, r.Config)
-	if err := r.Client.Create(ctx, job); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			// A reconcile racing this one made it (the name is the run's);
-			// the Job's event brings us back to report on it.
-			return nil
+	r.observe(st, &run)
+	return &run, 0, nil
+}
+
+// observe copies what the runner reports of the run into the status.
+func (r *Reconciler) observe(st *slessv1alpha1.FunctionJobStatus, run *adapter.RunState) {
+	st.MarkRunCreated(run.Where)
+	if run.Revision != "" {
+		st.Revision = run.Revision
+	}
+	if !run.Started.IsZero() {
+		t := metav1.NewTime(run.Started)
+		st.StartTime = &t
+	}
+	if run.ExitCode != nil {
+		st.ExitCode = ptr.To(*run.ExitCode)
+	}
+	switch {
+	case run.Done:
+		t := metav1.NewTime(run.Completed)
+		st.CompletionTime = &t
+		st.Output = run.Termination
+		switch {
+		case run.Succeeded:
+			st.MarkRunSucceeded()
+		case run.DeadlineExceeded || run.ExitCode != nil && resources.WrapperTimedOut(*run.ExitCode, run.Termination):
+			st.MarkRunTimedOut(failureMessage(run))
+		default:
+			st.MarkRunFailed(failureMessage(run))
 		}
-		st.MarkCreateFailed(fmt.Sprintf("create Job %s: %v", job.Name, err))
-		return err
+	case run.Running:
+		st.MarkRunRunning()
+	default:
+		st.MarkRunPending()
 	}
-	st.Revision = job.Annotations[resources.AnnotationRevision]
-	st.MarkRunCreated("Job " + job.Name)
-	st.MarkRunPending()
-	return nil
+}
+
+// failureMessage says why a run failed: the function's own error when its
+// wrapper wrote one, else the runner's words.
+func failureMessage(run *adapter.RunState) string {
+	msg := ""
+	if run.ExitCode != nil {
+		msg = resources.FailureMessage(*run.ExitCode, run.Termination)
+	}
+	if msg == "" {
+		msg = run.Detail
+	}
+	if run.DeadlineExceeded {
+		msg = strings.TrimSpace("the run exceeded its deadline (timeoutSeconds plus start-up allowance). " + msg)
+	}
+	return resources.Truncate(msg)
 }
 
 // WaitReason says why a run of fn cannot start yet, as the reason and
@@ -232,153 +289,38 @@ func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
 	return reason, message
 }
 
-// observe copies the Job's and its Pod's state into the status.
-func (r *Reconciler) observe(ctx context.Context, fj *slessv1alpha1.FunctionJob, job *batchv1.Job) error {
+// runOf is the invocation record of fj's finished run; run, when the
+// runner still has it, gives its times to the instant and its sizes.
+func runOf(fj *slessv1alpha1.FunctionJob, run *adapter.RunState) Run {
 	st := &fj.Status
-	if job.Status.StartTime != nil {
-		st.StartTime = job.Status.StartTime.DeepCopy()
-	}
-	term, running, err := r.podState(ctx, fj, job)
-	if err != nil {
-		return err
-	}
-	if term != nil {
-		st.ExitCode = &term.ExitCode
-		if term.StartedAt.Time.After(time.Time{}) && st.StartTime == nil {
-			st.StartTime = term.StartedAt.DeepCopy()
-		}
-	}
-	message := ""
-	if term != nil {
-		message = term.Message
-		if len(message) > terminationMessageLimit {
-			message = message[:terminationMessageLimit]
-		}
-	}
-
-	if c := jobCondition(job, batchv1.JobComplete); c != nil {
-		st.CompletionTime = completionTime(job, c)
-		st.Output = message
-		st.MarkRunSucceeded()
-		return nil
-	}
-	if c := jobCondition(job, batchv1.JobFailed); c != nil {
-		st.CompletionTime = completionTime(job, c)
-		st.Output = message
-		why := failureMessage(c, term)
-		if c.Reason == batchv1.JobReasonDeadlineExceeded || term != nil && resources.WrapperTimedOut(term.ExitCode, term.Message) {
-			st.MarkRunTimedOut(why)
-		} else {
-			st.MarkRunFailed(why)
-		}
-		return nil
-	}
-	if running || job.Status.Active > 0 && job.Status.Ready != nil && *job.Status.Ready > 0 {
-		st.MarkRunRunning()
-		return nil
-	}
-	st.MarkRunPending()
-	return nil
-}
-
-// podState finds the run's Pod (by the run's labels and the Job's UID, so a
-// Pod of an earlier Job of the same name never counts) and returns its
-// function container's termination state, or whether it runs.
-func (r *Reconciler) podState(ctx context.Context, fj *slessv1alpha1.FunctionJob, job *batchv1.Job) (*corev1.ContainerStateTerminated, bool, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, ctrl.InNamespace(fj.Namespace), ctrl.MatchingLabels{
-		resources.LabelFunctionJob: fj.Name,
-		resources.LabelRunID:       strconv.FormatInt(fj.Spec.RunID, 10),
-	}); err != nil {
-		return nil, false, err
-	}
-	var term *corev1.ContainerStateTerminated
-	running := false
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, job) {
-			continue
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name != resources.ContainerName {
-				continue
-			}
-			if t := cs.State.Terminated; t != nil {
-				// With backoffLimit 0 there is one Pod; should a node loss
-				// have made two, the one that ended last speaks.
-				if term == nil || t.FinishedAt.After(term.FinishedAt.Time) {
-					term = t.DeepCopy()
-				}
-			}
-			if cs.State.Running != nil {
-				running = true
-			}
-		}
-	}
-	return term, running, nil
-}
-
-func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
-	for i := range job.Status.Conditions {
-		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
-}
-
-func completionTime(job *batchv1.Job, c *batchv1.JobCondition) *metav1.Time {
-	if job.Status.CompletionTime != nil {
-		return job.Status.CompletionTime.DeepCopy()
-	}
-	// Failed Jobs have no completionTime; the condition says when.
-	return c.LastTransitionTime.DeepCopy()
-}
-
-// failureMessage says why a run failed: the function's own error when its
-// runtime wrote one, else the Job's reason.
-func failureMessage(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) string {
-	msg := ""
-	if term != nil {
-		msg = resources.FailureMessage(term.ExitCode, term.Message)
-		if msg == "" {
-			msg = fmt.Sprintf("the function's container exited with code %d (%s)", term.ExitCode, term.Reason)
-		}
-	}
-	if c.Reason == batchv1.JobReasonDeadlineExceeded {
-		msg = strings.TrimSpace("the run exceeded its deadline (timeoutSeconds plus start-up allowance). " + msg)
-	}
-	if msg == "" {
-		msg = strings.TrimSpace(c.Reason + ": " + c.Message)
-	}
-	return resources.Truncate(msg)
-}
-
-// runOf is the invocation record of fj's finished run.
-func runOf(fj *slessv1alpha1.FunctionJob, revision string) Run {
-	st := &fj.Status
-	run := Run{
+	rec := Run{
 		Namespace: fj.Namespace,
 		Function:  fj.Spec.Function,
-		Revision:  revision,
+		Revision:  st.Revision,
 		Trigger:   TriggerJob,
 		RequestID: resources.RequestID(fj, st.RunID),
 		Status:    200,
 	}
 	if st.StartTime != nil {
-		run.Started = st.StartTime.Time
+		rec.Started = st.StartTime.Time
 		if st.CompletionTime != nil {
-			run.Duration = st.CompletionTime.Sub(st.StartTime.Time)
+			rec.Duration = st.CompletionTime.Sub(st.StartTime.Time)
 		}
 	} else if st.CompletionTime != nil {
-		run.Started = st.CompletionTime.Time
+		rec.Started = st.CompletionTime.Time
+	}
+	if run != nil {
+		if !run.Started.IsZero() && !run.Completed.IsZero() {
+			rec.Started, rec.Duration = run.Started, run.Completed.Sub(run.Started)
+		}
+		rec.BytesIn, rec.BytesOut = run.BytesIn, run.BytesOut
 	}
 	if st.Phase == slessv1alpha1.JobPhaseFailed {
-		run.Status = 500
+		rec.Status = 500
 		if st.TimedOut() {
-			run.Status = 504
+			rec.Status = 504
 		}
-		run.Error = st.Message
+		rec.Error = st.Message
 	}
-	return run
+	return rec
 }

@@ -55,7 +55,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 
 // SetupWithManager registers the Trigger controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	r := &Reconciler{
+	k := &Kube{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Config:    opts.Config,
@@ -64,12 +64,13 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		MinScale:  opts.MinScale,
 		Clock:     opts.Clock,
 	}
-	if r.MinScale == nil {
-		r.MinScale = &KnativeMinScale{Client: mgr.GetClient()}
+	if k.MinScale == nil {
+		k.MinScale = &KnativeMinScale{Client: mgr.GetClient()}
 	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
+	if k.Clock == nil {
+		k.Clock = clock.RealClock{}
 	}
+	r := &Reconciler{Client: k.Client, Carrier: k, Clock: k.Clock}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &slessv1alpha1.Trigger{}, functionIndex, func(o client.Object) []string {
 		return []string{o.(*slessv1alpha1.Trigger).Spec.Function}
 	}); err != nil {

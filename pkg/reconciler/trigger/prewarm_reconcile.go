@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 // PreWarmWindow says whether a cron trigger's function should be held warm
@@ -49,7 +48,7 @@ func PreWarmWindow(sched cron.Schedule, preWarm, holdLimit time.Duration, now ti
 // run may start up to the starting deadline late and then runs at most its
 // Job's activeDeadlineSeconds.
 func HoldLimit(cj *batchv1.CronJob) time.Duration {
-	d := time.Duration(ptr.Deref(cj.Spec.StartingDeadlineSeconds, resources.DefaultStartingDeadlineSeconds)) * time.Second
+	d := time.Duration(ptr.Deref(cj.Spec.StartingDeadlineSeconds, slessv1alpha1.DefaultStartingDeadlineSeconds)) * time.Second
 	d += time.Duration(ptr.Deref(cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds, 0)) * time.Second
 	return d + time.Minute
 }
@@ -62,7 +61,7 @@ func ScheduledJobName(cronJob string, t time.Time) string {
 
 // preWarm raises or restores the function's min-scale for t and returns when
 // to look again.
-func (r *Reconciler) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cj *batchv1.CronJob, sched cron.Schedule, now time.Time) (time.Duration, error) {
+func (r *Kube) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cj *batchv1.CronJob, sched cron.Schedule, now time.Time) (time.Duration, error) {
 	seconds := ptr.Deref(t.Spec.PreWarmSeconds, 0)
 	if seconds == 0 || !t.IsEnabled() || r.MinScale == nil {
 		return 0, r.releasePreWarm(ctx, t)
@@ -110,7 +109,7 @@ func (r *Reconciler) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *
 // releasePreWarm restores the min-scale t may hold and drops its finalizer,
 // for a trigger that no longer pre-warms (disabled, preWarmSeconds removed,
 // another type, its function gone).
-func (r *Reconciler) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigger) error {
+func (r *Kube) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if r.MinScale != nil && (t.Status.PreWarmedFor != nil || controllerutil.ContainsFinalizer(t, PreWarmFinalizer)) {
 		if err := r.MinScale.RestoreMinScale(ctx, t.Namespace, t.Spec.Function, t.Name); err != nil {
 			return fmt.Errorf("restore min-scale of %s: %w", t.Spec.Function, err)
@@ -129,7 +128,7 @@ func (r *Reconciler) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigge
 }
 
 // runFinished says whether the CronJob's run scheduled at run has ended.
-func (r *Reconciler) runFinished(ctx context.Context, cj *batchv1.CronJob, run time.Time) (bool, error) {
+func (r *Kube) runFinished(ctx context.Context, cj *batchv1.CronJob, run time.Time) (bool, error) {
 	job := &batchv1.Job{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cj.Namespace, Name: ScheduledJobName(cj.Name, run)}, job)
 	if apierrors.IsNotFound(err) {

@@ -38,6 +38,7 @@ type env struct {
 	ns    string
 	clock *clocktesting.FakeClock
 	r     *trigger.Reconciler
+	kube  *trigger.Kube
 	toks  *trigger.HS256Tokens
 }
 
@@ -50,7 +51,7 @@ func setup(t *testing.T, now time.Time) *env {
 	clk := clocktesting.NewFakeClock(now)
 	toks := &trigger.HS256Tokens{Secret: secret, Clock: clk}
 	e := &env{t: t, c: kube.Client, ns: kube.Namespace(t), clock: clk, toks: toks}
-	e.r = &trigger.Reconciler{
+	e.kube = &trigger.Kube{
 		Client:    kube.Client,
 		Config:    resources.Config{Image: "ghcr.io/sless-dev/sless@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", InvokeURL: "http://sless-api.sless-system.svc"},
 		PublicURL: "https://fn.example.com",
@@ -58,6 +59,7 @@ func setup(t *testing.T, now time.Time) *env {
 		MinScale:  &trigger.KnativeMinScale{Client: kube.Client},
 		Clock:     clk,
 	}
+	e.r = &trigger.Reconciler{Client: kube.Client, Carrier: e.kube, Clock: clk}
 	return e
 }
 
@@ -208,7 +210,7 @@ func TestCronTriggerCronJob(t *testing.T) {
 	}
 	s := cj.Spec
 	if s.Schedule != "30 2 * * *" || ptr.Deref(s.TimeZone, "") != "Europe/Berlin" || s.ConcurrencyPolicy != batchv1.ForbidConcurrent ||
-		ptr.Deref(s.StartingDeadlineSeconds, 0) != resources.DefaultStartingDeadlineSeconds || ptr.Deref(s.Suspend, true) ||
+		ptr.Deref(s.StartingDeadlineSeconds, 0) != slessv1alpha1.DefaultStartingDeadlineSeconds || ptr.Deref(s.Suspend, true) ||
 		ptr.Deref(s.SuccessfulJobsHistoryLimit, 0) != 3 || ptr.Deref(s.FailedJobsHistoryLimit, 0) != 3 {
 		t.Errorf("CronJob spec: schedule %q tz %v policy %s deadline %v suspend %v history %v/%v",
 			s.Schedule, s.TimeZone, s.ConcurrencyPolicy, s.StartingDeadlineSeconds, s.Suspend, s.SuccessfulJobsHistoryLimit, s.FailedJobsHistoryLimit)
@@ -218,7 +220,7 @@ func TestCronTriggerCronJob(t *testing.T) {
 	if strings.Join(c.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
-	if c.Image != e.r.Config.Image {
+	if c.Image != e.kube.Config.Image {
 		t.Errorf("image %q", c.Image)
 	}
 	var tokenRef *corev1.SecretKeySelector

@@ -154,3 +154,12 @@ func (s *FunctionJobStatus) TimedOut() bool {
 	c := meta.FindStatusCondition(s.Conditions, JobConditionComplete)
 	return s.Phase == JobPhaseFailed && c != nil && c.Reason == JobReasonDeadlineExceeded
 }
+
+// RunTimeout is a run's budget in seconds: the FunctionJob's own, else
+// revisionTimeout, the function's timeout as its serving revision has it.
+func (j *FunctionJob) RunTimeout(revisionTimeout int32) int32 {
+	if j.Spec.TimeoutSeconds != nil {
+		return *j.Spec.TimeoutSeconds
+	}
+	return revisionTimeout
+}

@@ -5,6 +5,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// DefaultStartingDeadlineSeconds is how late a cron trigger's run may start
+// when startingDeadlineSeconds is unset, on a cluster and in local mode.
+const DefaultStartingDeadlineSeconds = 300
+
 // TriggerType says what calls the function.
 // +kubebuilder:validation:Enum=http;cron;queue
 type TriggerType string

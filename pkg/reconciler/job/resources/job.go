@@ -52,15 +52,6 @@ type Config struct {
 	TTLSecondsAfterFinished int32
 }
 
-// Timeout is the run's budget in seconds: the FunctionJob's own, else
-// revisionTimeout, the function's timeout as its serving revision has it.
-func Timeout(j *slessv1alpha1.FunctionJob, revisionTimeout int32) int32 {
-	if j.Spec.TimeoutSeconds != nil {
-		return *j.Spec.TimeoutSeconds
-	}
-	return revisionTimeout
-}
-
 // RequestID of run runID: the handler's context.requestId and the request id
 // of the run's invocation record, so the two can be matched.
 func RequestID(j *slessv1alpha1.FunctionJob, runID int64) string {
@@ -94,7 +85,7 @@ func Runnable(fn *slessv1alpha1.Function) bool {
 // new runID. fn must be Runnable.
 func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapter.RevisionSettings, cfg Config) *batchv1.Job {
 	runID := j.Spec.RunID
-	timeout := Timeout(j, rev.TimeoutSeconds)
+	timeout := j.RunTimeout(rev.TimeoutSeconds)
 	ttl := cfg.TTLSecondsAfterFinished
 	if ttl <= 0 {
 		ttl = DefaultTTLSecondsAfterFinished

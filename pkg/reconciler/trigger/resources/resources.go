@@ -47,9 +47,8 @@ const (
 
 // Defaults of the cron CronJob.
 const (
-	DefaultStartingDeadlineSeconds = 300
-	SuccessfulJobsHistoryLimit     = 3
-	FailedJobsHistoryLimit         = 3
+	SuccessfulJobsHistoryLimit = 3
+	FailedJobsHistoryLimit     = 3
 	// StartupAllowanceSeconds is added to the function's timeout for the
 	// caller: a run may wait for a cold start (image pull, scale from zero)
 	// before the function's own budget begins.
@@ -163,7 +162,7 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Confi
 	}
 	deadline := t.Spec.StartingDeadlineSeconds
 	if deadline == nil {
-		deadline = ptr.To[int64](DefaultStartingDeadlineSeconds)
+		deadline = ptr.To[int64](slessv1alpha1.DefaultStartingDeadlineSeconds)
 	}
 	args := []string{
 		"cron-call",
