@@ -32,7 +32,8 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -187,12 +188,12 @@ func built(b testing.TB, c fnCase) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	blobs, _ := local.NewBlobs(filepath.Join(dir, "blobs"))
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
 	key := "ctx.tar.gz"
 	if err := blobs.Put(context.Background(), key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), ""); err != nil {
 		b.Fatal(err)
 	}
-	bl, err := local.NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	bl, err := build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

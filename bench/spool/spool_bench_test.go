@@ -31,7 +31,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/spool"
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -245,7 +245,7 @@ func localJSON(tb testing.TB, n int) float64 {
 // localCompact is bytes per record of local mode's history now.
 func localCompact(tb testing.TB, n int) float64 {
 	path := filepath.Join(tb.TempDir(), "sless.db")
-	st, err := local.OpenStore(path, runtime.NewScheme())
+	st, err := apiserver.Open(path, runtime.NewScheme())
 	if err != nil {
 		tb.Fatal(err)
 	}

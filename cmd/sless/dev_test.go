@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -34,7 +34,7 @@ func TestDevRefusesBadFlags(t *testing.T) {
 	// A data directory another sless dev holds.
 	held := filepath.Join(dir, "held")
 	os.MkdirAll(held, 0o755)
-	st, err := local.OpenStore(filepath.Join(held, "sless.db"), runtime.NewScheme())
+	st, err := apiserver.Open(filepath.Join(held, "sless.db"), runtime.NewScheme())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -41,7 +42,7 @@ type logsEnv struct {
 
 func newLogsEnv(t *testing.T) *logsEnv {
 	dir, builds := t.TempDir(), t.TempDir()
-	b, err := local.NewBuilder(builds, runtimes.LocalOptions{}, nil)
+	b, err := build.New(builds, runtimes.LocalOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/api"
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 	"github.com/sless-dev/sless/test/testbed"
@@ -38,7 +38,7 @@ func secretStores(t *testing.T) map[string]func(*api.Options) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			objects, err := local.OpenStore(filepath.Join(dir, "sless.db"), scheme)
+			objects, err := apiserver.Open(filepath.Join(dir, "sless.db"), scheme)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/api"
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 
@@ -20,7 +20,7 @@ import (
 // sweep deleted it, and the create was refused: no archive uploaded.
 func TestUploadAgainOutlivesSweep(t *testing.T) {
 	// local mode's blob directory, whose objects' ages are their files'.
-	blobs, err := local.NewBlobs(t.TempDir())
+	blobs, err := blobs.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

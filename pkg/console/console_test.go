@@ -29,6 +29,8 @@ import (
 	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/blobs"
 )
 
 var secret = []byte("console-test-secret-0123456789-abcdef")
@@ -68,7 +70,7 @@ func newEnv(t *testing.T) *env {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	store, err := local.OpenStore(filepath.Join(dir, "store.db"), scheme)
+	store, err := apiserver.Open(filepath.Join(dir, "store.db"), scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +247,12 @@ func TestMountedInTheAPI(t *testing.T) {
 	if err := slessv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	store, err := local.OpenStore(filepath.Join(dir, "store.db"), scheme)
+	store, err := apiserver.Open(filepath.Join(dir, "store.db"), scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	blobs, err := local.NewBlobs(filepath.Join(dir, "blobs"))
+	blobs, err := blobs.New(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}

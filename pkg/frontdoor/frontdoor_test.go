@@ -19,6 +19,8 @@ import (
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/blobs"
 )
 
 // TestDoorServesAndStops: one front door serves the API, /metrics with the
@@ -34,12 +36,12 @@ func TestDoorServesAndStops(t *testing.T) {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	store, err := local.OpenStore(filepath.Join(t.TempDir(), "sless.db"), scheme)
+	store, err := apiserver.Open(filepath.Join(t.TempDir(), "sless.db"), scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	blobs, err := local.NewBlobs(filepath.Join(t.TempDir(), "blobs"))
+	blobs, err := blobs.New(filepath.Join(t.TempDir(), "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}

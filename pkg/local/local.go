@@ -22,6 +22,9 @@ import (
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 	"github.com/sless-dev/sless/pkg/sourcegc"
@@ -167,15 +170,15 @@ type platform struct {
 	baseURL string
 	closers frontdoor.Closers
 
-	store   *Store
+	store   *apiserver.Store
 	secrets *sealed.Store
 	sealer  *sealed.Sealer
-	blobs   *Blobs
-	builder *Builder
+	blobs   *blobs.Store
+	builder *build.Builder
 	fns     *serving
 	svcs    *serving
 	runs    *Runs
-	loops   map[string]*Loop
+	loops   map[string]*apiserver.Loop
 }
 
 func (p *platform) onClose(f func()) { p.closers.Add(f) }
@@ -192,7 +195,7 @@ func (p *platform) openObjects() error {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	store, err := OpenStore(filepath.Join(p.opts.DataDir, "sless.db"), scheme)
+	store, err := apiserver.Open(filepath.Join(p.opts.DataDir, "sless.db"), scheme)
 	if err != nil {
 		return err
 	}
@@ -204,7 +207,7 @@ func (p *platform) openObjects() error {
 		return err
 	}
 	p.secrets = &sealed.Store{Objects: store, Sealer: p.sealer}
-	p.blobs, err = NewBlobs(filepath.Join(p.opts.DataDir, "blobs"))
+	p.blobs, err = blobs.New(filepath.Join(p.opts.DataDir, "blobs"))
 	return err
 }
 

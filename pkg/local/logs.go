@@ -3,12 +3,12 @@ package local
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/logs"
 )
 
@@ -18,7 +18,7 @@ import (
 // build's <builds>/<digest>.log (Builder).
 type Logs struct {
 	LogDir  string
-	Builder *Builder
+	Builder *build.Builder
 }
 
 var _ logs.Source = (*Logs)(nil)
@@ -47,7 +47,7 @@ func (l *Logs) Build(ctx context.Context, fn slessv1alpha1.Workload, build strin
 	if !ok || !buildSuffixRE.MatchString(short) {
 		return fmt.Errorf("%w: %s is not a build of %s %s", logs.ErrNotFound, build, fn.WorkloadKind(), fn.GetName())
 	}
-	hexd, stop, err := l.Builder.logOf(short)
+	path, stop, err := l.Builder.LogOf(short)
 	if err != nil {
 		return err
 	}
@@ -56,27 +56,5 @@ func (l *Logs) Build(ctx context.Context, fn slessv1alpha1.Workload, build strin
 	} else if stop == nil {
 		q.Follow = false // it has ended: nothing more will come
 	}
-	return logs.Files(ctx, filepath.Join(l.Builder.root, hexd+".log"), build, q, stop, emit)
-}
-
-// logOf finds the build whose digest starts with short: its digest, and
-// while it runs a channel closed when it ends (nil once it has).
-func (b *Builder) logOf(short string) (string, <-chan struct{}, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for hexd, bl := range b.running {
-		if strings.HasPrefix(hexd, short) {
-			return hexd, bl.done, nil
-		}
-	}
-	matches, _ := filepath.Glob(filepath.Join(b.root, short+"*.log"))
-	for _, m := range matches {
-		hexd := strings.TrimSuffix(filepath.Base(m), ".log")
-		if digestRE.MatchString("sha256:" + hexd) {
-			if _, err := os.Stat(m); err == nil {
-				return hexd, nil, nil
-			}
-		}
-	}
-	return "", nil, fmt.Errorf("%w: no log of build %s", logs.ErrNotFound, short)
+	return logs.Files(ctx, path, build, q, stop, emit)
 }

@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
 )
 
 // Resolver is invoke.Resolver for local mode: which functions exist and
@@ -42,17 +44,17 @@ type liveFunction struct {
 
 // NewResolver indexes the functions and triggers in store and follows its
 // changes. Make it before anything writes to the store.
-func NewResolver(ctx context.Context, store *Store, server *Server) (*Resolver, error) {
+func NewResolver(ctx context.Context, store *apiserver.Store, server *Server) (*Resolver, error) {
 	return newResolver(ctx, store, server, slessv1alpha1.KindFunction)
 }
 
 // NewServiceResolver is NewResolver for the SlessServices server runs, the
 // proxy's /svc/ (its Options.Services). No Trigger makes a service public.
-func NewServiceResolver(ctx context.Context, store *Store, server *Server) (*Resolver, error) {
+func NewServiceResolver(ctx context.Context, store *apiserver.Store, server *Server) (*Resolver, error) {
 	return newResolver(ctx, store, server, slessv1alpha1.KindSlessService)
 }
 
-func newResolver(ctx context.Context, store *Store, server *Server, kind string) (*Resolver, error) {
+func newResolver(ctx context.Context, store *apiserver.Store, server *Server, kind string) (*Resolver, error) {
 	r := &Resolver{server: server, kind: kind, fns: map[types.NamespacedName]liveFunction{},
 		triggers: map[types.NamespacedName]types.NamespacedName{}, public: map[types.NamespacedName]int{}}
 	r.cancel = store.Subscribe(r.observe)
@@ -69,10 +71,10 @@ func newResolver(ctx context.Context, store *Store, server *Server, kind string)
 		}
 	}
 	for i := range fns.Items {
-		r.observe(Event{Type: watch.Added, GVK: fns.Items[i].GroupVersionKind(), Key: nsName(&fns.Items[i]), Object: &fns.Items[i]})
+		r.observe(apiserver.Event{Type: watch.Added, GVK: fns.Items[i].GroupVersionKind(), Key: client.ObjectKeyFromObject(&fns.Items[i]), Object: &fns.Items[i]})
 	}
 	for i := range trs.Items {
-		r.observe(Event{Type: watch.Added, GVK: trs.Items[i].GroupVersionKind(), Key: nsName(&trs.Items[i]), Object: &trs.Items[i]})
+		r.observe(apiserver.Event{Type: watch.Added, GVK: trs.Items[i].GroupVersionKind(), Key: client.ObjectKeyFromObject(&trs.Items[i]), Object: &trs.Items[i]})
 	}
 	return r, nil
 }
@@ -80,7 +82,7 @@ func newResolver(ctx context.Context, store *Store, server *Server, kind string)
 // Close stops following the store.
 func (r *Resolver) Close() { r.cancel() }
 
-func (r *Resolver) observe(ev Event) {
+func (r *Resolver) observe(ev apiserver.Event) {
 	if ev.GVK.Group != slessv1alpha1.SchemeGroupVersion.Group {
 		return
 	}

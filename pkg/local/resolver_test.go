@@ -11,14 +11,15 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 )
 
 func TestResolverFollowsTheStore(t *testing.T) {
 	ctx := context.Background()
 	bed := newServerBed(t, time.Minute)
-	store, _ := openTestStore(t)
+	store, _ := localtest.OpenStore(t)
 	// An object stored before the resolver exists is indexed from the list.
-	early := newFunction("ns", "early")
+	early := localtest.Function("ns", "early")
 	if err := store.Create(ctx, early); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestResolverFollowsTheStore(t *testing.T) {
 		t.Fatalf("function whose build failed: %+v, %v; want not ready, failed BuildFailed", tg, err)
 	}
 
-	fn := newFunction("ns", "served")
+	fn := localtest.Function("ns", "served")
 	fn.Spec.TimeoutSeconds = ptr.To[int32](70)
 	if err := store.Create(ctx, fn); err != nil {
 		t.Fatal(err)

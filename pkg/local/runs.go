@@ -29,6 +29,8 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/proc"
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
@@ -45,7 +47,7 @@ import (
 // process by the same consumer `sless consume` runs on a cluster, calling
 // the function directly and recording each delivery with trigger "queue".
 type Runs struct {
-	store    *Store
+	store    *apiserver.Store
 	server   *Server
 	recorder *invoke.Recorder
 	now      func() time.Time
@@ -118,7 +120,7 @@ func (e *cronEntry) lastRun() time.Time {
 
 // NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
-func NewRuns(store *Store, server *Server, recorder *invoke.Recorder) *Runs {
+func NewRuns(store *apiserver.Store, server *Server, recorder *invoke.Recorder) *Runs {
 	r := &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, consumerRestart: consumerRestart, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
 		draining: map[types.NamespacedName]<-chan struct{}{},
@@ -875,7 +877,7 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 	if err != nil {
 		return "", 1, err.Error(), false
 	}
-	logs := &tailBuffer{max: 4096}
+	logs := &proc.Tail{Max: 4096}
 	out, closeOut := r.server.output(key)
 	defer closeOut()
 	cmd.Stdout = io.MultiWriter(out, logs)
@@ -889,7 +891,7 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		case <-ctx.Done():
 		}
 	}()
-	runErr := runGroup(ctx, cmd)
+	runErr := proc.RunGroup(ctx, cmd)
 	result := readTermination(term)
 	switch {
 	case runErr == nil:
@@ -911,7 +913,7 @@ func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, re
 		// the reconciler words a termination message the function left as
 		// on a cluster.
 		msg := fmt.Sprintf("the function exited with code %d", code)
-		if tail := lastLines(logs.String(), 5); tail != "" {
+		if tail := proc.LastLines(logs.String(), 5); tail != "" {
 			msg += ": " + tail
 		}
 		return strings.TrimSpace(string(result)), code, msg, false

@@ -15,6 +15,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
@@ -77,7 +78,7 @@ func newCronRig(ctx context.Context, t *testing.T) *cronRig {
 	r := &cronRig{runsRig: newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})}
 	r.runs.now = func() time.Time { return time.Now().Add(time.Duration(r.offset.Load())) }
 	r.runs.cronWake = 20 * time.Millisecond
-	r.serve(ctx, t, newFunction("ns", "slow"),
+	r.serve(ctx, t, localtest.Function("ns", "slow"),
 		"import time\n\ndef handler(event, context):\n    time.sleep((event['body'] or {}).get('sleep', 0))\n    return {'ok': True}\n")
 	return r
 }
@@ -256,10 +257,10 @@ func TestCronPayloadLimitLocally(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			store, _ := openTestStore(t)
+			store, _ := localtest.OpenStore(t)
 			runs := NewRuns(store, nil, nil)
 			defer runs.Close()
-			if err := store.Create(ctx, newFunction("ns", "calc")); err != nil {
+			if err := store.Create(ctx, localtest.Function("ns", "calc")); err != nil {
 				t.Fatal(err)
 			}
 			tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bulky"},

@@ -19,6 +19,8 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 )
 
 // A FunctionJob in local mode reports as docs/triggers.md says and the
@@ -51,8 +53,8 @@ def handler(event, context):
     time.sleep(body.get('sleep', 0))
     return {'requestId': context.request_id}
 `
-	rig.serve(ctx, t, newFunction("ns", "calc"), code)
-	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
+	rig.serve(ctx, t, localtest.Function("ns", "calc"), code)
+	jobLoop := apiserver.NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
 	go jobLoop.Run(ctx, nil, 1)
 
 	// The helpers take the subtest's t: failing the parent from a subtest
@@ -254,13 +256,13 @@ func TestFunctionJobStoppedWithSlessDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
-	rig.serve(ctx, t, newFunction("ns", "calc"), `import time
+	rig.serve(ctx, t, localtest.Function("ns", "calc"), `import time
 
 def handler(event, context):
     print("run started", flush=True)
     time.sleep(60)
 `)
-	jobLoop := NewLoop("job", rig.store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), rig.runs.JobReconciler(), nil)
+	jobLoop := apiserver.NewLoop("job", rig.store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), rig.runs.JobReconciler(), nil)
 	go jobLoop.Run(ctx, nil, 1)
 	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "long"},
 		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 1, TimeoutSeconds: ptr.To[int32](120)}}
@@ -300,7 +302,7 @@ def handler(event, context):
 func TestFunctionJobLostWithSlessDev(t *testing.T) {
 	ctx := context.Background()
 	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
-	rig.serve(ctx, t, newFunction("ns", "calc"), "def handler(event, context):\n    return {'ran': True}\n")
+	rig.serve(ctx, t, localtest.Function("ns", "calc"), "def handler(event, context):\n    return {'ran': True}\n")
 	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "once"},
 		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 7}}
 	if err := rig.store.Create(ctx, j); err != nil {
@@ -354,7 +356,7 @@ func TestFunctionJobLostWithSlessDev(t *testing.T) {
 func TestFunctionJobPayloadAtTheLimit(t *testing.T) {
 	ctx := context.Background()
 	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
-	rig.serve(ctx, t, newFunction("ns", "calc"), "def handler(event, context):\n    return {'length': len(event['body'])}\n")
+	rig.serve(ctx, t, localtest.Function("ns", "calc"), "def handler(event, context):\n    return {'length': len(event['body'])}\n")
 	for _, tc := range []struct {
 		name   string
 		size   int // of the JSON string payload, quotes included

@@ -20,6 +20,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -31,7 +32,7 @@ import (
 func TestQueueMessageOverTheBodyCap(t *testing.T) {
 	ctx := context.Background()
 	r := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
-	fn := newFunction("ns", "worker")
+	fn := localtest.Function("ns", "worker")
 	r.serve(ctx, t, fn, "def handler(event, context):\n    return {'ok': True}\n")
 	caller := &localCaller{r: r.runs, namespace: "ns", function: "worker"}
 
@@ -123,11 +124,11 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			store, _ := openTestStore(t)
+			store, _ := localtest.OpenStore(t)
 			runs := NewRuns(store, nil, nil)
 			runs.Broker = tc.broker
 			defer runs.Close()
-			if err := store.Create(ctx, newFunction("ns", "calc")); err != nil {
+			if err := store.Create(ctx, localtest.Function("ns", "calc")); err != nil {
 				t.Fatal(err)
 			}
 			q := testbed.UniqueName("local-ready")
@@ -195,7 +196,7 @@ func TestQueueTriggerReenabledWhileCallInFlight(t *testing.T) {
 	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
 	rig.runs.Broker = testbed.AMQPURL(t)
 	marks := filepath.Join(t.TempDir(), "started")
-	rig.serve(ctx, t, newFunction("ns", "slow"), fmt.Sprintf(
+	rig.serve(ctx, t, localtest.Function("ns", "slow"), fmt.Sprintf(
 		"import time\n\ndef handler(event, context):\n    b = event['body'] or {}\n    open(%q, 'a').write(b['id'] + '\\n')\n    time.sleep(b.get('sleep', 0))\n    return {'ok': True}\n", marks))
 	q := testbed.UniqueName("local-reenable")
 	testbed.DeleteQueues(t, rig.runs.Broker, q, q+".dlq", q+".retry.1000ms", q+".retry.2000ms", q+".retry.4000ms")

@@ -8,6 +8,10 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -16,11 +20,11 @@ import (
 // into the store's records, and Runs over them. All stop when the test
 // ends, Runs first.
 type runsRig struct {
-	store    *Store
-	blobs    *Blobs
-	builder  *Builder
+	store    *apiserver.Store
+	blobs    *blobs.Store
+	builder  *build.Builder
 	server   *Server
-	records  *Records
+	records  *apiserver.Records
 	recorder *invoke.Recorder
 	runs     *Runs
 }
@@ -30,12 +34,12 @@ func newRunsRig(t *testing.T, opts ServerOptions) *runsRig {
 	t.Helper()
 	dir := t.TempDir()
 	r := &runsRig{}
-	r.store, _ = openTestStore(t)
+	r.store, _ = localtest.OpenStore(t)
 	var err error
-	if r.blobs, err = NewBlobs(filepath.Join(dir, "blobs")); err != nil {
+	if r.blobs, err = blobs.New(filepath.Join(dir, "blobs")); err != nil {
 		t.Fatal(err)
 	}
-	if r.builder, err = NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil); err != nil {
+	if r.builder, err = build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.builder.Close)
@@ -59,8 +63,8 @@ func (r *runsRig) serve(ctx context.Context, t *testing.T, fn *slessv1alpha1.Fun
 	if err := r.store.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	in := storeContext(t, r.blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
-	bs := awaitBuild(t, r.builder, fn, in, time.Minute)
+	in := localtest.StoreContext(t, r.blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
+	bs := localtest.AwaitBuild(t, r.builder, fn, in, time.Minute)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ss, err := r.server.EnsureService(ctx, fn, bs.Image)

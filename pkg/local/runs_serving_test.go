@@ -15,6 +15,8 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 )
 
@@ -65,7 +67,7 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 		"'greeting': os.environ.get('GREETING'), 'onlyNew': os.environ.get('ONLY_NEW'), 'timeout': os.environ.get('SLESS_TIMEOUT_SECONDS')}\n"
 	bad := "import os\nif os.environ.get('SLESS_MODE') != 'job':\n    raise RuntimeError('broken at import')\n\n" +
 		"def handler(event, context):\n    return {'version': 'bad', 'revision': context.revision}\n"
-	fn := newFunction("ns", "calc")
+	fn := localtest.Function("ns", "calc")
 	fn.Spec.Source.Inline.Files = map[string]string{"main.py": good}
 	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "old"}}
 	fn.Spec.TimeoutSeconds = ptr.To[int32](45)
@@ -97,7 +99,7 @@ func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 		t.Errorf("servingImage %q after the bad update, want the serving revision's %q", failed.Status.ServingImage, v1.Status.Image)
 	}
 
-	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
+	jobLoop := apiserver.NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
 	go jobLoop.Run(ctx, nil, 1)
 	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "after-bad-deploy"},
 		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 1, Payload: &apiextensionsv1.JSON{Raw: []byte(`{}`)}}}

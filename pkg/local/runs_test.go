@@ -18,6 +18,8 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -38,12 +40,12 @@ func TestRunsJobsAndCron(t *testing.T) {
 	runs.now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 
 	// A function, built and served as the Function reconciler would.
-	fn := newFunction("ns", "calc")
+	fn := localtest.Function("ns", "calc")
 	code := "def handler(event, context):\n    b = event['body'] or {}\n    if b.get('fail'):\n        raise ValueError('asked to fail')\n    return {'doubled': b.get('n', 0) * 2, 'function': context.function_name}\n"
 	rig.serve(ctx, t, fn, code)
 
-	jobLoop := NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
-	trigLoop := NewLoop("trigger", store, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger").GroupKind(), runs.TriggerReconciler(), nil)
+	jobLoop := apiserver.NewLoop("job", store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), runs.JobReconciler(), nil)
+	trigLoop := apiserver.NewLoop("trigger", store, slessv1alpha1.SchemeGroupVersion.WithKind("Trigger").GroupKind(), runs.TriggerReconciler(), nil)
 	go jobLoop.Run(ctx, nil, 1)
 	go trigLoop.Run(ctx, nil, 1)
 
@@ -236,10 +238,10 @@ func TestRunsJobsAndCron(t *testing.T) {
 // look Ready; disabled, it says so with the cluster's reason.
 func TestQueueTriggerNotConsumedLocally(t *testing.T) {
 	ctx := context.Background()
-	store, _ := openTestStore(t)
+	store, _ := localtest.OpenStore(t)
 	runs := NewRuns(store, nil, nil)
 	defer runs.Close()
-	if err := store.Create(ctx, newFunction("ns", "calc")); err != nil {
+	if err := store.Create(ctx, localtest.Function("ns", "calc")); err != nil {
 		t.Fatal(err)
 	}
 	tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{

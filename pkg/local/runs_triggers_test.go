@@ -15,6 +15,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 )
 
 // reconcileTriggerOnce reconciles trigger ns/name and returns it as stored.
@@ -58,10 +59,10 @@ func TestHTTPTriggerStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			store, _ := openTestStore(t)
+			store, _ := localtest.OpenStore(t)
 			runs := NewRuns(store, nil, nil)
 			defer runs.Close()
-			fn := newFunction("ns", "calc")
+			fn := localtest.Function("ns", "calc")
 			if err := store.Create(ctx, fn); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +93,7 @@ func TestHTTPTriggerStatus(t *testing.T) {
 // rather than recorded as a failure against a function that is not there.
 func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 	ctx := context.Background()
-	store, _ := openTestStore(t)
+	store, _ := localtest.OpenStore(t)
 	recs, err := store.Records()
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 		t.Error("not looked at again: nothing would bring it back when the function appears")
 	}
 
-	fn := newFunction("ns", "later")
+	fn := localtest.Function("ns", "later")
 	if err := store.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/proc"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/runtimes"
@@ -1037,7 +1038,7 @@ func (r *revision) start(done chan struct{}) {
 		// A revision that served once and now fails to start again (a
 		// dependency it needs at start is down) crash-loops like one
 		// whose instance exits.
-		code, output := -1, lastLines(err.Error(), 1)
+		code, output := -1, proc.LastLines(err.Error(), 1)
 		var ee *exitError
 		if errors.As(err, &ee) {
 			code, output = ee.code, ee.output
@@ -1127,7 +1128,7 @@ type instance struct {
 	cmd     *exec.Cmd
 	url     *url.URL
 	exited  chan struct{}
-	logs    *tailBuffer
+	logs    *proc.Tail
 	closeFn func()
 	// drain is how long the wrapper may take to finish its calls after
 	// SIGTERM: the revision's timeout.
@@ -1184,7 +1185,7 @@ func (r *revision) spawn() (*instance, error) {
 	// Its own process group: a Ctrl-C at the terminal reaches sless dev,
 	// which then drains the functions, not the functions directly.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &tailBuffer{max: 4096},
+	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &proc.Tail{Max: 4096},
 		url:   &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name}
 	out, closeOut := s.output(r.key)
@@ -1289,11 +1290,11 @@ func (inst *instance) waitHealthy(timeout time.Duration) error {
 		}
 		select {
 		case <-inst.exited:
-			return fmt.Errorf("the process exited (%v) before it was healthy: %s", inst.cmd.ProcessState, lastLines(inst.logs.String(), 5))
+			return fmt.Errorf("the process exited (%v) before it was healthy: %s", inst.cmd.ProcessState, proc.LastLines(inst.logs.String(), 5))
 		case <-time.After(wait):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no healthy answer on %s within %s: %s", runtimes.HealthPath, timeout, lastLines(inst.logs.String(), 5))
+			return fmt.Errorf("no healthy answer on %s within %s: %s", runtimes.HealthPath, timeout, proc.LastLines(inst.logs.String(), 5))
 		}
 		wait = min(wait*2, 20*time.Millisecond)
 	}
@@ -1390,7 +1391,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 // lastMessage is the last line of a process's output, or its msg when the
 // wrapper wrote it as a JSON log record (as it does the app's console).
 func lastMessage(out string) string {
-	line := lastLines(out, 1)
+	line := proc.LastLines(out, 1)
 	var rec struct {
 		Msg string `json:"msg"`
 	}
@@ -1398,14 +1399,6 @@ func lastMessage(out string) string {
 		return rec.Msg
 	}
 	return line
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // freePort asks the kernel for a free loopback port.

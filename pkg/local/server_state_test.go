@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 )
 
@@ -29,7 +30,7 @@ func TestServerStateSealed(t *testing.T) {
 		o.SealState = func(k types.NamespacedName, b []byte) []byte { return sealer.SealFile(k.String(), b) }
 		o.OpenState = func(k types.NamespacedName, b []byte) ([]byte, error) { return sealer.OpenFile(k.String(), b) }
 	})
-	fn := fnNamed("ns", "keeper")
+	fn := localtest.FunctionNamed("ns", "keeper")
 	fn.Generation = 1
 	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: value}}
 	bed.awaitState(fn, bed.image(fn, replyCode("kept")), ready)

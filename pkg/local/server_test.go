@@ -23,14 +23,17 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )
 
 type serverBed struct {
 	t       *testing.T
-	blobs   *Blobs
-	builder *Builder
+	blobs   *blobs.Store
+	builder *build.Builder
 	server  *Server
 	opts    ServerOptions
 	changes chan string
@@ -43,8 +46,8 @@ func newServerBed(t *testing.T, idle time.Duration) *serverBed {
 // newServerBedWith lets tune change the server's options before it starts.
 func newServerBedWith(t *testing.T, idle time.Duration, tune func(*ServerOptions)) *serverBed {
 	dir := t.TempDir()
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
-	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
+	b, err := build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +80,8 @@ func (bed *serverBed) restart() {
 
 // image builds a Python function answering with reply and returns its image.
 func (bed *serverBed) image(fn *slessv1alpha1.Function, code string) string {
-	in := storeContext(bed.t, bed.blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
-	st := awaitBuild(bed.t, bed.builder, fn, in, time.Minute)
+	in := localtest.StoreContext(bed.t, bed.blobs, "python3.12", "main.handler", map[string]string{"main.py": code})
+	st := localtest.AwaitBuild(bed.t, bed.builder, fn, in, time.Minute)
 	if !st.Succeeded {
 		bed.t.Fatalf("build: %+v", st)
 	}
@@ -158,7 +161,7 @@ func awaitExit(t *testing.T, pid int, within time.Duration) {
 
 func TestServerScaleToZeroAndColdStart(t *testing.T) {
 	bed := newServerBed(t, 400*time.Millisecond)
-	fn := fnNamed("ns", "hello")
+	fn := localtest.FunctionNamed("ns", "hello")
 	fn.Generation = 1
 	fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "hi"}}
 	img := bed.image(fn, replyCode("one"))
@@ -233,7 +236,7 @@ func TestServerScaleToZeroAndColdStart(t *testing.T) {
 // as idle, however long the call lasts; it is once the call is done.
 func TestServerHoldsCallsPastContainerConcurrency(t *testing.T) {
 	bed := newServerBed(t, 100*time.Millisecond)
-	fn := fnNamed("ns", "single")
+	fn := localtest.FunctionNamed("ns", "single")
 	fn.Generation = 1
 	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{ContainerConcurrency: ptr.To[int64](1)}
 	img := bed.image(fn, replyCode("one"))
@@ -291,7 +294,7 @@ func TestServerHoldsCallsPastContainerConcurrency(t *testing.T) {
 
 func TestServerRolloutWithoutFailedCalls(t *testing.T) {
 	bed := newServerBed(t, time.Minute)
-	fn := fnNamed("ns", "roll")
+	fn := localtest.FunctionNamed("ns", "roll")
 	fn.Generation = 1
 	img1 := bed.image(fn, replyCode("old"))
 	bed.awaitState(fn, img1, ready)
@@ -375,7 +378,7 @@ func TestServerRolloutWithoutFailedCalls(t *testing.T) {
 
 func TestServerMinScaleAndRefusals(t *testing.T) {
 	bed := newServerBed(t, 200*time.Millisecond)
-	fn := fnNamed("ns", "warm")
+	fn := localtest.FunctionNamed("ns", "warm")
 	fn.Generation = 1
 	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](1)}
 	img := bed.image(fn, replyCode("warm"))
@@ -404,7 +407,7 @@ func TestServerMinScaleAndRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := fnNamed("ns", "refused-"+strings.ReplaceAll(c.name, " ", "-"))
+			f := localtest.FunctionNamed("ns", "refused-"+strings.ReplaceAll(c.name, " ", "-"))
 			c.mutate(f)
 			st, err := bed.server.EnsureService(context.Background(), f, c.image)
 			if err != nil || st.Ready || !st.Failed || st.Reason != c.reason || st.Message == "" {
@@ -419,7 +422,7 @@ func TestServerMinScaleAndRefusals(t *testing.T) {
 func TestServerRetriesAFailedStart(t *testing.T) {
 	bed := newServerBed(t, time.Minute)
 	bed.server.opts.RetryBackoff = 200 * time.Millisecond
-	fn := fnNamed("ns", "flaky")
+	fn := localtest.FunctionNamed("ns", "flaky")
 	fn.Generation = 1
 	// The first start fails; it leaves a marker so the next one loads.
 	code := "import os\nmarker = os.path.join(os.environ['SLESS_FUNCTION_DIR'], '.started-once')\n" +
@@ -446,7 +449,7 @@ func TestServerRetriesAFailedStart(t *testing.T) {
 func TestServerRestartKeepsTheLastReadyRevision(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "serving")
 	bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.StateDir = state })
-	startFails := fnNamed("ns", "start-fails")
+	startFails := localtest.FunctionNamed("ns", "start-fails")
 	startFails.Generation = 1
 	good := bed.image(startFails, replyCode("good"))
 	bed.awaitState(startFails, good, ready)
@@ -454,13 +457,13 @@ func TestServerRestartKeepsTheLastReadyRevision(t *testing.T) {
 	broken := bed.image(startFails, "raise RuntimeError('broken at import')\n")
 	bed.awaitState(startFails, broken, func(st adapter.ServeState) bool { return st.Failed })
 
-	buildFails := fnNamed("ns", "build-fails")
+	buildFails := localtest.FunctionNamed("ns", "build-fails")
 	buildFails.Generation = 1
 	built := bed.image(buildFails, replyCode("built"))
 	bed.awaitState(buildFails, built, ready)
 	// Its next build fails: the reconciler never calls EnsureService again.
 
-	gone := fnNamed("ns", "gone")
+	gone := localtest.FunctionNamed("ns", "gone")
 	gone.Generation = 1
 	bed.awaitState(gone, good, ready)
 	bed.server.Remove("ns", "gone")
@@ -502,7 +505,7 @@ func TestServerRestartKeepsTheLastReadyRevision(t *testing.T) {
 // starts once Close began.
 func TestServerCloseStopsEveryProcess(t *testing.T) {
 	bed := newServerBedWith(t, 200*time.Millisecond, func(o *ServerOptions) { o.DrainGrace = time.Minute })
-	fn := fnNamed("ns", "idler")
+	fn := localtest.FunctionNamed("ns", "idler")
 	fn.Generation = 1
 	img := bed.image(fn, replyCode("idle"))
 	bed.awaitState(fn, img, ready)
@@ -529,7 +532,7 @@ func TestServerCloseStopsEveryProcess(t *testing.T) {
 			t.Errorf("process %d outlived Close", pid)
 		}
 	}
-	other := fnNamed("ns", "late")
+	other := localtest.FunctionNamed("ns", "late")
 	other.Generation = 1
 	if _, err := bed.server.EnsureService(context.Background(), other, img); err == nil {
 		t.Error("EnsureService after Close accepted a revision to start")
@@ -558,7 +561,7 @@ func TestServerNamesEachRebuildOfAGeneration(t *testing.T) {
 		t.Run(fmt.Sprintf("%d characters, generation %d", len(tc.name), tc.gen), func(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "serving")
 			bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.StateDir = state })
-			fn := fnNamed("ns", tc.name)
+			fn := localtest.FunctionNamed("ns", tc.name)
 			fn.Generation = tc.gen
 			seen := map[string]string{}
 			for i, restart := range []bool{false, false, true, false, true} {
@@ -595,7 +598,7 @@ func TestServerNamesEachRebuildOfAGeneration(t *testing.T) {
 // lines are in <name>.log. The file grew without bound before.
 func TestServerRotatesFunctionLogs(t *testing.T) {
 	bed := newServerBedWith(t, time.Minute, func(o *ServerOptions) { o.LogMaxBytes, o.LogMaxFiles = 8<<10, 3 })
-	fn := fnNamed("ns", "chatty")
+	fn := localtest.FunctionNamed("ns", "chatty")
 	fn.Generation = 1
 	img := bed.image(fn, "def handler(event, context):\n"+
 		"    for i in range(2000):\n"+
@@ -674,7 +677,7 @@ func TestServerRestartsCrashesWithBackoff(t *testing.T) {
 	bed := newServerBedWith(t, 2*time.Second, func(o *ServerOptions) {
 		o.CrashBackoff, o.CrashBackoffMax, o.CrashReset = 150*time.Millisecond, time.Second, 1500*time.Millisecond
 	})
-	fn := fnNamed("ns", "crashy")
+	fn := localtest.FunctionNamed("ns", "crashy")
 	fn.Generation = 1
 	fn.Spec.Scale = &slessv1alpha1.ScaleSpec{Min: ptr.To[int32](1)}
 	img := bed.image(fn, replyCode("up"))

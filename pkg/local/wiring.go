@@ -18,6 +18,8 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	servicerec "github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/secrets"
@@ -29,7 +31,7 @@ type serving struct {
 	kind     string
 	server   *Server
 	resolver *Resolver
-	loop     *Loop
+	loop     *apiserver.Loop
 }
 
 // enqueue asks the kind's loop to look at an object again; the loop is made
@@ -47,7 +49,7 @@ func (p *platform) startServing(ctx context.Context) error {
 	p.svcs = &serving{kind: slessv1alpha1.KindSlessService}
 	// A build may be a Function's or a SlessService's (the builder keys
 	// builds by digest, not kind): its end looks at both of that name.
-	builder, err := NewBuilder(filepath.Join(p.opts.DataDir, "builds"), p.opts.Tools, func(ns, name string) {
+	builder, err := build.New(filepath.Join(p.opts.DataDir, "builds"), p.opts.Tools, func(ns, name string) {
 		p.fns.enqueue(ns, name)
 		p.svcs.enqueue(ns, name)
 	})
@@ -79,7 +81,7 @@ func (p *platform) startServing(ctx context.Context) error {
 	p.loop(p.svcs, "slessservice", servicerec.NewReconciler(p.store, builder, p.svcs.server, p.blobs, reconciler.Config, nil))
 	// A secret set or rotated reconciles the functions and services whose
 	// env refers to it: their next revision runs with the new value.
-	p.onClose(p.store.Subscribe(func(ev Event) {
+	p.onClose(p.store.Subscribe(func(ev apiserver.Event) {
 		if ev.GVK.Group != "" || ev.GVK.Kind != "Secret" {
 			return
 		}
@@ -145,10 +147,10 @@ func (p *platform) loop(s *serving, name string, r reconcile.Reconciler) {
 	s.loop.OnDeleted = func(k types.NamespacedName) { s.server.Remove(k.Namespace, k.Name) }
 }
 
-func (p *platform) newLoop(name, kind string, r reconcile.Reconciler) *Loop {
-	l := NewLoop(name, p.store, slessv1alpha1.SchemeGroupVersion.WithKind(kind).GroupKind(), r, p.opts.Logger)
+func (p *platform) newLoop(name, kind string, r reconcile.Reconciler) *apiserver.Loop {
+	l := apiserver.NewLoop(name, p.store, slessv1alpha1.SchemeGroupVersion.WithKind(kind).GroupKind(), r, p.opts.Logger)
 	if p.loops == nil {
-		p.loops = map[string]*Loop{}
+		p.loops = map[string]*apiserver.Loop{}
 	}
 	p.loops[kind] = l
 	return l
@@ -187,7 +189,7 @@ func (p *platform) runLoops(ctx context.Context) (stop func(), err error) {
 }
 
 // keysOf lists the stored objects of a kind.
-func keysOf(ctx context.Context, store *Store, kind string) ([]types.NamespacedName, error) {
+func keysOf(ctx context.Context, store *apiserver.Store, kind string) ([]types.NamespacedName, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(slessv1alpha1.SchemeGroupVersion.WithKind(kind + "List"))
 	if err := store.List(ctx, list); err != nil {
@@ -233,7 +235,7 @@ func envFromStore(store client.Reader) func(ctx context.Context, ns string, src 
 
 // enqueueReferring reconciles the functions and services of secret's
 // namespace whose env refers to it.
-func enqueueReferring(ctx context.Context, store *Store, secret types.NamespacedName, enqueueFn, enqueueSvc func(ns, name string), log *slog.Logger) {
+func enqueueReferring(ctx context.Context, store *apiserver.Store, secret types.NamespacedName, enqueueFn, enqueueSvc func(ns, name string), log *slog.Logger) {
 	fns := &slessv1alpha1.FunctionList{}
 	if err := store.List(ctx, fns, client.InNamespace(secret.Namespace)); err != nil {
 		log.Warn("find functions referring to a secret", "namespace", secret.Namespace, "secret", secret.Name, "error", err)

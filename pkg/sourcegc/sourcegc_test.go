@@ -23,7 +23,8 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/names/blobkey"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/test/testbed"
@@ -54,7 +55,7 @@ func cluster(t *testing.T) world {
 // localMode is a data directory's blobs and object store, as `sless dev` has them.
 func localMode(t *testing.T) world {
 	dir := t.TempDir()
-	blobs, err := local.NewBlobs(filepath.Join(dir, "blobs"))
+	blobs, err := blobs.New(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func localMode(t *testing.T) world {
 	if err := slessv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	store, err := local.OpenStore(filepath.Join(dir, "sless.db"), scheme)
+	store, err := apiserver.Open(filepath.Join(dir, "sless.db"), scheme)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,20 +14,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sless-dev/sless/pkg/local"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/secrets"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 )
 
 const value = "hunter2-0123456789-the-value"
 
-func open(t *testing.T, dir string) (*local.Store, *sealed.Store) {
+func open(t *testing.T, dir string) (*apiserver.Store, *sealed.Store) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	objects, err := local.OpenStore(filepath.Join(dir, "sless.db"), scheme)
+	objects, err := apiserver.Open(filepath.Join(dir, "sless.db"), scheme)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package local
+// Package build is what local mode has in place of Tekton's builds: a
+// build context unpacked into a directory named by its digest, the
+// runtime's dependency steps run there.
+package build
 
 import (
 	"archive/tar"
@@ -15,18 +18,17 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local/proc"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -60,6 +62,9 @@ type Builder struct {
 }
 
 var _ adapter.Builder = (*Builder)(nil)
+
+// Root is the directory the builds live in.
+func (b *Builder) Root() string { return b.root }
 
 type build struct {
 	name    string
@@ -123,9 +128,9 @@ const (
 	ReasonBuildCancelled = "BuildCancelled"
 )
 
-// NewBuilder keeps builds under root. opts names the tools (python3, node,
+// New keeps builds under root. opts names the tools (python3, node,
 // go); onDone may be nil.
-func NewBuilder(root string, opts runtimes.LocalOptions, onDone func(namespace, name string)) (*Builder, error) {
+func New(root string, opts runtimes.LocalOptions, onDone func(namespace, name string)) (*Builder, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
@@ -160,9 +165,9 @@ func Image(namespace, name, digest string) string {
 	return "local/" + namespace + "/" + name + "@" + digest
 }
 
-// BuildName is the build's name (status.buildRef), from the function and
+// Name is the build's name (status.buildRef), from the function and
 // the digest as a PipelineRun's is.
-func BuildName(fnName, digest string) string {
+func Name(fnName, digest string) string {
 	return fnName + "-build-" + strings.TrimPrefix(digest, "sha256:")[:10]
 }
 
@@ -204,7 +209,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in a
 		return adapter.BuildState{}, fmt.Errorf("build digest %q is not sha256:<64 hex>", in.Digest)
 	}
 	hexd := strings.TrimPrefix(in.Digest, "sha256:")
-	name := BuildName(fn.GetName(), in.Digest)
+	name := Name(fn.GetName(), in.Digest)
 	if res, ok := b.result(hexd); ok && !askedAgain(res, fn) {
 		return finished(fn, name, in.Digest, res), nil
 	}
@@ -319,7 +324,7 @@ func (b *Builder) build(ctx context.Context, hexd, location string) buildResult 
 		}
 		return buildResult{Reason: reason, Message: err.Error()}
 	}
-	logPath := filepath.Join(b.root, hexd+".log")
+	logPath := b.logPath(hexd)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return buildResult{Reason: ReasonBuildFailed, Message: err.Error()}
@@ -328,11 +333,11 @@ func (b *Builder) build(ctx context.Context, hexd, location string) buildResult 
 	// Stamped lines, as a function's log: `sless logs --build` reads them.
 	stamped := &logs.Stamper{W: logf}
 	for _, cmd := range cmds {
-		tail := &tailBuffer{max: 2048}
+		tail := &proc.Tail{Max: 2048}
 		fmt.Fprintf(stamped, "$ %s\n", strings.Join(cmd.Args, " "))
 		cmd.Stdout = io.MultiWriter(stamped, tail)
 		cmd.Stderr = cmd.Stdout
-		err := runGroup(ctx, cmd)
+		err := proc.RunGroup(ctx, cmd)
 		stamped.Flush()
 		if err != nil {
 			msg := strings.TrimSpace(tail.String())
@@ -355,29 +360,6 @@ func (b *Builder) logf(level slog.Level, msg string, args ...any) {
 	if b.Logger != nil {
 		b.Logger.Log(context.Background(), level, msg, args...)
 	}
-}
-
-// runGroup runs cmd in its own process group and kills the whole group when
-// ctx ends (npm and go start children of their own).
-func runGroup(ctx context.Context, cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		case <-done:
-		}
-	}()
-	err := cmd.Wait()
-	close(done)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
 
 // unpackContext checks the build context at location against digest and
@@ -460,25 +442,26 @@ func writeFileAtomic(p string, data []byte) error {
 	return os.Rename(tmp, p)
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+// LogOf finds the build whose digest starts with short: its log file, and
+// while it runs a channel closed when it ends (nil once it has).
+func (b *Builder) LogOf(short string) (string, <-chan struct{}, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for hexd, bl := range b.running {
+		if strings.HasPrefix(hexd, short) {
+			return b.logPath(hexd), bl.done, nil
+		}
 	}
-	return len(p), nil
+	matches, _ := filepath.Glob(filepath.Join(b.root, short+"*.log"))
+	for _, m := range matches {
+		hexd := strings.TrimSuffix(filepath.Base(m), ".log")
+		if digestRE.MatchString("sha256:" + hexd) {
+			if _, err := os.Stat(m); err == nil {
+				return m, nil, nil
+			}
+		}
+	}
+	return "", nil, fmt.Errorf("%w: no log of build %s", logs.ErrNotFound, short)
 }
 
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
+func (b *Builder) logPath(hexd string) string { return filepath.Join(b.root, hexd+".log") }

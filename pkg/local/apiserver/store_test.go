@@ -1,8 +1,7 @@
-package local
+package apiserver_test
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,48 +10,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 )
-
-func testScheme(t testing.TB) *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := slessv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := corev1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func openTestStore(t testing.TB) (*Store, string) {
-	path := filepath.Join(t.TempDir(), "sless.db")
-	st, err := OpenStore(path, testScheme(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st, path
-}
-
-func newFunction(ns, name string) *slessv1alpha1.Function {
-	return &slessv1alpha1.Function{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: slessv1alpha1.FunctionSpec{
-			WorkloadSpec: slessv1alpha1.WorkloadSpec{
-				Runtime:    "python3.12",
-				Entrypoint: "main.handler",
-				Source:     slessv1alpha1.FunctionSource{Inline: &slessv1alpha1.InlineSource{Files: map[string]string{"main.py": "def handler(e, c): return 1\n"}}},
-			},
-		},
-	}
-}
 
 func rv(t *testing.T, o client.Object) int {
 	t.Helper()
@@ -65,8 +31,8 @@ func rv(t *testing.T, o client.Object) int {
 
 func TestStoreCreateGet(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	fn := newFunction("team-a", "hello")
+	st, _ := localtest.OpenStore(t)
+	fn := localtest.Function("team-a", "hello")
 	fn.Status.Phase = slessv1alpha1.FunctionPhaseReady // dropped: status is a subresource
 	fn.Generation = 7                                  // server-owned
 	if err := st.Create(ctx, fn); err != nil {
@@ -89,11 +55,11 @@ func TestStoreCreateGet(t *testing.T) {
 		t.Fatalf("Get type meta = %q %q", got.APIVersion, got.Kind)
 	}
 
-	err := st.Create(ctx, newFunction("team-a", "hello"))
+	err := st.Create(ctx, localtest.Function("team-a", "hello"))
 	if !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("second create: %v, want AlreadyExists", err)
 	}
-	if err := st.Create(ctx, newFunction("team-b", "hello")); err != nil {
+	if err := st.Create(ctx, localtest.Function("team-b", "hello")); err != nil {
 		t.Fatalf("same name in another namespace: %v", err)
 	}
 	err = st.Get(ctx, types.NamespacedName{Namespace: "team-a", Name: "nope"}, &slessv1alpha1.Function{})
@@ -112,8 +78,8 @@ func TestStoreCreateGet(t *testing.T) {
 
 func TestStoreCreateRefusals(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	withRV := newFunction("ns", "a")
+	st, _ := localtest.OpenStore(t)
+	withRV := localtest.Function("ns", "a")
 	withRV.ResourceVersion = "5"
 	cases := []struct {
 		name string
@@ -121,8 +87,8 @@ func TestStoreCreateRefusals(t *testing.T) {
 		want func(error) bool
 	}{
 		{"resourceVersion set", withRV, apierrors.IsBadRequest},
-		{"no name", newFunction("ns", ""), apierrors.IsInvalid},
-		{"no namespace", newFunction("", "a"), apierrors.IsBadRequest},
+		{"no name", localtest.Function("ns", ""), apierrors.IsInvalid},
+		{"no namespace", localtest.Function("", "a"), apierrors.IsBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,7 +101,7 @@ func TestStoreCreateRefusals(t *testing.T) {
 	if err := st.List(ctx, list); err != nil || len(list.Items) != 0 {
 		t.Fatalf("refused creates stored %d objects (%v)", len(list.Items), err)
 	}
-	if err := st.Create(ctx, newFunction("ns", "dry"), client.DryRunAll); err != nil {
+	if err := st.Create(ctx, localtest.Function("ns", "dry"), client.DryRunAll); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "dry"}, &slessv1alpha1.Function{}); !apierrors.IsNotFound(err) {
@@ -145,8 +111,8 @@ func TestStoreCreateRefusals(t *testing.T) {
 
 func TestStoreUpdateGenerationAndConflicts(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	fn := newFunction("ns", "f")
+	st, _ := localtest.OpenStore(t)
+	fn := localtest.Function("ns", "f")
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
@@ -211,15 +177,15 @@ func TestStoreUpdateGenerationAndConflicts(t *testing.T) {
 	if err := st.Status().Update(ctx, old); !apierrors.IsConflict(err) {
 		t.Fatalf("stale status update: %v, want Conflict", err)
 	}
-	if err := st.Update(ctx, newFunction("ns", "missing")); !apierrors.IsNotFound(err) {
+	if err := st.Update(ctx, localtest.Function("ns", "missing")); !apierrors.IsNotFound(err) {
 		t.Fatalf("update of a missing object: %v, want NotFound", err)
 	}
 }
 
 func TestStorePatch(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	fn := newFunction("ns", "f")
+	st, _ := localtest.OpenStore(t)
+	fn := localtest.Function("ns", "f")
 	fn.Spec.MemoryMB = ptr.To[int32](256)
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
@@ -261,15 +227,15 @@ func TestStorePatch(t *testing.T) {
 			t.Errorf("%s patch: %v, want 400 or 415", name, err)
 		}
 	}
-	if err := st.Patch(ctx, newFunction("ns", "missing"), merge); !apierrors.IsNotFound(err) {
+	if err := st.Patch(ctx, localtest.Function("ns", "missing"), merge); !apierrors.IsNotFound(err) {
 		t.Fatalf("patch of a missing object: %v", err)
 	}
 }
 
 func TestStoreFinalizersAndDeletion(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	fn := newFunction("ns", "f")
+	st, _ := localtest.OpenStore(t)
+	fn := localtest.Function("ns", "f")
 	fn.Finalizers = []string{"sless.dev/cleanup"}
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
@@ -295,7 +261,7 @@ func TestStoreFinalizersAndDeletion(t *testing.T) {
 		t.Fatal("second delete changed the object")
 	}
 	// Create while deleting: AlreadyExists, and Get tells the deletion apart.
-	if err := st.Create(ctx, newFunction("ns", "f")); !apierrors.IsAlreadyExists(err) {
+	if err := st.Create(ctx, localtest.Function("ns", "f")); !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create while deleting: %v, want AlreadyExists", err)
 	}
 	// No new finalizers while deleting.
@@ -312,10 +278,10 @@ func TestStoreFinalizersAndDeletion(t *testing.T) {
 	if err := st.Get(ctx, key, &slessv1alpha1.Function{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("after the last finalizer: %v, want NotFound", err)
 	}
-	if err := st.Delete(ctx, newFunction("ns", "f")); !apierrors.IsNotFound(err) {
+	if err := st.Delete(ctx, localtest.Function("ns", "f")); !apierrors.IsNotFound(err) {
 		t.Fatalf("delete of a missing object: %v, want NotFound", err)
 	}
-	if err := st.Create(ctx, newFunction("ns", "f")); err != nil {
+	if err := st.Create(ctx, localtest.Function("ns", "f")); err != nil {
 		t.Fatalf("create after the deletion finished: %v", err)
 	}
 
@@ -337,8 +303,8 @@ func TestStoreFinalizersAndDeletion(t *testing.T) {
 
 func TestStoreOwnerCascade(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	fn := newFunction("ns", "owner")
+	st, _ := localtest.OpenStore(t)
+	fn := localtest.Function("ns", "owner")
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
@@ -372,10 +338,10 @@ func TestStoreOwnerCascade(t *testing.T) {
 
 func TestStoreListSelectorsAndPaging(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
+	st, _ := localtest.OpenStore(t)
 	for _, ns := range []string{"a", "b"} {
 		for i := 0; i < 5; i++ {
-			fn := newFunction(ns, "f"+strconv.Itoa(i))
+			fn := localtest.Function(ns, "f"+strconv.Itoa(i))
 			fn.Labels = map[string]string{"even": strconv.FormatBool(i%2 == 0)}
 			if err := st.Create(ctx, fn); err != nil {
 				t.Fatal(err)
@@ -383,7 +349,7 @@ func TestStoreListSelectorsAndPaging(t *testing.T) {
 		}
 	}
 	// A namespace named as a prefix of another must not leak into it.
-	if err := st.Create(ctx, newFunction("ab", "x")); err != nil {
+	if err := st.Create(ctx, localtest.Function("ab", "x")); err != nil {
 		t.Fatal(err)
 	}
 	names := func(l *slessv1alpha1.FunctionList) []string {
@@ -442,10 +408,10 @@ func TestStoreListSelectorsAndPaging(t *testing.T) {
 
 func TestStoreEventsInCommitOrder(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
+	st, _ := localtest.OpenStore(t)
 	var mu sync.Mutex
-	var got []Event
-	cancel := st.Subscribe(func(ev Event) {
+	var got []apiserver.Event
+	cancel := st.Subscribe(func(ev apiserver.Event) {
 		mu.Lock()
 		got = append(got, ev)
 		mu.Unlock()
@@ -455,7 +421,7 @@ func TestStoreEventsInCommitOrder(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			fn := newFunction("ns", "f"+strconv.Itoa(i))
+			fn := localtest.Function("ns", "f"+strconv.Itoa(i))
 			if err := st.Create(ctx, fn); err != nil {
 				t.Error(err)
 				return
@@ -468,7 +434,7 @@ func TestStoreEventsInCommitOrder(t *testing.T) {
 	}
 	wg.Wait()
 	cancel()
-	_ = st.Create(ctx, newFunction("ns", "after-cancel"))
+	_ = st.Create(ctx, localtest.Function("ns", "after-cancel"))
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 40 {
@@ -489,16 +455,16 @@ func TestStoreEventsInCommitOrder(t *testing.T) {
 
 func TestStoreSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
-	st, path := openTestStore(t)
-	fn := newFunction("ns", "f")
+	st, path := localtest.OpenStore(t)
+	fn := localtest.Function("ns", "f")
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenStore(path, testScheme(t)); err == nil {
+	if _, err := apiserver.Open(path, localtest.Scheme(t)); err == nil {
 		t.Fatal("a second store opened the same file while the first holds it")
 	}
 	st.Close()
-	st2, err := OpenStore(path, testScheme(t))
+	st2, err := apiserver.Open(path, localtest.Scheme(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +473,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	if err := st2.Get(ctx, client.ObjectKeyFromObject(fn), got); err != nil || got.UID != fn.UID {
 		t.Fatalf("after reopen: %v %v", got.UID, err)
 	}
-	other := newFunction("ns", "g")
+	other := localtest.Function("ns", "g")
 	if err := st2.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
@@ -521,8 +487,8 @@ func TestStoreSurvivesReopen(t *testing.T) {
 // stored object already holds is no change.
 func TestStoreAppliesCRDDefaults(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
-	fn := newFunction("ns", "f")
+	st, _ := localtest.OpenStore(t)
+	fn := localtest.Function("ns", "f")
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +504,7 @@ func TestStoreAppliesCRDDefaults(t *testing.T) {
 	}
 	// An update that leaves them out (a client that never set them) is no
 	// change: same generation, same resourceVersion.
-	plain := newFunction("ns", "f")
+	plain := localtest.Function("ns", "f")
 	if err := st.Update(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +547,7 @@ func TestStoreAppliesCRDDefaults(t *testing.T) {
 // mistake, a 400 as the apiserver gives a body it cannot decode, not an
 // internal error.
 func TestStoreRefusesObjectsItCannotDecode(t *testing.T) {
-	st, _ := openTestStore(t)
+	st, _ := localtest.OpenStore(t)
 	for _, raw := range []string{`1e400`, `{"ids":[1,-1e999]}`} {
 		fj := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run"},
 			Spec: slessv1alpha1.FunctionJobSpec{Function: "f", Payload: &apiextensionsv1.JSON{Raw: []byte(raw)}}}

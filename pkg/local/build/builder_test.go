@@ -1,4 +1,4 @@
-package local
+package build_test
 
 import (
 	"archive/zip"
@@ -13,29 +13,15 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/sless-dev/sless/pkg/adapter"
-	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
 )
-
-// storeContext makes the build context of files and stores it as the
-// reconciler would, returning the build input.
-func storeContext(t testing.TB, blobs *Blobs, runtime, entrypoint string, files map[string]string) adapter.BuildInput {
-	t.Helper()
-	bc, err := source.BuildContext(source.Input{Runtime: runtime, Entrypoint: entrypoint, Files: source.Inline(files)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := "ns/contexts/" + strings.TrimPrefix(bc.Digest, "sha256:") + ".tar.gz"
-	if err := blobs.Put(context.Background(), key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
-		t.Fatal(err)
-	}
-	return adapter.BuildInput{Digest: bc.Digest, Location: blobs.Location(key)}
-}
 
 // doneRecorder collects onDone calls.
 type doneRecorder struct {
@@ -61,46 +47,23 @@ func (d *doneRecorder) count(key string) int {
 	return d.got[key]
 }
 
-func fnNamed(ns, name string) *slessv1alpha1.Function {
-	return &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-}
-
-// awaitBuild polls EnsureBuild until the build is done.
-func awaitBuild(t testing.TB, b *Builder, fn *slessv1alpha1.Function, in adapter.BuildInput, within time.Duration) adapter.BuildState {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		st, err := b.EnsureBuild(context.Background(), fn, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Done {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("build not done within %s: %+v", within, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 	dir := t.TempDir()
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
 	rec := newDoneRecorder()
-	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, rec.done)
+	b, err := build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, rec.done)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	in := storeContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": "def handler(e, c):\n    return 'hi'\n"})
+	in := localtest.StoreContext(t, blobs, "python3.12", "main.handler", map[string]string{"main.py": "def handler(e, c):\n    return 'hi'\n"})
 
-	a, other := fnNamed("ns", "a"), fnNamed("ns", "b")
+	a, other := localtest.FunctionNamed("ns", "a"), localtest.FunctionNamed("ns", "b")
 	st, err := b.EnsureBuild(context.Background(), a, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Started || !st.Created || st.Done || st.Name != BuildName("a", in.Digest) {
+	if !st.Started || !st.Created || st.Done || st.Name != build.Name("a", in.Digest) {
 		t.Fatalf("first EnsureBuild = %+v, want a build it started", st)
 	}
 	// A second function with the same source while the build runs joins it
@@ -116,8 +79,8 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 	if second.Done {
 		wantB = 0
 	}
-	done := awaitBuild(t, b, a, in, time.Minute)
-	if !done.Succeeded || done.Image != Image("ns", "a", in.Digest) || done.StartTime == nil || done.CompletionTime == nil {
+	done := localtest.AwaitBuild(t, b, a, in, time.Minute)
+	if !done.Succeeded || done.Image != build.Image("ns", "a", in.Digest) || done.StartTime == nil || done.CompletionTime == nil {
 		t.Fatalf("done = %+v", done)
 	}
 	// Both functions that asked are told when it ends.
@@ -129,7 +92,7 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// One directory per digest, complete, and no temporary leftovers.
-	entries, _ := os.ReadDir(b.root)
+	entries, _ := os.ReadDir(b.Root())
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
@@ -139,7 +102,7 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 		t.Fatalf("build root holds %v", names)
 	}
 	d, err := b.Dir(done.Image)
-	if err != nil || d != filepath.Join(b.root, hexd) {
+	if err != nil || d != filepath.Join(b.Root(), hexd) {
 		t.Fatalf("Dir = %q, %v", d, err)
 	}
 	if _, err := os.Stat(filepath.Join(d, "function", "main.py")); err != nil {
@@ -147,12 +110,12 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 	}
 	// A second function with the same source reuses the build.
 	st, _ = b.EnsureBuild(context.Background(), other, in)
-	if !st.Done || st.Image != Image("ns", "b", in.Digest) {
+	if !st.Done || st.Image != build.Image("ns", "b", in.Digest) {
 		t.Fatalf("second function: %+v", st)
 	}
 	// A new builder on the same root remembers.
 	b.Close()
-	b2, err := NewBuilder(b.root, runtimes.LocalOptions{}, nil)
+	b2, err := build.New(b.Root(), runtimes.LocalOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +127,7 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 
 func TestBuilderFailures(t *testing.T) {
 	dir := t.TempDir()
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
 	// A python3 that hangs shows the timeout and that the whole process
 	// group is killed.
 	hang := filepath.Join(dir, "hang-python")
@@ -184,48 +147,48 @@ func TestBuilderFailures(t *testing.T) {
 		{
 			name:   "pip cannot find a requirement",
 			files:  map[string]string{"main.py": "def handler(e, c): return 1\n", "requirements.txt": "--no-index\nsless-no-such-package==1.0\n"},
-			reason: ReasonBuildFailed, inMsg: "sless-no-such-package", maxDelay: time.Minute,
+			reason: build.ReasonBuildFailed, inMsg: "sless-no-such-package", maxDelay: time.Minute,
 		},
 		{
 			name:    "context changed on disk",
 			files:   map[string]string{"main.py": "def handler(e, c): return 2\n"},
-			corrupt: true, reason: ReasonBadContext, inMsg: "has digest", maxDelay: 10 * time.Second,
+			corrupt: true, reason: build.ReasonBadContext, inMsg: "has digest", maxDelay: 10 * time.Second,
 		},
 		{
 			name:    "build timeout",
 			opts:    runtimes.LocalOptions{Python: hang},
 			timeout: 1,
 			files:   map[string]string{"main.py": "def handler(e, c): return 3\n", "requirements.txt": "x\n"},
-			reason:  ReasonBuildTimeout, inMsg: "did not finish within 1s", maxDelay: 10 * time.Second,
+			reason:  build.ReasonBuildTimeout, inMsg: "did not finish within 1s", maxDelay: 10 * time.Second,
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := NewBuilder(filepath.Join(dir, "builds-"+strings.ReplaceAll(c.name, " ", "-")), c.opts, nil)
+			b, err := build.New(filepath.Join(dir, "builds-"+strings.ReplaceAll(c.name, " ", "-")), c.opts, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			in := storeContext(t, blobs, "python3.12", "main.handler", c.files)
+			in := localtest.StoreContext(t, blobs, "python3.12", "main.handler", c.files)
 			if c.corrupt {
 				p := strings.TrimPrefix(in.Location, "file://")
 				if err := os.WriteFile(p, []byte("not the context"), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			fn := fnNamed("ns", "f")
+			fn := localtest.FunctionNamed("ns", "f")
 			if c.timeout > 0 {
 				fn.Spec.BuildTimeoutSeconds = ptr.To(c.timeout)
 			}
 			start := time.Now()
-			st := awaitBuild(t, b, fn, in, c.maxDelay)
+			st := localtest.AwaitBuild(t, b, fn, in, c.maxDelay)
 			if st.Succeeded || st.Reason != c.reason || !strings.Contains(st.Message, c.inMsg) || st.Image != "" {
 				t.Fatalf("state = %+v, want reason %s with %q", st, c.reason, c.inMsg)
 			}
 			if time.Since(start) > c.maxDelay {
 				t.Fatalf("failure took %s", time.Since(start))
 			}
-			if _, err := b.Dir(Image("ns", "f", in.Digest)); err == nil {
+			if _, err := b.Dir(build.Image("ns", "f", in.Digest)); err == nil {
 				t.Fatal("Dir of a failed build succeeded")
 			}
 			// The outcome is remembered: asking again starts nothing.
@@ -237,13 +200,13 @@ func TestBuilderFailures(t *testing.T) {
 }
 
 func TestBuilderRefusesBadInput(t *testing.T) {
-	b, err := NewBuilder(t.TempDir(), runtimes.LocalOptions{}, nil)
+	b, err := build.New(t.TempDir(), runtimes.LocalOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	for _, d := range []string{"", "sha256:abc", "md5:" + strings.Repeat("a", 64), "sha256:" + strings.Repeat("A", 64)} {
-		if _, err := b.EnsureBuild(context.Background(), fnNamed("ns", "f"), adapter.BuildInput{Digest: d}); err == nil {
+		if _, err := b.EnsureBuild(context.Background(), localtest.FunctionNamed("ns", "f"), adapter.BuildInput{Digest: d}); err == nil {
 			t.Errorf("EnsureBuild accepted digest %q", d)
 		}
 	}
@@ -260,8 +223,8 @@ func TestBuilderRefusesBadInput(t *testing.T) {
 // it failed with "permission denied".
 func TestBuilderKeepsExecutableFilesOfAZip(t *testing.T) {
 	dir := t.TempDir()
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
-	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
+	b, err := build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +263,7 @@ func TestBuilderKeepsExecutableFilesOfAZip(t *testing.T) {
 	if err := blobs.Put(context.Background(), key, bytes.NewReader(bc.TarGz), int64(len(bc.TarGz)), "application/gzip"); err != nil {
 		t.Fatal(err)
 	}
-	st := awaitBuild(t, b, fnNamed("ns", "zipped"), adapter.BuildInput{Digest: bc.Digest, Location: blobs.Location(key)}, time.Minute)
+	st := localtest.AwaitBuild(t, b, localtest.FunctionNamed("ns", "zipped"), adapter.BuildInput{Digest: bc.Digest, Location: blobs.Location(key)}, time.Minute)
 	if !st.Succeeded {
 		t.Fatalf("build: %+v", st)
 	}

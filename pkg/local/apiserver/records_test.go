@@ -1,22 +1,36 @@
-package local
+package apiserver
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sless-dev/sless/pkg/invoke/invoketest"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/invoketest"
 )
+
+// openRecords opens a store in t's temporary directory for its records,
+// and returns it and its file.
+func openRecords(t *testing.T) (*Store, string) {
+	path := filepath.Join(t.TempDir(), "sless.db")
+	st, err := Open(path, runtime.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, path
+}
 
 func TestRecordsWriteAndList(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
+	st, _ := openRecords(t)
 	recs, err := st.Records()
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +118,7 @@ func TestRecordsWriteAndList(t *testing.T) {
 
 func TestRecordsRetention(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
+	st, _ := openRecords(t)
 	recs, _ := st.Records()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var batch []invoke.Record
@@ -133,7 +147,7 @@ func TestRecordsRetention(t *testing.T) {
 // compact ones.
 func TestRecordsReadsJSONOfEarlierVersions(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
+	st, _ := openRecords(t)
 	recs, err := st.Records()
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +187,7 @@ func TestRecordsReadsJSONOfEarlierVersions(t *testing.T) {
 // and the records stay within the bound.
 func TestRecordsMaxSizeDeletesOldestFirst(t *testing.T) {
 	ctx := context.Background()
-	st, _ := openTestStore(t)
+	st, _ := openRecords(t)
 	recs, err := st.Records()
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +244,7 @@ func TestRecordsMaxSizeDeletesOldestFirst(t *testing.T) {
 // of the file, where the JSON of earlier versions took over 700.
 func TestRecordsBytesPerRecord(t *testing.T) {
 	ctx := context.Background()
-	st, path := openTestStore(t)
+	st, path := openRecords(t)
 	recs, err := st.Records()
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +280,7 @@ func TestRecordsBytesPerRecord(t *testing.T) {
 // A Function and a SlessService of one name share the name column, not
 // their records: each listing keeps its own kind's.
 func TestRecordsKeepFunctionAndServiceApart(t *testing.T) {
-	st, _ := openTestStore(t)
+	st, _ := openRecords(t)
 	recs, err := st.Records()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package local
+package blobs_test
 
 import (
 	"bytes"
@@ -12,10 +12,11 @@ import (
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3/storetest"
+	"github.com/sless-dev/sless/pkg/local/blobs"
 )
 
 func TestBlobsPutGetExistsDelete(t *testing.T) {
-	b, err := NewBlobs(t.TempDir())
+	b, err := blobs.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestBlobsPutGetExistsDelete(t *testing.T) {
 func TestBlobsRefuseBadKeysAndWrongSizes(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	b, err := NewBlobs(root)
+	b, err := blobs.New(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestBlobsRefuseBadKeysAndWrongSizes(t *testing.T) {
 // Concurrent writers of one key leave one whole object, never a mix.
 func TestBlobsConcurrentPutsOfOneKey(t *testing.T) {
 	ctx := context.Background()
-	b, err := NewBlobs(t.TempDir())
+	b, err := blobs.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package local
+package build_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -33,17 +36,17 @@ func TestBuilderRunsAFailedBuildAgainWhenAsked(t *testing.T) {
 	if err := os.WriteFile(down, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
-	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{Python: flaky}, nil)
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
+	b, err := build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{Python: flaky}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	in := storeContext(t, blobs, "python3.12", "main.handler",
+	in := localtest.StoreContext(t, blobs, "python3.12", "main.handler",
 		map[string]string{"main.py": "def handler(e, c): return 1\n", "requirements.txt": "--no-index\n"})
-	f, g := fnNamed("ns", "f"), fnNamed("ns", "g")
+	f, g := localtest.FunctionNamed("ns", "f"), localtest.FunctionNamed("ns", "g")
 
-	if st := awaitBuild(t, b, f, in, time.Minute); st.Succeeded || st.Reason != ReasonBuildFailed {
+	if st := localtest.AwaitBuild(t, b, f, in, time.Minute); st.Succeeded || st.Reason != build.ReasonBuildFailed {
 		t.Fatalf("first build: %+v, want BuildFailed", st)
 	}
 	if err := os.Remove(down); err != nil { // the index is back
@@ -51,7 +54,7 @@ func TestBuilderRunsAFailedBuildAgainWhenAsked(t *testing.T) {
 	}
 	// Asking the same way finds the failure, for either Function.
 	for _, fn := range []string{"f", "g"} {
-		if st, _ := b.EnsureBuild(context.Background(), fnNamed("ns", fn), in); !st.Done || st.Succeeded {
+		if st, _ := b.EnsureBuild(context.Background(), localtest.FunctionNamed("ns", fn), in); !st.Done || st.Succeeded {
 			t.Fatalf("%s without a rebuild: %+v, want the failure kept", fn, st)
 		}
 	}
@@ -60,7 +63,7 @@ func TestBuilderRunsAFailedBuildAgainWhenAsked(t *testing.T) {
 	if err != nil || !st.Created || st.Done {
 		t.Fatalf("with rebuild 1: %+v, %v; want a new build started", st, err)
 	}
-	if st := awaitBuild(t, b, f, in, time.Minute); !st.Succeeded {
+	if st := localtest.AwaitBuild(t, b, f, in, time.Minute); !st.Succeeded {
 		t.Fatalf("rebuilt: %+v, want success", st)
 	}
 	// The success is the digest's, for g too, with or without asking.
@@ -75,21 +78,21 @@ func TestBuilderRunsAFailedBuildAgainWhenAsked(t *testing.T) {
 
 func TestBuilderRunsATimedOutBuildAgainWithALongerTimeout(t *testing.T) {
 	dir := t.TempDir()
-	blobs, _ := NewBlobs(filepath.Join(dir, "blobs"))
+	blobs, _ := blobs.New(filepath.Join(dir, "blobs"))
 	hang := filepath.Join(dir, "hang-python")
 	if err := os.WriteFile(hang, []byte("#!/bin/sh\nsleep 60 &\nwait\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBuilder(filepath.Join(dir, "builds"), runtimes.LocalOptions{Python: hang}, nil)
+	b, err := build.New(filepath.Join(dir, "builds"), runtimes.LocalOptions{Python: hang}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	in := storeContext(t, blobs, "python3.12", "main.handler",
+	in := localtest.StoreContext(t, blobs, "python3.12", "main.handler",
 		map[string]string{"main.py": "def handler(e, c): return 1\n", "requirements.txt": "x\n"})
-	fn := fnNamed("ns", "f")
+	fn := localtest.FunctionNamed("ns", "f")
 	fn.Spec.BuildTimeoutSeconds = ptr.To[int32](1)
-	if st := awaitBuild(t, b, fn, in, 30*time.Second); st.Reason != ReasonBuildTimeout {
+	if st := localtest.AwaitBuild(t, b, fn, in, 30*time.Second); st.Reason != build.ReasonBuildTimeout {
 		t.Fatalf("first build: %+v, want BuildTimeout", st)
 	}
 	for _, tc := range []struct {
@@ -102,7 +105,7 @@ func TestBuilderRunsATimedOutBuildAgainWithALongerTimeout(t *testing.T) {
 			t.Fatalf("timeout %ds: %+v, %v; want a new build: %v", tc.timeout, st, err, tc.again)
 		}
 	}
-	if st := awaitBuild(t, b, fn, in, 30*time.Second); st.Reason != ReasonBuildTimeout || st.Message == "" {
+	if st := localtest.AwaitBuild(t, b, fn, in, 30*time.Second); st.Reason != build.ReasonBuildTimeout || st.Message == "" {
 		t.Fatalf("second build: %+v, want BuildTimeout", st)
 	}
 	// Timed out at 2 s, it is not run again at 2 s.

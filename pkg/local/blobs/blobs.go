@@ -1,4 +1,6 @@
-package local
+// Package blobs is what local mode has in place of S3: source zips and
+// build contexts as files in a directory.
+package blobs
 
 import (
 	"context"
@@ -18,21 +20,21 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 )
 
-// Blobs is an s3.Store on a directory: each key is a file under the root.
+// Store is an s3.Store on a directory: each key is a file under the root.
 // Writes go to a temporary file renamed into place, so a reader never sees
 // half an object and two writers of one key leave one whole object (the keys
 // sless writes are content-addressed, so both carry the same bytes).
-type Blobs struct {
+type Store struct {
 	root string
 }
 
-var _ s3.Store = (*Blobs)(nil)
+var _ s3.Store = (*Store)(nil)
 
 // blobTempPrefix marks files being written; they are never keys.
 const blobTempPrefix = ".put-"
 
-// NewBlobs makes (if needed) and opens a blob directory.
-func NewBlobs(root string) (*Blobs, error) {
+// New makes (if needed) and opens a blob directory.
+func New(root string) (*Store, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
@@ -40,15 +42,15 @@ func NewBlobs(root string) (*Blobs, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("blob directory: %w", err)
 	}
-	return &Blobs{root: abs}, nil
+	return &Store{root: abs}, nil
 }
 
 // Root is the directory the blobs live in.
-func (b *Blobs) Root() string { return b.root }
+func (b *Store) Root() string { return b.root }
 
 // path maps a key onto a file, refusing keys S3 would take but a file system
 // cannot hold safely: empty segments, "." and "..", and a trailing slash.
-func (b *Blobs) path(key string) (string, error) {
+func (b *Store) path(key string) (string, error) {
 	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") || strings.Contains(key, "\\") || strings.ContainsRune(key, 0) {
 		return "", fmt.Errorf("blob key %q: must be a relative path without a trailing slash", key)
 	}
@@ -62,7 +64,7 @@ func (b *Blobs) path(key string) (string, error) {
 
 // Put stores the bytes of r under key. When size is not -1 a short or long
 // body is refused and nothing is stored, as S3 refuses a wrong Content-Length.
-func (b *Blobs) Put(ctx context.Context, key string, r io.Reader, size int64, _ string) error {
+func (b *Store) Put(ctx context.Context, key string, r io.Reader, size int64, _ string) error {
 	p, err := b.path(key)
 	if err != nil {
 		return err
@@ -117,7 +119,7 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader, size int64, _ 
 }
 
 // Get opens the object under key.
-func (b *Blobs) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
+func (b *Store) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
 	p, err := b.path(key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("get %s: %w: %w", key, s3.ErrNotFound, err)
@@ -142,7 +144,7 @@ func (b *Blobs) Get(_ context.Context, key string) (io.ReadCloser, int64, error)
 }
 
 // Exists reports whether an object is stored under key.
-func (b *Blobs) Exists(_ context.Context, key string) (bool, error) {
+func (b *Store) Exists(_ context.Context, key string) (bool, error) {
 	p, err := b.path(key)
 	if err != nil {
 		return false, nil
@@ -161,7 +163,7 @@ func (b *Blobs) Exists(_ context.Context, key string) (bool, error) {
 
 // DeletePrefix removes every object whose key starts with prefix, which must
 // end with "/" (as for the S3 client: "ns/fn" would also match "ns/fn2/").
-func (b *Blobs) DeletePrefix(_ context.Context, prefix string) error {
+func (b *Store) DeletePrefix(_ context.Context, prefix string) error {
 	if prefix == "" || !strings.HasSuffix(prefix, "/") {
 		return fmt.Errorf("delete prefix %q: a prefix must end with '/'", prefix)
 	}
@@ -178,7 +180,7 @@ func (b *Blobs) DeletePrefix(_ context.Context, prefix string) error {
 
 // pruneAbove drops the directories above p that are empty, up to the root,
 // so listings of the data directory stay tidy.
-func (b *Blobs) pruneAbove(p string) {
+func (b *Store) pruneAbove(p string) {
 	for d := filepath.Dir(p); d != b.root && strings.HasPrefix(d, b.root); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			break
@@ -188,7 +190,7 @@ func (b *Blobs) pruneAbove(p string) {
 
 // List calls each for every object whose key starts with prefix, in the
 // order of a walk of the directory. Files being written are not objects.
-func (b *Blobs) List(ctx context.Context, prefix string, each func(s3.Object) error) error {
+func (b *Store) List(ctx context.Context, prefix string, each func(s3.Object) error) error {
 	// Walk only the directory the prefix's last "/" names.
 	start := b.root
 	if i := strings.LastIndex(prefix, "/"); i > 0 {
@@ -235,7 +237,7 @@ func (b *Blobs) List(ctx context.Context, prefix string, each func(s3.Object) er
 }
 
 // Delete removes the files of keys and the directories that leaves empty.
-func (b *Blobs) Delete(ctx context.Context, keys []string) ([]string, error) {
+func (b *Store) Delete(ctx context.Context, keys []string) ([]string, error) {
 	gone := make([]string, 0, len(keys))
 	var errs []error
 	for _, key := range keys {
@@ -265,7 +267,7 @@ func (b *Blobs) Delete(ctx context.Context, keys []string) ([]string, error) {
 }
 
 // Location is the file:// URL of key; the local builder reads contexts from it.
-func (b *Blobs) Location(key string) string {
+func (b *Store) Location(key string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(b.root, filepath.FromSlash(path.Clean("/"+key))))}).String()
 }
 

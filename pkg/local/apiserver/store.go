@@ -1,4 +1,4 @@
-package local
+package apiserver
 
 import (
 	"bytes"
@@ -87,9 +87,9 @@ var (
 // clusterScoped are the kinds the store keeps without a namespace.
 var clusterScoped = map[string]bool{"Namespace": true}
 
-// OpenStore opens (creating if needed) the store file at path. Every kind the
+// Open opens (creating if needed) the store file at path. Every kind the
 // scheme knows can be stored.
-func OpenStore(path string, scheme *runtime.Scheme) (*Store, error) {
+func Open(path string, scheme *runtime.Scheme) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
