@@ -10,11 +10,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
-	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 
@@ -74,7 +74,7 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.JWTSecretFile, "jwt-secret-file", os.Getenv("SLESS_JWT_SECRET_FILE"), "file holding the HS256 secret trigger credentials are signed with (the API's --jwt-secret-file)")
 	fs.StringVar(&t.Issuer, "jwt-issuer", os.Getenv("SLESS_JWT_ISSUER"), "iss of trigger credentials (what the API requires)")
 	fs.StringVar(&t.Audience, "jwt-audience", os.Getenv("SLESS_JWT_AUDIENCE"), "aud of trigger credentials (one of the API's accepted values)")
-	fs.IntVar(&t.JobTTLSeconds, "job-ttl-seconds", jobresources.DefaultTTLSecondsAfterFinished, "how long finished FunctionJob runs keep their Job and Pod")
+	fs.IntVar(&t.JobTTLSeconds, "job-ttl-seconds", kube.DefaultTTLSecondsAfterFinished, "how long finished FunctionJob runs keep their Job and Pod")
 	fs.StringVar(&t.DatabaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records of FunctionJob runs (none: not recorded)")
 	fs.IntVar(&t.Concurrency, "trigger-concurrency", 2, "Triggers and FunctionJobs reconciled at once, each")
 }

@@ -16,11 +16,11 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
-	jobresources "github.com/sless-dev/sless/pkg/reconciler/job/resources"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
@@ -86,7 +86,7 @@ func (t TriggerOptions) setup(ctx context.Context, mgr ctrl.Manager, publicURL s
 	if err := trigger.SetupWithManager(mgr, topts); err != nil {
 		return err
 	}
-	jopts := job.Options{Config: jobresources.Config{TTLSecondsAfterFinished: int32(t.JobTTLSeconds)}, MaxConcurrentReconciles: t.Concurrency}
+	jopts := job.Options{Config: kube.JobConfig{TTLSecondsAfterFinished: int32(t.JobTTLSeconds)}, MaxConcurrentReconciles: t.Concurrency}
 	if t.DatabaseURL != "" {
 		rec, err := startJobRecorder(ctx, t.DatabaseURL, log)
 		if err != nil {

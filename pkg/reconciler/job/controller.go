@@ -17,8 +17,8 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/knative"
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
 
 // +kubebuilder:rbac:groups=sless.dev,resources=functionjobs,verbs=get;list;watch
@@ -30,7 +30,7 @@ import (
 
 // Options configure the FunctionJob controller.
 type Options struct {
-	Config   resources.Config
+	Config   kube.JobConfig
 	Recorder Recorder
 	// Revisions reads the serving revision's settings; nil means Knative's
 	// Revisions, read past the manager's cache.
@@ -48,7 +48,7 @@ const functionIndex = "spec.function"
 // FunctionJob runs rather than every Pod of the cluster. CacheByObject gives
 // the whole entry.
 func PodCacheSelector() labels.Selector {
-	req, err := labels.NewRequirement(resources.LabelFunctionJob, selection.Exists, nil)
+	req, err := labels.NewRequirement(kube.LabelFunctionJob, selection.Exists, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -66,7 +66,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if revisions == nil {
 		revisions = &knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Runner: &KubeRunner{Client: mgr.GetClient(), Revisions: revisions, Config: opts.Config}, Recorder: opts.Recorder}
+	r := &Reconciler{Client: mgr.GetClient(), Runner: &kube.JobRunner{Client: mgr.GetClient(), Revisions: revisions, Config: opts.Config}, Recorder: opts.Recorder}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &slessv1alpha1.FunctionJob{}, functionIndex, func(o client.Object) []string {
 		return []string{o.(*slessv1alpha1.FunctionJob).Spec.Function}
 	}); err != nil {
@@ -82,7 +82,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Owns(&batchv1.Job{}).
 		// A run's Pods are the Job's, not ours; their labels name the FunctionJob.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			name := o.GetLabels()[resources.LabelFunctionJob]
+			name := o.GetLabels()[kube.LabelFunctionJob]
 			if name == "" {
 				return nil
 			}

@@ -196,7 +196,7 @@ func (r *Reconciler) start(ctx context.Context, fj *slessv1alpha1.FunctionJob) (
 		st.MarkFunctionNotRunnable(reason, message)
 		return nil, r.Recheck, nil
 	}
-	run, err := r.Runner.StartRun(ctx, adapter.RunRequest{Job: fj, Function: fn, Name: st.JobName, RequestID: resources.RequestID(fj, fj.Spec.RunID)})
+	run, err := r.Runner.StartRun(ctx, adapter.RunRequest{Job: fj, Function: fn, Name: st.JobName, RequestID: fj.RunRequestID(fj.Spec.RunID)})
 	switch {
 	case errors.Is(err, adapter.ErrRunLater):
 		return nil, runLater, nil
@@ -270,7 +270,9 @@ func failureMessage(run *adapter.RunState) string {
 // Local mode's runs wait on the same terms.
 func WaitReason(fn *slessv1alpha1.Function) (reason, message string) {
 	switch {
-	case resources.Runnable(fn):
+	case fn.Status.LatestReadyRevision != "" && adapter.Pinned(fn.Status.ServingImage):
+		// It has what a run executes: a ready revision and that
+		// revision's image, pinned by digest.
 		return "", ""
 	case !adapter.Pinned(fn.Status.Image):
 		reason, message = slessv1alpha1.JobReasonFunctionNotBuilt, "Function "+fn.Name+" has no built image yet"
@@ -298,7 +300,7 @@ func runOf(fj *slessv1alpha1.FunctionJob, run *adapter.RunState) Run {
 		Function:  fj.Spec.Function,
 		Revision:  st.Revision,
 		Trigger:   TriggerJob,
-		RequestID: resources.RequestID(fj, st.RunID),
+		RequestID: fj.RunRequestID(st.RunID),
 		Status:    200,
 	}
 	if st.StartTime != nil {

@@ -163,3 +163,9 @@ func (j *FunctionJob) RunTimeout(revisionTimeout int32) int32 {
 	}
 	return revisionTimeout
 }
+
+// RunRequestID is run runID's request id: the handler's context.requestId
+// and the run's invocation record's, so the two can be matched.
+func (j *FunctionJob) RunRequestID(runID int64) string {
+	return "job-" + string(j.UID) + "-" + strconv.FormatInt(runID, 10)
+}

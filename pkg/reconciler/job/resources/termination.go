@@ -1,3 +1,5 @@
+// Package resources words how a FunctionJob run ended from what its
+// runtime wrapper left in its termination message, alike for every runner.
 package resources
 
 import (

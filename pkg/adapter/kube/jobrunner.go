@@ -1,4 +1,4 @@
-package job
+package kube
 
 import (
 	"context"
@@ -17,27 +17,26 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/names"
-	"github.com/sless-dev/sless/pkg/reconciler/job/resources"
 )
 
 // terminationMessageLimit is what a kubelet keeps of a container's
 // termination message.
 const terminationMessageLimit = 4096
 
-// KubeRunner runs each FunctionJob run as a batch Job and reads its and its
-// Pod's state back.
-type KubeRunner struct {
+// JobRunner is adapter.JobRunner on a cluster: each FunctionJob run is a batch Job, whose and whose
+// Pod's state it reads back.
+type JobRunner struct {
 	Client ctrl.Client
 	// Revisions reads the serving revision's settings, which a run takes
 	// (Knative's Revisions).
 	Revisions adapter.RevisionReader
-	Config    resources.Config
+	Config    JobConfig
 }
 
-var _ adapter.JobRunner = (*KubeRunner)(nil)
+var _ adapter.JobRunner = (*JobRunner)(nil)
 
 // ObserveRun implements adapter.JobRunner.
-func (k *KubeRunner) ObserveRun(ctx context.Context, fj *slessv1alpha1.FunctionJob) (adapter.RunState, bool, error) {
+func (k *JobRunner) ObserveRun(ctx context.Context, fj *slessv1alpha1.FunctionJob) (adapter.RunState, bool, error) {
 	name := names.Job(fj, fj.Spec.RunID)
 	job := &batchv1.Job{}
 	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: fj.Namespace, Name: name}, job); err != nil {
@@ -49,7 +48,7 @@ func (k *KubeRunner) ObserveRun(ctx context.Context, fj *slessv1alpha1.FunctionJ
 	if !metav1.IsControlledBy(job, fj) {
 		return adapter.RunState{Conflict: true}, true, nil
 	}
-	run := adapter.RunState{Where: "Job " + name, Revision: job.Annotations[resources.AnnotationRevision]}
+	run := adapter.RunState{Where: "Job " + name, Revision: job.Annotations[AnnotationRevision]}
 	if job.Status.StartTime != nil {
 		run.Started = job.Status.StartTime.Time
 	}
@@ -87,7 +86,7 @@ func (k *KubeRunner) ObserveRun(ctx context.Context, fj *slessv1alpha1.FunctionJ
 }
 
 // StartRun implements adapter.JobRunner: it makes the run's Job.
-func (k *KubeRunner) StartRun(ctx context.Context, req adapter.RunRequest) (adapter.RunState, error) {
+func (k *JobRunner) StartRun(ctx context.Context, req adapter.RunRequest) (adapter.RunState, error) {
 	fn := req.Function
 	// The run takes the serving revision's env, resources and timeout along
 	// with its image: fn's spec may already be a newer revision's, still
@@ -100,28 +99,28 @@ func (k *KubeRunner) StartRun(ctx context.Context, req adapter.RunRequest) (adap
 	if !found {
 		return adapter.RunState{}, adapter.ErrRevisionNotServing
 	}
-	job := resources.MakeJob(req.Job, fn, rev, k.Config)
+	job := MakeJob(req.Job, fn, rev, k.Config)
 	if err := k.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		// AlreadyExists: a reconcile racing this one made it (the name is
 		// the run's); the Job's events bring us back to report on it.
 		return adapter.RunState{}, fmt.Errorf("create Job %s: %w", job.Name, err)
 	}
-	return adapter.RunState{Where: "Job " + job.Name, Revision: job.Annotations[resources.AnnotationRevision]}, nil
+	return adapter.RunState{Where: "Job " + job.Name, Revision: job.Annotations[AnnotationRevision]}, nil
 }
 
 // LostCause implements adapter.JobRunner.
-func (k *KubeRunner) LostCause(fj *slessv1alpha1.FunctionJob) string {
+func (k *JobRunner) LostCause(fj *slessv1alpha1.FunctionJob) string {
 	return "its Job " + names.Job(fj, fj.Spec.RunID) + " was deleted before the run finished"
 }
 
 // podState finds the run's Pod (by the run's labels and the Job's UID, so a
 // Pod of an earlier Job of the same name never counts) and returns its
 // function container's termination state, or whether it runs.
-func (k *KubeRunner) podState(ctx context.Context, fj *slessv1alpha1.FunctionJob, job *batchv1.Job) (*corev1.ContainerStateTerminated, bool, error) {
+func (k *JobRunner) podState(ctx context.Context, fj *slessv1alpha1.FunctionJob, job *batchv1.Job) (*corev1.ContainerStateTerminated, bool, error) {
 	pods := &corev1.PodList{}
 	if err := k.Client.List(ctx, pods, ctrl.InNamespace(fj.Namespace), ctrl.MatchingLabels{
-		resources.LabelFunctionJob: fj.Name,
-		resources.LabelRunID:       strconv.FormatInt(fj.Spec.RunID, 10),
+		LabelFunctionJob: fj.Name,
+		LabelRunID:       strconv.FormatInt(fj.Spec.RunID, 10),
 	}); err != nil {
 		return nil, false, err
 	}
@@ -133,7 +132,7 @@ func (k *KubeRunner) podState(ctx context.Context, fj *slessv1alpha1.FunctionJob
 			continue
 		}
 		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name != resources.ContainerName {
+			if cs.Name != ContainerName {
 				continue
 			}
 			if t := cs.State.Terminated; t != nil {

@@ -1,6 +1,4 @@
-// Package resources builds the batch Job of one FunctionJob run. The builder
-// is pure: no client, no clock.
-package resources
+package kube
 
 import (
 	"bytes"
@@ -17,7 +15,8 @@ import (
 	"github.com/sless-dev/sless/pkg/names"
 )
 
-// Labels on the Job and its Pods.
+// MakeJob builds the batch Job of one FunctionJob run; it is pure: no
+// client, no clock. Labels on the Job and its Pods:
 const (
 	LabelFunction    = "sless.dev/function"
 	LabelFunctionJob = "sless.dev/function-job"
@@ -33,7 +32,7 @@ const (
 	TerminationMessagePath = "/dev/termination-log"
 )
 
-// Defaults of Config.
+// Defaults of JobConfig.
 const (
 	DefaultTTLSecondsAfterFinished = 3600
 	// StartupAllowanceSeconds is added to the run's timeout for
@@ -45,33 +44,21 @@ const (
 	runtimeUID = 65532
 )
 
-// Config is what the builder needs beyond the FunctionJob and its Function.
-type Config struct {
+// JobConfig is what MakeJob needs beyond the FunctionJob and its Function.
+type JobConfig struct {
 	// TTLSecondsAfterFinished: finished Jobs (and their Pods) are deleted this
 	// long after they end; the run's result is in the FunctionJob's status by then.
 	TTLSecondsAfterFinished int32
 }
 
-// RequestID of run runID: the handler's context.requestId and the request id
-// of the run's invocation record, so the two can be matched.
-func RequestID(j *slessv1alpha1.FunctionJob, runID int64) string {
-	return "job-" + string(j.UID) + "-" + strconv.FormatInt(runID, 10)
-}
-
-// Labels of the Job and Pods of run runID.
-func Labels(j *slessv1alpha1.FunctionJob, runID int64) map[string]string {
+// JobLabels are the labels of the Job and Pods of run runID.
+func JobLabels(j *slessv1alpha1.FunctionJob, runID int64) map[string]string {
 	return map[string]string{
 		LabelFunction:    j.Spec.Function,
 		LabelFunctionJob: j.Name,
 		LabelRunID:       strconv.FormatInt(runID, 10),
 		LabelManagedBy:   ManagedBy,
 	}
-}
-
-// Runnable tells whether fn has what a run executes: a ready revision
-// and that revision's image, pinned by digest.
-func Runnable(fn *slessv1alpha1.Function) bool {
-	return fn.Status.LatestReadyRevision != "" && adapter.Pinned(fn.Status.ServingImage)
 }
 
 // MakeJob builds the Job of the FunctionJob's current run: the image of the
@@ -83,7 +70,7 @@ func Runnable(fn *slessv1alpha1.Function) bool {
 // rev's, the settings of that revision, not fn's spec, which may describe
 // the newer one. A run is never retried (backoffLimit 0): a new run is a
 // new runID. fn must be Runnable.
-func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapter.RevisionSettings, cfg Config) *batchv1.Job {
+func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapter.RevisionSettings, cfg JobConfig) *batchv1.Job {
 	runID := j.Spec.RunID
 	timeout := j.RunTimeout(rev.TimeoutSeconds)
 	ttl := cfg.TTLSecondsAfterFinished
@@ -102,7 +89,7 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 		corev1.EnvVar{Name: "SLESS_FUNCTION_NAME", Value: fn.Name},
 		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
 		corev1.EnvVar{Name: "SLESS_REVISION", Value: fn.Status.LatestReadyRevision},
-		corev1.EnvVar{Name: "SLESS_REQUEST_ID", Value: RequestID(j, runID)},
+		corev1.EnvVar{Name: "SLESS_REQUEST_ID", Value: j.RunRequestID(runID)},
 	)
 	if rev.Entrypoint != "" {
 		// As the revision's pods have it: a prebuilt image may not carry
@@ -110,7 +97,7 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 		env = append(env, corev1.EnvVar{Name: "SLESS_ENTRYPOINT", Value: rev.Entrypoint})
 	}
 	res := *rev.Resources.DeepCopy()
-	labels := Labels(j, runID)
+	labels := JobLabels(j, runID)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.Job(j, runID),

@@ -1,4 +1,4 @@
-package resources
+package kube
 
 import (
 	"testing"
@@ -77,7 +77,7 @@ func TestMakeJob(t *testing.T) {
 		job  *slessv1alpha1.FunctionJob
 		fn   *slessv1alpha1.Function
 		rev  adapter.RevisionSettings
-		cfg  Config
+		cfg  JobConfig
 		// what differs from the default shape
 		wantName     string
 		wantEnv      []corev1.EnvVar
@@ -103,7 +103,7 @@ func TestMakeJob(t *testing.T) {
 		}),
 		fn:           function(),
 		rev:          served,
-		cfg:          Config{TTLSecondsAfterFinished: 60},
+		cfg:          JobConfig{TTLSecondsAfterFinished: 60},
 		wantName:     "nightly-9223372036854775807",
 		wantEnv:      base(`{"day":"2026-01-01","n":[1,2]}`, "3600", "9223372036854775807", nil),
 		wantDeadline: 3600 + StartupAllowanceSeconds,
@@ -221,7 +221,7 @@ func TestMakeJobDoesNotAliasTheRevision(t *testing.T) {
 		Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
 		TimeoutSeconds: 30,
 	}
-	job := MakeJob(functionJob(), function(), rev, Config{})
+	job := MakeJob(functionJob(), function(), rev, JobConfig{})
 	job.Spec.Template.Spec.Containers[0].Env[0].Value = "changed"
 	job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3")
 	if cpu := rev.Resources.Requests[corev1.ResourceCPU]; rev.Env[0].Value != "1" || cpu.String() != "1" {
