@@ -14,8 +14,8 @@ import (
 
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -47,7 +47,7 @@ func newLogsEnv(t *testing.T) *logsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	src := &readsEnded{Source: &local.Logs{LogDir: dir, Builder: b}}
+	src := &readsEnded{Source: &serving.Logs{LogDir: dir, Builder: b}}
 	e := newEnv(t, func(o *api.Options) { o.Logs = src })
 	return &logsEnv{env: e, dir: dir, builds: builds, src: src}
 }
@@ -251,7 +251,7 @@ func TestServiceLogs(t *testing.T) {
 	want(t, e.do("POST", e.path("services"), tok, webService("web")), http.StatusCreated)
 	want(t, e.do("POST", e.path("functions"), tok, pythonFunction("web")), http.StatusCreated)
 	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
-	writeStamped(t, filepath.Join(e.dir, local.ServicesDir, e.ns, "web.log"), t0, "service line")
+	writeStamped(t, filepath.Join(e.dir, serving.ServicesDir, e.ns, "web.log"), t0, "service line")
 	writeStamped(t, filepath.Join(e.dir, e.ns, "web.log"), t0, "function line")
 
 	rows := []struct {

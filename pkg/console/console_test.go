@@ -28,9 +28,9 @@ import (
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/invoke"
-	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/blobs"
+	"github.com/sless-dev/sless/pkg/local/serving"
 )
 
 var secret = []byte("console-test-secret-0123456789-abcdef")
@@ -144,7 +144,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	c, err := console.New(console.Options{
-		Objects: store, Auth: verifier, History: recs, Invoke: proxy, Logs: &local.Logs{LogDir: logDir},
+		Objects: store, Auth: verifier, History: recs, Invoke: proxy, Logs: &serving.Logs{LogDir: logDir},
 		TenantNamespaces: &kube.Tenants{Client: store, Prefixes: []string{"tenant-"}},
 	})
 	if err != nil {

@@ -13,7 +13,8 @@
 //   - build.Builder (pkg/local/build, in place of Tekton's builds):
 //     adapter.Builder that unpacks a build context and runs the runtime's
 //     dependency steps (runtimes.LocalSetup).
-//   - Server: adapter.Server that runs each revision as a wrapper process on a
+//   - serving.Server (pkg/local/serving, in place of Knative Serving):
+//     adapter.Server that runs each revision as a wrapper process on a
 //     loopback port, stops it when idle (scale to zero) and starts it again
 //     on the next request, holding that request until the process is healthy.
 //   - Runs: the JobRunner and trigger Carrier of local mode, which run

@@ -25,11 +25,16 @@ import (
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/runtimes"
 )
+
+// DefaultLogMaxFiles is how many files of a function's log are kept,
+// the current one included, unless Options say otherwise.
+const DefaultLogMaxFiles = serving.DefaultLogMaxFiles
 
 // Bucket is what spec.source.archive.bucket says in local mode, where blobs
 // live in a directory.
@@ -175,8 +180,8 @@ type platform struct {
 	sealer  *sealed.Sealer
 	blobs   *blobs.Store
 	builder *build.Builder
-	fns     *serving
-	svcs    *serving
+	fns     *servingKind
+	svcs    *servingKind
 	runs    *Runs
 	loops   map[string]*apiserver.Loop
 }
@@ -233,7 +238,7 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 			Auth:    verifier,
 			Blobs:   p.blobs,
 			Bucket:  Bucket,
-			Logs:    &Logs{LogDir: filepath.Join(p.opts.DataDir, "logs"), Builder: p.builder},
+			Logs:    &serving.Logs{LogDir: filepath.Join(p.opts.DataDir, "logs"), Builder: p.builder},
 		},
 		Auth: verifier,
 		Proxy: invoke.Options{

@@ -31,6 +31,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/proc"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
@@ -48,7 +49,7 @@ import (
 // the function directly and recording each delivery with trigger "queue".
 type Runs struct {
 	store    *apiserver.Store
-	server   *Server
+	server   *serving.Server
 	recorder *invoke.Recorder
 	now      func() time.Time
 	cronWake time.Duration
@@ -120,7 +121,7 @@ func (e *cronEntry) lastRun() time.Time {
 
 // NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
-func NewRuns(store *apiserver.Store, server *Server, recorder *invoke.Recorder) *Runs {
+func NewRuns(store *apiserver.Store, server *serving.Server, recorder *invoke.Recorder) *Runs {
 	r := &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, consumerRestart: consumerRestart, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
 		draining: map[types.NamespacedName]<-chan struct{}{},
@@ -808,7 +809,7 @@ func (l *localJobs) StartRun(_ context.Context, req adapter.RunRequest) (adapter
 	fj, fn := req.Job, req.Function
 	// Its env and timeout are the serving revision's too, not the spec's,
 	// which may be the newer revision's.
-	spec, ok := r.server.servingSpec(types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, fn.Status.LatestReadyRevision)
+	spec, ok := r.server.ServingRun(types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, fn.Status.LatestReadyRevision)
 	if !ok {
 		return adapter.RunState{}, adapter.ErrRevisionNotServing
 	}
@@ -834,14 +835,14 @@ func (l *localJobs) StartRun(_ context.Context, req adapter.RunRequest) (adapter
 	r.jobs[key] = e
 	r.wg.Add(1)
 	r.mu.Unlock()
-	timeout := time.Duration(fj.RunTimeout(spec.timeout)) * time.Second
+	timeout := time.Duration(fj.RunTimeout(spec.TimeoutSeconds)) * time.Second
 	go r.runJob(key, e, types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, req.RequestID, payload, spec, timeout)
 	return e.state, nil
 }
 
 // runJob runs the function once in job mode and has the reconciler write
 // the outcome.
-func (r *Runs) runJob(key types.NamespacedName, e *jobRun, fn types.NamespacedName, requestID string, payload []byte, spec revisionSpec, timeout time.Duration) {
+func (r *Runs) runJob(key types.NamespacedName, e *jobRun, fn types.NamespacedName, requestID string, payload []byte, spec serving.JobRun, timeout time.Duration) {
 	defer r.wg.Done()
 	// The cluster's request id, handed to the handler as its
 	// context.requestId too, so its log lines and the record match.
@@ -862,23 +863,23 @@ func (r *Runs) runJob(key types.NamespacedName, e *jobRun, fn types.NamespacedNa
 // execJob runs the job-mode wrapper of function fn and returns its
 // termination message, its exit code, on failure why in the process's
 // words, and whether the run ran out of time.
-func (r *Runs) execJob(key types.NamespacedName, spec revisionSpec, revision, requestID string, payload []byte, timeout time.Duration) (string, int, string, bool) {
+func (r *Runs) execJob(key types.NamespacedName, spec serving.JobRun, revision, requestID string, payload []byte, timeout time.Duration) (string, int, string, bool) {
 	tmp, err := os.MkdirTemp("", "sless-job-")
 	if err != nil {
 		return "", 1, err.Error(), false
 	}
 	defer os.RemoveAll(tmp)
 	term := filepath.Join(tmp, "termination-log")
-	opts := r.server.opts.Tools
+	opts := r.server.Tools()
 	opts.FunctionName, opts.Namespace, opts.Revision = key.Name, key.Namespace, revision
 	opts.TimeoutSeconds = timeout.Seconds()
-	opts.Env = append(append([]string(nil), spec.env...), "SLESS_REQUEST_ID="+requestID)
-	cmd, err := runtimes.LocalJobCommand(spec.dir, opts, payload, term)
+	opts.Env = append(append([]string(nil), spec.Env...), "SLESS_REQUEST_ID="+requestID)
+	cmd, err := runtimes.LocalJobCommand(spec.Dir, opts, payload, term)
 	if err != nil {
 		return "", 1, err.Error(), false
 	}
 	logs := &proc.Tail{Max: 4096}
-	out, closeOut := r.server.output(key)
+	out, closeOut := r.server.Output(key)
 	defer closeOut()
 	cmd.Stdout = io.MultiWriter(out, logs)
 	cmd.Stderr = cmd.Stdout

@@ -16,6 +16,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
@@ -75,7 +76,7 @@ type cronRig struct {
 }
 
 func newCronRig(ctx context.Context, t *testing.T) *cronRig {
-	r := &cronRig{runsRig: newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})}
+	r := &cronRig{runsRig: newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})}
 	r.runs.now = func() time.Time { return time.Now().Add(time.Duration(r.offset.Load())) }
 	r.runs.cronWake = 20 * time.Millisecond
 	r.serve(ctx, t, localtest.Function("ns", "slow"),

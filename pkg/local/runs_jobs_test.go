@@ -21,6 +21,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 )
 
 // A FunctionJob in local mode reports as docs/triggers.md says and the
@@ -30,7 +31,7 @@ import (
 func TestFunctionJobMatchesCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	store, recs, runs := rig.store, rig.records, rig.runs
 
 	// A job runs the serving revision's build with its settings, as the
@@ -255,7 +256,7 @@ func TestReadTermination(t *testing.T) {
 func TestFunctionJobStoppedWithSlessDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	rig.serve(ctx, t, localtest.Function("ns", "calc"), `import time
 
 def handler(event, context):
@@ -301,7 +302,7 @@ def handler(event, context):
 // runID a second time as it did.
 func TestFunctionJobLostWithSlessDev(t *testing.T) {
 	ctx := context.Background()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	rig.serve(ctx, t, localtest.Function("ns", "calc"), "def handler(event, context):\n    return {'ran': True}\n")
 	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "once"},
 		Spec: slessv1alpha1.FunctionJobSpec{Function: "calc", RunID: 7}}
@@ -355,7 +356,7 @@ func TestFunctionJobLostWithSlessDev(t *testing.T) {
 // the limit runs and reaches the handler whole.
 func TestFunctionJobPayloadAtTheLimit(t *testing.T) {
 	ctx := context.Background()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	rig.serve(ctx, t, localtest.Function("ns", "calc"), "def handler(event, context):\n    return {'length': len(event['body'])}\n")
 	for _, tc := range []struct {
 		name   string

@@ -21,6 +21,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -31,7 +32,7 @@ import (
 // reaching the function only under sless dev.
 func TestQueueMessageOverTheBodyCap(t *testing.T) {
 	ctx := context.Background()
-	r := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	r := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	fn := localtest.Function("ns", "worker")
 	r.serve(ctx, t, fn, "def handler(event, context):\n    return {'ok': True}\n")
 	caller := &localCaller{r: r.runs, namespace: "ns", function: "worker"}
@@ -193,7 +194,7 @@ func TestQueueTriggerReadyFollowsTheBroker(t *testing.T) {
 // call, two calls ran at once under concurrency 1.
 func TestQueueTriggerReenabledWhileCallInFlight(t *testing.T) {
 	ctx := context.Background()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	rig.runs.Broker = testbed.AMQPURL(t)
 	marks := filepath.Join(t.TempDir(), "started")
 	rig.serve(ctx, t, localtest.Function("ns", "slow"), fmt.Sprintf(

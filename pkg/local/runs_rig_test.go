@@ -12,6 +12,7 @@ import (
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -23,14 +24,14 @@ type runsRig struct {
 	store    *apiserver.Store
 	blobs    *blobs.Store
 	builder  *build.Builder
-	server   *Server
+	server   *serving.Server
 	records  *apiserver.Records
 	recorder *invoke.Recorder
 	runs     *Runs
 }
 
 // newRunsRig starts the adapters; opts.Dir is the builder's.
-func newRunsRig(t *testing.T, opts ServerOptions) *runsRig {
+func newRunsRig(t *testing.T, opts serving.ServerOptions) *runsRig {
 	t.Helper()
 	dir := t.TempDir()
 	r := &runsRig{}
@@ -44,7 +45,7 @@ func newRunsRig(t *testing.T, opts ServerOptions) *runsRig {
 	}
 	t.Cleanup(r.builder.Close)
 	opts.Dir = r.builder.Dir
-	r.server = NewServer(opts)
+	r.server = serving.NewServer(opts)
 	t.Cleanup(r.server.Close)
 	if r.records, err = r.store.Records(); err != nil {
 		t.Fatal(err)

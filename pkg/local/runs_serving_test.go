@@ -17,6 +17,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 )
 
@@ -30,7 +31,7 @@ import (
 func TestFunctionJobRunsTheServingRevision(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute, DrainGrace: 50 * time.Millisecond})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute, DrainGrace: 50 * time.Millisecond})
 	store, blobs, builder, server, recs, runs := rig.store, rig.blobs, rig.builder, rig.server, rig.records, rig.runs
 	fnRec := &function.Reconciler{Client: store, Builder: builder, Server: server, Store: blobs,
 		Config: function.Config{PublicBaseURL: "http://127.0.0.1:8080"}}

@@ -20,6 +20,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) { testbed.Main(m) }
 func TestRunsJobsAndCron(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rig := newRunsRig(t, ServerOptions{IdleTimeout: time.Minute})
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
 	store, recs, runs := rig.store, rig.records, rig.runs
 	runs.Broker = testbed.AMQPURL(t)
 	// The clock is set, before the cron trigger is made, to one second

@@ -16,6 +16,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/serving"
 )
 
 // reconcileTriggerOnce reconciles trigger ns/name and returns it as stored.
@@ -99,7 +100,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
-	server := NewServer(ServerOptions{Dir: func(string) (string, error) { return "", errors.New("no builds here") }})
+	server := serving.NewServer(serving.ServerOptions{Dir: func(string) (string, error) { return "", errors.New("no builds here") }})
 	defer server.Close()
 	runs := NewRuns(store, server, recorder)
 	defer runs.Close()

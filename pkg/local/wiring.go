@@ -20,23 +20,24 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	servicerec "github.com/sless-dev/sless/pkg/reconciler/service"
 	"github.com/sless-dev/sless/pkg/secrets"
 )
 
-// serving is one kind's serving path: its process server, the resolver the
+// servingKind is one kind's serving path: its process server, the resolver the
 // invoke proxy asks, and the loop that reconciles the kind.
-type serving struct {
+type servingKind struct {
 	kind     string
-	server   *Server
-	resolver *Resolver
+	server   *serving.Server
+	resolver *serving.Resolver
 	loop     *apiserver.Loop
 }
 
 // enqueue asks the kind's loop to look at an object again; the loop is made
 // after the builder and server that call this.
-func (s *serving) enqueue(ns, name string) {
+func (s *servingKind) enqueue(ns, name string) {
 	if s.loop != nil {
 		s.loop.Enqueue(ns, name)
 	}
@@ -45,8 +46,8 @@ func (s *serving) enqueue(ns, name string) {
 // startServing makes the builder, a process server and resolver each for
 // Functions and SlessServices, and their reconcile loops.
 func (p *platform) startServing(ctx context.Context) error {
-	p.fns = &serving{kind: slessv1alpha1.KindFunction}
-	p.svcs = &serving{kind: slessv1alpha1.KindSlessService}
+	p.fns = &servingKind{kind: slessv1alpha1.KindFunction}
+	p.svcs = &servingKind{kind: slessv1alpha1.KindSlessService}
 	// A build may be a Function's or a SlessService's (the builder keys
 	// builds by digest, not kind): its end looks at both of that name.
 	builder, err := build.New(filepath.Join(p.opts.DataDir, "builds"), p.opts.Tools, func(ns, name string) {
@@ -65,7 +66,7 @@ func (p *platform) startServing(ctx context.Context) error {
 	if err := p.serve(ctx, p.fns, "function", ""); err != nil {
 		return err
 	}
-	if err := p.serve(ctx, p.svcs, "service", ServicesDir); err != nil {
+	if err := p.serve(ctx, p.svcs, "service", serving.ServicesDir); err != nil {
 		return err
 	}
 	reconciler := &function.Reconciler{
@@ -92,9 +93,9 @@ func (p *platform) startServing(ctx context.Context) error {
 
 // serve starts s's process server, keeping its files under sub, and its
 // resolver.
-func (p *platform) serve(ctx context.Context, s *serving, kind, sub string) error {
+func (p *platform) serve(ctx context.Context, s *servingKind, kind, sub string) error {
 	data := p.opts.DataDir
-	s.server = NewServer(ServerOptions{
+	s.server = serving.NewServer(serving.ServerOptions{
 		Kind:        kind,
 		Dir:         p.builder.Dir,
 		IdleTimeout: p.opts.IdleTimeout,
@@ -130,9 +131,9 @@ func (p *platform) serve(ctx context.Context, s *serving, kind, sub string) erro
 		}
 	}
 	if s.kind == slessv1alpha1.KindSlessService {
-		s.resolver, err = NewServiceResolver(ctx, p.store, s.server)
+		s.resolver, err = serving.NewServiceResolver(ctx, p.store, s.server)
 	} else {
-		s.resolver, err = NewResolver(ctx, p.store, s.server)
+		s.resolver, err = serving.NewResolver(ctx, p.store, s.server)
 	}
 	if err != nil {
 		return err
@@ -142,7 +143,7 @@ func (p *platform) serve(ctx context.Context, s *serving, kind, sub string) erro
 }
 
 // loop makes s's reconcile loop; an object deleted stops its processes.
-func (p *platform) loop(s *serving, name string, r reconcile.Reconciler) {
+func (p *platform) loop(s *servingKind, name string, r reconcile.Reconciler) {
 	s.loop = p.newLoop(name, s.kind, r)
 	s.loop.OnDeleted = func(k types.NamespacedName) { s.server.Remove(k.Namespace, k.Name) }
 }

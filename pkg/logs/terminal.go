@@ -132,7 +132,7 @@ func quoteIfNeeded(s string) string {
 }
 
 // prettyConsole receives the functions' output as "[ns/name] line" lines
-// (local.ServerOptions.Console) and shows a runtime wrapper's JSON line
+// (serving.ServerOptions.Console in pkg/local/serving) and shows a runtime wrapper's JSON line
 // as its time, the function, its level and message, and its other fields;
 // other lines as they are.
 type prettyConsole struct {

@@ -1,4 +1,4 @@
-package local
+package serving
 
 import (
 	"bytes"
@@ -381,6 +381,24 @@ func (s *Server) servingSpec(key types.NamespacedName, name string) (revisionSpe
 	}
 	return svc.active.spec, true
 }
+
+// JobRun is what a FunctionJob run of a serving revision takes from it:
+// its build directory, its env (secrets resolved) and its timeout.
+type JobRun struct {
+	Dir            string
+	Env            []string
+	TimeoutSeconds int32
+}
+
+// ServingRun is how a job runs revision name of function key, which must
+// be the revision it serves; false when it is not.
+func (s *Server) ServingRun(key types.NamespacedName, name string) (JobRun, bool) {
+	spec, ok := s.servingSpec(key, name)
+	return JobRun{Dir: spec.dir, Env: spec.env, TimeoutSeconds: spec.timeout}, ok
+}
+
+// Tools are the runtimes' tools the server starts processes with.
+func (s *Server) Tools() runtimes.LocalOptions { return s.opts.Tools }
 
 // revisionSpec is what a revision runs, and a hash of it that tells whether
 // fn and image still match the latest revision.
@@ -1188,7 +1206,7 @@ func (r *revision) spawn() (*instance, error) {
 	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &proc.Tail{Max: 4096},
 		url:   &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name}
-	out, closeOut := s.output(r.key)
+	out, closeOut := s.Output(r.key)
 	inst.closeFn = closeOut
 	w := io.MultiWriter(out, inst.logs)
 	cmd.Stdout, cmd.Stderr = w, w
@@ -1319,11 +1337,11 @@ func (inst *instance) stop(grace, timeout time.Duration) {
 	}
 }
 
-// output is where a function's process writes: its log file (each line
+// Output is where a function's process (or a job of it) writes: its log file (each line
 // stamped with its time, see logs.Stamper; rotated by size, see logFile)
 // and the console. The returned func ends this
 // process's use of them; calling it again does nothing.
-func (s *Server) output(key types.NamespacedName) (io.Writer, func()) {
+func (s *Server) Output(key types.NamespacedName) (io.Writer, func()) {
 	var ws []io.Writer
 	release := func() {}
 	if s.opts.LogDir != "" {
