@@ -17,7 +17,8 @@
 //     adapter.Server that runs each revision as a wrapper process on a
 //     loopback port, stops it when idle (scale to zero) and starts it again
 //     on the next request, holding that request until the process is healthy.
-//   - Runs: the JobRunner and trigger Carrier of local mode, which run
+//   - runs.Runs (pkg/local/runs, in place of Jobs, CronJobs and consumer
+//     Deployments): the JobRunner and trigger Carrier of local mode, which run
 //     FunctionJobs and cron and queue Triggers in process through the same
 //     reconcilers a cluster runs.
 package local

@@ -25,6 +25,7 @@ import (
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/runs"
 	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/secrets/sealed"
@@ -182,7 +183,7 @@ type platform struct {
 	builder *build.Builder
 	fns     *servingKind
 	svcs    *servingKind
-	runs    *Runs
+	runs    *runs.Runs
 	loops   map[string]*apiserver.Loop
 }
 

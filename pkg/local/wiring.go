@@ -20,6 +20,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/runs"
 	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	servicerec "github.com/sless-dev/sless/pkg/reconciler/service"
@@ -160,7 +161,7 @@ func (p *platform) newLoop(name, kind string, r reconcile.Reconciler) *apiserver
 // startRuns runs cron and queue triggers and FunctionJobs in process,
 // recorded like invokes.
 func (p *platform) startRuns(recorder *invoke.Recorder) {
-	p.runs = NewRuns(p.store, p.fns.server, recorder)
+	p.runs = runs.New(p.store, p.fns.server, recorder)
 	p.runs.Broker, p.runs.Logger = p.opts.AMQPURL, p.opts.Logger
 	p.onClose(p.runs.Close)
 	p.newLoop("trigger", "Trigger", p.runs.TriggerReconciler())

@@ -1,4 +1,4 @@
-package local
+package runs
 
 import (
 	"context"
@@ -259,7 +259,7 @@ func TestCronPayloadLimitLocally(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			store, _ := localtest.OpenStore(t)
-			runs := NewRuns(store, nil, nil)
+			runs := New(store, nil, nil)
 			defer runs.Close()
 			if err := store.Create(ctx, localtest.Function("ns", "calc")); err != nil {
 				t.Fatal(err)

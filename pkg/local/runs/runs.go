@@ -1,4 +1,4 @@
-package local
+package runs
 
 import (
 	"bytes"
@@ -119,9 +119,9 @@ func (e *cronEntry) lastRun() time.Time {
 	return e.last
 }
 
-// NewRuns makes the runner; hand its TriggerReconciler and JobReconciler to
+// New makes the runner; hand its TriggerReconciler and JobReconciler to
 // Loops over the store.
-func NewRuns(store *apiserver.Store, server *serving.Server, recorder *invoke.Recorder) *Runs {
+func New(store *apiserver.Store, server *serving.Server, recorder *invoke.Recorder) *Runs {
 	r := &Runs{store: store, server: server, recorder: recorder, now: time.Now, cronWake: cronWake, consumerRestart: consumerRestart, Logger: slog.Default(),
 		crons: map[types.NamespacedName]*cronEntry{}, queues: map[types.NamespacedName]*queueEntry{},
 		draining: map[types.NamespacedName]<-chan struct{}{},

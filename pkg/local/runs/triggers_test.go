@@ -1,4 +1,4 @@
-package local
+package runs
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestHTTPTriggerStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			store, _ := localtest.OpenStore(t)
-			runs := NewRuns(store, nil, nil)
+			runs := New(store, nil, nil)
 			defer runs.Close()
 			fn := localtest.Function("ns", "calc")
 			if err := store.Create(ctx, fn); err != nil {
@@ -102,7 +102,7 @@ func TestCronTriggerPausedWithoutFunction(t *testing.T) {
 	recorder := invoke.NewRecorder(recs, invoke.RecorderOptions{})
 	server := serving.NewServer(serving.ServerOptions{Dir: func(string) (string, error) { return "", errors.New("no builds here") }})
 	defer server.Close()
-	runs := NewRuns(store, server, recorder)
+	runs := New(store, server, recorder)
 	defer runs.Close()
 	scheduled := func() bool {
 		runs.mu.Lock()

@@ -1,4 +1,4 @@
-package local
+package runs
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func newRunsRig(t *testing.T, opts serving.ServerOptions) *runsRig {
 	}
 	r.recorder = invoke.NewRecorder(r.records, invoke.RecorderOptions{})
 	t.Cleanup(func() { _ = r.recorder.Close(context.Background()) })
-	r.runs = NewRuns(r.store, r.server, r.recorder)
+	r.runs = New(r.store, r.server, r.recorder)
 	t.Cleanup(r.runs.Close)
 	return r
 }

@@ -1,4 +1,4 @@
-package local
+package runs
 
 import (
 	"context"
@@ -240,7 +240,7 @@ func TestRunsJobsAndCron(t *testing.T) {
 func TestQueueTriggerNotConsumedLocally(t *testing.T) {
 	ctx := context.Background()
 	store, _ := localtest.OpenStore(t)
-	runs := NewRuns(store, nil, nil)
+	runs := New(store, nil, nil)
 	defer runs.Close()
 	if err := store.Create(ctx, localtest.Function("ns", "calc")); err != nil {
 		t.Fatal(err)
