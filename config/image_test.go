@@ -14,7 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -73,8 +73,8 @@ func TestImage(t *testing.T) {
 		t.Fatalf("ENTRYPOINT %s, build line %q: want the binary at /sless", entrypoint, build)
 	}
 	uid, gid, _ := strings.Cut(user, ":")
-	if n, err := strconv.Atoi(uid); err != nil || n == 0 || n != resources.CallerUser {
-		t.Errorf("USER %q: want numeric, not root, and %d (the trigger pods' runAsUser)", user, resources.CallerUser)
+	if n, err := strconv.Atoi(uid); err != nil || n == 0 || n != kube.CallerUser {
+		t.Errorf("USER %q: want numeric, not root, and %d (the trigger pods' runAsUser)", user, kube.CallerUser)
 	}
 	if _, err := strconv.Atoi(gid); err != nil {
 		t.Errorf("USER %q: want a numeric group", user)

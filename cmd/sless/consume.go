@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 func init() {
@@ -28,7 +28,7 @@ type consumeOptions struct {
 // broker URL (with its password) and the credential come from the
 // environment: SLESS_AMQP_URL and SLESS_TOKEN.
 func parseConsume(args []string, getenv func(string) string) (consumeOptions, error) {
-	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n\nDeliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer).\nThe broker URL comes from $"+resources.EnvAMQPURL+", the credential from $"+resources.EnvToken+".")
+	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n\nDeliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer).\nThe broker URL comes from $"+kube.EnvAMQPURL+", the credential from $"+kube.EnvToken+".")
 	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
 	q := fs.String("queue", "", "queue to consume")
 	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (default <queue>.dlq)")
@@ -38,7 +38,7 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 	backoff := fs.Duration("backoff", time.Second, "first retry delay; doubles each retry")
 	maxBackoff := fs.Duration("max-backoff", queue.DefaultMaxBackoff, "longest retry delay")
 	timeout := fs.Duration("timeout", 0, "how long one call may take (the function's timeout plus a cold start)")
-	health := fs.String("health-addr", "", "address to serve "+resources.ConsumerReadyPath+" (200 while connected and consuming) and "+resources.ConsumerLivePath+" on, e.g. :8080")
+	health := fs.String("health-addr", "", "address to serve "+kube.ConsumerReadyPath+" (200 while connected and consuming) and "+kube.ConsumerLivePath+" on, e.g. :8080")
 	if err := parseFlags(fs, args); err != nil {
 		return consumeOptions{}, err
 	}
@@ -49,13 +49,13 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 	if err := checkFunctionURL(*fnURL); err != nil {
 		errs = append(errs, err)
 	}
-	amqpURL := getenv(resources.EnvAMQPURL)
+	amqpURL := getenv(kube.EnvAMQPURL)
 	if amqpURL == "" {
-		errs = append(errs, errors.New("$"+resources.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
+		errs = append(errs, errors.New("$"+kube.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
 	}
-	token := getenv(resources.EnvToken)
+	token := getenv(kube.EnvToken)
 	if token == "" {
-		errs = append(errs, errors.New("$"+resources.EnvToken+" (the trigger's credential) is required"))
+		errs = append(errs, errors.New("$"+kube.EnvToken+" (the trigger's credential) is required"))
 	}
 	if *q == "" {
 		errs = append(errs, errors.New("--queue is required"))
@@ -110,5 +110,5 @@ func runConsume(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve health on %s: %w", o.healthAddr, err)
 	}
-	return c.RunWithHealth(ctx, ln, resources.ConsumerReadyPath, resources.ConsumerLivePath)
+	return c.RunWithHealth(ctx, ln, kube.ConsumerReadyPath, kube.ConsumerLivePath)
 }

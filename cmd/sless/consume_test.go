@@ -13,7 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -52,8 +52,8 @@ func TestConsumeServesReadiness(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := "127.0.0.1:" + strconv.Itoa(port)
-			t.Setenv(resources.EnvAMQPURL, tc.broker)
-			t.Setenv(resources.EnvToken, "tok")
+			t.Setenv(kube.EnvAMQPURL, tc.broker)
+			t.Setenv(kube.EnvToken, "tok")
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
@@ -77,17 +77,17 @@ func TestConsumeServesReadiness(t *testing.T) {
 			}
 			deadline := time.Now().Add(20 * time.Second)
 			for {
-				code, body := get(resources.ConsumerReadyPath)
+				code, body := get(kube.ConsumerReadyPath)
 				if code == tc.ready && strings.Contains(body, tc.readyBody) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: %d %q, want %d with %q", resources.ConsumerReadyPath, code, body, tc.ready, tc.readyBody)
+					t.Fatalf("%s: %d %q, want %d with %q", kube.ConsumerReadyPath, code, body, tc.ready, tc.readyBody)
 				}
 				time.Sleep(25 * time.Millisecond)
 			}
-			if code, body := get(resources.ConsumerLivePath); code != http.StatusOK {
-				t.Errorf("%s: %d %q, want 200 whether or not the broker answers", resources.ConsumerLivePath, code, body)
+			if code, body := get(kube.ConsumerLivePath); code != http.StatusOK {
+				t.Errorf("%s: %d %q, want 200 whether or not the broker answers", kube.ConsumerLivePath, code, body)
 			}
 			if tc.ready == http.StatusOK {
 				// Ready means consuming: the broker has the consumer.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/retry"
 )
 
@@ -21,7 +21,7 @@ func init() {
 
 // cronCallSynopsis is the runner's help.
 const cronCallSynopsis = "sless cron-call --url {proxy}/fn/{namespace}/{name} --timeout D [--trigger cron|queue] [--payload JSON] [--token-file F]\n\n" +
-	"Call a function once as a trigger, with the trigger's credential from $" + resources.EnvToken + " or --token-file.\n" +
+	"Call a function once as a trigger, with the trigger's credential from $" + kube.EnvToken + " or --token-file.\n" +
 	"It runs in a cron trigger's Jobs; it succeeds only on a 2xx answer."
 
 type invokeOptions struct {
@@ -38,8 +38,8 @@ func parseInvoke(args []string, getenv func(string) string) (invokeOptions, erro
 	u := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
 	trig := fs.String("trigger", "cron", "trigger type the call is recorded with: cron or queue")
 	timeout := fs.Duration("timeout", 0, "how long to wait for the answer (the function's timeout plus a cold start)")
-	payload := fs.String("payload", "", "JSON body of the call (default: $"+resources.EnvPayload+")")
-	tokenFile := fs.String("token-file", "", "file holding the trigger's credential (default: $"+resources.EnvToken+")")
+	payload := fs.String("payload", "", "JSON body of the call (default: $"+kube.EnvPayload+")")
+	tokenFile := fs.String("token-file", "", "file holding the trigger's credential (default: $"+kube.EnvToken+")")
 	if err := parseFlags(fs, args); err != nil {
 		return invokeOptions{}, err
 	}
@@ -57,7 +57,7 @@ func parseInvoke(args []string, getenv func(string) string) (invokeOptions, erro
 	if *timeout <= 0 {
 		errs = append(errs, errors.New("--timeout is required and must be positive, e.g. --timeout=90s"))
 	}
-	token := getenv(resources.EnvToken)
+	token := getenv(kube.EnvToken)
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
@@ -66,11 +66,11 @@ func parseInvoke(args []string, getenv func(string) string) (invokeOptions, erro
 		token = strings.TrimSpace(string(b))
 	}
 	if token == "" {
-		errs = append(errs, errors.New("no credential: set $"+resources.EnvToken+" or --token-file"))
+		errs = append(errs, errors.New("no credential: set $"+kube.EnvToken+" or --token-file"))
 	}
 	body := *payload
 	if body == "" {
-		body = getenv(resources.EnvPayload)
+		body = getenv(kube.EnvPayload)
 	}
 	if body != "" && !json.Valid([]byte(body)) {
 		errs = append(errs, errors.New("the payload is not valid JSON"))
@@ -126,4 +126,4 @@ func runCronCall(ctx context.Context, args []string) error {
 // unreachableWait is how long a run waits for the proxy to accept its
 // connection: long enough for sless-api to be rolled out or rescheduled.
 // The Job's activeDeadlineSeconds leaves room for it.
-const unreachableWait = resources.UnreachableAllowanceSeconds * time.Second
+const unreachableWait = kube.UnreachableAllowanceSeconds * time.Second

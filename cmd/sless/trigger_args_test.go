@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 // The reconciler writes the command lines and environment of `sless cron-call`
@@ -41,7 +41,7 @@ func TestCronJobRunsSlessCronCall(t *testing.T) {
 		Spec: slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily",
 			Payload: &apiextensionsv1.JSON{Raw: []byte(`{"a": 1}`)}},
 	}
-	cj := resources.MakeCronJob(tr, fn, resources.Config{Image: "sless", InvokeURL: "http://sless-api.sless-system.svc"})
+	cj := kube.MakeCronJob(tr, fn, kube.TriggerConfig{Image: "sless", InvokeURL: "http://sless-api.sless-system.svc"})
 	c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
 	if c.Args[0] != "cron-call" || commands["cron-call"].run == nil {
 		t.Fatalf("the CronJob runs %q, not a registered sless cron-call", c.Args[0])
@@ -63,7 +63,7 @@ func TestDeploymentRunsSlessConsume(t *testing.T) {
 		Spec: slessv1alpha1.TriggerSpec{Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
 			Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", MaxRetries: ptr.To[int32](7), BackoffSeconds: ptr.To[int32](3), Concurrency: ptr.To[int32](4)}},
 	}
-	d := resources.MakeConsumerDeployment(tr, fn, resources.Config{Image: "sless", InvokeURL: "http://proxy"})
+	d := kube.MakeConsumerDeployment(tr, fn, kube.TriggerConfig{Image: "sless", InvokeURL: "http://proxy"})
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Args[0] != "consume" || commands["consume"].run == nil {
 		t.Fatalf("the Deployment runs %q, not a registered sless consume", c.Args[0])
@@ -89,7 +89,7 @@ func TestDeploymentRunsSlessConsume(t *testing.T) {
 			t.Errorf("a probe asks port %s (%s), sless consume serves on %q", p.HTTPGet.Port.String(), named, o.healthAddr)
 		}
 	}
-	if c.ReadinessProbe.HTTPGet.Path != resources.ConsumerReadyPath || c.LivenessProbe.HTTPGet.Path != resources.ConsumerLivePath {
+	if c.ReadinessProbe.HTTPGet.Path != kube.ConsumerReadyPath || c.LivenessProbe.HTTPGet.Path != kube.ConsumerLivePath {
 		t.Errorf("probe paths %s and %s", c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
 	}
 	iv, _ := cfg.Invoker.(*queue.Invoker)

@@ -22,7 +22,6 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	triggerresources "github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 
@@ -70,7 +69,7 @@ func (t TriggerOptions) setup(ctx context.Context, mgr ctrl.Manager, publicURL s
 		log.Warn("--sless-image is not pinned by digest; cron runs and consumers may run different sless versions", "image", t.Image)
 	}
 	topts := trigger.Options{
-		Config:                  triggerresources.Config{Image: t.Image, InvokeURL: t.InvokeURL, ImagePullPolicy: corev1.PullIfNotPresent},
+		Config:                  kube.TriggerConfig{Image: t.Image, InvokeURL: t.InvokeURL, ImagePullPolicy: corev1.PullIfNotPresent},
 		PublicURL:               publicURL,
 		MaxConcurrentReconciles: t.Concurrency,
 	}

@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -147,12 +145,8 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 // payloadJSON is the run's payload as compact JSON; null when unset, which
 // the runtime hands to the handler as a null body.
 func payloadJSON(j *slessv1alpha1.FunctionJob) string {
-	if j.Spec.Payload == nil || len(j.Spec.Payload.Raw) == 0 {
-		return "null"
+	if p := PayloadJSON(j.Spec.Payload); p != "" {
+		return p
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, j.Spec.Payload.Raw); err != nil {
-		return string(j.Spec.Payload.Raw)
-	}
-	return b.String()
+	return "null"
 }

@@ -1,6 +1,8 @@
-// Package kube holds what the REST API needs of a Kubernetes cluster beyond
-// the controller-runtime client itself: creating tenant namespaces and
-// telling them from the rest.
+// Package kube drives what sless makes of a Kubernetes cluster's own
+// objects: the REST API's tenant namespaces (Tenants), pods' logs (Logs),
+// FunctionJob runs as batch Jobs (JobRunner) and triggers' CronJobs,
+// consumer Deployments and credentials (Carrier), each with the pure
+// builder of what it writes.
 package kube
 
 import (

@@ -46,7 +46,7 @@ const (
 	AnnotationTarget   = "autoscaling.knative.dev/target"
 
 	// PrewarmHoldPrefix starts the Service annotations by which cron
-	// triggers hold a function warm (pkg/reconciler/trigger): while one is
+	// triggers hold a function warm (knative.MinScale): while one is
 	// present the template's min-scale stays at least 1.
 	PrewarmHoldPrefix = "prewarm.sless.dev/"
 )

@@ -183,20 +183,20 @@ func (r *Runs) JobReconciler() reconcile.Reconciler { return r.jobCore }
 // kubelet restarts the crashed consumer of a cluster after 10 s at first.
 const consumerRestart = 10 * time.Second
 
-// Consume implements trigger.Consumer: one consumer per enabled queue
+// Consume implements adapter.Consumer: one consumer per enabled queue
 // Trigger, made again when what it consumes or calls changes; it consumes
 // only once connected to the broker and consuming.
-func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function) (trigger.ConsumerState, time.Duration, error) {
+func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function) (adapter.ConsumerState, time.Duration, error) {
 	r := (*Runs)(l)
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	if !t.IsEnabled() {
 		r.stopConsuming(key)
-		return trigger.ConsumerState{}, 0, nil
+		return adapter.ConsumerState{}, 0, nil
 	}
 	if r.Broker == "" {
 		r.stopConsuming(key)
 		// Say so rather than look Ready: nothing consumes the queue.
-		return trigger.ConsumerState{Mark: (*slessv1alpha1.TriggerStatus).MarkQueueNotSupported}, 0, nil
+		return adapter.ConsumerState{Mark: (*slessv1alpha1.TriggerStatus).MarkQueueNotSupported}, 0, nil
 	}
 	t = t.DeepCopy()
 	t.SetDefaults()
@@ -222,7 +222,7 @@ func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *
 		r.stopConsuming(key)
 		c, err := queue.New(cfg)
 		if err != nil {
-			return trigger.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidQueue(err) }}, 0, nil
+			return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidQueue(err) }}, 0, nil
 		}
 		cctx, cancel := context.WithCancel(context.Background())
 		e = &queueEntry{hash: hash, stop: cancel, consumer: c, started: make(chan struct{}), done: make(chan struct{})}
@@ -231,7 +231,7 @@ func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *
 		case <-r.done:
 			r.mu.Unlock()
 			cancel()
-			return trigger.ConsumerState{}, 0, nil
+			return adapter.ConsumerState{}, 0, nil
 		default:
 		}
 		prev := r.draining[key]
@@ -264,27 +264,27 @@ func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *
 // consumerState is where the trigger's consumer stands, as on a cluster:
 // Unknown while it starts or connects, False with the error that keeps it
 // from consuming.
-func consumerState(e *queueEntry, q string) trigger.ConsumerState {
+func consumerState(e *queueEntry, q string) adapter.ConsumerState {
 	select {
 	case <-e.started:
 	case <-e.after:
 		// Drained; this one starts at once.
 	default:
 		if e.after != nil {
-			return trigger.ConsumerState{Status: metav1.ConditionUnknown,
+			return adapter.ConsumerState{Status: metav1.ConditionUnknown,
 				Message: "waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q}
 		}
 	}
 	s, _ := e.consumer.State()
 	switch {
 	case s.Ready():
-		return trigger.ConsumerState{Status: metav1.ConditionTrue}
+		return adapter.ConsumerState{Status: metav1.ConditionTrue}
 	case s.Err != nil:
-		return trigger.ConsumerState{Status: metav1.ConditionFalse, Message: s.Reason(q)}
+		return adapter.ConsumerState{Status: metav1.ConditionFalse, Message: s.Reason(q)}
 	case s.Stopped:
-		return trigger.ConsumerState{Status: metav1.ConditionUnknown, Message: "the consumer of queue " + q + " is stopping"}
+		return adapter.ConsumerState{Status: metav1.ConditionUnknown, Message: "the consumer of queue " + q + " is stopping"}
 	default:
-		return trigger.ConsumerState{Status: metav1.ConditionUnknown, Message: s.Reason(q)}
+		return adapter.ConsumerState{Status: metav1.ConditionUnknown, Message: s.Reason(q)}
 	}
 }
 
@@ -379,12 +379,12 @@ func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome
 // controller watches Functions); looking again does.
 const functionRecheck = 2 * time.Second
 
-// localTriggers is Runs as the Trigger reconciler's trigger.Carrier.
+// localTriggers is Runs as the Trigger reconciler's adapter.Carrier.
 type localTriggers Runs
 
-var _ trigger.Carrier = (*localTriggers)(nil)
+var _ adapter.Carrier = (*localTriggers)(nil)
 
-// Tidy implements trigger.Carrier.
+// Tidy implements adapter.Carrier.
 func (l *localTriggers) Tidy(_ context.Context, t *slessv1alpha1.Trigger) error {
 	r := (*Runs)(l)
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
@@ -397,18 +397,18 @@ func (l *localTriggers) Tidy(_ context.Context, t *slessv1alpha1.Trigger) error 
 	return nil
 }
 
-// Pause implements trigger.Carrier.
+// Pause implements adapter.Carrier.
 func (l *localTriggers) Pause(_ context.Context, t *slessv1alpha1.Trigger) error {
 	l.Gone(types.NamespacedName{Namespace: t.Namespace, Name: t.Name})
 	return nil
 }
 
-// Finalize implements trigger.Carrier.
+// Finalize implements adapter.Carrier.
 func (l *localTriggers) Finalize(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	return l.Pause(ctx, t)
 }
 
-// Gone implements trigger.Carrier: the trigger's runs in flight go on and
+// Gone implements adapter.Carrier: the trigger's runs in flight go on and
 // are recorded; nothing new starts.
 func (l *localTriggers) Gone(key types.NamespacedName) {
 	r := (*Runs)(l)
@@ -416,10 +416,10 @@ func (l *localTriggers) Gone(key types.NamespacedName) {
 	r.unschedule(key)
 }
 
-// Unsupported implements trigger.Carrier: local mode carries out every type.
+// Unsupported implements adapter.Carrier: local mode carries out every type.
 func (l *localTriggers) Unsupported(*slessv1alpha1.Trigger) bool { return false }
 
-// URL implements trigger.Carrier: the function's own status.url is the
+// URL implements adapter.Carrier: the function's own status.url is the
 // invoke path under sless dev's base URL, which is what the trigger makes
 // public; it is empty until the function first serves, and the recheck
 // fills it.
@@ -427,7 +427,7 @@ func (l *localTriggers) URL(_ *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 	return fn.Status.URL
 }
 
-// Schedule implements trigger.Scheduler: one schedule loop per enabled
+// Schedule implements adapter.Scheduler: one schedule loop per enabled
 // cron trigger, started again when the trigger changes. Its runs write
 // status.lastScheduleTime as they start.
 func (l *localTriggers) Schedule(_ context.Context, t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function, sched cron.Schedule) (*metav1.Time, time.Duration, error) {

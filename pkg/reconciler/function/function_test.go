@@ -384,7 +384,7 @@ func TestDeleteMidBuildLeavesNothing(t *testing.T) {
 	}
 }
 
-// A cron trigger's pre-warm hold (pkg/reconciler/trigger) is an annotation
+// A cron trigger's pre-warm hold (knative.MinScale) is an annotation
 // on the Service: while it is there the template keeps min-scale at least 1
 // under a revision name of its own (Knative refuses a template change that
 // keeps the name), across Function changes; without it the generation's

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/invoketest"
@@ -36,8 +37,8 @@ func (unreachable) Get(context.Context, client.ObjectKey, client.Object, ...clie
 // proxy tests' own assertions, and none reaches the function.
 func TestCallHandlerRefusals(t *testing.T) {
 	ctx := context.Background()
-	kube := testbed.SharedKube(t)
-	ns := kube.Namespace(t)
+	tb := testbed.SharedKube(t)
+	ns := tb.Namespace(t)
 
 	var calls atomic.Int32
 	fnSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
@@ -50,7 +51,7 @@ func TestCallHandlerRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	toks := &trigger.HS256Tokens{Secret: secret}
-	srv := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: kube.Client})
+	srv := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: tb.Client})
 	t.Cleanup(srv.Close)
 	broken := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: unreachable{}})
 	t.Cleanup(broken.Close)
@@ -58,7 +59,7 @@ func TestCallHandlerRefusals(t *testing.T) {
 	cron := func(name string, enabled bool) *slessv1alpha1.Trigger {
 		tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily", Enabled: ptr.To(enabled)}}
-		if err := kube.Client.Create(ctx, tr); err != nil {
+		if err := tb.Client.Create(ctx, tr); err != nil {
 			t.Fatal(err)
 		}
 		return tr
@@ -78,7 +79,7 @@ func TestCallHandlerRefusals(t *testing.T) {
 	gone.Name, gone.UID = "gone", "uid-of-gone"
 	web := nightly.DeepCopy()
 	web.Spec.Type = slessv1alpha1.TriggerTypeHTTP
-	expired := &trigger.HS256Tokens{Secret: secret, Clock: clocktesting.NewFakeClock(time.Now().Add(-2 * trigger.DefaultTokenLifetime))}
+	expired := &trigger.HS256Tokens{Secret: secret, Clock: clocktesting.NewFakeClock(time.Now().Add(-2 * adapter.DefaultTokenLifetime))}
 	otherKey := &trigger.HS256Tokens{Secret: []byte(strings.Repeat("k", 40))}
 
 	fn := "/fn/" + ns + "/report"

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/knative"
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/pkg/secrets"
 )
 
@@ -32,12 +34,12 @@ import (
 
 // Options configure the Trigger controller.
 type Options struct {
-	Config    resources.Config
+	Config    kube.TriggerConfig
 	PublicURL string
-	Tokens    TokenIssuer
-	// MinScale pre-warms functions; a KnativeMinScale on the manager's
+	Tokens    adapter.TokenIssuer
+	// MinScale pre-warms functions; a knative.MinScale on the manager's
 	// client when nil.
-	MinScale MinScaleSetter
+	MinScale adapter.MinScaleSetter
 	// Clock; the real one when nil.
 	Clock                   clock.PassiveClock
 	MaxConcurrentReconciles int
@@ -55,7 +57,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 
 // SetupWithManager registers the Trigger controller with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	k := &Kube{
+	k := &kube.Carrier{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Config:    opts.Config,
@@ -65,7 +67,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Clock:     opts.Clock,
 	}
 	if k.MinScale == nil {
-		k.MinScale = &KnativeMinScale{Client: mgr.GetClient()}
+		k.MinScale = &knative.MinScale{Client: mgr.GetClient()}
 	}
 	if k.Clock == nil {
 		k.Clock = clock.RealClock{}
@@ -94,7 +96,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	// The Jobs of a cron run belong to the CronJob; their labels name the
 	// trigger, whose pre-warm ends when the run does.
 	byTriggerLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[resources.LabelTrigger]
+		name := o.GetLabels()[kube.LabelTrigger]
 		if name == "" {
 			return nil
 		}

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -29,12 +29,12 @@ import (
 // Function appearing readies its trigger, and the run's Job finishing ends
 // the pre-warm.
 func TestControllerWatches(t *testing.T) {
-	kube := testbed.SharedKube(t)
-	ns := kube.Namespace(t)
+	tb := testbed.SharedKube(t)
+	ns := tb.Namespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 8, 59, 30, 0, time.UTC))
-	e := &env{t: t, c: kube.Client, ns: ns, clock: clk}
-	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
-		Scheme:     kube.Scheme,
+	e := &env{t: t, c: tb.Client, ns: ns, clock: clk}
+	mgr, err := ctrl.NewManager(tb.Config, ctrl.Options{
+		Scheme:     tb.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: trigger.CacheByObject()},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -43,7 +43,7 @@ func TestControllerWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := trigger.SetupWithManager(mgr, trigger.Options{
-		Config: resources.Config{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
+		Config: kube.TriggerConfig{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
 		Tokens: &trigger.HS256Tokens{Secret: secret, Clock: clk},
 		Clock:  clk,
 	}); err != nil {
@@ -106,7 +106,7 @@ func TestControllerWatches(t *testing.T) {
 	if took := time.Since(finished); took > 15*time.Second {
 		t.Errorf("restored %v after the Job finished: not through the Job watch", took)
 	}
-	if err := kube.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "nine-trigger-token"}, &corev1.Secret{}); err != nil {
+	if err := tb.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "nine-trigger-token"}, &corev1.Secret{}); err != nil {
 		t.Errorf("credential: %v", err)
 	}
 }
@@ -122,14 +122,14 @@ func conditionString(c *metav1.Condition) string {
 // Owns watch: the consumer becoming ready, or losing its broker, shows on
 // the trigger without anything else bringing the controller back.
 func TestControllerFollowsConsumer(t *testing.T) {
-	kube := testbed.SharedKube(t)
-	ns := kube.Namespace(t)
+	tb := testbed.SharedKube(t)
+	ns := tb.Namespace(t)
 	sim := testbed.SharedDeployments(t)
 	sim.Manage(ns)
 	sim.SetReady(ns, "jobs-consumer", false)
-	e := &env{t: t, c: kube.Client, ns: ns}
-	mgr, err := ctrl.NewManager(kube.Config, ctrl.Options{
-		Scheme:     kube.Scheme,
+	e := &env{t: t, c: tb.Client, ns: ns}
+	mgr, err := ctrl.NewManager(tb.Config, ctrl.Options{
+		Scheme:     tb.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: trigger.CacheByObject()},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -138,7 +138,7 @@ func TestControllerFollowsConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := trigger.SetupWithManager(mgr, trigger.Options{
-		Config: resources.Config{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
+		Config: kube.TriggerConfig{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
 		Tokens: &trigger.HS256Tokens{Secret: secret},
 	}); err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestControllerFollowsConsumer(t *testing.T) {
 			time.Sleep(25 * time.Millisecond)
 		}
 	}
-	if err := kube.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rabbit", Namespace: ns},
+	if err := tb.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rabbit", Namespace: ns},
 		StringData: map[string]string{"url": "amqp://guest:guest@rabbit:5672/"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
 func cronTrigger(name, fn, schedule, tz string, preWarm int32) *slessv1alpha1.Trigger {
@@ -29,7 +29,7 @@ func (e *env) finishRun(cronJob string, run time.Time) {
 	e.t.Helper()
 	ctx := context.Background()
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: trigger.ScheduledJobName(cronJob, run), Namespace: e.ns, Labels: map[string]string{"sless.dev/trigger": cronJob}},
+		ObjectMeta: metav1.ObjectMeta{Name: kube.ScheduledJobName(cronJob, run), Namespace: e.ns, Labels: map[string]string{"sless.dev/trigger": cronJob}},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "invoke", Image: "sless"}},
 		}}},
@@ -128,7 +128,7 @@ func TestPreWarmRestoresWhenTheRunNeverReports(t *testing.T) {
 	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: "noon"}, cj); err != nil {
 		t.Fatal(err)
 	}
-	limit := trigger.HoldLimit(cj)
+	limit := kube.HoldLimit(cj)
 	// No Job ever appears (skipped run): held until the limit, then restored.
 	e.clock.SetTime(run.Add(limit - time.Second))
 	res := e.reconcile("noon")
@@ -197,7 +197,7 @@ func TestPreWarmKeepsAHigherMinScale(t *testing.T) {
 
 func containsFinalizer(tr *slessv1alpha1.Trigger) bool {
 	for _, f := range tr.Finalizers {
-		if f == trigger.PreWarmFinalizer {
+		if f == kube.PreWarmFinalizer {
 			return true
 		}
 	}

@@ -8,19 +8,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"k8s.io/utils/clock"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 )
-
-// DefaultTokenLifetime of a trigger credential. The reconciler renews it when
-// a quarter of its life is left, and the Pods read it from the Secret on start.
-const DefaultTokenLifetime = 90 * 24 * time.Hour
-
-// TokenIssuer mints the credential a trigger's caller (`sless cron-call`,
-// `sless consume`) presents to the invoke proxy.
-type TokenIssuer interface {
-	IssueTriggerToken(t *slessv1alpha1.Trigger) (token string, expires time.Time, err error)
-}
 
 // HS256Tokens issues and verifies trigger credentials as JWTs signed with the
 // platform's HS256 secret, the one pkg/auth verifies API tokens with. The
@@ -35,7 +26,7 @@ type HS256Tokens struct {
 	// API's verifier expects).
 	Issuer   string
 	Audience string
-	// Lifetime of a token; DefaultTokenLifetime if zero.
+	// Lifetime of a token; adapter.DefaultTokenLifetime if zero.
 	Lifetime time.Duration
 	Clock    clock.PassiveClock
 }
@@ -50,14 +41,14 @@ func (h *HS256Tokens) now() time.Time {
 	return h.Clock.Now()
 }
 
-// IssueTriggerToken implements TokenIssuer.
+// IssueTriggerToken implements adapter.TokenIssuer.
 func (h *HS256Tokens) IssueTriggerToken(t *slessv1alpha1.Trigger) (string, time.Time, error) {
 	if len(h.Secret) < 32 {
 		return "", time.Time{}, errors.New("the HS256 secret must be at least 32 bytes")
 	}
 	life := h.Lifetime
 	if life <= 0 {
-		life = DefaultTokenLifetime
+		life = adapter.DefaultTokenLifetime
 	}
 	now := h.now().Truncate(time.Second)
 	exp := now.Add(life)

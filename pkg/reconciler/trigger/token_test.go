@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
@@ -24,7 +25,7 @@ func TestTriggerTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !exp.Equal(now.Add(trigger.DefaultTokenLifetime)) {
+	if !exp.Equal(now.Add(adapter.DefaultTokenLifetime)) {
 		t.Errorf("expires %v", exp)
 	}
 	c, err := toks.VerifyTriggerToken(good)

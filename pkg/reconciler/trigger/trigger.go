@@ -1,11 +1,12 @@
 // Package trigger reconciles Triggers: the status rules of http, cron and
-// queue triggers, written once, with a Carrier for what each mode does to
-// carry the calls out. On a cluster (Kube) an http trigger is read by the
+// queue triggers, written once, with an adapter.Carrier for what each mode
+// does to carry the calls out. On a cluster (kube.Carrier, in
+// pkg/adapter/kube) an http trigger is read by the
 // invoke proxy, a cron trigger becomes a batch CronJob whose container
 // calls the function through the proxy with a per-trigger credential (with
 // preWarmSeconds the function's min-scale is raised ahead of each run and
 // restored after), and a queue trigger a Deployment running `sless consume`.
-// In local mode the same happens in process.
+// In local mode (pkg/local/runs) the same happens in process.
 package trigger
 
 import (
@@ -22,61 +23,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-// Scheduler carries out cron triggers' runs.
-type Scheduler interface {
-	// Schedule makes t's runs follow sched while t is enabled (and none
-	// while it is not), and returns when it last ran one and when to look
-	// again.
-	Schedule(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, sched cron.Schedule) (last *metav1.Time, after time.Duration, err error)
-}
-
-// ConsumerState is where a queue trigger's consumer stands.
-type ConsumerState struct {
-	// Status is True while it consumes, Unknown while it starts, False
-	// when something keeps it from consuming; Message says what.
-	Status  metav1.ConditionStatus
-	Message string
-	// Mark, when set, marks what keeps this mode from consuming at all (a
-	// missing connection Secret, no broker) in place of Status.
-	Mark func(*slessv1alpha1.TriggerStatus)
-}
-
-// Consumer carries out queue triggers.
-type Consumer interface {
-	// Consume makes t's queue consumed while t is enabled (and not while
-	// it is not), and returns where the consumer stands and when to look
-	// again.
-	Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (ConsumerState, time.Duration, error)
-}
-
-// Carrier carries out the calls of triggers in one mode.
-type Carrier interface {
-	Scheduler
-	Consumer
-	// Tidy stops and removes what a trigger of another type would have
-	// (a trigger's type may change).
-	Tidy(ctx context.Context, t *slessv1alpha1.Trigger) error
-	// Pause stops t's calls while it stays as it is: its function is
-	// missing, its schedule or payload cannot be used.
-	Pause(ctx context.Context, t *slessv1alpha1.Trigger) error
-	// Unsupported marks t not Ready and says true when this mode cannot
-	// carry out t's type at all.
-	Unsupported(t *slessv1alpha1.Trigger) bool
-	// URL is where an enabled http trigger makes fn public.
-	URL(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) string
-	// Finalize lets go of what t held, once t is being deleted; Gone once
-	// it is.
-	Finalize(ctx context.Context, t *slessv1alpha1.Trigger) error
-	Gone(key types.NamespacedName)
-}
-
-// Reconciler reconciles Triggers through a Carrier.
+// Reconciler reconciles Triggers through an adapter.Carrier.
 type Reconciler struct {
 	Client  client.Client
-	Carrier Carrier
+	Carrier adapter.Carrier
 	// Recheck is how often a trigger looks at its function again where
 	// nothing watches Functions (local mode); 0 on a cluster.
 	Recheck time.Duration
@@ -215,7 +169,7 @@ func (r *Reconciler) reconcileCron(ctx context.Context, t *slessv1alpha1.Trigger
 }
 
 // MarkConsumer marks t's Ready condition from where its consumer stands.
-func MarkConsumer(st *slessv1alpha1.TriggerStatus, t *slessv1alpha1.Trigger, cs ConsumerState) {
+func MarkConsumer(st *slessv1alpha1.TriggerStatus, t *slessv1alpha1.Trigger, cs adapter.ConsumerState) {
 	switch {
 	case !t.IsEnabled():
 		st.MarkDisabled(t.Spec.Type)

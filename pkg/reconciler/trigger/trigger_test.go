@@ -22,9 +22,11 @@ import (
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/knative"
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -38,7 +40,7 @@ type env struct {
 	ns    string
 	clock *clocktesting.FakeClock
 	r     *trigger.Reconciler
-	kube  *trigger.Kube
+	kube  *kube.Carrier
 	toks  *trigger.HS256Tokens
 }
 
@@ -47,19 +49,19 @@ type env struct {
 // step happens at a time the test chose.
 func setup(t *testing.T, now time.Time) *env {
 	t.Helper()
-	kube := testbed.SharedKube(t)
+	tb := testbed.SharedKube(t)
 	clk := clocktesting.NewFakeClock(now)
 	toks := &trigger.HS256Tokens{Secret: secret, Clock: clk}
-	e := &env{t: t, c: kube.Client, ns: kube.Namespace(t), clock: clk, toks: toks}
-	e.kube = &trigger.Kube{
-		Client:    kube.Client,
-		Config:    resources.Config{Image: "ghcr.io/sless-dev/sless@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", InvokeURL: "http://sless-api.sless-system.svc"},
+	e := &env{t: t, c: tb.Client, ns: tb.Namespace(t), clock: clk, toks: toks}
+	e.kube = &kube.Carrier{
+		Client:    tb.Client,
+		Config:    kube.TriggerConfig{Image: "ghcr.io/sless-dev/sless@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", InvokeURL: "http://sless-api.sless-system.svc"},
 		PublicURL: "https://fn.example.com",
 		Tokens:    toks,
-		MinScale:  &trigger.KnativeMinScale{Client: kube.Client},
+		MinScale:  &knative.MinScale{Client: tb.Client},
 		Clock:     clk,
 	}
-	e.r = &trigger.Reconciler{Client: kube.Client, Carrier: e.kube, Clock: clk}
+	e.r = &trigger.Reconciler{Client: tb.Client, Carrier: e.kube, Clock: clk}
 	return e
 }
 
@@ -227,9 +229,9 @@ func TestCronTriggerCronJob(t *testing.T) {
 	payload := ""
 	for _, ev := range c.Env {
 		switch ev.Name {
-		case resources.EnvToken:
+		case kube.EnvToken:
 			tokenRef = ev.ValueFrom.SecretKeyRef
-		case resources.EnvPayload:
+		case kube.EnvPayload:
 			payload = ev.Value
 		}
 	}
@@ -306,7 +308,7 @@ func TestCronTriggerCronJob(t *testing.T) {
 		t.Errorf("CronJob not updated: %q %s", cj.Spec.Schedule, cj.Spec.ConcurrencyPolicy)
 	}
 	for _, ev := range cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env {
-		if ev.Name == resources.EnvPayload {
+		if ev.Name == kube.EnvPayload {
 			t.Errorf("removed payload still in the CronJob: %q", ev.Value)
 		}
 	}
@@ -342,7 +344,7 @@ func TestCronJobOfAnOlderControllerIsRewritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args[0] = "invoke"
-	cj.Annotations[trigger.SpecHashAnnotation] = "hash-of-an-older-controller"
+	cj.Annotations[kube.SpecHashAnnotation] = "hash-of-an-older-controller"
 	if err := e.c.Update(ctx, cj); err != nil {
 		t.Fatal(err)
 	}
@@ -491,12 +493,12 @@ func TestCredentialFollowsTypeAndFunction(t *testing.T) {
 		t.Errorf("the cron trigger's CronJob outlived its type: %v", err)
 	}
 	// Renewal: a token with a quarter of its life left is replaced.
-	e.clock.Step(trigger.DefaultTokenLifetime*3/4 + time.Minute)
+	e.clock.Step(adapter.DefaultTokenLifetime*3/4 + time.Minute)
 	claims()
 	s := &corev1.Secret{}
 	_ = e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "t-trigger-token"}, s)
-	exp, err := time.Parse(time.RFC3339, s.Annotations[resources.ExpiresAnnotation])
-	if err != nil || exp.Sub(e.clock.Now()) < trigger.DefaultTokenLifetime-time.Minute {
+	exp, err := time.Parse(time.RFC3339, s.Annotations[kube.ExpiresAnnotation])
+	if err != nil || exp.Sub(e.clock.Now()) < adapter.DefaultTokenLifetime-time.Minute {
 		t.Errorf("token not renewed: expires %v (%v), now %v", exp, err, e.clock.Now())
 	}
 }

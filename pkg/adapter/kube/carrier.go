@@ -1,4 +1,4 @@
-package trigger
+package kube
 
 import (
 	"context"
@@ -25,7 +25,6 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/names"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger/resources"
 )
 
 // connectionRecheck is how often a queue trigger whose connection Secret is
@@ -36,34 +35,34 @@ const connectionRecheck = 30 * time.Second
 // min-scale before it goes away.
 const PreWarmFinalizer = "sless.dev/prewarm"
 
-// Kube carries out triggers on a cluster: CronJobs, consumer Deployments and
-// their credentials, pre-warming.
-type Kube struct {
+// Carrier is adapter.Carrier on a cluster: CronJobs, consumer Deployments
+// and their credentials, pre-warming.
+type Carrier struct {
 	Client client.Client
 	// APIReader reads what the manager does not cache (the connection
 	// Secrets of queue triggers); Client when nil.
 	APIReader client.Reader
-	Config    resources.Config
+	Config    TriggerConfig
 	// PublicURL is the invoke proxy's public base URL, for status.url of
 	// http triggers (https://fn.example.com).
 	PublicURL string
-	Tokens    TokenIssuer
-	MinScale  MinScaleSetter
+	Tokens    adapter.TokenIssuer
+	MinScale  adapter.MinScaleSetter
 	Clock     clock.PassiveClock
 }
 
-var _ Carrier = (*Kube)(nil)
+var _ adapter.Carrier = (*Carrier)(nil)
 
-func (r *Kube) now() time.Time {
+func (r *Carrier) now() time.Time {
 	if r.Clock == nil {
 		return time.Now()
 	}
 	return r.Clock.Now()
 }
 
-// Unsupported implements Carrier: cron and queue triggers need the image
+// Unsupported implements adapter.Carrier: cron and queue triggers need the image
 // their containers run.
-func (r *Kube) Unsupported(t *slessv1alpha1.Trigger) bool {
+func (r *Carrier) Unsupported(t *slessv1alpha1.Trigger) bool {
 	if t.Spec.Type != slessv1alpha1.TriggerTypeHTTP && r.Config.Image == "" {
 		t.Status.MarkNoCallerImage(t.Spec.Type)
 		return true
@@ -71,32 +70,32 @@ func (r *Kube) Unsupported(t *slessv1alpha1.Trigger) bool {
 	return false
 }
 
-// URL implements Carrier: the invoke proxy's public URL of the function.
-func (r *Kube) URL(t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function) string {
-	return resources.FunctionURL(r.PublicURL, t.Namespace, t.Spec.Function)
+// URL implements adapter.Carrier: the invoke proxy's public URL of the function.
+func (r *Carrier) URL(t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function) string {
+	return FunctionURL(r.PublicURL, t.Namespace, t.Spec.Function)
 }
 
-// Pause implements Carrier: it suspends the CronJob, scales the consumer
+// Pause implements adapter.Carrier: it suspends the CronJob, scales the consumer
 // to zero and lets go of any pre-warm hold.
-func (r *Kube) Pause(ctx context.Context, t *slessv1alpha1.Trigger) error {
+func (r *Carrier) Pause(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if err := r.pauseChildren(ctx, t); err != nil {
 		return err
 	}
 	return r.releasePreWarm(ctx, t)
 }
 
-// Gone implements Carrier: the children are owned; garbage collection
+// Gone implements adapter.Carrier: the children are owned; garbage collection
 // removes them.
-func (r *Kube) Gone(types.NamespacedName) {}
+func (r *Carrier) Gone(types.NamespacedName) {}
 
-// Schedule implements Scheduler: the trigger's CronJob (suspended while the
+// Schedule implements adapter.Scheduler: the trigger's CronJob (suspended while the
 // trigger is disabled), its credential, and the pre-warm of its function.
-func (r *Kube) Schedule(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, sched cron.Schedule) (*metav1.Time, time.Duration, error) {
+func (r *Carrier) Schedule(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, sched cron.Schedule) (*metav1.Time, time.Duration, error) {
 	renew, err := r.ensureToken(ctx, t)
 	if err != nil {
 		return nil, 0, err
 	}
-	want := resources.MakeCronJob(t, fn, r.Config)
+	want := MakeCronJob(t, fn, r.Config)
 	cj := &batchv1.CronJob{}
 	if err := r.ensure(ctx, t, want, cj, want.Spec, func() { cj.Spec = want.Spec }); err != nil {
 		return nil, 0, err
@@ -106,23 +105,23 @@ func (r *Kube) Schedule(ctx context.Context, t *slessv1alpha1.Trigger, fn *sless
 		t.Status.MarkPreWarmFailed(err.Error())
 		return nil, 0, err
 	}
-	return cj.Status.LastScheduleTime.DeepCopy(), minPositive(after, renew), nil
+	return cj.Status.LastScheduleTime.DeepCopy(), sooner(after, renew), nil
 }
 
-// Consume implements Consumer: the trigger's consumer Deployment and its
+// Consume implements adapter.Consumer: the trigger's consumer Deployment and its
 // credential, read as `kubectl rollout status` reads it.
-func (r *Kube) Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (ConsumerState, time.Duration, error) {
+func (r *Carrier) Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (adapter.ConsumerState, time.Duration, error) {
 	renew, err := r.ensureToken(ctx, t)
 	if err != nil {
-		return ConsumerState{}, 0, err
+		return adapter.ConsumerState{}, 0, err
 	}
-	want := resources.MakeConsumerDeployment(t, fn, r.Config)
+	want := MakeConsumerDeployment(t, fn, r.Config)
 	d := &appsv1.Deployment{}
 	if err := r.ensure(ctx, t, want, d, want.Spec, func() { d.Spec = want.Spec }); err != nil {
-		return ConsumerState{}, 0, err
+		return adapter.ConsumerState{}, 0, err
 	}
 	if !t.IsEnabled() {
-		return ConsumerState{}, renew, nil
+		return adapter.ConsumerState{}, renew, nil
 	}
 	conn := &corev1.Secret{}
 	reader := r.APIReader
@@ -132,26 +131,26 @@ func (r *Kube) Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv
 	secret := t.Spec.Queue.ConnectionSecret
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: secret}, conn); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ConsumerState{}, 0, err
+			return adapter.ConsumerState{}, 0, err
 		}
 		// User Secrets are not watched (the cache holds only sless's own).
-		return ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) {
-			s.MarkConnectionSecretNotFound(secret, resources.ConnectionURLKey, false)
-		}}, minPositive(renew, connectionRecheck), nil
+		return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) {
+			s.MarkConnectionSecretNotFound(secret, ConnectionURLKey, false)
+		}}, sooner(renew, connectionRecheck), nil
 	}
-	if _, ok := conn.Data[resources.ConnectionURLKey]; !ok {
-		return ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) {
-			s.MarkConnectionSecretNotFound(secret, resources.ConnectionURLKey, true)
-		}}, minPositive(renew, connectionRecheck), nil
+	if _, ok := conn.Data[ConnectionURLKey]; !ok {
+		return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) {
+			s.MarkConnectionSecretNotFound(secret, ConnectionURLKey, true)
+		}}, sooner(renew, connectionRecheck), nil
 	}
 	// The Deployment's status events bring the trigger back (Owns), so a
 	// consumer that connects, or loses its broker, shows without a requeue.
 	s, msg := consumerReadiness(d, t.Spec.Queue.Queue)
-	return ConsumerState{Status: s, Message: msg}, renew, nil
+	return adapter.ConsumerState{Status: s, Message: msg}, renew, nil
 }
 
 // SpecHashAnnotation on a child holds the hash of the spec and labels the
-// reconciler built it from. Comparing hashes rather than objects ignores
+// Carrier built it from. Comparing hashes rather than objects ignores
 // what the apiserver defaults, so an unchanged trigger causes no writes, and
 // any change of the built spec (a removed env var too) causes one.
 const SpecHashAnnotation = "sless.dev/spec-hash"
@@ -172,7 +171,7 @@ func specHash(spec any, labels map[string]string) string {
 // the hash of what the builder made changed: setSpec copies want's spec into
 // got. An object of the name that t does not control is left alone and
 // reported.
-func (r *Kube) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want, got client.Object, spec any, setSpec func()) error {
+func (r *Carrier) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want, got client.Object, spec any, setSpec func()) error {
 	hash := specHash(spec, want.GetLabels())
 	ann := want.GetAnnotations()
 	if ann == nil {
@@ -209,6 +208,15 @@ func (r *Kube) ensure(ctx context.Context, t *slessv1alpha1.Trigger, want, got c
 	return r.rejected(t, got, r.Client.Update(ctx, got))
 }
 
+// sooner is the sooner of two times to look again, where 0 (or less)
+// means none.
+func sooner(a, b time.Duration) time.Duration {
+	if b > 0 && (a <= 0 || b < a) {
+		return b
+	}
+	return max(a, 0)
+}
+
 func kindOf(o client.Object) string {
 	switch o.(type) {
 	case *batchv1.CronJob:
@@ -224,7 +232,7 @@ func kindOf(o client.Object) string {
 // ensureToken makes the trigger's credential Secret, and issues a new token
 // when a quarter of its life is left or the trigger's function or type
 // changed (a token is good for one of each). It returns when to renew.
-func (r *Kube) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.Duration, error) {
+func (r *Carrier) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.Duration, error) {
 	s := &corev1.Secret{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: names.TokenSecret(t)}, s)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -236,23 +244,23 @@ func (r *Kube) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.
 			t.Status.MarkConflict("Secret", s.Name)
 			return 0, reconcile.TerminalError(errors.New("Secret " + s.Name + " exists and is not owned by this trigger"))
 		}
-		exp, perr := time.Parse(time.RFC3339, s.Annotations[resources.ExpiresAnnotation])
-		renewAt := exp.Add(-DefaultTokenLifetime / 4)
-		if perr == nil && now.Before(renewAt) && len(s.Data[resources.TokenKey]) > 0 &&
-			s.Labels[resources.LabelFunction] == t.Spec.Function && s.Annotations[resources.TypeAnnotation] == string(t.Spec.Type) {
+		exp, perr := time.Parse(time.RFC3339, s.Annotations[ExpiresAnnotation])
+		renewAt := exp.Add(-adapter.DefaultTokenLifetime / 4)
+		if perr == nil && now.Before(renewAt) && len(s.Data[TokenKey]) > 0 &&
+			s.Labels[LabelFunction] == t.Spec.Function && s.Annotations[TypeAnnotation] == string(t.Spec.Type) {
 			return renewAt.Sub(now), nil
 		}
 	}
 	if r.Tokens == nil {
 		t.Status.MarkCredentialFailed("the controller has no signing key for trigger credentials")
-		return 0, reconcile.TerminalError(errors.New("no TokenIssuer configured"))
+		return 0, reconcile.TerminalError(errors.New("no adapter.TokenIssuer configured"))
 	}
 	token, exp, ierr := r.Tokens.IssueTriggerToken(t)
 	if ierr != nil {
 		t.Status.MarkCredentialFailed(ierr.Error())
 		return 0, ierr
 	}
-	want := resources.MakeTokenSecret(t, token, metav1.NewTime(exp))
+	want := MakeTokenSecret(t, token, metav1.NewTime(exp))
 	if apierrors.IsNotFound(err) {
 		err = r.Client.Create(ctx, want)
 	} else {
@@ -262,7 +270,7 @@ func (r *Kube) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.
 	if err != nil {
 		return 0, r.rejected(t, want, err)
 	}
-	return exp.Add(-DefaultTokenLifetime / 4).Sub(now), nil
+	return exp.Add(-adapter.DefaultTokenLifetime / 4).Sub(now), nil
 }
 
 // rejected tells a write of child that the apiserver or a webhook refused
@@ -270,7 +278,7 @@ func (r *Kube) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (time.
 // trigger or the cluster changes, and without it the trigger would show no
 // reason at all, the refusal only in the controller's log. err is returned
 // as it is, so the write is retried with backoff.
-func (r *Kube) rejected(t *slessv1alpha1.Trigger, child client.Object, err error) error {
+func (r *Carrier) rejected(t *slessv1alpha1.Trigger, child client.Object, err error) error {
 	if adapter.Rejected(err) {
 		t.Status.MarkRejected(kindOf(child), child.GetName(), err)
 	}
@@ -281,7 +289,7 @@ func (r *Kube) rejected(t *slessv1alpha1.Trigger, child client.Object, err error
 // zero. It also clears their spec hash, so that ensure rebuilds them in full
 // (enabled again, or still suspended if the trigger is disabled) once the
 // Function exists.
-func (r *Kube) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) error {
+func (r *Carrier) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	var child client.Object
 	var pause func() bool // sets the paused spec and reports whether it changed
 	switch t.Spec.Type {
@@ -327,9 +335,9 @@ func (r *Kube) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) erro
 	return nil
 }
 
-// Tidy implements Carrier: it deletes the children a trigger of another
+// Tidy implements adapter.Carrier: it deletes the children a trigger of another
 // type would have.
-func (r *Kube) Tidy(ctx context.Context, t *slessv1alpha1.Trigger) error {
+func (r *Carrier) Tidy(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	var stale []client.Object
 	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {
 		stale = append(stale, &batchv1.CronJob{})
@@ -369,9 +377,9 @@ func (r *Kube) Tidy(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	return nil
 }
 
-// Finalize implements Carrier: it restores the min-scale a deleted trigger
+// Finalize implements adapter.Carrier: it restores the min-scale a deleted trigger
 // was holding.
-func (r *Kube) Finalize(ctx context.Context, t *slessv1alpha1.Trigger) error {
+func (r *Carrier) Finalize(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if !controllerutil.ContainsFinalizer(t, PreWarmFinalizer) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package trigger
+package knative
 
 import (
 	"context"
@@ -10,29 +10,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/adapter/resources"
 )
 
-// MinScaleSetter raises and restores the minimum instance count of a
-// function's service on behalf of a holder (a cron trigger pre-warming it).
-// Several holders may hold one function at once; its own minimum comes back
-// only when the last one restores. Both calls are idempotent.
-type MinScaleSetter interface {
-	// RaiseMinScale keeps at least one instance of the function running
-	// while holder holds it. A function with no service yet is left alone.
-	RaiseMinScale(ctx context.Context, namespace, function, holder string) error
-	// RestoreMinScale drops holder's hold; without holds the service's
-	// minimum is what it was before the first hold.
-	RestoreMinScale(ctx context.Context, namespace, function, holder string) error
-}
+var _ adapter.MinScaleSetter = (*MinScale)(nil)
 
-// Annotations the Knative implementation keeps on the Service. The Function
-// reconciler, which writes the Service's template, keeps the template's
+// Annotations MinScale keeps on the Service. Server, which writes the
+// Service's template for the Function reconciler, keeps the template's
 // min-scale at least 1, under the revision name <name>-warm, while any
-// HoldAnnotationPrefix annotation is present (pkg/adapter/knative's
-// keepPrewarm), and otherwise writes it from spec.scale.min as always.
+// HoldAnnotationPrefix annotation is present (keepPrewarm), and otherwise
+// writes it from spec.scale.min as always.
 const (
 	MinScaleAnnotation      = "autoscaling.knative.dev/min-scale"
-	HoldAnnotationPrefix    = "prewarm.sless.dev/"
+	HoldAnnotationPrefix    = resources.PrewarmHoldPrefix
 	SavedMinScaleAnnotation = "sless.dev/prewarm-saved-min-scale"
 	savedNone               = "none"
 	// WarmSuffix ends the revision name of a held template (the Function
@@ -42,20 +34,20 @@ const (
 
 var knativeService = schema.GroupVersionKind{Group: "serving.knative.dev", Version: "v1", Kind: "Service"}
 
-// KnativeMinScale implements MinScaleSetter on the function's Knative Service
+// MinScale implements adapter.MinScaleSetter on the function's Knative Service
 // by patching autoscaling.knative.dev/min-scale on its revision template,
 // which is where Knative reads it. The patch carries the resourceVersion, so
 // a concurrent writer (the Function reconciler) makes it fail and retry
-// rather than be overwritten. It works on unstructured objects: the trigger
-// reconciler imports no Knative client.
-type KnativeMinScale struct {
+// rather than be overwritten. It works on unstructured objects, touching
+// only the annotations and template name it owns.
+type MinScale struct {
 	Client client.Client
 	// ServiceName maps a function to its Knative Service's name; the
 	// function's own name when nil.
 	ServiceName func(function string) string
 }
 
-func (k *KnativeMinScale) get(ctx context.Context, namespace, function string) (*unstructured.Unstructured, error) {
+func (k *MinScale) get(ctx context.Context, namespace, function string) (*unstructured.Unstructured, error) {
 	name := function
 	if k.ServiceName != nil {
 		name = k.ServiceName(function)
@@ -89,8 +81,8 @@ func templateAnnotations(u *unstructured.Unstructured) map[string]string {
 	return m
 }
 
-// RaiseMinScale implements MinScaleSetter.
-func (k *KnativeMinScale) RaiseMinScale(ctx context.Context, namespace, function, holder string) error {
+// RaiseMinScale implements adapter.MinScaleSetter.
+func (k *MinScale) RaiseMinScale(ctx context.Context, namespace, function, holder string) error {
 	u, err := k.get(ctx, namespace, function)
 	if err != nil || u == nil {
 		return err
@@ -130,8 +122,8 @@ func (k *KnativeMinScale) RaiseMinScale(ctx context.Context, namespace, function
 	return k.Client.Patch(ctx, u, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
 
-// RestoreMinScale implements MinScaleSetter.
-func (k *KnativeMinScale) RestoreMinScale(ctx context.Context, namespace, function, holder string) error {
+// RestoreMinScale implements adapter.MinScaleSetter.
+func (k *MinScale) RestoreMinScale(ctx context.Context, namespace, function, holder string) error {
 	u, err := k.get(ctx, namespace, function)
 	if err != nil || u == nil {
 		return err

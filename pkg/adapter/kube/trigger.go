@@ -1,8 +1,4 @@
-// Package resources builds the objects the Trigger reconciler owns: the
-// CronJob of a cron trigger, the consumer Deployment of a queue trigger and
-// the Secret holding a trigger's credential. The builders are pure: no
-// client, no clock, the same object for the same input.
-package resources
+package kube
 
 import (
 	"bytes"
@@ -22,13 +18,15 @@ import (
 	"github.com/sless-dev/sless/pkg/names"
 )
 
-// Labels every object made for a trigger carries.
+// MakeCronJob, MakeConsumerDeployment and MakeTokenSecret build the objects
+// Carrier owns for a trigger: the CronJob of a cron trigger, the consumer
+// Deployment of a queue trigger and the Secret holding a trigger's
+// credential. They are pure: no client, no clock, the same object for the
+// same input. Every object made for a trigger carries LabelTrigger,
+// LabelFunction, LabelComponent and LabelManagedBy.
 const (
 	LabelTrigger   = "sless.dev/trigger"
-	LabelFunction  = "sless.dev/function"
 	LabelComponent = "app.kubernetes.io/component"
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "sless"
 )
 
 // Environment of the `sless cron-call` and `sless consume` containers. The
@@ -49,10 +47,10 @@ const (
 const (
 	SuccessfulJobsHistoryLimit = 3
 	FailedJobsHistoryLimit     = 3
-	// StartupAllowanceSeconds is added to the function's timeout for the
+	// CallerStartupAllowanceSeconds is added to the function's timeout for the
 	// caller: a run may wait for a cold start (image pull, scale from zero)
 	// before the function's own budget begins.
-	StartupAllowanceSeconds = 60
+	CallerStartupAllowanceSeconds = 60
 	// UnreachableAllowanceSeconds is how long a cron run waits for the
 	// invoke proxy to accept its connection (sless-api rolled out or
 	// rescheduled at the scheduled time); the Job's deadline leaves room
@@ -73,8 +71,8 @@ const (
 	ConsumerLivePath       = "/healthz"
 )
 
-// Config is what the builders need beyond the Trigger and its Function.
-type Config struct {
+// TriggerConfig is what the builders need beyond the Trigger and its Function.
+type TriggerConfig struct {
 	// Image is the sless image; its entrypoint is the sless binary.
 	Image string
 	// InvokeURL is the invoke proxy's base URL as seen from inside the
@@ -92,8 +90,8 @@ func FunctionURL(base, namespace, function string) string {
 	return base + "/fn/" + namespace + "/" + function
 }
 
-// Labels of the objects made for t.
-func Labels(t *slessv1alpha1.Trigger, component string) map[string]string {
+// TriggerLabels are the labels of the objects made for t.
+func TriggerLabels(t *slessv1alpha1.Trigger, component string) map[string]string {
 	return map[string]string{
 		LabelTrigger:   t.Name,
 		LabelFunction:  t.Spec.Function,
@@ -119,7 +117,7 @@ const CallerUser = 65532
 
 // callerPodSpec is the part the cron caller and the queue consumer share:
 // the sless binary, no Kubernetes API access, not root, nothing writable.
-func callerPodSpec(cfg Config, name string, args []string, env []corev1.EnvVar) corev1.PodSpec {
+func callerPodSpec(cfg TriggerConfig, name string, args []string, env []corev1.EnvVar) corev1.PodSpec {
 	return corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
 		EnableServiceLinks:           ptr.To(false),
@@ -154,7 +152,7 @@ func callerPodSpec(cfg Config, name string, args []string, env []corev1.EnvVar) 
 // A disabled trigger suspends the CronJob; a run is never retried by the Job
 // (backoffLimit 0): a second call of a function with side effects is the
 // user's decision, not the platform's.
-func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Config) *batchv1.CronJob {
+func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg TriggerConfig) *batchv1.CronJob {
 	timeout := fn.Timeout()
 	tz := t.Spec.TimeZone
 	if tz == "" {
@@ -168,13 +166,13 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Confi
 		"cron-call",
 		"--url=" + FunctionURL(cfg.InvokeURL, t.Namespace, t.Spec.Function),
 		"--trigger=" + string(slessv1alpha1.TriggerTypeCron),
-		"--timeout=" + strconv.Itoa(int(timeout)+StartupAllowanceSeconds) + "s",
+		"--timeout=" + strconv.Itoa(int(timeout)+CallerStartupAllowanceSeconds) + "s",
 	}
 	env := []corev1.EnvVar{tokenEnv(t)}
 	if p := PayloadJSON(t.Spec.Payload); p != "" {
 		env = append(env, corev1.EnvVar{Name: EnvPayload, Value: p})
 	}
-	labels := Labels(t, "trigger-cron")
+	labels := TriggerLabels(t, "trigger-cron")
 	pod := callerPodSpec(cfg, "invoke", args, env)
 	pod.RestartPolicy = corev1.RestartPolicyNever
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](5)
@@ -197,7 +195,7 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Confi
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: batchv1.JobSpec{
 					BackoffLimit:          ptr.To[int32](0),
-					ActiveDeadlineSeconds: ptr.To(int64(timeout) + 2*StartupAllowanceSeconds + UnreachableAllowanceSeconds),
+					ActiveDeadlineSeconds: ptr.To(int64(timeout) + 2*CallerStartupAllowanceSeconds + UnreachableAllowanceSeconds),
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: labels},
 						Spec:       pod,
@@ -211,7 +209,7 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Confi
 // MakeConsumerDeployment builds the Deployment that runs `sless consume` for
 // a queue trigger: one consumer process per replica, competing on the queue.
 // A disabled trigger scales it to zero; messages wait in the queue.
-func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Config) *appsv1.Deployment {
+func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg TriggerConfig) *appsv1.Deployment {
 	// The builder sees what the apiserver would store, also for a Trigger
 	// built in Go without the CRD's defaults.
 	def := t.DeepCopy()
@@ -227,7 +225,7 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 		"--concurrency=" + strconv.Itoa(int(*q.Concurrency)),
 		"--max-retries=" + strconv.Itoa(int(*q.MaxRetries)),
 		"--backoff=" + strconv.Itoa(int(*q.BackoffSeconds)) + "s",
-		"--timeout=" + strconv.Itoa(int(timeout)+StartupAllowanceSeconds) + "s",
+		"--timeout=" + strconv.Itoa(int(timeout)+CallerStartupAllowanceSeconds) + "s",
 		"--health-addr=:" + strconv.Itoa(ConsumerHealthPort),
 	}
 	env := []corev1.EnvVar{
@@ -237,7 +235,7 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 		}}},
 		tokenEnv(t),
 	}
-	labels := Labels(t, "trigger-consumer")
+	labels := TriggerLabels(t, "trigger-consumer")
 	selector := map[string]string{LabelTrigger: t.Name, LabelComponent: "trigger-consumer"}
 	replicas := int32(1)
 	if !t.IsEnabled() {
@@ -246,7 +244,7 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 	pod := callerPodSpec(cfg, "consume", args, env)
 	// A consumer told to stop finishes the deliveries it holds: the longest
 	// takes the function's timeout plus the cold-start allowance.
-	pod.TerminationGracePeriodSeconds = ptr.To(int64(timeout) + StartupAllowanceSeconds + DrainAllowanceSeconds)
+	pod.TerminationGracePeriodSeconds = ptr.To(int64(timeout) + CallerStartupAllowanceSeconds + DrainAllowanceSeconds)
 	c := &pod.Containers[0]
 	c.Ports = []corev1.ContainerPort{{Name: ConsumerHealthPortName, ContainerPort: ConsumerHealthPort, Protocol: corev1.ProtocolTCP}}
 	// Ready means connected to the broker and consuming, so the
@@ -289,14 +287,14 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 }
 
 // MakeTokenSecret builds the Secret holding the trigger's credential.
-// ExpiresAnnotation records when the token expires, so the reconciler can
+// ExpiresAnnotation records when the token expires, so Carrier can
 // renew it in time without parsing it.
 func MakeTokenSecret(t *slessv1alpha1.Trigger, token string, expires metav1.Time) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.TokenSecret(t),
 			Namespace:       t.Namespace,
-			Labels:          Labels(t, "trigger-token"),
+			Labels:          TriggerLabels(t, "trigger-token"),
 			Annotations:     map[string]string{ExpiresAnnotation: expires.UTC().Format(timeFormat), TypeAnnotation: string(t.Spec.Type)},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
 		},

@@ -1,4 +1,4 @@
-package trigger
+package kube
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func PreWarmWindow(sched cron.Schedule, preWarm, holdLimit time.Duration, now ti
 		if now.Before(limit) && !runFinished(*warmedFor) {
 			// Looked at again when the run's Job reports (a watch) or at
 			// the limit, whichever is first.
-			return true, *warmedFor, minPositive(limit.Sub(now), opens.Sub(now))
+			return true, *warmedFor, sooner(limit.Sub(now), opens.Sub(now))
 		}
 	}
 	// Not warm, also when it was held for a run that is no longer due (the
@@ -61,7 +61,7 @@ func ScheduledJobName(cronJob string, t time.Time) string {
 
 // preWarm raises or restores the function's min-scale for t and returns when
 // to look again.
-func (r *Kube) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cj *batchv1.CronJob, sched cron.Schedule, now time.Time) (time.Duration, error) {
+func (r *Carrier) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cj *batchv1.CronJob, sched cron.Schedule, now time.Time) (time.Duration, error) {
 	seconds := ptr.Deref(t.Spec.PreWarmSeconds, 0)
 	if seconds == 0 || !t.IsEnabled() || r.MinScale == nil {
 		return 0, r.releasePreWarm(ctx, t)
@@ -109,7 +109,7 @@ func (r *Kube) preWarm(ctx context.Context, t *slessv1alpha1.Trigger, fn *slessv
 // releasePreWarm restores the min-scale t may hold and drops its finalizer,
 // for a trigger that no longer pre-warms (disabled, preWarmSeconds removed,
 // another type, its function gone).
-func (r *Kube) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigger) error {
+func (r *Carrier) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if r.MinScale != nil && (t.Status.PreWarmedFor != nil || controllerutil.ContainsFinalizer(t, PreWarmFinalizer)) {
 		if err := r.MinScale.RestoreMinScale(ctx, t.Namespace, t.Spec.Function, t.Name); err != nil {
 			return fmt.Errorf("restore min-scale of %s: %w", t.Spec.Function, err)
@@ -128,7 +128,7 @@ func (r *Kube) releasePreWarm(ctx context.Context, t *slessv1alpha1.Trigger) err
 }
 
 // runFinished says whether the CronJob's run scheduled at run has ended.
-func (r *Kube) runFinished(ctx context.Context, cj *batchv1.CronJob, run time.Time) (bool, error) {
+func (r *Carrier) runFinished(ctx context.Context, cj *batchv1.CronJob, run time.Time) (bool, error) {
 	job := &batchv1.Job{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cj.Namespace, Name: ScheduledJobName(cj.Name, run)}, job)
 	if apierrors.IsNotFound(err) {

@@ -1,4 +1,4 @@
-package resources
+package kube
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-var cfg = Config{Image: "ghcr.io/sless-dev/sless@sha256:abc", InvokeURL: "http://sless-api.sless-system.svc/"}
+var cfg = TriggerConfig{Image: "ghcr.io/sless-dev/sless@sha256:abc", InvokeURL: "http://sless-api.sless-system.svc/"}
 
 func fn() *slessv1alpha1.Function {
 	return &slessv1alpha1.Function{
