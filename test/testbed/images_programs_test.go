@@ -136,6 +136,15 @@ func TestReleaseRewrite(t *testing.T) {
 			t.Errorf("Tekton's flags %q lack -%s-image", args, name)
 		}
 	}
+	if !strings.Contains(args, "-shell-image-win ") {
+		t.Errorf("Tekton's flags %q lack -shell-image-win: its controller refuses to start without", args)
+	}
+	kaniko := strings.Join(n.KanikoArgs(), " ")
+	for _, want := range []string{"--registry-mirror=" + n.Registry + " ", "--insecure-registry=" + n.Registry + " ", "--skip-default-registry-fallback"} {
+		if !strings.Contains(kaniko+" ", want) {
+			t.Errorf("kaniko's flags %q lack %q", kaniko, want)
+		}
+	}
 }
 
 func copyFile(src, dst string) error {

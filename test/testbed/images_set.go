@@ -140,6 +140,9 @@ func (n *NodeImages) TektonControllerArgs() []string {
 		"-workingdirinit-image", n.Programs["workingdirinit"],
 		"-sidecarlogresults-image", n.Programs["sidecarlogresults"],
 		"-shell-image", n.Shell,
+		// Tekton refuses to start with any image flag unset; this one is
+		// for Windows nodes, and the bed has none.
+		"-shell-image-win", n.Shell,
 	}
 }
 
