@@ -109,7 +109,15 @@ func FunctionImage(base v1.Image, contextTarGz []byte) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mutate.ConfigFile(img, cf)
+	// The config as the Dockerfile left it, over the one that names the
+	// new layer's diff ID.
+	out, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	out = out.DeepCopy()
+	out.Config = cf.Config
+	return mutate.ConfigFile(img, out)
 }
 
 // contextFile is a file or directory of a build context, or of the layer

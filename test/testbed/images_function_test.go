@@ -33,6 +33,19 @@ func TestFunctionImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Layers and diff IDs agree, as containerd checks on pull.
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != len(cf.RootFS.DiffIDs) {
+		t.Fatalf("%d layers, %d diff IDs", len(layers), len(cf.RootFS.DiffIDs))
+	}
+	for i, l := range layers {
+		if id, err := l.DiffID(); err != nil || id != cf.RootFS.DiffIDs[i] {
+			t.Errorf("layer %d: diff ID %v (%v), the config names %v", i, id, err, cf.RootFS.DiffIDs[i])
+		}
+	}
 	rt, _ := runtimes.Lookup(runtimes.Python312)
 	if want := rt.ServeArgs(runtimes.ImageRoot, rt.Interpreter); !slices.Equal(cf.Config.Cmd, want) {
 		t.Errorf("Cmd %q, want %q", cf.Config.Cmd, want)
