@@ -46,6 +46,12 @@ func (n *Node) Stop() error {
 	for _, name := range []string{"kube-proxy", "coredns", "kubelet", "containerd"} {
 		stopProcess(n.proc(name), 10*time.Second)
 	}
+	// Containers outlive kubelet and containerd (their shims keep them);
+	// one that watches the apiserver (Knative's activator and autoscaler)
+	// would hold its graceful shutdown for envtest's whole timeout.
+	if n.state != nil && n.state.CgroupRoot != "" {
+		errs = append(errs, killCgroups(n.state.CgroupRoot))
+	}
 	if n.Kube != nil {
 		errs = append(errs, n.Kube.Stop())
 	}
