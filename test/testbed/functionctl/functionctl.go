@@ -135,7 +135,10 @@ func OnNode(t testing.TB, n *testbed.Node) (ns string, images *testbed.NodeImage
 		t.Fatal(err)
 	}
 	t.Logf("node bed up in %v; its images pushed in %v", n.Started.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	tekton, err := testbed.StartPrimitivesWith(n.Kube, testbed.PrimitivesOptions{Tekton: true, TektonImages: images.TektonControllerArgs()})
+	// Knative's config-deployment too: the release's ConfigMaps are made
+	// once, by whichever controller starts first (StartNodeKnative).
+	tekton, err := testbed.StartPrimitivesWith(n.Kube, testbed.PrimitivesOptions{Tekton: true, TektonImages: images.TektonControllerArgs(),
+		Config: map[string]map[string]string{testbed.KnativeNamespace + "/config-deployment": images.KnativeDeploymentConfig()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,231 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sless-dev/sless/pkg/adapter/kube"
+	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/api"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/test/testbed"
+	"github.com/sless-dev/sless/test/testbed/functionctl"
+)
+
+// nodeBuilds is a real node with Tekton's controller (its real step
+// images) and sless's Function controller on one namespace, whose builds
+// run kaniko in TaskRun pods, fetch their contexts from the node's S3 and
+// push to the node's registry with the namespace's push Secret.
+type nodeBuilds struct {
+	t      testing.TB
+	node   *testbed.Node
+	images *testbed.NodeImages
+	ns     string
+	kctl   string
+	dir    string
+	// apiURL is a sless API on the bed that reads logs from pods, as
+	// `sless api` on a cluster does.
+	apiURL string
+}
+
+func startNodeBuilds(t testing.TB) *nodeBuilds {
+	t.Helper()
+	n := testbed.StartNodeFor(t)
+	ns, images := functionctl.OnNode(t, n)
+	b := &nodeBuilds{t: t, node: n, images: images, ns: ns, kctl: testbed.Kubectl(t), dir: t.TempDir()}
+	b.startAPI()
+	return b
+}
+
+// apply applies fn as a manifest with kubectl.
+func (b *nodeBuilds) apply(fn *slessv1alpha1.Function) {
+	b.t.Helper()
+	manifest, err := yaml.Marshal(fn)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	file := filepath.Join(b.dir, fn.Name+".yaml")
+	if err := os.WriteFile(file, manifest, 0o600); err != nil {
+		b.t.Fatal(err)
+	}
+	cmd := exec.Command(b.kctl, "--kubeconfig", b.node.Kube.Kubeconfig, "-n", b.ns, "apply", "-f", file)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.t.Fatalf("kubectl apply %s: %v\n%s\n%s", fn.Name, err, manifest, out)
+	}
+}
+
+// TestNodeBuildsFunctions: kubectl apply of a Python, a Node.js and a Go
+// Function on the real node: Tekton's TaskRun pod runs kaniko on the
+// context sless stored in S3, kaniko pulls the base image's stand-in
+// through its registry mirror and pushes to the registry with the push
+// Secret, and the digest under the build's tag is the Function's
+// status.image. A Go syntax error fails its Function, and the compiler's
+// line is in `sless logs --build latest`.
+func TestNodeBuildsFunctions(t *testing.T) {
+	b := startNodeBuilds(t)
+	functions := functionctl.RuntimeFunctions(b.ns, "first")
+	broken := functionctl.BrokenGoFunction(b.ns, "broken")
+	// All at once: the builds share the node, as a cluster's do.
+	for _, fn := range append(functions, broken) {
+		b.apply(fn)
+	}
+	for _, f := range functions {
+		t.Run(f.Spec.Runtime, func(t *testing.T) {
+			fn := functionctl.AwaitBuilt(t, b.node.Kube, b.ns, f.Name, 10*time.Minute)
+			if fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed {
+				t.Fatalf("Function %s failed: %+v\nits build's log:\n%s", f.Name,
+					meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady), b.buildLog(fn))
+			}
+			b.checkPushed(t, fn)
+		})
+	}
+	t.Run("BuildError", func(t *testing.T) {
+		fn := functionctl.AwaitBuilt(t, b.node.Kube, b.ns, broken.Name, 10*time.Minute)
+		ready := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
+		if fn.Status.Phase != slessv1alpha1.FunctionPhaseFailed || fn.Status.Image != "" {
+			t.Fatalf("Function %s: phase %s, image %q, Ready %+v: want Failed with no image", broken.Name, fn.Status.Phase, fn.Status.Image, ready)
+		}
+		t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
+		out := b.slessCLI(t, "logs", broken.Name, "--build", "latest")
+		// The Go compiler's line, as kaniko's RUN printed it.
+		if !strings.Contains(out, "hello.go:3") || !strings.Contains(out, "syntax error") {
+			t.Errorf("sless logs --build latest lacks the compiler's error:\n%s", out)
+		}
+	})
+}
+
+// checkPushed asserts what the build of fn did on the node: kaniko (the
+// node's image) ran and exited 0 in the TaskRun pod, with the push Secret
+// mounted, and the registry holds under the build's tag the digest of
+// status.image.
+func (b *nodeBuilds) checkPushed(t *testing.T, fn *slessv1alpha1.Function) {
+	t.Helper()
+	pod := functionctl.BuildPod(t, b.node.Kube, fn)
+	kaniko := functionctl.BuilderStatus(pod)
+	if kaniko == nil || kaniko.State.Terminated == nil || kaniko.State.Terminated.ExitCode != 0 {
+		t.Fatalf("build pod %s: kaniko's step %+v", pod.Name, kaniko)
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == kaniko.Name && (c.Image != b.images.Kaniko || kaniko.ImageID == "") {
+			t.Errorf("kaniko's step runs %s (pulled as %q), want %s", c.Image, kaniko.ImageID, b.images.Kaniko)
+		}
+	}
+	mounted := false
+	for _, v := range pod.Spec.Volumes {
+		mounted = mounted || (v.Secret != nil && v.Secret.SecretName == "sless-registry")
+	}
+	if !mounted {
+		t.Errorf("build pod %s does not mount the push Secret sless-registry", pod.Name)
+	}
+
+	repo := b.node.Registry + "/sless/" + b.ns + "/" + fn.Name
+	if !strings.HasPrefix(fn.Status.Image, repo+"@sha256:") {
+		t.Fatalf("status.image %s is not in %s", fn.Status.Image, repo)
+	}
+	tag, err := name.NewTag(repo+":src-"+strings.TrimPrefix(fn.Status.SourceDigest, "sha256:")[:32], name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Head(tag, remote.WithAuth(b.node.RegistryAuth()))
+	if err != nil {
+		t.Fatalf("the build's tag in the registry: %v", err)
+	}
+	if want := repo + "@" + desc.Digest.String(); fn.Status.Image != want {
+		t.Errorf("status.image %s, the registry's %s is %s", fn.Status.Image, tag, want)
+	}
+	img, err := remote.Image(tag, remote.WithAuth(b.node.RegistryAuth()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.User != "65532:65532" {
+		t.Errorf("image user %q, want 65532:65532", cfg.Config.User)
+	}
+	t.Logf("%s: %s (%s)", fn.Spec.Runtime, fn.Status.Image, kaniko.State.Terminated.FinishedAt.Sub(kaniko.State.Terminated.StartedAt.Time))
+}
+
+// buildLog is the log of fn's last build, for a failure's message.
+func (b *nodeBuilds) buildLog(fn *slessv1alpha1.Function) string {
+	out, err := b.cli("logs", fn.Name, "--build", "latest")
+	if err != nil {
+		return fmt.Sprintf("(sless logs: %v)\n%s", err, out)
+	}
+	return out
+}
+
+var nodeAPISecret = []byte("sless-node-e2e-secret-0123456789abcdef")
+
+// cli runs the sless CLI (the static build of this checkout, which the
+// node's sless image holds) against the bed's sless API.
+func (b *nodeBuilds) cli(args ...string) (string, error) {
+	bin, err := testbed.SlessStatic()
+	if err != nil {
+		return "", err
+	}
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "aud": "sless",
+		"exp": time.Now().Add(time.Hour).Unix(), "sless.dev/namespace": b.ns}).SignedString(nodeAPISecret)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SLESS_SERVER="+b.apiURL, "SLESS_TOKEN="+token, "SLESS_NAMESPACE="+b.ns,
+		"SLESS_CONFIG="+filepath.Join(b.dir, "no-login"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+func (b *nodeBuilds) slessCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := b.cli(args...)
+	if err != nil {
+		t.Fatalf("sless %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (b *nodeBuilds) startAPI() {
+	b.t.Helper()
+	ctx := context.Background()
+	verifier, err := auth.New(ctx, auth.Config{HS256Secret: nodeAPISecret, Audiences: []string{"sless"}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	s3srv, err := b.node.S3()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	bucket := s3srv.Bucket(b.t)
+	blobs, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Region: s3srv.Region, Bucket: bucket,
+		AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PathStyle: true})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	srv, err := api.New(api.Options{Objects: b.node.Kube.Client, Live: b.node.Kube.Client, Auth: verifier,
+		Blobs: blobs, Bucket: bucket, Logs: &kube.Logs{Pods: b.node.Clientset.CoreV1()}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	front := httptest.NewServer(srv.Handler())
+	b.t.Cleanup(front.Close)
+	b.apiURL = front.URL
+}
