@@ -41,7 +41,7 @@ func TestNodeServesFunction(t *testing.T) {
 	for _, c := range pods[0].Spec.Containers {
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, ",") != "user-container,queue-proxy" {
+	if strings.Join(names, ",") != "function,queue-proxy" {
 		t.Errorf("revision pod's containers %v, want the function and queue-proxy", names)
 	}
 
@@ -94,14 +94,16 @@ func TestNodeServesFunction(t *testing.T) {
 func podCalls(t *testing.T, n *testbed.Node, ns, host, token string) string {
 	t.Helper()
 	// busybox's nslookup and nc: Debian's static busybox crashes in glibc's
-	// NSS lookups (docs/testing.md).
+	// NSS lookups (docs/testing.md). nc's input stays open until the answer
+	// is in: a client that half-closes is gone to Go's server, which
+	// cancels the call.
 	script := fmt.Sprintf(`for i in $(seq 60); do
   ip=$(nslookup %[1]s | awk '/^Name:/ {f=1} f && /^Address/ {print $2; exit}')
   [ -n "$ip" ] && break; sleep 1
 done
 [ -n "$ip" ] || { nslookup %[1]s; exit 1; }
-printf 'without: '; printf 'GET / HTTP/1.1\r\nHost: %[1]s\r\nConnection: close\r\n\r\n' | nc -w 60 $ip 80
-echo; printf 'with: '; printf 'GET / HTTP/1.1\r\nHost: %[1]s\r\nAuthorization: Bearer %[2]s\r\nConnection: close\r\n\r\n' | nc -w 60 $ip 80
+printf 'without: '; { printf 'GET / HTTP/1.1\r\nHost: %[1]s\r\nConnection: close\r\n\r\n'; sleep 30; } | nc -w 30 $ip 80
+echo; printf 'with: '; { printf 'GET / HTTP/1.1\r\nHost: %[1]s\r\nAuthorization: Bearer %[2]s\r\nConnection: close\r\n\r\n'; sleep 30; } | nc -w 30 $ip 80
 `, host, token)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "caller", Namespace: ns},
