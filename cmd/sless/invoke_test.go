@@ -17,9 +17,10 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
+	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -61,8 +62,8 @@ func TestInvokeRecordsACronRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks := &trigger.HS256Tokens{Secret: []byte("0123456789abcdef0123456789abcdef-invoke-test")}
-	srv := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: kube.Client})
+	toks := &triggertoken.HS256{Secret: []byte("0123456789abcdef0123456789abcdef-invoke-test")}
+	srv := httptest.NewServer(&frontdoor.TriggerCallHandler{Proxy: proxy, Tokens: toks, Triggers: kube.Client})
 	defer srv.Close()
 
 	// The trigger and its credential, as the reconciler issues it.

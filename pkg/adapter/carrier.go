@@ -60,11 +60,6 @@ type Carrier interface {
 	Gone(key types.NamespacedName)
 }
 
-// DefaultTokenLifetime of a trigger credential. A cluster's carrier renews it
-// when a quarter of its life is left, and the Pods read it from the Secret
-// on start.
-const DefaultTokenLifetime = 90 * 24 * time.Hour
-
 // TokenIssuer mints the credential a trigger's caller (`sless cron-call`,
 // `sless consume`) presents to the invoke proxy.
 type TokenIssuer interface {

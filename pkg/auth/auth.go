@@ -112,8 +112,8 @@ type Config struct {
 
 // Claims of a trigger's credential beyond the registered ones and the
 // namespace claim (DefaultNamespaceClaim, which pins its tenant).
-// pkg/reconciler/trigger mints such credentials and checks them on trigger
-// calls; Verify refuses a token carrying any of them as a caller's.
+// pkg/auth/triggertoken mints and checks such credentials (on trigger calls,
+// in pkg/frontdoor); Verify refuses a token carrying any of them as a caller's.
 const (
 	ClaimTrigger     = "sless.dev/trigger"
 	ClaimTriggerType = "sless.dev/trigger-type"

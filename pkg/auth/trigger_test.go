@@ -9,7 +9,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 )
 
 // A trigger's credential, as the reconciler issues it with the platform's
@@ -17,7 +17,7 @@ import (
 // namespace and the REST API, until it expires, after its trigger is gone.
 func TestTriggerCredentialIsNoCallersToken(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef-auth-test")
-	tokens := &trigger.HS256Tokens{Secret: secret, Issuer: "sless", Audience: "sless"}
+	tokens := &triggertoken.HS256{Secret: secret, Issuer: "sless", Audience: "sless"}
 	tr := &slessv1alpha1.Trigger{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "team-a", UID: "0b7c"},
 		Spec:       slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@daily"},

@@ -21,9 +21,9 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 )
 
 // Cluster says what stands behind the front door on a Kubernetes cluster
@@ -112,12 +112,12 @@ func NewCluster(ctx context.Context, c Cluster) (*Door, error) {
 	})
 }
 
-// TriggerCalls puts trigger.CallHandler in front of the invoke proxy, so the
+// TriggerCalls puts TriggerCallHandler in front of the invoke proxy, so the
 // calls of cron runs and queue consumers (bearer: the trigger's credential,
 // X-Sless-Trigger: its type) are accepted and recorded with their trigger.
 // Without an HS256 secret no trigger credential can exist, and the proxy
 // serves alone. The controller signs with the first of audiences.
-func TriggerCalls(proxy trigger.Invoker, secret []byte, issuer string, audiences []string, triggers client.Reader) http.Handler {
+func TriggerCalls(proxy TriggerInvoker, secret []byte, issuer string, audiences []string, triggers client.Reader) http.Handler {
 	if len(secret) == 0 {
 		return proxy
 	}
@@ -125,7 +125,7 @@ func TriggerCalls(proxy trigger.Invoker, secret []byte, issuer string, audiences
 	if len(audiences) > 0 {
 		aud = audiences[0]
 	}
-	return &trigger.CallHandler{Proxy: proxy, Tokens: &trigger.HS256Tokens{Secret: secret, Issuer: issuer, Audience: aud}, Triggers: triggers}
+	return &TriggerCallHandler{Proxy: proxy, Tokens: &triggertoken.HS256{Secret: secret, Issuer: issuer, Audience: aud}, Triggers: triggers}
 }
 
 // openBlobs connects to the S3 bucket, making it when missing.

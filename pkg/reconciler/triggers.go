@@ -19,6 +19,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
@@ -78,7 +79,7 @@ func (t TriggerOptions) setup(ctx context.Context, mgr ctrl.Manager, publicURL s
 		if err != nil {
 			return fmt.Errorf("--jwt-secret-file: %w", err)
 		}
-		topts.Tokens = &trigger.HS256Tokens{Secret: []byte(strings.TrimSpace(string(b))), Issuer: t.Issuer, Audience: t.Audience}
+		topts.Tokens = &triggertoken.HS256{Secret: []byte(strings.TrimSpace(string(b))), Issuer: t.Issuer, Audience: t.Audience}
 	} else {
 		log.Warn("--jwt-secret-file (SLESS_JWT_SECRET_FILE) is not set: cron and queue triggers get no credential and stay not Ready")
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/names"
 )
 
@@ -245,7 +246,7 @@ func (r *Carrier) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (ti
 			return 0, reconcile.TerminalError(errors.New("Secret " + s.Name + " exists and is not owned by this trigger"))
 		}
 		exp, perr := time.Parse(time.RFC3339, s.Annotations[ExpiresAnnotation])
-		renewAt := exp.Add(-adapter.DefaultTokenLifetime / 4)
+		renewAt := exp.Add(-triggertoken.DefaultLifetime / 4)
 		if perr == nil && now.Before(renewAt) && len(s.Data[TokenKey]) > 0 &&
 			s.Labels[LabelFunction] == t.Spec.Function && s.Annotations[TypeAnnotation] == string(t.Spec.Type) {
 			return renewAt.Sub(now), nil
@@ -270,7 +271,7 @@ func (r *Carrier) ensureToken(ctx context.Context, t *slessv1alpha1.Trigger) (ti
 	if err != nil {
 		return 0, r.rejected(t, want, err)
 	}
-	return exp.Add(-adapter.DefaultTokenLifetime / 4).Sub(now), nil
+	return exp.Add(-triggertoken.DefaultLifetime / 4).Sub(now), nil
 }
 
 // rejected tells a write of child that the apiserver or a webhook refused

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -44,7 +45,7 @@ func TestControllerWatches(t *testing.T) {
 	}
 	if err := trigger.SetupWithManager(mgr, trigger.Options{
 		Config: kube.TriggerConfig{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
-		Tokens: &trigger.HS256Tokens{Secret: secret, Clock: clk},
+		Tokens: &triggertoken.HS256{Secret: secret, Clock: clk},
 		Clock:  clk,
 	}); err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestControllerFollowsConsumer(t *testing.T) {
 	}
 	if err := trigger.SetupWithManager(mgr, trigger.Options{
 		Config: kube.TriggerConfig{Image: "sless@sha256:0123", InvokeURL: "http://proxy"},
-		Tokens: &trigger.HS256Tokens{Secret: secret},
+		Tokens: &triggertoken.HS256{Secret: secret},
 	}); err != nil {
 		t.Fatal(err)
 	}

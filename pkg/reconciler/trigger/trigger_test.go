@@ -22,10 +22,10 @@ import (
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
-	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/knative"
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
@@ -41,7 +41,7 @@ type env struct {
 	clock *clocktesting.FakeClock
 	r     *trigger.Reconciler
 	kube  *kube.Carrier
-	toks  *trigger.HS256Tokens
+	toks  *triggertoken.HS256
 }
 
 // setup gives a fresh namespace and a Reconciler on an injectable clock;
@@ -51,7 +51,7 @@ func setup(t *testing.T, now time.Time) *env {
 	t.Helper()
 	tb := testbed.SharedKube(t)
 	clk := clocktesting.NewFakeClock(now)
-	toks := &trigger.HS256Tokens{Secret: secret, Clock: clk}
+	toks := &triggertoken.HS256{Secret: secret, Clock: clk}
 	e := &env{t: t, c: tb.Client, ns: tb.Namespace(t), clock: clk, toks: toks}
 	e.kube = &kube.Carrier{
 		Client:    tb.Client,
@@ -462,7 +462,7 @@ func TestCredentialFollowsTypeAndFunction(t *testing.T) {
 	e.function("a")
 	e.function("b")
 	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "t"}, Spec: slessv1alpha1.TriggerSpec{Function: "a", Type: slessv1alpha1.TriggerTypeCron, Schedule: "@hourly"}})
-	claims := func() trigger.TriggerClaims {
+	claims := func() triggertoken.Claims {
 		t.Helper()
 		e.reconcile("t")
 		s := &corev1.Secret{}
@@ -493,12 +493,12 @@ func TestCredentialFollowsTypeAndFunction(t *testing.T) {
 		t.Errorf("the cron trigger's CronJob outlived its type: %v", err)
 	}
 	// Renewal: a token with a quarter of its life left is replaced.
-	e.clock.Step(adapter.DefaultTokenLifetime*3/4 + time.Minute)
+	e.clock.Step(triggertoken.DefaultLifetime*3/4 + time.Minute)
 	claims()
 	s := &corev1.Secret{}
 	_ = e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "t-trigger-token"}, s)
 	exp, err := time.Parse(time.RFC3339, s.Annotations[kube.ExpiresAnnotation])
-	if err != nil || exp.Sub(e.clock.Now()) < adapter.DefaultTokenLifetime-time.Minute {
+	if err != nil || exp.Sub(e.clock.Now()) < triggertoken.DefaultLifetime-time.Minute {
 		t.Errorf("token not renewed: expires %v (%v), now %v", exp, err, e.clock.Now())
 	}
 }

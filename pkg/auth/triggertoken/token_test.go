@@ -1,4 +1,4 @@
-package trigger_test
+package triggertoken_test
 
 import (
 	"strings"
@@ -9,27 +9,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 )
+
+var secret = []byte("0123456789abcdef0123456789abcdef-trigger-tokens")
 
 func TestTriggerTokens(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(now)
-	toks := &trigger.HS256Tokens{Secret: secret, Issuer: "sless", Audience: "sless-api", Clock: clk}
+	toks := &triggertoken.HS256{Secret: secret, Issuer: "sless", Audience: "sless-api", Clock: clk}
 	tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "tenant-a", UID: "u1"},
 		Spec: slessv1alpha1.TriggerSpec{Function: "report", Type: slessv1alpha1.TriggerTypeCron}}
 	good, exp, err := toks.IssueTriggerToken(tr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !exp.Equal(now.Add(adapter.DefaultTokenLifetime)) {
+	if !exp.Equal(now.Add(triggertoken.DefaultLifetime)) {
 		t.Errorf("expires %v", exp)
 	}
 	c, err := toks.VerifyTriggerToken(good)
-	if err != nil || c != (trigger.TriggerClaims{Namespace: "tenant-a", Trigger: "nightly", Function: "report", UID: "u1", Type: "cron"}) {
+	if err != nil || c != (triggertoken.Claims{Namespace: "tenant-a", Trigger: "nightly", Function: "report", UID: "u1", Type: "cron"}) {
 		t.Fatalf("claims %+v, %v", c, err)
 	}
 	sign := func(method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
@@ -68,10 +69,10 @@ func TestTriggerTokens(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (&trigger.HS256Tokens{}).VerifyTriggerToken(sign(jwt.SigningMethodHS256, []byte{}, base(nil))); err == nil {
+	if _, err := (&triggertoken.HS256{}).VerifyTriggerToken(sign(jwt.SigningMethodHS256, []byte{}, base(nil))); err == nil {
 		t.Error("a verifier without a secret accepted a token")
 	}
-	if _, _, err := (&trigger.HS256Tokens{Secret: []byte("short")}).IssueTriggerToken(tr); err == nil {
+	if _, _, err := (&triggertoken.HS256{Secret: []byte("short")}).IssueTriggerToken(tr); err == nil {
 		t.Error("issued a token with a short secret")
 	}
 }

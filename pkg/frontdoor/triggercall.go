@@ -1,4 +1,4 @@
-package trigger
+package frontdoor
 
 import (
 	"context"
@@ -14,31 +14,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/queue"
 )
 
-// Invoker is the part of the invoke proxy (*invoke.Proxy) CallHandler needs:
-// its public handler, Invoke for a call sless has authenticated itself,
+// TriggerInvoker is the part of the invoke proxy (*invoke.Proxy) that
+// TriggerCallHandler needs: its public handler, Invoke for a call sless has authenticated itself,
 // recorded with the given trigger, and Refuse, so that a refused trigger
 // call is answered as the proxy answers every other refusal.
-type Invoker interface {
+type TriggerInvoker interface {
 	http.Handler
 	Invoke(w http.ResponseWriter, r *http.Request, namespace, name, trigger string)
 	Refuse(w http.ResponseWriter, r *http.Request, prob invoke.Problem)
 }
 
-// CallHandler serves /fn/{namespace}/{name}[/*path] in front of the invoke
-// proxy. A request with the X-Sless-Trigger header is a trigger's call
+// TriggerCallHandler serves /fn/{namespace}/{name}[/*path] in front of the
+// invoke proxy. A request with the X-Sless-Trigger header is a trigger's call
 // (`sless cron-call` from a cron run, `sless consume` for a queue message): its
 // bearer token must be a credential issued to a trigger of that type, for
 // that namespace and function, and the trigger must still exist with the
 // same UID and be enabled. Such a call reaches the function whatever its
 // access policy and is recorded with the trigger's type. Every other request
 // goes to the proxy as it came.
-type CallHandler struct {
-	Proxy  Invoker
-	Tokens *HS256Tokens
+type TriggerCallHandler struct {
+	Proxy  TriggerInvoker
+	Tokens *triggertoken.HS256
 	// Triggers reads Triggers to check that a credential's trigger still
 	// exists and is enabled; answers are kept for CacheTTL.
 	Triggers client.Reader
@@ -56,7 +57,7 @@ type lookup struct {
 	err error
 }
 
-func (h *CallHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *TriggerCallHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind := r.Header.Get(queue.TriggerHeader)
 	if kind == "" {
 		h.Proxy.ServeHTTP(w, r)
@@ -126,7 +127,7 @@ func (h *CallHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Proxy.Invoke(w, r2, ns, name, kind)
 }
 
-func (h *CallHandler) trigger(ctx context.Context, key types.NamespacedName) (*slessv1alpha1.Trigger, error) {
+func (h *TriggerCallHandler) trigger(ctx context.Context, key types.NamespacedName) (*slessv1alpha1.Trigger, error) {
 	ttl := h.CacheTTL
 	if ttl <= 0 {
 		ttl = 5 * time.Second

@@ -1,4 +1,4 @@
-package trigger_test
+package frontdoor_test
 
 import (
 	"context"
@@ -16,14 +16,16 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/auth/triggertoken"
+	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/invoketest"
 	"github.com/sless-dev/sless/pkg/queue"
-	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/test/testbed"
 )
+
+var secret = []byte("0123456789abcdef0123456789abcdef-trigger-calls")
 
 // unreachable is a Triggers reader whose apiserver does not answer.
 type unreachable struct{ client.Reader }
@@ -50,10 +52,10 @@ func TestCallHandlerRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks := &trigger.HS256Tokens{Secret: secret}
-	srv := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: tb.Client})
+	toks := &triggertoken.HS256{Secret: secret}
+	srv := httptest.NewServer(&frontdoor.TriggerCallHandler{Proxy: proxy, Tokens: toks, Triggers: tb.Client})
 	t.Cleanup(srv.Close)
-	broken := httptest.NewServer(&trigger.CallHandler{Proxy: proxy, Tokens: toks, Triggers: unreachable{}})
+	broken := httptest.NewServer(&frontdoor.TriggerCallHandler{Proxy: proxy, Tokens: toks, Triggers: unreachable{}})
 	t.Cleanup(broken.Close)
 
 	cron := func(name string, enabled bool) *slessv1alpha1.Trigger {
@@ -64,7 +66,7 @@ func TestCallHandlerRefusals(t *testing.T) {
 		}
 		return tr
 	}
-	issue := func(toks *trigger.HS256Tokens, tr *slessv1alpha1.Trigger) string {
+	issue := func(toks *triggertoken.HS256, tr *slessv1alpha1.Trigger) string {
 		s, _, err := toks.IssueTriggerToken(tr)
 		if err != nil {
 			t.Fatal(err)
@@ -79,8 +81,8 @@ func TestCallHandlerRefusals(t *testing.T) {
 	gone.Name, gone.UID = "gone", "uid-of-gone"
 	web := nightly.DeepCopy()
 	web.Spec.Type = slessv1alpha1.TriggerTypeHTTP
-	expired := &trigger.HS256Tokens{Secret: secret, Clock: clocktesting.NewFakeClock(time.Now().Add(-2 * adapter.DefaultTokenLifetime))}
-	otherKey := &trigger.HS256Tokens{Secret: []byte(strings.Repeat("k", 40))}
+	expired := &triggertoken.HS256{Secret: secret, Clock: clocktesting.NewFakeClock(time.Now().Add(-2 * triggertoken.DefaultLifetime))}
+	otherKey := &triggertoken.HS256{Secret: []byte(strings.Repeat("k", 40))}
 
 	fn := "/fn/" + ns + "/report"
 	for _, tc := range []struct {
