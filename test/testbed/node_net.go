@@ -51,10 +51,10 @@ func removeNodeNet() error {
 			errs = append(errs, err.Error())
 		}
 	}
-	if _, err := run("ip", "link", "show", nodeVethHost); err == nil {
-		// Deleting the namespace removes the pair asynchronously: the link
-		// may vanish between show and del.
-		if _, err := run("ip", "link", "del", nodeVethHost); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+	// Deleting the namespace removes the pair asynchronously: the link may
+	// vanish at any moment, so a failed del counts only if the link stays.
+	if linkExists(nodeVethHost) {
+		if _, err := run("ip", "link", "del", nodeVethHost); err != nil && linkExists(nodeVethHost) {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -62,6 +62,11 @@ func removeNodeNet() error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+func linkExists(name string) bool {
+	_, err := run("ip", "link", "show", name)
+	return err == nil
 }
 
 // run runs argv and returns its output, or an error carrying it.
