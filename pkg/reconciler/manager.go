@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := o.Triggers.setup(ctx, mgr, o.PublicBaseURL, log); err != nil {
+	if err := o.Triggers.SetupWithManager(ctx, mgr, o.PublicBaseURL, log); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -123,7 +123,7 @@ func (o Options) newManager() (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	caches := []map[client.Object]cache.ByObject{function.CacheByObject(), triggerCaches()}
+	caches := []map[client.Object]cache.ByObject{function.CacheByObject(), TriggerCaches()}
 	if o.ownIngressClass() {
 		caches = append(caches, o.ingressConfig().CacheByObject())
 	}

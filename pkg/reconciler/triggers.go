@@ -45,10 +45,11 @@ type TriggerOptions struct {
 	Concurrency int
 }
 
-// triggerCaches narrows the kinds the two reconcilers watch: Pods of
+// TriggerCaches narrows the kinds the two reconcilers watch: Pods of
 // FunctionJob runs, Secrets of trigger credentials. (They watch different
-// kinds, so the entries do not collide.)
-func triggerCaches() map[client.Object]cache.ByObject {
+// kinds, so the entries do not collide.) A manager given to
+// TriggerOptions.SetupWithManager needs them in its cache options.
+func TriggerCaches() map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{}
 	for o, b := range job.CacheByObject() {
 		byObject[o] = b
@@ -59,8 +60,9 @@ func triggerCaches() map[client.Object]cache.ByObject {
 	return byObject
 }
 
-// setup registers the Trigger and FunctionJob reconcilers with mgr.
-func (t TriggerOptions) setup(ctx context.Context, mgr ctrl.Manager, publicURL string, log *slog.Logger) error {
+// SetupWithManager registers the Trigger and FunctionJob reconcilers with
+// mgr, as `sless controller` does (tests beside a real node run them so).
+func (t TriggerOptions) SetupWithManager(ctx context.Context, mgr ctrl.Manager, publicURL string, log *slog.Logger) error {
 	if t.JobTTLSeconds < 1 {
 		return fmt.Errorf("--job-ttl-seconds must be positive, got %d", t.JobTTLSeconds)
 	}

@@ -75,8 +75,21 @@ func StartServing(t testing.TB) *Serving {
 // stand-in, pushed to the node's registry.
 func (s *Serving) PythonImage(name, handler string) string {
 	s.t.Helper()
-	bctx, err := source.BuildContext(source.Input{Runtime: runtimes.Python312, Entrypoint: "main.handler",
+	return s.pythonImage(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "main.handler",
 		Files: source.Files{"main.py": []byte(handler)}})
+}
+
+// PythonServiceImage is PythonImage of a web app: app.py's app (WSGI or
+// ASGI), in service mode.
+func (s *Serving) PythonServiceImage(name, app string) string {
+	s.t.Helper()
+	return s.pythonImage(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "app.app", Mode: slessv1alpha1.ModeService,
+		Files: source.Files{"app.py": []byte(app)}})
+}
+
+func (s *Serving) pythonImage(name string, in source.Input) string {
+	s.t.Helper()
+	bctx, err := source.BuildContext(in)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -108,33 +121,55 @@ func (s *Serving) PythonImage(name, handler string) string {
 // be Ready.
 func (s *Serving) Deploy(name, handler string) *slessv1alpha1.Function {
 	s.t.Helper()
-	image := s.PythonImage(name, handler)
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
 		Spec: slessv1alpha1.FunctionSpec{
-			WorkloadSpec:   slessv1alpha1.WorkloadSpec{Runtime: runtimes.Python312, Entrypoint: "main.handler", Source: slessv1alpha1.FunctionSource{Image: image}},
+			WorkloadSpec:   slessv1alpha1.WorkloadSpec{Runtime: runtimes.Python312, Entrypoint: "main.handler", Source: slessv1alpha1.FunctionSource{Image: s.PythonImage(name, handler)}},
 			TimeoutSeconds: ptr.To(int32(30)),
 		},
 	}
+	s.awaitReady(fn)
+	return fn
+}
+
+// DeployService creates a Python SlessService of app.py's app, scaled to
+// zero when idle, and waits for it to be Ready.
+func (s *Serving) DeployService(name, app string) *slessv1alpha1.SlessService {
+	s.t.Helper()
+	svc := &slessv1alpha1.SlessService{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
+		Spec: slessv1alpha1.SlessServiceSpec{
+			WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: runtimes.Python312, Entrypoint: "app.app", Source: slessv1alpha1.FunctionSource{Image: s.PythonServiceImage(name, app)}},
+			MinScale:     ptr.To(int32(0)),
+		},
+	}
+	s.awaitReady(svc)
+	return svc
+}
+
+// awaitReady creates w and waits for its phase to be Ready.
+func (s *Serving) awaitReady(w slessv1alpha1.Workload) {
+	s.t.Helper()
 	ctx := context.Background()
 	start := time.Now()
-	if err := s.Node.Kube.Client.Create(ctx, fn); err != nil {
+	if err := s.Node.Kube.Client.Create(ctx, w); err != nil {
 		s.t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		if err := s.Node.Kube.Client.Get(ctx, client.ObjectKeyFromObject(fn), fn); err != nil {
+		if err := s.Node.Kube.Client.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
 			s.t.Fatal(err)
 		}
-		switch fn.Status.Phase {
+		st := w.WorkloadStatus()
+		switch st.Phase {
 		case slessv1alpha1.FunctionPhaseReady:
-			s.t.Logf("Function %s Ready on the node in %v", name, time.Since(start).Round(time.Millisecond))
-			return fn
+			s.t.Logf("%s %s Ready on the node in %v", w.WorkloadKind(), w.GetName(), time.Since(start).Round(time.Millisecond))
+			return
 		case slessv1alpha1.FunctionPhaseFailed:
-			s.t.Fatalf("Function %s failed: %+v\n%s", name, fn.Status.Conditions, s.describe())
+			s.t.Fatalf("%s %s failed: %+v\n%s", w.WorkloadKind(), w.GetName(), st.Conditions, s.describe())
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("Function %s not Ready after 5 min: %s %+v\n%s", name, fn.Status.Phase, fn.Status.Conditions, s.describe())
+			s.t.Fatalf("%s %s not Ready after 5 min: %s %+v\n%s", w.WorkloadKind(), w.GetName(), st.Phase, st.Conditions, s.describe())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

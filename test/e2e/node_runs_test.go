@@ -1,0 +1,133 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/test/testbed/nodeapi"
+)
+
+// runsHandler answers every call with what it got; a body asking to fail
+// raises, so a job run of it exits non-zero.
+const runsHandler = `def handler(event, context):
+    body = event.get("body")
+    if isinstance(body, dict) and body.get("fail"):
+        raise RuntimeError("asked to fail")
+    return {"got": body, "function": context.function_name}
+`
+
+// runsApp is an ASGI app: HTTP calls get their method and path back,
+// WebSocket messages are echoed.
+const runsApp = `async def app(scope, receive, send):
+    if scope["type"] == "websocket":
+        assert (await receive())["type"] == "websocket.connect"
+        await send({"type": "websocket.accept"})
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            await send({"type": "websocket.send", "text": "echo: " + message.get("text", "")})
+    if scope["type"] != "http":
+        return
+    body = ('{"method": "%s", "path": "%s"}' % (scope["method"], scope["path"])).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+`
+
+// TestNodeRunsWorkloads: on the real node, beside TestNodeServesFunction's
+// function calls, the other ways sless runs code: FunctionJob runs as batch
+// Job pods of the function's image, wired as `sless controller` wires them,
+// their exit codes and results in the FunctionJob's status; and a Python
+// ASGI SlessService answers HTTP and a WebSocket echo through sless-api's
+// /svc/.
+func TestNodeRunsWorkloads(t *testing.T) {
+	s := nodeapi.StartServing(t)
+	s.RunTriggers()
+	s.Deploy("runs", runsHandler)
+
+	t.Run("NodeFunctionJob", func(t *testing.T) {
+		ok, fail := nodeJob(t, s, "runs-ok", `{"n": 1}`), nodeJob(t, s, "runs-fail", `{"fail": true}`)
+		got := awaitJobsDone(t, s, ok, fail)
+		if j := got[ok]; j.Status.Phase != slessv1alpha1.JobPhaseSucceeded || j.Status.ExitCode == nil || *j.Status.ExitCode != 0 || !strings.Contains(j.Status.Output, `"n": 1`) && !strings.Contains(j.Status.Output, `"n":1`) {
+			t.Errorf("run that succeeds: %s exit %v output %q message %q", j.Status.Phase, j.Status.ExitCode, j.Status.Output, j.Status.Message)
+		}
+		if j := got[fail]; j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 1 || !strings.Contains(j.Status.Output, "asked to fail") {
+			t.Errorf("run that fails: %s exit %v output %q message %q", j.Status.Phase, j.Status.ExitCode, j.Status.Output, j.Status.Message)
+		}
+	})
+
+	t.Run("NodeServiceHTTPAndWebSocket", func(t *testing.T) {
+		s.DeployService("web", runsApp)
+		c := &http.Client{Timeout: 2 * time.Minute}
+		status, body := s.Call(c, s.API.URL+"/svc/"+s.NS+"/web/hello", "")
+		var got struct{ Method, Path string }
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil || got.Method != "GET" || got.Path != "/hello" {
+			t.Fatalf("HTTP call through /svc/: %d %s", status, body)
+		}
+		url := "ws" + strings.TrimPrefix(s.API.URL, "http") + "/svc/" + s.NS + "/web/ws"
+		d := websocket.Dialer{HandshakeTimeout: time.Minute}
+		conn, resp, err := d.Dial(url, http.Header{"Authorization": {"Bearer " + nodeapi.Token(t, s.NS)}})
+		if err != nil {
+			t.Fatalf("WebSocket through /svc/: %v (response %+v)", err, resp)
+		}
+		defer conn.Close()
+		for _, msg := range []string{"one", "two"} {
+			if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			typ, b, err := conn.ReadMessage()
+			if err != nil || typ != websocket.TextMessage || string(b) != "echo: "+msg {
+				t.Fatalf("WebSocket echo of %q: %d %q %v", msg, typ, b, err)
+			}
+		}
+	})
+}
+
+// nodeJob creates a FunctionJob of the function runs with payload.
+func nodeJob(t *testing.T, s *nodeapi.Serving, name, payload string) string {
+	t.Helper()
+	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
+		Spec: slessv1alpha1.FunctionJobSpec{Function: "runs", RunID: 1, Payload: &apiextensionsv1.JSON{Raw: []byte(payload)},
+			TimeoutSeconds: ptr.To(int32(60))}}
+	if err := s.Node.Kube.Client.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// awaitJobsDone waits until the FunctionJobs names have finished their
+// runs and returns them by name.
+func awaitJobsDone(t *testing.T, s *nodeapi.Serving, names ...string) map[string]*slessv1alpha1.FunctionJob {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(3 * time.Minute)
+	out := map[string]*slessv1alpha1.FunctionJob{}
+	for len(out) < len(names) {
+		for _, name := range names {
+			j := &slessv1alpha1.FunctionJob{}
+			if err := s.Node.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: name}, j); err != nil {
+				t.Fatal(err)
+			}
+			if j.Status.Phase == slessv1alpha1.JobPhaseSucceeded || j.Status.Phase == slessv1alpha1.JobPhaseFailed {
+				out[name] = j
+			} else if time.Now().After(deadline) {
+				t.Fatalf("FunctionJob %s not done after 3 min: %s %+v", name, j.Status.Phase, j.Status.Conditions)
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("FunctionJob runs %v done in %v", names, time.Since(start).Round(time.Millisecond))
+	return out
+}
