@@ -15,7 +15,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
@@ -27,10 +26,10 @@ import (
 	"github.com/sless-dev/sless/test/testbed/functionctl"
 )
 
-// nodeBuilds is a real node with Tekton's controller (its real step
-// images) and sless's Function controller on one namespace, whose builds
-// run kaniko in TaskRun pods, fetch their contexts from the node's S3 and
-// push to the node's registry with the namespace's push Secret.
+// nodeBuilds is a namespace of a real node with Tekton's controller (its
+// real step images) and sless's Function controller, whose builds run
+// kaniko in TaskRun pods, fetch their contexts from the node's S3 and push
+// to the node's registry with the namespace's push Secret.
 type nodeBuilds struct {
 	t      testing.TB
 	node   *testbed.Node
@@ -43,10 +42,10 @@ type nodeBuilds struct {
 	apiURL string
 }
 
-func startNodeBuilds(t testing.TB) *nodeBuilds {
+// newNodeBuilds is the nodeBuilds of namespace ns of n, where sless's
+// controllers already run with functionctl.NodeSetup.
+func newNodeBuilds(t testing.TB, n *testbed.Node, images *testbed.NodeImages, ns string) *nodeBuilds {
 	t.Helper()
-	n := testbed.StartNodeFor(t)
-	ns, images := functionctl.OnNode(t, n)
 	b := &nodeBuilds{t: t, node: n, images: images, ns: ns, kctl: testbed.Kubectl(t), dir: t.TempDir()}
 	b.startAPI()
 	return b
@@ -69,51 +68,11 @@ func (b *nodeBuilds) apply(fn *slessv1alpha1.Function) {
 	}
 }
 
-// TestNodeBuildsFunctions: kubectl apply of a Python, a Node.js and a Go
-// Function on the real node: Tekton's TaskRun pod runs kaniko on the
-// context sless stored in S3, kaniko pulls the base image's stand-in
-// through its registry mirror and pushes to the registry with the push
-// Secret, and the digest under the build's tag is the Function's
-// status.image. A Go syntax error fails its Function, and the compiler's
-// line is in `sless logs --build latest`.
-func TestNodeBuildsFunctions(t *testing.T) {
-	b := startNodeBuilds(t)
-	functions := functionctl.RuntimeFunctions(b.ns, "first")
-	broken := functionctl.BrokenGoFunction(b.ns, "broken")
-	// All at once: the builds share the node, as a cluster's do.
-	for _, fn := range append(functions, broken) {
-		b.apply(fn)
-	}
-	for _, f := range functions {
-		t.Run(f.Spec.Runtime, func(t *testing.T) {
-			fn := functionctl.AwaitBuilt(t, b.node.Kube, b.ns, f.Name, 10*time.Minute)
-			if fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed {
-				t.Fatalf("Function %s failed: %+v\nits build's log:\n%s", f.Name,
-					meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady), b.buildLog(fn))
-			}
-			b.checkPushed(t, fn)
-		})
-	}
-	t.Run("BuildError", func(t *testing.T) {
-		fn := functionctl.AwaitBuilt(t, b.node.Kube, b.ns, broken.Name, 10*time.Minute)
-		ready := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
-		if fn.Status.Phase != slessv1alpha1.FunctionPhaseFailed || fn.Status.Image != "" {
-			t.Fatalf("Function %s: phase %s, image %q, Ready %+v: want Failed with no image", broken.Name, fn.Status.Phase, fn.Status.Image, ready)
-		}
-		t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
-		out := b.slessCLI(t, "logs", broken.Name, "--build", "latest")
-		// The Go compiler's line, as kaniko's RUN printed it.
-		if !strings.Contains(out, "hello.go:3") || !strings.Contains(out, "syntax error") {
-			t.Errorf("sless logs --build latest lacks the compiler's error:\n%s", out)
-		}
-	})
-}
-
 // checkPushed asserts what the build of fn did on the node: kaniko (the
 // node's image) ran and exited 0 in the TaskRun pod, with the push Secret
 // mounted, and the registry holds under the build's tag the digest of
-// status.image.
-func (b *nodeBuilds) checkPushed(t *testing.T, fn *slessv1alpha1.Function) {
+// status.image. It returns when kaniko's step finished.
+func (b *nodeBuilds) checkPushed(t *testing.T, fn *slessv1alpha1.Function) time.Time {
 	t.Helper()
 	pod := functionctl.BuildPod(t, b.node.Kube, fn)
 	kaniko := functionctl.BuilderStatus(pod)
@@ -159,7 +118,9 @@ func (b *nodeBuilds) checkPushed(t *testing.T, fn *slessv1alpha1.Function) {
 	if cfg.Config.User != "65532:65532" {
 		t.Errorf("image user %q, want 65532:65532", cfg.Config.User)
 	}
-	t.Logf("%s: %s (%s)", fn.Spec.Runtime, fn.Status.Image, kaniko.State.Terminated.FinishedAt.Sub(kaniko.State.Terminated.StartedAt.Time))
+	done := kaniko.State.Terminated
+	t.Logf("%s: %s (kaniko's step %s)", fn.Spec.Runtime, fn.Status.Image, done.FinishedAt.Sub(done.StartedAt.Time))
+	return done.FinishedAt.Time
 }
 
 // buildLog is the log of fn's last build, for a failure's message.

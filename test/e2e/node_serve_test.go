@@ -9,82 +9,138 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/test/testbed"
+	"github.com/sless-dev/sless/test/testbed/functionctl"
 	"github.com/sless-dev/sless/test/testbed/nodeapi"
 )
 
-const nodeHandler = `def handler(event, context):
-    return {"greeting": "hello from the node", "function": context.function_name}
-`
-
-// TestNodeServesFunction: a Function whose image is sless's Python runtime
-// image runs as a real Knative revision on the real node, behind sless's
-// ingress class: queue-proxy and the function Ready in its pod, calls
-// through sless-api (the function's host and /fn/) answered and recorded;
-// with no traffic Knative scales it to zero pods, and the next call wakes
-// it through the activator and is recorded as a cold start. A pod in
-// another namespace calling the function's cluster-local host goes
-// through sless-api too, refused without a token and answered with one.
-func TestNodeServesFunction(t *testing.T) {
+// TestNodeBuildsAndServesFunctions: sless's first "done when" on one real
+// node, end to end. kubectl apply of a Python, a Node.js and a Go
+// Function: Tekton's TaskRun pod runs kaniko on the context sless stored
+// in S3, kaniko pulls the base image's stand-in through its registry
+// mirror and pushes to the registry with the push Secret, and the digest
+// under the build's tag is the Function's status.image. That image then
+// runs as a Knative revision behind sless's ingress class: queue-proxy and
+// the function Ready in its pod, calls through sless-api (the function's
+// host and /fn/) answered and recorded; with no traffic Knative scales it
+// to zero pods, and the next call wakes it through the activator and is
+// recorded as a cold start. A Go syntax error fails its Function, and the
+// compiler's line is in `sless logs --build latest`. A pod in another
+// namespace calling a function's cluster-local host goes through sless-api
+// too, refused without a token and answered with one.
+func TestNodeBuildsAndServesFunctions(t *testing.T) {
 	s := nodeapi.StartServing(t)
-	fn := s.Deploy("hello", nodeHandler)
+	b := newNodeBuilds(t, s.Node, s.Images, s.NS)
+	functions := functionctl.RuntimeFunctions(s.NS, "first")
+	broken := functionctl.BrokenGoFunction(s.NS, "broken")
+	// All at once: the builds share the node, as a cluster's do.
+	applied := time.Now()
+	for _, fn := range append(functions, broken) {
+		b.apply(fn)
+	}
+	// What each runtime's function answers (RuntimeFunctions).
+	answers := map[string]string{"py": "python", "js": "node", "golang": "go"}
+	for _, f := range functions {
+		t.Run(f.Spec.Runtime, func(t *testing.T) {
+			fn := functionctl.AwaitBuilt(t, s.Node.Kube, s.NS, f.Name, 10*time.Minute)
+			if fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed {
+				t.Fatalf("Function %s failed: %+v\nits build's log:\n%s", f.Name,
+					meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady), b.buildLog(fn))
+			}
+			built := b.checkPushed(t, fn)
+			t.Logf("kaniko's step done %v after the apply", built.Sub(applied).Round(time.Second))
+			ready := checkServes(t, s.For(t), fn.Name, fn.Status.Image, `"`+answers[f.Name]+`"`)
+			t.Logf("Function Ready %v after kaniko's step", ready.Sub(built).Round(time.Second))
+		})
+	}
+	t.Run("BuildError", func(t *testing.T) {
+		fn := functionctl.AwaitBuilt(t, s.Node.Kube, s.NS, broken.Name, 10*time.Minute)
+		ready := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
+		if fn.Status.Phase != slessv1alpha1.FunctionPhaseFailed || fn.Status.Image != "" {
+			t.Fatalf("Function %s: phase %s, image %q, Ready %+v: want Failed with no image", broken.Name, fn.Status.Phase, fn.Status.Image, ready)
+		}
+		t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
+		out := b.slessCLI(t, "logs", broken.Name, "--build", "latest")
+		// The Go compiler's line, as kaniko's RUN printed it.
+		if !strings.Contains(out, "hello.go:3") || !strings.Contains(out, "syntax error") {
+			t.Errorf("sless logs --build latest lacks the compiler's error:\n%s", out)
+		}
+	})
+	t.Run("NodeClusterLocalHostHeldToPolicy", func(t *testing.T) {
+		out := podCalls(t, s.Node, s.Node.Namespace(t), "py."+s.NS+".svc.cluster.local", nodeapi.Token(t, s.NS))
+		if !strings.Contains(out, "without: HTTP/1.1 401") {
+			t.Errorf("without a token, want 401:\n%s", out)
+		}
+		if !strings.Contains(out, "with: HTTP/1.1 200") || !strings.Contains(out, `"python"`) {
+			t.Errorf("with a token, want the function's answer:\n%s", out)
+		}
+	})
+}
+
+// checkServes asserts that Function name, built into image, serves on the
+// node: a call through sless-api's /fn/ answers with answer in the body
+// (waking the revision when it is already at zero: an idle revision gets
+// there in seconds here); its revision's one pod is Ready with the
+// function (image) and queue-proxy; calls through /fn/ and the function's
+// host answer and are recorded warm; after Knative scaled it to zero, a
+// call wakes it through the activator, answers, and is recorded cold. It
+// returns when the Function became Ready.
+func checkServes(t *testing.T, s *nodeapi.Serving, name, image, answer string) time.Time {
+	t.Helper()
+	fn := s.AwaitReady(name, 5*time.Minute)
+	ready := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
 	rev := fn.Status.LatestReadyRevision
+	c := &http.Client{Timeout: 2 * time.Minute}
+	fnURL := s.API.URL + "/fn/" + s.NS + "/" + name
+	call := func(what, url, host string) {
+		t.Helper()
+		status, body := s.Call(c, url, host)
+		if status != http.StatusOK || !strings.Contains(body, answer) || !strings.Contains(body, `"first"`) {
+			t.Fatalf("call through %s: %d %s", what, status, body)
+		}
+	}
+	call("/fn/", fnURL, "")
 
 	pods := s.RevisionPods(rev)
 	if len(pods) != 1 || !podReady(&pods[0]) {
 		t.Fatalf("revision %s: pods %v", rev, podNames(pods))
 	}
 	var names []string
-	for _, c := range pods[0].Spec.Containers {
-		names = append(names, c.Name)
+	for _, ct := range pods[0].Spec.Containers {
+		names = append(names, ct.Name)
+		if ct.Name == "function" && ct.Image != image {
+			t.Errorf("revision %s runs %s, want the build's %s", rev, ct.Image, image)
+		}
 	}
 	if strings.Join(names, ",") != "function,queue-proxy" {
 		t.Errorf("revision pod's containers %v, want the function and queue-proxy", names)
 	}
 
-	c := &http.Client{Timeout: 2 * time.Minute}
-	for _, call := range []struct{ name, url, host string }{
-		{"/fn/", s.API.URL + "/fn/" + s.NS + "/hello", ""},
-		{"the function's host", s.API.URL + "/", "hello." + s.NS + "." + nodeapi.Domain},
-	} {
-		status, body := s.Call(c, call.url, call.host)
-		if status != http.StatusOK || !strings.Contains(body, "hello from the node") {
-			t.Fatalf("call through %s: %d %s", call.name, status, body)
-		}
-	}
-	for _, r := range s.AwaitRecords("hello", 2) {
+	call("/fn/", fnURL, "")
+	call("the function's host", s.API.URL+"/", name+"."+s.NS+"."+nodeapi.Domain)
+	for _, r := range s.AwaitRecords(name, 3)[:2] {
 		if r.Status != http.StatusOK || r.ColdStart || r.Revision != rev {
 			t.Errorf("warm call's record: %+v", r)
 		}
 	}
 
 	// No traffic: Knative's autoscaler takes the revision to zero pods.
-	t.Logf("revision %s at zero pods %v after the last call", rev, s.AwaitScaledToZero("hello", rev).Round(time.Millisecond))
+	t.Logf("revision %s at zero pods %v after the last call", rev, s.AwaitScaledToZero(name, rev).Round(time.Millisecond))
 	start := time.Now()
-	status, body := s.Call(c, s.API.URL+"/fn/"+s.NS+"/hello", "")
-	if status != http.StatusOK || !strings.Contains(body, "hello from the node") {
-		t.Fatalf("call from zero: %d %s", status, body)
-	}
+	call("/fn/ from zero", fnURL, "")
 	t.Logf("call from zero answered in %v", time.Since(start).Round(time.Millisecond))
-	if recs := s.AwaitRecords("hello", 3); !recs[0].ColdStart || recs[0].Status != http.StatusOK {
+	if recs := s.AwaitRecords(name, 4); !recs[0].ColdStart || recs[0].Status != http.StatusOK || recs[0].Revision != rev {
 		t.Errorf("call from zero's record: %+v", recs[0])
 	}
 	if pods := s.RevisionPods(rev); len(pods) != 1 {
 		t.Errorf("after the wake, revision %s has pods %v", rev, podNames(pods))
 	}
-
-	t.Run("NodeClusterLocalHostHeldToPolicy", func(t *testing.T) {
-		out := podCalls(t, s.Node, s.Node.Namespace(t), "hello."+s.NS+".svc.cluster.local", nodeapi.Token(t, s.NS))
-		if !strings.Contains(out, "without: HTTP/1.1 401") {
-			t.Errorf("without a token, want 401:\n%s", out)
-		}
-		if !strings.Contains(out, "with: HTTP/1.1 200") || !strings.Contains(out, "hello from the node") {
-			t.Errorf("with a token, want the function's answer:\n%s", out)
-		}
-	})
+	return ready.LastTransitionTime.Time
 }
 
 // podCalls runs a pod in namespace ns that calls host (port 80, as

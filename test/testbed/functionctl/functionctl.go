@@ -135,6 +135,16 @@ func OnNode(t testing.TB, n *testbed.Node) (ns string, images *testbed.NodeImage
 		t.Fatal(err)
 	}
 	t.Logf("node bed up in %v; its images pushed in %v", n.Started.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	StartTekton(t, n, images)
+	ns = n.Namespace(t)
+	RunWith(t, n.Kube, ns, NodeSetup(t, n, images))
+	return ns, images
+}
+
+// StartTekton runs Tekton's controller on n with the real step images
+// (images's) until t ends.
+func StartTekton(t testing.TB, n *testbed.Node, images *testbed.NodeImages) {
+	t.Helper()
 	// Knative's config-deployment too: the release's ConfigMaps are made
 	// once, by whichever controller starts first (StartNodeKnative).
 	tekton, err := testbed.StartPrimitivesWith(n.Kube, testbed.PrimitivesOptions{Tekton: true, TektonImages: images.TektonControllerArgs(),
@@ -143,9 +153,6 @@ func OnNode(t testing.TB, n *testbed.Node) (ns string, images *testbed.NodeImage
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tekton.Logs(t); tekton.Stop() })
-	ns = n.Namespace(t)
-	RunWith(t, n.Kube, ns, NodeSetup(t, n, images))
-	return ns, images
 }
 
 // NodeSetup is the Setup of controllers whose builds run on the real node

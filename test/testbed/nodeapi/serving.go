@@ -37,7 +37,8 @@ var FastScaleToZero = map[string]map[string]string{testbed.KnativeNamespace + "/
 // Serving is a real node with Knative's data plane (its controller on the
 // host, activator, autoscaler and queue-proxy as pods), sless-api beside
 // it and sless's Function controller with sless's ingress class, on one
-// test namespace.
+// test namespace, whose builds run kaniko in Tekton's TaskRun pods
+// (functionctl.NodeSetup).
 type Serving struct {
 	Node   *testbed.Node
 	Images *testbed.NodeImages
@@ -66,8 +67,30 @@ func StartServing(t testing.TB) *Serving {
 	t.Cleanup(func() { bed.Logs(t); bed.Stop() })
 	s := &Serving{t: t, Node: n, Images: images, API: Start(t, n), NS: n.Namespace(t)}
 	s.token = Token(t, s.NS)
-	functionctl.Run(t, n.Kube, s.NS, func(c *resources.Config) { c.IngressClass = ingressresources.ClassName })
+	// After Knative: its start made the release's ConfigMaps, with the
+	// fast scale to zero.
+	functionctl.StartTekton(t, n, images)
+	setup := functionctl.NodeSetup(t, n, images)
+	setup.Configure = append(setup.Configure, func(c *resources.Config) { c.IngressClass = ingressresources.ClassName })
+	functionctl.RunWith(t, n.Kube, s.NS, setup)
 	return s
+}
+
+// For is s with its helpers failing t, a subtest of the one that started
+// it.
+func (s *Serving) For(t testing.TB) *Serving {
+	c := *s
+	c.t = t
+	return &c
+}
+
+// AwaitReady waits up to timeout for Function name to be Ready (built,
+// when it builds, and its revision serving) and returns it.
+func (s *Serving) AwaitReady(name string, timeout time.Duration) *slessv1alpha1.Function {
+	s.t.Helper()
+	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS}}
+	s.waitReady(fn, timeout)
+	return fn
 }
 
 // PythonImage is sless's Python runtime image of handler (main.handler),
@@ -117,8 +140,9 @@ func (s *Serving) pythonImage(name string, in source.Input) string {
 	return ref
 }
 
-// Deploy creates a Python Function of handler's image and waits for it to
-// be Ready.
+// Deploy creates a Python Function of handler's image (PythonImage: no
+// build, for tests and benchmarks of serving alone) and waits for it to be
+// Ready.
 func (s *Serving) Deploy(name, handler string) *slessv1alpha1.Function {
 	s.t.Helper()
 	fn := &slessv1alpha1.Function{
@@ -151,11 +175,18 @@ func (s *Serving) DeployService(name, app string) *slessv1alpha1.SlessService {
 func (s *Serving) awaitReady(w slessv1alpha1.Workload) {
 	s.t.Helper()
 	ctx := context.Background()
-	start := time.Now()
 	if err := s.Node.Kube.Client.Create(ctx, w); err != nil {
 		s.t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Minute)
+	s.waitReady(w, 5*time.Minute)
+}
+
+// waitReady waits up to timeout for w's phase to be Ready, w updated.
+func (s *Serving) waitReady(w slessv1alpha1.Workload, timeout time.Duration) {
+	s.t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	deadline := start.Add(timeout)
 	for {
 		if err := s.Node.Kube.Client.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
 			s.t.Fatal(err)
@@ -169,7 +200,7 @@ func (s *Serving) awaitReady(w slessv1alpha1.Workload) {
 			s.t.Fatalf("%s %s failed: %+v\n%s", w.WorkloadKind(), w.GetName(), st.Conditions, s.describe())
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%s %s not Ready after 5 min: %s %+v\n%s", w.WorkloadKind(), w.GetName(), st.Phase, st.Conditions, s.describe())
+			s.t.Fatalf("%s %s not Ready after %v: %s %+v\n%s", w.WorkloadKind(), w.GetName(), timeout, st.Phase, st.Conditions, s.describe())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
