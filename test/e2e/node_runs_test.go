@@ -9,12 +9,17 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	amqp "github.com/rabbitmq/amqp091-go"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/test/testbed"
 	"github.com/sless-dev/sless/test/testbed/nodeapi"
 )
 
@@ -46,11 +51,14 @@ const runsApp = `async def app(scope, receive, send):
 `
 
 // TestNodeRunsWorkloads: on the real node, beside TestNodeServesFunction's
-// function calls, the other ways sless runs code: FunctionJob runs as batch
-// Job pods of the function's image, wired as `sless controller` wires them,
-// their exit codes and results in the FunctionJob's status; and a Python
-// ASGI SlessService answers HTTP and a WebSocket echo through sless-api's
-// /svc/.
+// function calls, the other ways sless runs code, with sless's Trigger and
+// FunctionJob reconcilers wired as `sless controller` wires them:
+// FunctionJob runs as batch Job pods of the function's image, their exit
+// codes and results in the FunctionJob's status; a Python ASGI SlessService
+// answers HTTP and a WebSocket echo through sless-api's /svc/; a cron
+// trigger's pod and a queue trigger's consumer pod (the sless image,
+// RabbitMQ on the host side of the node's veth) call the function through
+// sless-api's Service, the calls recorded as theirs.
 func TestNodeRunsWorkloads(t *testing.T) {
 	s := nodeapi.StartServing(t)
 	s.RunTriggers()
@@ -93,6 +101,44 @@ func TestNodeRunsWorkloads(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("NodeCronTrigger", func(t *testing.T) {
+		cron := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "every-minute", Namespace: s.NS},
+			Spec: slessv1alpha1.TriggerSpec{Function: "runs", Type: slessv1alpha1.TriggerTypeCron, Schedule: "* * * * *",
+				Payload: &apiextensionsv1.JSON{Raw: []byte(`{"from": "cron"}`)}}}
+		if err := s.Node.Kube.Client.Create(context.Background(), cron); err != nil {
+			t.Fatal(err)
+		}
+		r := awaitTriggerCall(t, s, "runs", invoke.TriggerCron, 3*time.Minute)
+		if r.Status != http.StatusOK {
+			t.Errorf("cron run's call: %+v", r)
+		}
+	})
+
+	t.Run("NodeQueueTrigger", func(t *testing.T) {
+		mq, err := testbed.StartRabbitMQOn(testbed.NodeHostIP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mq.Stop)
+		ctx := context.Background()
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "amqp", Namespace: s.NS},
+			StringData: map[string]string{kube.ConnectionURLKey: mq.URL}}
+		if err := s.Node.Kube.Client.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+		q := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: s.NS},
+			Spec: slessv1alpha1.TriggerSpec{Function: "runs", Type: slessv1alpha1.TriggerTypeQueue,
+				Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "amqp", Queue: "orders"}}}
+		if err := s.Node.Kube.Client.Create(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		publishWhenConsumed(t, mq.URL, "orders", `{"order": 7}`)
+		r := awaitTriggerCall(t, s, "runs", invoke.TriggerQueue, 2*time.Minute)
+		if r.Status != http.StatusOK {
+			t.Errorf("consumer's call: %+v", r)
+		}
+	})
 }
 
 // nodeJob creates a FunctionJob of the function runs with payload.
@@ -130,4 +176,63 @@ func awaitJobsDone(t *testing.T, s *nodeapi.Serving, names ...string) map[string
 	}
 	t.Logf("FunctionJob runs %v done in %v", names, time.Since(start).Round(time.Millisecond))
 	return out
+}
+
+// awaitTriggerCall waits for a record of a call of function fn by a
+// trigger of type kind and returns it.
+func awaitTriggerCall(t *testing.T, s *nodeapi.Serving, fn, kind string, within time.Duration) invoke.Record {
+	t.Helper()
+	start := time.Now()
+	for {
+		recs, err := s.API.Calls(context.Background(), s.NS, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Trigger == kind {
+				t.Logf("%s call recorded %v after the trigger was made", kind, time.Since(start).Round(time.Millisecond))
+				return r
+			}
+		}
+		if time.Since(start) > within {
+			t.Fatalf("no %s call of %s within %v; records %+v", kind, fn, within, recs)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// publishWhenConsumed waits until queue has a consumer (the trigger's
+// pod declares it) and publishes body to it: published earlier, before
+// the queue exists, the message would be dropped.
+func publishWhenConsumed(t *testing.T, url, queue, body string) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A passive declare of a queue that is not there closes the
+		// channel: a fresh one each try.
+		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+		if err == nil && q.Consumers > 0 {
+			err := ch.PublishWithContext(context.Background(), "", queue, false, false,
+				amqp.Publishing{ContentType: "application/json", Body: []byte(body)})
+			_ = ch.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		_ = ch.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s has no consumer after 3 min (last %v)", queue, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -120,7 +120,12 @@ func DeleteQueues(t testing.TB, u string, names ...string) {
 // StartRabbitMQ starts a RabbitMQ node (the Debian rabbitmq-server) in a
 // fresh directory on free loopback ports and waits until it accepts AMQP
 // connections (about 5 s). No plugins are enabled.
-func StartRabbitMQ() (*RabbitMQ, error) {
+func StartRabbitMQ() (*RabbitMQ, error) { return StartRabbitMQOn("127.0.0.1") }
+
+// StartRabbitMQOn is StartRabbitMQ listening on ip instead, with guest
+// allowed from elsewhere than loopback: on NodeHostIP, pods on the node
+// reach it (the machine's own addresses are not reachable from there).
+func StartRabbitMQOn(ip string) (*RabbitMQ, error) {
 	// Debian's /usr/sbin/rabbitmq-server switches to the rabbitmq user when
 	// run as root; the script behind it runs the node as whoever calls it,
 	// which keeps the node's files in our directory and readable.
@@ -143,19 +148,20 @@ func StartRabbitMQ() (*RabbitMQ, error) {
 		return nil, err
 	}
 	r := &RabbitMQ{Port: port, Node: "sless-test-" + randomSuffix(4) + "@localhost", dir: dir, done: make(chan error, 1)}
-	r.URL = "amqp://guest:guest@127.0.0.1:" + strconv.Itoa(port) + "/"
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	r.URL = "amqp://guest:guest@" + addr + "/"
 	plugins := filepath.Join(dir, "enabled_plugins")
 	if err := os.WriteFile(plugins, []byte("[].\n"), 0o644); err != nil {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "rabbitmq.conf")
-	if err := os.WriteFile(conf, []byte("listeners.tcp.1 = 127.0.0.1:"+strconv.Itoa(port)+"\nloopback_users.guest = true\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte("listeners.tcp.1 = "+addr+"\nloopback_users.guest = "+strconv.FormatBool(ip == "127.0.0.1")+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(server)
 	cmd.Env = append(os.Environ(),
 		"RABBITMQ_NODENAME="+r.Node,
-		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_IP_ADDRESS="+ip,
 		"RABBITMQ_NODE_PORT="+strconv.Itoa(port),
 		"RABBITMQ_DIST_PORT="+strconv.Itoa(dist),
 		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
@@ -186,7 +192,7 @@ func StartRabbitMQ() (*RabbitMQ, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond); err == nil {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			if pingAMQP(r.URL) == nil {
 				return r, nil

@@ -37,6 +37,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
 	"github.com/sless-dev/sless/pkg/reconciler/ingress"
@@ -110,7 +111,10 @@ func Start(t testing.TB, n *testbed.Node) *API {
 		t.Fatal(err)
 	}
 	a.URL = "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: proxy.Ingresses(proxy.Hosts(proxy)), ReadHeaderTimeout: 10 * time.Second}
+	// Cron runs' and queue consumers' calls carry their trigger's
+	// credential, checked in front of the proxy as sless-api does.
+	calls := frontdoor.TriggerCalls(proxy, secret, "", []string{"sless"}, n.Kube.Client)
+	srv := &http.Server{Handler: proxy.Ingresses(proxy.Hosts(calls)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	if err := publish(ctx, n, ln.Addr().(*net.TCPAddr).Port); err != nil {
