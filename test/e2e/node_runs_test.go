@@ -179,7 +179,8 @@ func awaitJobsDone(t *testing.T, s *nodeapi.Serving, names ...string) map[string
 }
 
 // awaitTriggerCall waits for a record of a call of function fn by a
-// trigger of type kind and returns it.
+// trigger of type kind and returns it; it logs how long that took from
+// its start (the cron trigger's creation, the queue message's publication).
 func awaitTriggerCall(t *testing.T, s *nodeapi.Serving, fn, kind string, within time.Duration) invoke.Record {
 	t.Helper()
 	start := time.Now()
@@ -190,7 +191,7 @@ func awaitTriggerCall(t *testing.T, s *nodeapi.Serving, fn, kind string, within 
 		}
 		for _, r := range recs {
 			if r.Trigger == kind {
-				t.Logf("%s call recorded %v after the trigger was made", kind, time.Since(start).Round(time.Millisecond))
+				t.Logf("%s call recorded %v after the wait for it began", kind, time.Since(start).Round(time.Millisecond))
 				return r
 			}
 		}
