@@ -63,8 +63,9 @@ type controllerProcess struct {
 }
 
 // knativeHealthPort is where Knative's controller serves its probes: v0.50
-// binds :8080 with no way to move it, so one bed at a time per machine,
-// taken in turn through lockKnativePort.
+// binds :8080 with no way to move it (so does Tekton's, through the same
+// knative.dev/pkg main), so one bed at a time per machine, taken in turn
+// through lockKnativePort.
 const knativeHealthPort = 8080
 
 // StartPrimitives starts the controllers and stand-ins on k, which must be
@@ -106,7 +107,9 @@ func StartPrimitivesWith(k *Kube, o PrimitivesOptions) (*Primitives, error) {
 	if o.InNodeNetns {
 		p.probeHost = NodeIP
 	}
-	if o.Knative && !o.InNodeNetns {
+	// Tekton's controller, built on the same knative.dev/pkg main, binds
+	// :8080 for its probes too, whatever PROBES_PORT says.
+	if (o.Knative || o.Tekton) && !o.InNodeNetns {
 		if p.portLock, err = lockKnativePort(); err != nil {
 			return nil, err
 		}
