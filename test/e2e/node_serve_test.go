@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -106,9 +107,16 @@ func checkServes(t *testing.T, s *nodeapi.Serving, name, image, answer string) t
 	}
 	call("/fn/", fnURL, "")
 
-	pods := s.RevisionPods(rev)
-	if len(pods) != 1 || !podReady(&pods[0]) {
-		t.Fatalf("revision %s: pods %v", rev, podNames(pods))
+	// The call may have caught the revision scaling down: a new pod is
+	// then on its way to Ready, so await it rather than read once.
+	var pods []corev1.Pod
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+		pods = s.RevisionPods(rev)
+		return len(pods) == 1 && podReady(&pods[0]), nil
+	}); err != nil {
+		t.Fatalf("revision %s: pods %v, want one Ready", rev, podNames(pods))
 	}
 	var names []string
 	for _, ct := range pods[0].Spec.Containers {
