@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -264,6 +265,22 @@ func (s *Serving) AwaitScaledToZero(name, rev string) time.Duration {
 			s.t.Fatalf("revision %s not at zero after 3 min: %d pods, actualReplicas %v", rev, len(list.Items), r.Status.ActualReplicas)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// AwaitWarm waits until sless-api's resolver sees function name's revision
+// up (not idle): before that, a call is recorded as a cold start even when
+// its pod is Ready, since the resolver learns of it from the Endpoints.
+func (s *Serving) AwaitWarm(name string) {
+	s.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		target, err := s.API.Resolver.Resolve(ctx, s.NS, name)
+		last = err
+		return err == nil && !target.Idle, nil
+	})
+	if err != nil {
+		s.t.Fatalf("sless-api's resolver never saw %s up within a minute (last error: %v)", name, last)
 	}
 }
 

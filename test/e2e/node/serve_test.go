@@ -1,4 +1,4 @@
-package e2e_test
+package node_test
 
 import (
 	"context"
@@ -129,6 +129,7 @@ func checkServes(t *testing.T, s *nodeapi.Serving, name, image, answer string) t
 		t.Errorf("revision pod's containers %v, want the function and queue-proxy", names)
 	}
 
+	s.AwaitWarm(name)
 	call("/fn/", fnURL, "")
 	call("the function's host", s.API.URL+"/", name+"."+s.NS+"."+nodeapi.Domain)
 	for _, r := range s.AwaitRecords(name, 3)[:2] {
