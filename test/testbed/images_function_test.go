@@ -2,14 +2,19 @@ package testbed_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
@@ -96,4 +101,124 @@ func TestFunctionImage(t *testing.T) {
 	if _, err := testbed.FunctionImage(empty.Image, ctx.TarGz); err == nil || !strings.Contains(err.Error(), "RUN needs a builder") {
 		t.Errorf("a context with a RUN line: %v", err)
 	}
+}
+
+// TestStandInImage takes each FROM's base from the stand-ins and, for a Go
+// function, runs the build stage here: the run stage holds the compiled
+// server, the build stage base's CA file and the function's files, on the
+// run image.
+func TestStandInImage(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(testbed.GoRoot, "bin", "go")); err != nil {
+		t.Skipf("no Go toolchain at %s: %v", testbed.GoRoot, err)
+	}
+	certs := []byte("-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+	golang, err := mutate.AppendLayers(empty.Image, fileLayer(t, "etc/ssl/certs/ca-certificates.crt", certs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bases := []testbed.BaseImage{
+		{Repo: "library/golang", Tag: "1.24.4-bookworm", Image: golang},
+		{Repo: "library/debian", Tag: "12.8-slim", Image: empty.Image},
+		{Repo: "library/node", Tag: testbed.NodeVersion + "-bookworm-slim", Image: empty.Image},
+	}
+	ctx, err := source.BuildContext(source.Input{Runtime: runtimes.Go124, Entrypoint: "hello.Handle", Files: source.Files{
+		"go.mod":   []byte("module example.com/hello\n\ngo 1.24\n"),
+		"hello.go": []byte("package hello\n\nimport \"context\"\n\nfunc Handle(ctx context.Context, ev map[string]any) (string, error) { return \"hi\", nil }\n"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := testbed.StandInImage(bases, ctx.TarGz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/sless/bin/function"}; !slices.Equal(cf.Config.Cmd, want) || cf.Config.User != "65532:65532" {
+		t.Errorf("Cmd %q User %q, want %q as 65532", cf.Config.Cmd, cf.Config.User, want)
+	}
+	files := fileContents(t, img)
+	if bin, ok := files["sless/bin/function"]; !ok || bin.mode != 0o755 || !bytes.HasPrefix(bin.data, []byte("\x7fELF")) {
+		t.Errorf("sless/bin/function: present %t, mode %o, not an executable ELF file", ok, bin.mode)
+	}
+	if got := files["etc/ssl/certs/ca-certificates.crt"].data; !bytes.Equal(got, certs) {
+		t.Errorf("CA file %q, want the build stage's", got)
+	}
+	for _, name := range []string{"sless/sless.json", "sless/function/hello.go"} {
+		if _, ok := files[name]; !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	if _, ok := files["sless/main/main.go"]; ok {
+		t.Error("the build stage's sources are in the run image")
+	}
+
+	// One stage: the runtime's base, as FunctionImage.
+	ctx, err = source.BuildContext(source.Input{Runtime: runtimes.NodeJS22, Entrypoint: "index.handler",
+		Files: source.Files{"index.js": []byte("exports.handler = async () => 'hi';\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = testbed.StandInImage(bases, ctx.TarGz); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fileContents(t, img)["sless/function/index.js"]; !ok {
+		t.Error("the Node.js function's file is missing")
+	}
+	if _, err := testbed.StandInImage(bases[:1], ctx.TarGz); err == nil || !strings.Contains(err.Error(), "no stand-in for") {
+		t.Errorf("no base for the FROM line: %v", err)
+	}
+}
+
+type fileContent struct {
+	data []byte
+	mode int64
+}
+
+// fileContents are img's regular files, by path.
+func fileContents(t *testing.T, img v1.Image) map[string]fileContent {
+	t.Helper()
+	files := map[string]fileContent{}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[h.Name] = fileContent{data: b, mode: h.Mode}
+		}
+	}
+}
+
+// fileLayer is a layer of one 0644 file.
+func fileLayer(t *testing.T, name string, data []byte) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -99,7 +98,7 @@ func (s *Serving) AwaitReady(name string, timeout time.Duration) *slessv1alpha1.
 // stand-in, pushed to the node's registry.
 func (s *Serving) PythonImage(name, handler string) string {
 	s.t.Helper()
-	return s.pythonImage(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "main.handler",
+	return s.Image(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "main.handler",
 		Files: source.Files{"main.py": []byte(handler)}})
 }
 
@@ -107,11 +106,14 @@ func (s *Serving) PythonImage(name, handler string) string {
 // ASGI), in service mode.
 func (s *Serving) PythonServiceImage(name, app string) string {
 	s.t.Helper()
-	return s.pythonImage(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "app.app", Mode: slessv1alpha1.ModeService,
+	return s.Image(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "app.app", Mode: slessv1alpha1.ModeService,
 		Files: source.Files{"app.py": []byte(app)}})
 }
 
-func (s *Serving) pythonImage(name string, in source.Input) string {
+// Image is the image of a function's source as a build of its generated
+// context makes it, on its runtime's base stand-in (testbed.StandInImage:
+// a Go function compiled here), pushed to the node's registry.
+func (s *Serving) Image(name string, in source.Input) string {
 	s.t.Helper()
 	bctx, err := source.BuildContext(in)
 	if err != nil {
@@ -121,16 +123,7 @@ func (s *Serving) pythonImage(name string, in source.Input) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var base v1.Image
-	for _, b := range bases {
-		if b.Repo == "library/python" {
-			base = b.Image
-		}
-	}
-	if base == nil {
-		s.t.Fatal("no stand-in for library/python")
-	}
-	img, err := testbed.FunctionImage(base, bctx.TarGz)
+	img, err := testbed.StandInImage(bases, bctx.TarGz)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -141,20 +134,28 @@ func (s *Serving) pythonImage(name string, in source.Input) string {
 	return ref
 }
 
-// Deploy creates a Python Function of handler's image (PythonImage: no
-// build, for tests and benchmarks of serving alone) and waits for it to be
-// Ready.
-func (s *Serving) Deploy(name, handler string) *slessv1alpha1.Function {
+// DeploySource creates a Function of in's image (Image: no build) and
+// waits for it to be Ready.
+func (s *Serving) DeploySource(name string, in source.Input) *slessv1alpha1.Function {
 	s.t.Helper()
 	fn := &slessv1alpha1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
 		Spec: slessv1alpha1.FunctionSpec{
-			WorkloadSpec:   slessv1alpha1.WorkloadSpec{Runtime: runtimes.Python312, Entrypoint: "main.handler", Source: slessv1alpha1.FunctionSource{Image: s.PythonImage(name, handler)}},
+			WorkloadSpec:   slessv1alpha1.WorkloadSpec{Runtime: in.Runtime, Entrypoint: in.Entrypoint, Source: slessv1alpha1.FunctionSource{Image: s.Image(name, in)}},
 			TimeoutSeconds: ptr.To(int32(30)),
 		},
 	}
 	s.awaitReady(fn)
 	return fn
+}
+
+// Deploy creates a Python Function of handler's image (PythonImage: no
+// build, for tests and benchmarks of serving alone) and waits for it to be
+// Ready.
+func (s *Serving) Deploy(name, handler string) *slessv1alpha1.Function {
+	s.t.Helper()
+	return s.DeploySource(name, source.Input{Runtime: runtimes.Python312, Entrypoint: "main.handler",
+		Files: source.Files{"main.py": []byte(handler)}})
 }
 
 // DeployService creates a Python SlessService of app.py's app, scaled to
