@@ -57,7 +57,14 @@ func (p *Proxy) serveIngress(w http.ResponseWriter, r *http.Request, ing *routin
 	if r.Header.Get(header.ProbeKey) == header.ProbeValue {
 		// Knative's prober asks which generation this replica serves; the
 		// answer never reaches a workload, as with Knative's own layers.
-		w.Header().Set(header.HashKey, ing.Hash)
+		// Only a hash of "override" is replaced by the Ingress's: any
+		// other comes back as a backend's probe handler echoes it
+		// (Knative's data-plane contract, ingress.InsertProbe).
+		hash := r.Header.Get(header.HashKey)
+		if hash == "" || hash == header.HashValueOverride {
+			hash = ing.Hash
+		}
+		w.Header().Set(header.HashKey, hash)
 		w.WriteHeader(http.StatusOK)
 		return
 	}

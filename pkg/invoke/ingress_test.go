@@ -230,6 +230,13 @@ func TestIngressAnswersKnativesProbe(t *testing.T) {
 			t.Fatalf("%s: %d hash %q, want %q", host, resp.StatusCode, resp.Header.Get("K-Network-Hash"), compiled.Hash)
 		}
 	}
+	// A hash other than "override" comes back as sent, as a backend's
+	// probe handler would echo it.
+	const other = "2701a1b241db6af811992c57a5e11171847148ac3d2e1a8cc992a62f9e4fa111"
+	resp := ir.call(t, helloHost, "/", "K-Network-Probe", "probe", "K-Network-Hash", other)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("K-Network-Hash") != other {
+		t.Fatalf("%d hash %q, want %q", resp.StatusCode, resp.Header.Get("K-Network-Hash"), other)
+	}
 }
 
 func TestIngressEdgeCases(t *testing.T) {
