@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sless-dev/sless/pkg/client"
 )
@@ -40,19 +41,26 @@ func cronCallArgs(args []string) bool {
 	return false
 }
 
-const invokeSynopsis = `sless invoke NAME [-n NAMESPACE] [-d JSON | -d @FILE | -d @-] [-X METHOD] [-H 'Key: value']... [--path /sub?q=1] [-i]
+const invokeSynopsis = `sless invoke NAME [-n NAMESPACE] [-d JSON | -d @FILE | -d @-] [-X METHOD] [-H 'Key: value']... [--path /sub?q=1] [-i] [--async [--wait] [--idempotency-key KEY]]
 
 Call the function through the invoke path and print its answer's body.
 -i prints the status line and headers first. The exit status is 1 when sless
 itself answered with an error (X-Sless-Error: no capacity, a timeout, a
 failed build), with its problem on stderr; a function's own error answers
-print and exit 0 unless --fail is given.`
+print and exit 0 unless --fail is given.
+
+--async asks for an asynchronous call (Prefer: respond-async): sless keeps
+it, answers 202 at once and runs it later, retrying failures. The request id
+is printed; --wait then follows the call's record until it ends and prints
+the function's answer, exiting 1 when the call failed or was dead-lettered.`
 
 type invokeCallOptions struct {
 	name, ns string
 	call     client.Call
 	include  bool
 	fail     bool
+	async    bool
+	wait     bool
 }
 
 func parseInvokeCall(args []string, stdin io.Reader) (invokeCallOptions, error) {
@@ -67,6 +75,9 @@ func parseInvokeCall(args []string, stdin io.Reader) (invokeCallOptions, error) 
 	fs.StringVar(&o.call.Path, "path", "", "path and query after the function's URL, e.g. /items?limit=2")
 	fs.BoolVar(&o.include, "i", false, "print the status line and headers before the body")
 	fs.BoolVar(&o.fail, "fail", false, "exit 1 on any status of 400 or more, the function's own too")
+	fs.BoolVar(&o.async, "async", false, "call asynchronously: print the request id of the kept call (Prefer: respond-async)")
+	fs.BoolVar(&o.wait, "wait", false, "with --async, follow the call until it ends and print its answer")
+	idem := fs.String("idempotency-key", "", "with --async, a key that makes a repeated submit return the first call (24 h, per function)")
 	name, err := onePositional(fs, args)
 	if err != nil {
 		return o, err
@@ -103,6 +114,20 @@ func parseInvokeCall(args []string, stdin io.Reader) (invokeCallOptions, error) 
 	}
 	if o.call.Path != "" && !strings.HasPrefix(o.call.Path, "/") {
 		errs = append(errs, fmt.Errorf("--path %q must start with /", o.call.Path))
+	}
+	switch {
+	case o.wait && !o.async:
+		errs = append(errs, errors.New("--wait follows an asynchronous call: give --async too"))
+	case *idem != "" && !o.async:
+		errs = append(errs, errors.New("--idempotency-key is for asynchronous calls: give --async too"))
+	case *idem != "" && (len(*idem) > 255 || strings.ContainsAny(*idem, " \t\"\\,;")):
+		errs = append(errs, fmt.Errorf("--idempotency-key %q: at most 255 characters, without spaces, quotes, commas or semicolons", *idem))
+	}
+	if o.async {
+		o.call.Header.Set("Prefer", "respond-async")
+		if *idem != "" {
+			o.call.Header.Set("Idempotency-Key", *idem)
+		}
 	}
 	return o, errors.Join(errs...)
 }
@@ -145,6 +170,12 @@ func runInvoke(ctx context.Context, stdout, stderr io.Writer, stdin io.Reader, g
 	if err != nil {
 		return err
 	}
+	if o.async && ans.Status == http.StatusAccepted && ans.Header.Get("Preference-Applied") == "respond-async" {
+		return followAsync(ctx, stdout, stderr, s.api, s.ns, o, ans)
+	}
+	if o.async && !ans.SlessError() {
+		fmt.Fprintln(stderr, "sless invoke: the server ran the call at once (it keeps no asynchronous calls)")
+	}
 	if o.include {
 		fmt.Fprintf(stdout, "HTTP %d %s\n", ans.Status, http.StatusText(ans.Status))
 		keys := make([]string, 0, len(ans.Header))
@@ -172,6 +203,52 @@ func runInvoke(ctx context.Context, stdout, stderr io.Writer, stdin io.Reader, g
 		return errSilent
 	}
 	return nil
+}
+
+// followAsync prints an accepted asynchronous call's id and, with --wait,
+// follows its record until it ends.
+func followAsync(ctx context.Context, stdout, stderr io.Writer, api *client.Client, ns string, o invokeCallOptions, ans *client.Answer) error {
+	id := ans.Header.Get("X-Request-Id")
+	if !o.wait {
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	fmt.Fprintf(stderr, "sless invoke: accepted as %s\n", id)
+	for {
+		rec, err := api.GetAsyncInvocation(ctx, ns, o.name, id, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		if !rec.Done() {
+			continue
+		}
+		if r := rec.Response; r != nil {
+			if o.include {
+				fmt.Fprintf(stdout, "HTTP %d %s\n", r.Status, http.StatusText(r.Status))
+				keys := make([]string, 0, len(r.Headers))
+				for k := range r.Headers {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					fmt.Fprintf(stdout, "%s: %s\n", k, r.Headers[k])
+				}
+				fmt.Fprintln(stdout)
+			}
+			if r.Body != nil {
+				writeBody(stdout, []byte(*r.Body))
+			} else {
+				writeBody(stdout, r.BodyBase64)
+			}
+		}
+		// A dead-lettered call is sless giving up; a failed one is the
+		// function's own 4xx, an error only with --fail, as for sync calls.
+		if rec.State == "dead-lettered" || o.fail && rec.State != "succeeded" {
+			fmt.Fprintf(stderr, "sless invoke: the call %s after %d attempts: %s\n", rec.State, rec.Attempts, rec.LastError)
+			return errSilent
+		}
+		return nil
+	}
 }
 
 // writeBody ends the body with a line break, so the shell's prompt does

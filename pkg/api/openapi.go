@@ -70,7 +70,8 @@ func operations() []operation {
 		operation{method: "GET", path: svc + "/logs", id: "getServiceLogs", summary: "The output of the SlessService's instances as text, one line each; with follow=true a stream that stays open until the client leaves; 501 when the server reads no logs", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: svc + "/builds/{build}/logs", id: "getServiceBuildLogs", summary: "The output of one of the SlessService's builds (build: status.buildRef, or latest), one line each; following a build ends when it does", ok: 200, text: true, errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: svc + "/invocations", id: "listServiceInvocations", summary: "The SlessService's invocation records (trigger service unless the query names another), newest first (keyset-paginated); 501 when the server keeps none", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
-		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database). With mode=async, its asynchronous calls instead (state filters them: queued, running, succeeded, failed, dead-lettered)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: fn + "/invocations/{id}", id: "getInvocation", summary: "The record of an asynchronous call (Prefer: respond-async): state, attempts, last error and the function's response; wait (up to 60s) holds the answer until the call ends; 501 when the server keeps no asynchronous calls", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 	)
 	sec := "/v1/namespaces/{ns}/secrets"
 	ops = append(ops,
@@ -125,7 +126,7 @@ func buildOpenAPI() obj {
 		}
 		o := obj{"operationId": op.id, "summary": op.summary}
 		var params []any
-		for _, p := range []string{"ns", "name", "build", "path"} {
+		for _, p := range []string{"ns", "name", "build", "id", "path"} {
 			if strings.Contains(op.path, "{"+p+"}") {
 				params = append(params, obj{"name": p, "in": "path", "required": true, "schema": obj{"type": "string"}})
 			}
@@ -161,6 +162,17 @@ func buildOpenAPI() obj {
 				params = append(params, obj{"name": "invocation", "in": "query", "schema": obj{"type": "string"},
 					"description": "Only lines the runtime tagged with this request id (the X-Request-Id of the call, the requestId of its invocation record)."})
 			}
+		}
+		if op.id == "listInvocations" {
+			params = append(params,
+				obj{"name": "mode", "in": "query", "schema": obj{"type": "string", "enum": []string{"async"}},
+					"description": "async lists the Function's asynchronous calls (newest first, limit only) instead of its invocation records."},
+				obj{"name": "state", "in": "query", "schema": obj{"type": "string", "enum": []string{"queued", "running", "succeeded", "failed", "dead-lettered"}},
+					"description": "With mode=async, only calls in this state."})
+		}
+		if op.id == "getInvocation" {
+			params = append(params, obj{"name": "wait", "in": "query", "schema": obj{"type": "string"}, "example": "30s",
+				"description": "Hold the answer until the call reaches a final state or this long passes (a duration or seconds, at most 60s)."})
 		}
 		if op.method == "PUT" || op.method == "PATCH" || op.method == "DELETE" {
 			if !op.public {

@@ -160,4 +160,14 @@ func TestInvocationsWithoutHistory(t *testing.T) {
 	want(t, e.do("GET", svc, tok, nil), http.StatusNotImplemented)
 	want(t, e.do("GET", svc, "", nil), http.StatusUnauthorized)
 	want(t, e.do("GET", e.path("services", "Not_A_Name")+"/invocations", tok, nil), http.StatusBadRequest)
+	// An asynchronous call's record, on a server that keeps none: the
+	// Prefer: respond-async calls ran at once.
+	one := path + "/some-request-id"
+	r = e.do("GET", one, tok, nil)
+	want(t, r, http.StatusNotImplemented)
+	if p := r.problem(t); !strings.Contains(p.Detail, "respond-async") {
+		t.Fatalf("detail %q does not say why", p.Detail)
+	}
+	want(t, e.do("GET", one, "", nil), http.StatusUnauthorized)
+	want(t, e.do("GET", e.path("functions", "Not_A_Name")+"/invocations/x", tok, nil), http.StatusBadRequest)
 }

@@ -119,6 +119,10 @@ type Options struct {
 	Invocations gin.HandlerFunc
 	// ServiceInvocations is Invocations for …/services/{name}/invocations.
 	ServiceInvocations gin.HandlerFunc
+	// Invocation, when set, serves GET …/functions/{name}/invocations/{id},
+	// the record of an asynchronous call, as Invocations is served; nil
+	// answers 501.
+	Invocation gin.HandlerFunc
 	// Logs, when set, serves GET …/functions/{name}/logs and
 	// …/functions/{name}/builds/{build}/logs, and the same of
 	// …/services/{name}; nil answers them 501.
@@ -292,6 +296,14 @@ func (s *Server) routes() *gin.Engine {
 		svcInvocations = noHistory
 	}
 	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
+	invocation := s.opts.Invocation
+	if invocation == nil {
+		invocation = func(c *gin.Context) {
+			writeProblem(c, problem(http.StatusNotImplemented, "no-async", "No asynchronous calls",
+				"this server keeps no asynchronous calls: it answers Prefer: respond-async calls at once"))
+		}
+	}
+	get(nsr, "/functions/:name/invocations/:id", fnNamed, invocation)
 	get(nsr, "/services/:name/invocations", s.named(services), svcInvocations)
 	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.instanceLogs(newFunction))
 	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs(newFunction))

@@ -150,3 +150,47 @@ func (c *Client) Invoke(ctx context.Context, ns, name string, call Call) (*Answe
 	}
 	return &Answer{Status: res.StatusCode, Header: res.Header, Body: b}, nil
 }
+
+// AsyncInvocation is the record of a call made with Prefer: respond-async,
+// as GET …/functions/{name}/invocations/{id} writes it.
+type AsyncInvocation struct {
+	RequestID     string     `json:"requestId"`
+	Namespace     string     `json:"namespace"`
+	Function      string     `json:"function"`
+	Mode          string     `json:"mode"`
+	State         string     `json:"state"`
+	Attempts      int        `json:"attempts"`
+	AcceptedAt    time.Time  `json:"acceptedAt"`
+	StartedAt     *time.Time `json:"startedAt,omitempty"`
+	FinishedAt    *time.Time `json:"finishedAt,omitempty"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	LastError     string     `json:"lastError,omitempty"`
+	Response      *struct {
+		Status     int               `json:"status"`
+		Headers    map[string]string `json:"headers,omitempty"`
+		Body       *string           `json:"body,omitempty"`
+		BodyBase64 []byte            `json:"bodyBase64,omitempty"`
+		Bytes      int64             `json:"bytes"`
+		Truncated  bool              `json:"truncated,omitempty"`
+	} `json:"response,omitempty"`
+}
+
+// Done says whether the call reached a final state.
+func (a *AsyncInvocation) Done() bool {
+	return a.State == "succeeded" || a.State == "failed" || a.State == "dead-lettered"
+}
+
+// GetAsyncInvocation reads an asynchronous call's record; wait > 0 lets
+// the server hold the answer until the call ends or wait passes (at most
+// 60 s).
+func (c *Client) GetAsyncInvocation(ctx context.Context, ns, name, id string, wait time.Duration) (*AsyncInvocation, error) {
+	v := url.Values{}
+	if wait > 0 {
+		v.Set("wait", wait.String())
+	}
+	var out AsyncInvocation
+	if err := c.getJSON(ctx, functions.item(ns, name)+"/invocations/"+url.PathEscape(id), v, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

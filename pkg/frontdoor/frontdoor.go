@@ -23,7 +23,17 @@ import (
 	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/problems"
 )
+
+// writeNoHistory answers the invocations listing of a server that keeps no
+// records but does keep asynchronous calls.
+func writeNoHistory(c *gin.Context) {
+	invoke.WriteProblem(c.Writer, invoke.Problem{Type: problems.TypeBase + "no-history", Status: http.StatusNotImplemented,
+		Title: "No invocation history", Instance: c.Request.URL.Path,
+		Detail: "this server keeps no invocation records (asynchronous calls are listed with ?mode=async)"})
+}
 
 // Options says what stands behind the front door.
 type Options struct {
@@ -48,8 +58,24 @@ type Options struct {
 	Console bool
 	// Calls, when set, stands in front of the invoke proxy where the API and
 	// the console serve it (sless api: trigger credentials).
-	Calls  func(proxy *invoke.Proxy) http.Handler
-	Logger *slog.Logger
+	Calls func(proxy *invoke.Proxy) http.Handler
+	// Async, when set, keeps and runs calls made with Prefer:
+	// respond-async; unset, such calls run at once without
+	// Preference-Applied.
+	Async *Async
+	// APIBaseURL is the API's own URL, for the Location of a 202 on a
+	// function's host; "" gives paths.
+	APIBaseURL string
+	Logger     *slog.Logger
+}
+
+// Async says where asynchronous calls are kept and how each function
+// limits them.
+type Async struct {
+	Store  async.Store
+	Policy func(ctx context.Context, ns, name string) (async.Policy, error)
+	// Backoff, when set, replaces the runner's wait before a retry (tests).
+	Backoff func(n int) time.Duration
 }
 
 // Door is a front door made and not yet closed.
@@ -57,6 +83,7 @@ type Door struct {
 	opts     Options
 	reg      *prometheus.Registry
 	records  *records
+	runner   *async.Runner
 	proxy    *invoke.Proxy
 	handler  http.Handler
 	shutdown time.Duration
@@ -84,6 +111,13 @@ func New(ctx context.Context, opts Options) (*Door, error) {
 		d.Close()
 		return nil, err
 	}
+	if d.runner != nil {
+		if err := d.runner.Start(ctx); err != nil {
+			d.runner = nil
+			d.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -93,6 +127,10 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	po := o.Proxy
 	po.Authenticator = ProxyAuthenticator(o.Auth, o.API.TenantNamespaces, log)
 	po.Recorder, po.Metrics, po.Logger = d.records.recorder, metrics, log
+	if o.Async != nil {
+		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Logger: log}
+		po.Async, po.APIBaseURL = d.runner, o.APIBaseURL
+	}
 	proxy, err := invoke.NewProxy(po)
 	if err != nil {
 		return err
@@ -108,6 +146,23 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 		a.Invocations = func(c *gin.Context) { list.List(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 		svcList := invoke.ListHandler{History: h, Logger: log, Functions: po.Services}
 		a.ServiceInvocations = func(c *gin.Context) { svcList.ListService(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+	}
+	if d.runner != nil {
+		d.runner.Run = proxy.RunAsync
+		calls := async.Handler{Runner: d.runner}
+		a.Invocation = func(c *gin.Context) { calls.Get(c.Writer, c.Request, c.Param("ns"), c.Param("name"), c.Param("id")) }
+		records := a.Invocations
+		a.Invocations = func(c *gin.Context) {
+			if c.Request.URL.Query().Has("mode") {
+				calls.List(c.Writer, c.Request, c.Param("ns"), c.Param("name"))
+				return
+			}
+			if records == nil {
+				writeNoHistory(c)
+				return
+			}
+			records(c)
+		}
 	}
 	if o.Console {
 		// The console reads what the API reads and calls functions through
@@ -161,6 +216,11 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	return hs.Shutdown(sctx)
 }
 
-// Close flushes the recorder and closes where records go. Calls recorded
-// after it are lost.
-func (d *Door) Close() { d.records.close() }
+// Close stops the asynchronous calls' attempts, then flushes the recorder
+// and closes where records go. Calls recorded after it are lost.
+func (d *Door) Close() {
+	if d.runner != nil {
+		d.runner.Close()
+	}
+	d.records.close()
+}

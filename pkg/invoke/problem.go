@@ -65,6 +65,8 @@ var reasonTypes = map[string]string{
 
 	ReasonMethodNotAllowed: problems.TypeBase + "method-not-allowed",
 	ReasonNoServices:       problems.TypeBase + "no-services",
+	ReasonIdempotencyKey:   problems.TypeBase + "invalid",
+	ReasonRequestIDTaken:   problems.TypeBase + "conflict",
 }
 
 func writeProblem(w http.ResponseWriter, p Problem) {
@@ -87,3 +89,7 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(body, '\n'))
 }
+
+// WriteProblem answers p as the proxy answers its own refusals; packages
+// beside the proxy (the asynchronous calls' records) share its shape.
+func WriteProblem(w http.ResponseWriter, p Problem) { writeProblem(w, p) }

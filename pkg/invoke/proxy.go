@@ -117,6 +117,14 @@ type Options struct {
 	// H2CTransport forwards calls to h2c revisions (port 81 of a revision
 	// Service). Default an http.Transport speaking unencrypted HTTP/2.
 	H2CTransport http.RoundTripper
+	// Async, when set, keeps function calls made with Prefer:
+	// respond-async, answered 202; unset, the preference is ignored and
+	// such calls run at once.
+	Async Async
+	// APIBaseURL prefixes the Location of a 202 (the invocation record
+	// lives on the API, which a function's own host does not serve); ""
+	// gives a path.
+	APIBaseURL string
 	// Logger receives platform failures (unreachable functions, failed
 	// activations) and, at debug level, callers' request bodies that could
 	// not be read and what net/http's ReverseProxy logs (responses cut
@@ -304,6 +312,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	if target.Public {
 		c.spotSlessToken(r)
 	} else if !c.authorize(w, r) {
+		return
+	}
+	if c.wantsAsync(r) {
+		c.accept(w, r)
 		return
 	}
 	c.forward(w, r)
@@ -729,7 +741,7 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 	switch {
 	case c.byHost:
 		delete(h, PrefixHeader) // nothing was removed from the path
-	case c.trigger == TriggerHTTP:
+	case c.trigger == TriggerHTTP || c.trigger == TriggerAsync:
 		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name)
 	case c.service():
 		h.Set(PrefixHeader, ServicePrefix+c.ns+"/"+c.name)

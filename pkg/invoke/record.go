@@ -27,7 +27,7 @@ const (
 // ValidTrigger reports whether t is one of the Trigger constants.
 func ValidTrigger(t string) bool {
 	switch t {
-	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob, TriggerService:
+	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob, TriggerService, TriggerAsync:
 		return true
 	}
 	return false
@@ -53,7 +53,7 @@ type Record struct {
 	// Revision that served the call; empty when the call never reached one.
 	Revision string
 	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerJob,
-	// TriggerService.
+	// TriggerService, TriggerAsync (one attempt of an asynchronous call).
 	Trigger string
 	// RequestID is the X-Request-Id the call carried (given or generated).
 	RequestID string

@@ -16,13 +16,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/async"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/build"
 	"github.com/sless-dev/sless/pkg/local/runs"
@@ -80,6 +83,9 @@ type Options struct {
 	AMQPURL string
 	// Console serves the web console at /console/.
 	Console bool
+	// AsyncBackoff, when set, is the wait before retry n of an
+	// asynchronous call (tests); default 1 s doubling.
+	AsyncBackoff func(n int) time.Duration
 	// Logger receives local mode's events; Out its banner (os.Stderr when nil).
 	Logger *slog.Logger
 	Out    io.Writer
@@ -224,6 +230,10 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 	if err != nil {
 		return nil, err
 	}
+	asyncCalls, err := p.asyncCalls()
+	if err != nil {
+		return nil, err
+	}
 	verifier, err := auth.New(ctx, auth.Config{
 		DevToken:     token,
 		DevIdentity:  auth.Identity{Subject: "dev", Namespace: "default", Admin: true},
@@ -249,6 +259,8 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 			BodyIdleTimeout: p.opts.BodyIdleTimeout,
 		},
 		Records:         recs,
+		Async:           asyncCalls,
+		APIBaseURL:      p.baseURL,
 		IdleConnTimeout: p.opts.IdleConnTimeout,
 		Console:         p.opts.Console,
 		Logger:          p.opts.Logger,
@@ -286,6 +298,25 @@ func (p *platform) records(ctx context.Context) (frontdoor.Records, error) {
 		})
 	}
 	return frontdoor.Records{Sink: recs, History: recs}, nil
+}
+
+// asyncCalls keeps calls made with Prefer: respond-async in the data
+// directory, each function limited by its spec.async.
+func (p *platform) asyncCalls() (*frontdoor.Async, error) {
+	st, err := asynccalls.Open(filepath.Join(p.opts.DataDir, "async-calls.db"))
+	if err != nil {
+		return nil, err
+	}
+	// Closed after the front door, whose runner writes to it.
+	p.onClose(func() { _ = st.Close() })
+	return &frontdoor.Async{Store: st, Backoff: p.opts.AsyncBackoff, Policy: func(ctx context.Context, ns, name string) (async.Policy, error) {
+		fn := &slessv1alpha1.Function{}
+		if err := p.store.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fn); err != nil {
+			return async.Policy{}, err
+		}
+		c, r, age := fn.AsyncPolicy()
+		return async.Policy{Concurrency: c, MaxRetries: r, MaxEventAge: age}, nil
+	}}, nil
 }
 
 // startSourceGC sweeps the blob directory as the controller sweeps S3,

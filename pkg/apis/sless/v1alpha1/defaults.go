@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "k8s.io/utils/ptr"
+import (
+	"time"
+
+	"k8s.io/utils/ptr"
+)
 
 // SetDefaults fills what the CRD schema defaults, so code that builds a
 // Function in Go sees what the apiserver would store.
@@ -76,4 +80,21 @@ func (fn *Function) IsReady() bool {
 		}
 	}
 	return false
+}
+
+// AsyncPolicy is spec.async with its defaults filled in.
+func (fn *Function) AsyncPolicy() (concurrency, maxRetries int, maxEventAge time.Duration) {
+	concurrency, maxRetries, age := DefaultAsyncConcurrency, DefaultAsyncMaxRetries, DefaultAsyncMaxEventAgeSeconds
+	if a := fn.Spec.Async; a != nil {
+		if a.Concurrency != nil {
+			concurrency = int(*a.Concurrency)
+		}
+		if a.MaxRetries != nil {
+			maxRetries = int(*a.MaxRetries)
+		}
+		if a.MaxEventAgeSeconds != nil {
+			age = int(*a.MaxEventAgeSeconds)
+		}
+	}
+	return concurrency, maxRetries, time.Duration(age) * time.Second
 }

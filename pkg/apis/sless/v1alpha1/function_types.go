@@ -78,6 +78,46 @@ type FunctionSpec struct {
 	// Scale bounds the instance count and sets the autoscaling target.
 	// +optional
 	Scale *ScaleSpec `json:"scale,omitempty"`
+
+	// Async governs calls made with Prefer: respond-async.
+	// +optional
+	Async *AsyncSpec `json:"async,omitempty"`
+}
+
+// Bounds and defaults of AsyncSpec.
+const (
+	DefaultAsyncConcurrency        = 10
+	MaxAsyncConcurrency            = 1000
+	DefaultAsyncMaxRetries         = 2
+	MaxAsyncMaxRetries             = 10
+	MinAsyncMaxEventAgeSeconds     = 60
+	MaxAsyncMaxEventAgeSeconds     = 21600
+	DefaultAsyncMaxEventAgeSeconds = 21600
+)
+
+// AsyncSpec governs a function's asynchronous calls: how many run at once
+// and how long a failing one is retried before it is dead-lettered.
+type AsyncSpec struct {
+	// Concurrency is how many asynchronous calls of the function run at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=10
+	// +optional
+	Concurrency *int32 `json:"concurrency,omitempty"`
+	// MaxRetries is how many times a call answered 5xx or timed out is
+	// tried again.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=2
+	// +optional
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+	// MaxEventAgeSeconds is how long after its acceptance a call may still
+	// be tried; an older one is dead-lettered.
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=21600
+	// +kubebuilder:default=21600
+	// +optional
+	MaxEventAgeSeconds *int32 `json:"maxEventAgeSeconds,omitempty"`
 }
 
 // MaxRebuildLength bounds FunctionSpec.Rebuild, as its CRD marker does.

@@ -102,6 +102,12 @@ func ValidateFunctionSpec(s *FunctionSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(sp.Child("max"), *sc.Max, "max must be greater than or equal to min"))
 		}
 	}
+	if a := s.Async; a != nil {
+		ap := p.Child("async")
+		errs = append(errs, inRange(ap.Child("concurrency"), a.Concurrency, 1, MaxAsyncConcurrency)...)
+		errs = append(errs, inRange(ap.Child("maxRetries"), a.MaxRetries, 0, MaxAsyncMaxRetries)...)
+		errs = append(errs, inRange(ap.Child("maxEventAgeSeconds"), a.MaxEventAgeSeconds, MinAsyncMaxEventAgeSeconds, MaxAsyncMaxEventAgeSeconds)...)
+	}
 	return errs
 }
 

@@ -1,0 +1,220 @@
+package async
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/problems"
+)
+
+// MaxWait bounds the long poll of ?wait=.
+const MaxWait = 60 * time.Second
+
+// View is an asynchronous call's record as the API shows it.
+type View struct {
+	RequestID      string        `json:"requestId"`
+	Namespace      string        `json:"namespace"`
+	Function       string        `json:"function"`
+	Mode           string        `json:"mode"`
+	State          State         `json:"state"`
+	Attempts       int           `json:"attempts"`
+	Method         string        `json:"method"`
+	Path           string        `json:"path"`
+	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
+	AcceptedAt     time.Time     `json:"acceptedAt"`
+	StartedAt      *time.Time    `json:"startedAt,omitempty"`
+	FinishedAt     *time.Time    `json:"finishedAt,omitempty"`
+	NextAttemptAt  *time.Time    `json:"nextAttemptAt,omitempty"`
+	LastError      string        `json:"lastError,omitempty"`
+	Response       *ResponseView `json:"response,omitempty"`
+}
+
+// ResponseView is the function's answer: Body when it is UTF-8 text,
+// BodyBase64 otherwise.
+type ResponseView struct {
+	Status     int               `json:"status"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Body       *string           `json:"body,omitempty"`
+	BodyBase64 []byte            `json:"bodyBase64,omitempty"`
+	Bytes      int64             `json:"bytes"`
+	Truncated  bool              `json:"truncated,omitempty"`
+}
+
+// ViewOf is j as the API shows it.
+func ViewOf(j *Job) View {
+	v := View{RequestID: j.RequestID, Namespace: j.Namespace, Function: j.Function, Mode: "async", State: j.State,
+		Attempts: j.Attempts, Method: j.Method, Path: j.Path, IdempotencyKey: j.IdempotencyKey,
+		AcceptedAt: j.AcceptedAt.UTC(), StartedAt: when(j.StartedAt), FinishedAt: when(j.FinishedAt),
+		NextAttemptAt: when(j.NextAttemptAt), LastError: j.LastError}
+	if r := j.Response; r != nil {
+		rv := &ResponseView{Status: r.Status, Bytes: r.Bytes, Truncated: r.Truncated, Headers: map[string]string{}}
+		for k, vs := range r.Header {
+			rv.Headers[k] = strings.Join(vs, ", ")
+		}
+		if utf8.Valid(r.Body) {
+			s := string(r.Body)
+			rv.Body = &s
+		} else {
+			rv.BodyBase64 = r.Body
+		}
+		v.Response = rv
+	}
+	return v
+}
+
+func when(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// Handler serves the records of asynchronous calls: one by its request id
+// (long-polled with ?wait=) and a function's list (?state=, ?limit=).
+type Handler struct {
+	Runner *Runner
+}
+
+// Get answers GET …/functions/{name}/invocations/{id}.
+func (h Handler) Get(w http.ResponseWriter, r *http.Request, ns, name, id string) {
+	v, errs, err := problems.Query(r.URL.RawQuery, "an invocation's record", []string{"wait"})
+	if bad(w, r, errs, err) {
+		return
+	}
+	var wait time.Duration
+	if s := v.Get("wait"); s != "" {
+		wait, err = parseWait(s)
+		if err != nil {
+			bad(w, r, []invoke.FieldError{{Field: "wait", Detail: err.Error(), Type: string(field.ErrorTypeInvalid)}}, nil)
+			return
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		changed := h.Runner.Changed()
+		j, err := h.Runner.Store.Get(r.Context(), ns, name, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			invoke.WriteProblem(w, invoke.Problem{Status: http.StatusNotFound, Reason: invoke.ReasonNotFound,
+				Detail: "no asynchronous call " + strconv.Quote(id) + " of function " + ns + "/" + name, Instance: r.URL.Path})
+			return
+		case err != nil:
+			unavailable(w, r, err)
+			return
+		}
+		left := time.Until(deadline)
+		if j.State.Done() || left <= 0 {
+			writeJSON(w, r, ViewOf(j))
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// parseWait reads a Go duration ("30s") or whole seconds ("30").
+func parseWait(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.Atoi(s)
+		if nerr != nil {
+			return 0, errors.New("must be a duration such as 30s, or seconds")
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 || d > MaxWait {
+		return 0, errors.New("must be between 0s and " + MaxWait.String())
+	}
+	return d, nil
+}
+
+// List answers GET …/functions/{name}/invocations?mode=async.
+func (h Handler) List(w http.ResponseWriter, r *http.Request, ns, name string) {
+	v, errs, err := problems.Query(r.URL.RawQuery, "the asynchronous calls' listing", []string{"mode", "state", "limit"})
+	if err == nil {
+		if m := v.Get("mode"); m != "async" {
+			errs = append(errs, invoke.FieldError{Field: "mode", Detail: "must be async", Type: string(field.ErrorTypeNotSupported)})
+		}
+	}
+	state := State(v.Get("state"))
+	if state != "" && !ValidState(state) {
+		errs = append(errs, invoke.FieldError{Field: "state", Type: string(field.ErrorTypeNotSupported),
+			Detail: "must be queued, running, succeeded, failed or dead-lettered"})
+	}
+	limit := invoke.DefaultListLimit
+	if s := v.Get("limit"); s != "" {
+		n, nerr := strconv.Atoi(s)
+		if nerr != nil || n < 1 || n > invoke.MaxListLimit {
+			errs = append(errs, invoke.FieldError{Field: "limit", Type: string(field.ErrorTypeInvalid),
+				Detail: "must be a whole number from 1 to " + strconv.Itoa(invoke.MaxListLimit)})
+		}
+		limit = n
+	}
+	if bad(w, r, errs, err) {
+		return
+	}
+	jobs, err := h.Runner.Store.List(r.Context(), ns, name, state, limit)
+	if err != nil {
+		unavailable(w, r, err)
+		return
+	}
+	out := struct {
+		Items []View `json:"items"`
+	}{Items: make([]View, len(jobs))}
+	for i := range jobs {
+		out.Items[i] = ViewOf(&jobs[i])
+	}
+	writeJSON(w, r, out)
+}
+
+func bad(w http.ResponseWriter, r *http.Request, errs []invoke.FieldError, err error) bool {
+	if err != nil {
+		errs = append(errs, problems.Unparsable(err))
+	}
+	if len(errs) == 0 {
+		return false
+	}
+	invoke.WriteProblem(w, invoke.Problem{Status: http.StatusBadRequest, Reason: invoke.ReasonInvalid, Title: "Query is invalid",
+		Detail: "invalid query parameters", Errors: errs, Instance: r.URL.Path})
+	return true
+}
+
+func unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	w.Header().Set("Retry-After", "5")
+	invoke.WriteProblem(w, invoke.Problem{Status: http.StatusServiceUnavailable, Reason: invoke.ReasonUnavailable,
+		Detail: "asynchronous calls cannot be read right now: " + err.Error(), Instance: r.URL.Path})
+}
+
+func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		invoke.WriteProblem(w, invoke.Problem{Status: http.StatusInternalServerError, Detail: err.Error()})
+		return
+	}
+	body = append(body, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}

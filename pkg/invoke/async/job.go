@@ -1,0 +1,91 @@
+// Package async runs the calls the invoke proxy accepted with Prefer:
+// respond-async: it keeps each in a Store before the proxy answers 202,
+// runs it at least once through the proxy with the function's own timeout,
+// at most spec.async.concurrency of a function at once, retries 5xx answers
+// and timeouts with backoff, and dead-letters what still fails. Local mode
+// keeps the Store in its data directory.
+package async
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/invoke"
+)
+
+// State is where an asynchronous call is in its life.
+type State string
+
+const (
+	StateQueued       State = "queued"
+	StateRunning      State = "running"
+	StateSucceeded    State = "succeeded"
+	StateFailed       State = "failed"
+	StateDeadLettered State = "dead-lettered"
+)
+
+// Done reports whether s is final.
+func (s State) Done() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateDeadLettered
+}
+
+// ValidState reports whether s is one of the states.
+func ValidState(s State) bool {
+	return s == StateQueued || s == StateRunning || s.Done()
+}
+
+// IdempotencyWindow is how long an Idempotency-Key names its first call.
+const IdempotencyWindow = 24 * time.Hour
+
+// DefaultMaxResponseBytes is how much of a function's answer a record keeps.
+const DefaultMaxResponseBytes = 1 << 20
+
+// Job is an accepted call and what became of it.
+type Job struct {
+	invoke.Submission
+	State    State `json:"state"`
+	Attempts int   `json:"attempts"`
+	// Failures counts the attempts that spend the retry budget.
+	Failures int `json:"failures"`
+	// StartedAt is when the last attempt began, FinishedAt when the call
+	// reached its final state, NextAttemptAt when a retry is due.
+	StartedAt     time.Time `json:"startedAt,omitzero"`
+	FinishedAt    time.Time `json:"finishedAt,omitzero"`
+	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
+	// LastError says why the last attempt failed.
+	LastError string    `json:"lastError,omitempty"`
+	Response  *Response `json:"response,omitempty"`
+}
+
+// Response is a function's answer to the last attempt.
+type Response struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"headers,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+	// Bytes is the whole body's length; Truncated says Body holds less.
+	Bytes     int64 `json:"bytes"`
+	Truncated bool  `json:"truncated,omitempty"`
+}
+
+// ErrNotFound is a Store's answer for a call it does not keep.
+var ErrNotFound = errors.New("no such asynchronous call")
+
+// Store keeps asynchronous calls durably.
+type Store interface {
+	// Create keeps j, queued. When j.IdempotencyKey names a call of the
+	// same function accepted within window, nothing is kept and that
+	// call's id is returned with replayed true. A request id the function
+	// already has is invoke.ErrRequestIDTaken.
+	Create(ctx context.Context, j *Job, window time.Duration) (id string, replayed bool, err error)
+	// Update replaces the kept state of j.
+	Update(ctx context.Context, j *Job) error
+	// Get reads one call; ErrNotFound when it is not kept.
+	Get(ctx context.Context, ns, function, id string) (*Job, error)
+	// List lists a function's calls newest first, those in state only
+	// unless it is empty, at most limit.
+	List(ctx context.Context, ns, function string, state State, limit int) ([]Job, error)
+	// Unfinished lists every call not yet in a final state.
+	Unfinished(ctx context.Context) ([]Job, error)
+}

@@ -1,0 +1,342 @@
+package async
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/problems"
+)
+
+// Policy is a function's spec.async with its defaults.
+type Policy struct {
+	Concurrency int
+	MaxRetries  int
+	MaxEventAge time.Duration
+}
+
+// DefaultPolicy is the Policy of a function that sets none (or is gone).
+var DefaultPolicy = Policy{Concurrency: 10, MaxRetries: 2, MaxEventAge: 6 * time.Hour}
+
+// notReadyWait bounds the wait before trying a function that was not
+// serving yet again.
+const notReadyWait = 5 * time.Second
+
+// Runner accepts asynchronous calls into its Store and runs them. It is the
+// invoke.Async of a proxy; set Run (the proxy's RunAsync) before Start.
+type Runner struct {
+	Store Store
+	// Run makes one attempt of a call, answering w.
+	Run func(ctx context.Context, w http.ResponseWriter, s *invoke.Submission)
+	// Policy reads a function's spec.async; nil or an error: DefaultPolicy.
+	Policy func(ctx context.Context, ns, name string) (Policy, error)
+	// Backoff is the wait before retry n (1, 2, …). Default: 1 s doubling
+	// up to 5 minutes, with a fifth of jitter.
+	Backoff          func(n int) time.Duration
+	MaxResponseBytes int
+	Logger           *slog.Logger
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+	mu      sync.Mutex
+	gates   map[string]*gate
+	changed chan struct{}
+}
+
+// Start runs the calls the Store kept unfinished (a restart: those that
+// were running run again, since their end was never recorded) and takes
+// new ones until Close.
+func (r *Runner) Start(ctx context.Context) error {
+	if r.Run == nil || r.Store == nil {
+		return errors.New("async: Runner needs Store and Run")
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.MaxResponseBytes <= 0 {
+		r.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if r.Backoff == nil {
+		r.Backoff = defaultBackoff
+	}
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.gates = map[string]*gate{}
+	r.changed = make(chan struct{})
+	jobs, err := r.Store.Unfinished(ctx)
+	if err != nil {
+		return fmt.Errorf("async: read unfinished calls: %w", err)
+	}
+	for i := range jobs {
+		j := jobs[i]
+		if j.State == StateRunning {
+			j.State = StateQueued
+		}
+		r.drive(&j)
+	}
+	if len(jobs) > 0 {
+		r.Logger.Info("asynchronous calls resumed", "count", len(jobs))
+	}
+	return nil
+}
+
+// Close stops taking attempts and waits for those under way to end (they
+// are cut: their calls stay running and run again after a restart).
+func (r *Runner) Close() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.running.Wait()
+}
+
+// Accept keeps s queued and schedules it.
+func (r *Runner) Accept(ctx context.Context, s invoke.Submission) (invoke.Accepted, error) {
+	if r.ctx == nil || r.ctx.Err() != nil {
+		return invoke.Accepted{}, errors.New("async: the runner is not running")
+	}
+	j := &Job{Submission: s, State: StateQueued}
+	id, replayed, err := r.Store.Create(ctx, j, IdempotencyWindow)
+	if err != nil {
+		return invoke.Accepted{}, err
+	}
+	if !replayed {
+		r.drive(j)
+	}
+	return invoke.Accepted{RequestID: id, Replayed: replayed}, nil
+}
+
+// Changed is closed at the next change of any call's state.
+func (r *Runner) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+func (r *Runner) notify() {
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+func (r *Runner) drive(j *Job) {
+	r.running.Add(1)
+	go func() {
+		defer r.running.Done()
+		r.loop(j)
+	}()
+}
+
+// loop runs j until it reaches a final state or the runner stops.
+func (r *Runner) loop(j *Job) {
+	ctx := r.ctx
+	g := r.gate(j.Namespace + "/" + j.Function)
+	for {
+		if wait := time.Until(j.NextAttemptAt); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		pol := r.policy(j)
+		if age := time.Since(j.AcceptedAt); age > pol.MaxEventAge {
+			msg := fmt.Sprintf("not run within maxEventAgeSeconds (%s after acceptance)", pol.MaxEventAge)
+			if j.LastError != "" {
+				msg += "; last error: " + j.LastError
+			}
+			j.LastError = msg
+			r.finish(j, StateDeadLettered)
+			return
+		}
+		if !g.acquire(ctx, pol.Concurrency) {
+			return
+		}
+		j.State, j.StartedAt, j.NextAttemptAt = StateRunning, time.Now(), time.Time{}
+		j.Attempts++
+		r.save(j)
+		resp, errText := r.attempt(ctx, j)
+		g.release()
+		if ctx.Err() != nil {
+			return // shutdown cut the attempt: it runs again after a restart
+		}
+		j.Response = resp
+		switch {
+		case resp.Status < 400:
+			j.LastError = ""
+			r.finish(j, StateSucceeded)
+			return
+		case resp.Status < 500:
+			j.LastError = errText
+			r.finish(j, StateFailed)
+			return
+		}
+		j.LastError = errText
+		// A function not serving yet (sless dev restarting, a revision
+		// rolling out) is waited for within maxEventAge, not failed, and
+		// looked at again soon.
+		var wait time.Duration
+		if reason := resp.Header.Get(invoke.ErrorHeader); reason == invoke.ReasonNotReady || reason == invoke.ReasonUnavailable {
+			wait = min(r.Backoff(j.Attempts), notReadyWait)
+		} else {
+			j.Failures++
+			wait = r.Backoff(j.Failures)
+		}
+		if j.Failures > pol.MaxRetries {
+			r.finish(j, StateDeadLettered)
+			return
+		}
+		j.State, j.NextAttemptAt = StateQueued, time.Now().Add(wait)
+		r.save(j)
+	}
+}
+
+func (r *Runner) policy(j *Job) Policy {
+	if r.Policy == nil {
+		return DefaultPolicy
+	}
+	p, err := r.Policy(r.ctx, j.Namespace, j.Function)
+	if err != nil {
+		return DefaultPolicy
+	}
+	if p.Concurrency < 1 {
+		p.Concurrency = 1
+	}
+	return p
+}
+
+func (r *Runner) finish(j *Job, s State) {
+	j.State, j.FinishedAt = s, time.Now()
+	r.save(j)
+}
+
+// save records j's state. A failure is logged and the call goes on: its
+// last saved state is at worst behind, and a restart runs it again.
+func (r *Runner) save(j *Job) {
+	if err := r.Store.Update(context.WithoutCancel(r.ctx), j); err != nil {
+		r.Logger.Warn("cannot save an asynchronous call's state", "namespace", j.Namespace, "function", j.Function,
+			"requestId", j.RequestID, "state", j.State, "error", err)
+	}
+	r.notify()
+}
+
+// attempt runs j once and says what it answered and, for a failure, why.
+func (r *Runner) attempt(ctx context.Context, j *Job) (*Response, string) {
+	w := &capture{header: http.Header{}, max: r.MaxResponseBytes}
+	r.Run(ctx, w, &j.Submission)
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	resp := &Response{Status: w.status, Header: w.header, Body: w.body.Bytes(), Bytes: w.n, Truncated: w.n > int64(w.body.Len())}
+	if resp.Status < 400 {
+		return resp, ""
+	}
+	return resp, failure(resp)
+}
+
+// failure says why an answer failed: the platform's problem when sless
+// answered, else the function's status and the start of its body.
+func failure(resp *Response) string {
+	if reason := resp.Header.Get(invoke.ErrorHeader); reason != "" {
+		var p problems.Details
+		if json.Unmarshal(resp.Body, &p) == nil && p.Detail != "" {
+			return fmt.Sprintf("%d %s: %s", resp.Status, reason, p.Detail)
+		}
+		return fmt.Sprintf("%d %s", resp.Status, reason)
+	}
+	body := strings.ToValidUTF8(string(resp.Body[:min(len(resp.Body), 256)]), "")
+	return strings.TrimSpace(fmt.Sprintf("the function answered %d %s", resp.Status, body))
+}
+
+func defaultBackoff(n int) time.Duration {
+	d := time.Second << min(n-1, 10)
+	d = min(d, 5*time.Minute)
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+func (r *Runner) gate(key string) *gate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.gates[key]
+	if g == nil {
+		g = &gate{wake: make(chan struct{})}
+		r.gates[key] = g
+	}
+	return g
+}
+
+// gate bounds how many calls of one function run at once; the bound is
+// read at each acquire, so a changed spec.async.concurrency applies to the
+// next attempt.
+type gate struct {
+	mu      sync.Mutex
+	running int
+	wake    chan struct{}
+}
+
+func (g *gate) acquire(ctx context.Context, limit int) bool {
+	for {
+		g.mu.Lock()
+		if g.running < limit {
+			g.running++
+			g.mu.Unlock()
+			return true
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+		}
+	}
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	g.running--
+	close(g.wake)
+	g.wake = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// capture is the ResponseWriter of an attempt: it keeps the head and the
+// first max bytes of the body and counts the rest.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	n      int64
+	max    int
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if c.status == 0 && code >= 200 {
+		c.status = code
+	}
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	c.n += int64(len(b))
+	if room := c.max - c.body.Len(); room > 0 {
+		c.body.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
+}
