@@ -29,7 +29,12 @@ const (
 const (
 	ReasonIdempotencyKey = "InvalidIdempotencyKey"
 	ReasonRequestIDTaken = "RequestIDTaken"
+	ReasonNoCallbacks    = "CallbacksNotSupported"
 )
+
+// CallbackURLHeader names where a caller wants an asynchronous call's
+// result posted; sless does not post results yet.
+const CallbackURLHeader = "X-Callback-Url"
 
 // Submission is a call accepted for running later, everything the call
 // needs once its caller has gone.
@@ -110,6 +115,12 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 	if c.target.Failed != "" {
 		c.refuse(w, r, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
 			Detail: c.named() + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"})
+		return
+	}
+	if r.Header.Get(CallbackURLHeader) != "" {
+		// Accepting it would promise a POST that never comes.
+		c.refuse(w, r, Problem{Status: http.StatusNotImplemented, Reason: ReasonNoCallbacks,
+			Detail: "X-Callback-Url is not supported yet: poll the call's record (Location, ?wait=30s) instead"})
 		return
 	}
 	keys := r.Header.Values(IdempotencyKeyHeader)

@@ -198,6 +198,7 @@ func TestAsyncRefusals(t *testing.T) {
 		{"idempotency key with a space", "/fn/team-a/public", "", []string{"Idempotency-Key", "a b"}, 400, invoke.ReasonIdempotencyKey},
 		{"idempotency key too long", "/fn/team-a/public", "", []string{"Idempotency-Key", long}, 400, invoke.ReasonIdempotencyKey},
 		{"request id taken", "/fn/team-a/public", "", []string{"X-Request-Id", "taken-id"}, 409, invoke.ReasonRequestIDTaken},
+		{"callback url", "/fn/team-a/public", "", []string{"X-Callback-Url", "https://example.com/done"}, 501, invoke.ReasonNoCallbacks},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp := do(t, "POST", a.url+c.path, c.body, append([]string{"Prefer", "respond-async"}, c.header...)...)

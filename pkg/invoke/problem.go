@@ -67,6 +67,7 @@ var reasonTypes = map[string]string{
 	ReasonNoServices:       problems.TypeBase + "no-services",
 	ReasonIdempotencyKey:   problems.TypeBase + "invalid",
 	ReasonRequestIDTaken:   problems.TypeBase + "conflict",
+	ReasonNoCallbacks:      problems.TypeBase + "not-implemented",
 }
 
 func writeProblem(w http.ResponseWriter, p Problem) {
