@@ -83,6 +83,9 @@ type Options struct {
 	AMQPURL string
 	// Console serves the web console at /console/.
 	Console bool
+	// AsyncRetention is how long a finished asynchronous call stays
+	// readable; 0 takes DefaultAsyncRetention.
+	AsyncRetention time.Duration
 	// AsyncBackoff, when set, is the wait before retry n of an
 	// asynchronous call (tests); default 1 s doubling.
 	AsyncBackoff func(n int) time.Duration
@@ -307,8 +310,10 @@ func (p *platform) asyncCalls() (*frontdoor.Async, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Closed after the front door, whose runner writes to it.
+	// Closed after the front door, whose runner writes to it, and after
+	// the sweep.
 	p.onClose(func() { _ = st.Close() })
+	p.onClose(sweepAsyncCalls(st, p.opts.AsyncRetention, p.opts.Logger))
 	return &frontdoor.Async{Store: st, Backoff: p.opts.AsyncBackoff, Policy: func(ctx context.Context, ns, name string) (async.Policy, error) {
 		fn := &slessv1alpha1.Function{}
 		if err := p.store.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fn); err != nil {
@@ -317,6 +322,39 @@ func (p *platform) asyncCalls() (*frontdoor.Async, error) {
 		c, r, age := fn.AsyncPolicy()
 		return async.Policy{Concurrency: c, MaxRetries: r, MaxEventAge: age}, nil
 	}}, nil
+}
+
+// DefaultAsyncRetention keeps finished asynchronous calls a week.
+const DefaultAsyncRetention = 7 * 24 * time.Hour
+
+// sweepAsyncCalls deletes, at start and hourly, the asynchronous calls
+// that ended more than retention ago and expired Idempotency-Keys, so the
+// file does not grow for ever; it returns what stops it.
+func sweepAsyncCalls(st *asynccalls.Store, retention time.Duration, log *slog.Logger) func() {
+	if retention <= 0 {
+		retention = DefaultAsyncRetention
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			now := time.Now()
+			if n, err := st.Prune(ctx, now.Add(-retention), now.Add(-async.IdempotencyWindow)); err != nil {
+				log.Warn("sweep asynchronous calls", "error", err)
+			} else if n > 0 {
+				log.Info("asynchronous calls swept", "count", n, "retention", retention)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { stop(); <-done }
 }
 
 // startSourceGC sweeps the blob directory as the controller sweeps S3,

@@ -163,3 +163,51 @@ func (s *Store) Unfinished(context.Context) ([]async.Job, error) {
 	slices.SortFunc(out, func(a, b async.Job) int { return a.AcceptedAt.Compare(b.AcceptedAt) })
 	return out, err
 }
+
+// Prune deletes the calls that ended before before, and the
+// Idempotency-Keys taken before keysBefore, and says how many calls went.
+func (s *Store) Prune(_ context.Context, before, keysBefore time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		calls := tx.Bucket(callsBucket)
+		var gone [][]byte
+		err := calls.ForEach(func(k, v []byte) error {
+			var j async.Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return fmt.Errorf("call %q: %w", k, err)
+			}
+			if j.State.Done() && j.FinishedAt.Before(before) {
+				gone = append(gone, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range gone {
+			if err := calls.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(gone)
+		keys := tx.Bucket(keysBucket)
+		var old [][]byte
+		err = keys.ForEach(func(k, v []byte) error {
+			var e keyEntry
+			if json.Unmarshal(v, &e) != nil || e.At.Before(keysBefore) {
+				old = append(old, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range old {
+			if err := keys.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
+}
