@@ -128,7 +128,7 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	po.Authenticator = ProxyAuthenticator(o.Auth, o.API.TenantNamespaces, log)
 	po.Recorder, po.Metrics, po.Logger = d.records.recorder, metrics, log
 	if o.Async != nil {
-		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Logger: log}
+		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Logger: log, Registerer: d.reg}
 		po.Async, po.APIBaseURL = d.runner, o.APIBaseURL
 	}
 	proxy, err := invoke.NewProxy(po)

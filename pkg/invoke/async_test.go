@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
 	"github.com/sless-dev/sless/pkg/local/asynccalls"
@@ -25,6 +27,7 @@ type asyncRig struct {
 	*rig
 	runner *async.Runner
 	store  *asynccalls.Store
+	reg    *prometheus.Registry
 	policy atomic.Pointer[async.Policy]
 	calls  string // base URL of the records: {calls}/{ns}/{name}/{id}
 }
@@ -35,10 +38,10 @@ func newAsyncRig(t *testing.T, opts invoke.Options) *asyncRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &asyncRig{store: st}
+	a := &asyncRig{store: st, reg: prometheus.NewRegistry()}
 	a.policy.Store(&async.Policy{Concurrency: 10, MaxRetries: 2, MaxEventAge: time.Hour})
 	a.runner = &async.Runner{Store: st, Backoff: func(int) time.Duration { return 10 * time.Millisecond },
-		Policy: func(context.Context, string, string) (async.Policy, error) { return *a.policy.Load(), nil }}
+		Policy: func(context.Context, string, string) (async.Policy, error) { return *a.policy.Load(), nil }, Registerer: a.reg}
 	opts.Async = a.runner
 	a.rig = newRig(t, opts)
 	a.runner.Run = a.proxy.RunAsync
@@ -273,6 +276,67 @@ func TestAsyncRetriesThenDeadLetters(t *testing.T) {
 	}
 	resp.Body.Close()
 	a.records(t, "team-a", "bad", 3)
+	for series, want := range map[string]float64{
+		"sless_async_calls_accepted_total": 1, "sless_async_attempts_total": 3,
+		`sless_async_calls_finished_total{state="dead-lettered"}`: 1, `sless_async_calls_finished_total{state="succeeded"}`: 0,
+		"sless_async_calls_pending": 0, "sless_async_oldest_pending_age_seconds": 0,
+	} {
+		if got := a.metric(t, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
+
+// metric reads one series of the runner's registry, as name or
+// name{label="value"}.
+func (a *asyncRig) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	name, label, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+	mfs, err := a.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label != "" {
+				l := m.GetLabel()
+				if len(l) != 1 || l[0].GetName()+`="`+l[0].GetValue()+`"` != label {
+					continue
+				}
+			}
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
+	}
+	t.Fatalf("no series %s", series)
+	return 0
+}
+
+// The pending series count calls not yet final and the oldest one's age.
+func TestAsyncPendingMetrics(t *testing.T) {
+	release := make(chan struct{})
+	fn := function(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	a := newAsyncRig(t, invoke.Options{})
+	a.targets.set("team-a", "held", invoke.Target{Address: fn, Ready: true, Public: true})
+	ids := []string{submit(t, a.url+"/fn/team-a/held", ""), submit(t, a.url+"/fn/team-a/held", "")}
+	if n := a.metric(t, "sless_async_calls_pending"); n != 2 {
+		t.Fatalf("pending %v, want 2", n)
+	}
+	if age := a.metric(t, "sless_async_oldest_pending_age_seconds"); age <= 0 {
+		t.Fatalf("oldest age %v", age)
+	}
+	close(release)
+	for _, id := range ids {
+		a.await(t, "team-a", "held", id)
+	}
+	if n := a.metric(t, `sless_async_calls_finished_total{state="succeeded"}`); n != 2 {
+		t.Fatalf("succeeded %v, want 2", n)
+	}
 }
 
 // A 4xx is the function's answer, not a failure to retry.

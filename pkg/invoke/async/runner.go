@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/problems"
 )
@@ -44,6 +46,8 @@ type Runner struct {
 	Backoff          func(n int) time.Duration
 	MaxResponseBytes int
 	Logger           *slog.Logger
+	// Registerer, when set, takes the runner's series (see metrics.go).
+	Registerer prometheus.Registerer
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -51,6 +55,9 @@ type Runner struct {
 	mu      sync.Mutex
 	gates   map[string]*gate
 	changed chan struct{}
+	// pending holds the acceptance time of every call not yet final.
+	pending map[*Job]time.Time
+	metrics *metrics
 }
 
 // Start runs the calls the Store kept unfinished (a restart: those that
@@ -72,6 +79,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.gates = map[string]*gate{}
 	r.changed = make(chan struct{})
+	r.pending = map[*Job]time.Time{}
+	var err error
+	if r.metrics, err = newMetrics(r.Registerer, r.pendingStats); err != nil {
+		return err
+	}
 	jobs, err := r.Store.Unfinished(ctx)
 	if err != nil {
 		return fmt.Errorf("async: read unfinished calls: %w", err)
@@ -110,6 +122,7 @@ func (r *Runner) Accept(ctx context.Context, s invoke.Submission) (invoke.Accept
 		return invoke.Accepted{}, err
 	}
 	if !replayed {
+		r.metrics.accepted.Inc()
 		r.drive(j)
 	}
 	return invoke.Accepted{RequestID: id, Replayed: replayed}, nil
@@ -130,11 +143,33 @@ func (r *Runner) notify() {
 }
 
 func (r *Runner) drive(j *Job) {
+	r.mu.Lock()
+	r.pending[j] = j.AcceptedAt
+	r.mu.Unlock()
 	r.running.Add(1)
 	go func() {
 		defer r.running.Done()
 		r.loop(j)
+		r.mu.Lock()
+		delete(r.pending, j) // a shutdown ended it unfinished
+		r.mu.Unlock()
 	}()
+}
+
+// pendingStats is how many calls are not final and the age of the oldest.
+func (r *Runner) pendingStats() (int, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var oldest time.Time
+	for _, at := range r.pending {
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	if oldest.IsZero() {
+		return 0, 0
+	}
+	return len(r.pending), time.Since(oldest)
 }
 
 // loop runs j until it reaches a final state or the runner stops.
@@ -169,6 +204,7 @@ func (r *Runner) loop(j *Job) {
 		r.save(j)
 		resp, errText := r.attempt(ctx, j)
 		g.release()
+		r.metrics.attempts.Inc()
 		if ctx.Err() != nil {
 			return // shutdown cut the attempt: it runs again after a restart
 		}
@@ -218,6 +254,11 @@ func (r *Runner) policy(j *Job) Policy {
 }
 
 func (r *Runner) finish(j *Job, s State) {
+	r.metrics.finished.WithLabelValues(string(s)).Inc()
+	// Before the save wakes those waiting on the record.
+	r.mu.Lock()
+	delete(r.pending, j)
+	r.mu.Unlock()
 	j.State, j.FinishedAt = s, time.Now()
 	r.save(j)
 }
