@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -318,7 +319,8 @@ func invocationTable(w io.Writer, indent string, items []client.Invocation) erro
 	return tw.Flush()
 }
 
-const historySynopsis = `sless history NAME [-n NAMESPACE] [--service] [--status 2xx|4xx|5xx] [--trigger T] [--since 1h] [--limit N] [-o json|yaml]`
+const historySynopsis = `sless history NAME [-n NAMESPACE] [--service] [--status 2xx|4xx|5xx] [--trigger T] [--since 1h] [--limit N] [-o json|yaml]
+sless history NAME --async [--state queued|running|succeeded|failed|dead-lettered] [--limit N] [-o json|yaml]`
 
 func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {
 	fs := newFlags("history", historySynopsis)
@@ -326,7 +328,9 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	c.register(fs, true)
 	var q client.InvocationQuery
 	fs.StringVar(&q.Status, "status", "", "only answers of this status class (2xx, 4xx, 5xx) or status (504)")
-	fs.StringVar(&q.Trigger, "trigger", "", "only calls of this trigger type: http, cron, queue or job")
+	fs.StringVar(&q.Trigger, "trigger", "", "only calls of this trigger type: http, cron, queue, job or async (attempts of asynchronous calls)")
+	asyncCalls := fs.Bool("async", false, "list the asynchronous calls (Prefer: respond-async) with their states instead")
+	state := fs.String("state", "", "with --async, only calls in this state: queued, running, succeeded, failed or dead-lettered")
 	fs.BoolVar(&q.Service, "service", false, "NAME is a service's (SlessService): its calls through /svc/")
 	since := fs.Duration("since", 0, "only calls started within this long, e.g. 1h")
 	fs.IntVar(&q.Limit, "limit", 20, "at most this many (1-1000)")
@@ -344,6 +348,14 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	if *since < 0 {
 		errs = append(errs, errors.New("--since must not be negative"))
 	}
+	switch {
+	case *state != "" && !*asyncCalls:
+		errs = append(errs, errors.New("--state filters asynchronous calls: give --async too"))
+	case *asyncCalls && (q.Status != "" || q.Trigger != "" || q.Service || *since != 0):
+		errs = append(errs, errors.New("--async lists asynchronous calls, which --status, --trigger, --service and --since do not filter"))
+	case *state != "" && !slices.Contains([]string{"queued", "running", "succeeded", "failed", "dead-lettered"}, *state):
+		errs = append(errs, fmt.Errorf("--state %q: want queued, running, succeeded, failed or dead-lettered", *state))
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -353,6 +365,9 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	s, err := connect(ctx, getenv, c.ns)
 	if err != nil {
 		return err
+	}
+	if *asyncCalls {
+		return asyncHistory(ctx, stdout, s.api, s.ns, name, *state, q.Limit, c.output)
 	}
 	page, err := s.api.ListInvocations(ctx, s.ns, name, q)
 	if err != nil {
@@ -369,6 +384,32 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 		return nil
 	}
 	return invocationTable(stdout, "", page.Items)
+}
+
+// asyncHistory lists a function's asynchronous calls, newest first.
+func asyncHistory(ctx context.Context, stdout io.Writer, api *client.Client, ns, name, state string, limit int, output string) error {
+	items, err := api.ListAsyncInvocations(ctx, ns, name, state, limit)
+	if err != nil {
+		return err
+	}
+	if output == "json" || output == "yaml" {
+		return printDoc(stdout, output, map[string]any{"items": items})
+	}
+	if len(items) == 0 {
+		fmt.Fprintf(stdout, "No asynchronous calls of %s/%s match.\n", ns, name)
+		return nil
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "ACCEPTED\tSTATE\tATTEMPTS\tSTATUS\tREQUEST ID\tERROR")
+	for _, a := range items {
+		status := "-"
+		if a.Response != nil {
+			status = fmt.Sprint(a.Response.Status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", a.AcceptedAt.Local().Format("2006-01-02 15:04:05"), a.State, a.Attempts,
+			status, a.RequestID, oneLine(a.LastError))
+	}
+	return tw.Flush()
 }
 
 const deleteSynopsis = `sless delete NAME [-n NAMESPACE] [--service] [--wait] [--timeout 2m]`

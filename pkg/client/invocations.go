@@ -194,3 +194,26 @@ func (c *Client) GetAsyncInvocation(ctx context.Context, ns, name, id string, wa
 	}
 	return &out, nil
 }
+
+// ListAsyncInvocations lists a function's asynchronous calls, newest
+// first, those in state only unless it is empty, at most limit (the API's
+// default when 0).
+func (c *Client) ListAsyncInvocations(ctx context.Context, ns, name, state string, limit int) ([]AsyncInvocation, error) {
+	v := url.Values{"mode": {"async"}}
+	if state != "" {
+		v.Set("state", state)
+	}
+	if limit > 0 {
+		v.Set("limit", fmt.Sprint(limit))
+	}
+	var out struct {
+		Items []AsyncInvocation `json:"items"`
+	}
+	if err := c.getJSON(ctx, functions.item(ns, name)+"/invocations", v, &out); err != nil {
+		return nil, err
+	}
+	if out.Items == nil {
+		out.Items = []AsyncInvocation{}
+	}
+	return out.Items, nil
+}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -172,5 +175,25 @@ func TestAsyncCallsThroughDev(t *testing.T) {
 	code, b = d2.do("GET", "/v1/namespaces/e2e/functions/failer/invocations?mode=async&state=dead-lettered", "", nil)
 	if code != 200 || !strings.Contains(string(b), bad) {
 		t.Fatalf("dead letters: %d %s", code, b)
+	}
+
+	// The command line: --async --wait prints the function's answer,
+	// history --async the calls with their states.
+	home := t.TempDir()
+	sless := func(args ...string) (string, error) {
+		cmd := exec.Command(slessBin, args...)
+		cmd.Env = append(os.Environ(), "SLESS_SERVER="+d2.base, "SLESS_TOKEN="+d2.token, "SLESS_NAMESPACE=e2e",
+			"SLESS_CONFIG="+filepath.Join(home, "config"))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := sless("invoke", "sleeper", "--async", "--wait", "-d", `{"cli": true}`); err != nil || !strings.Contains(out, `"cli": true`) {
+		t.Fatalf("sless invoke --async --wait: %v: %s", err, out)
+	}
+	if out, err := sless("invoke", "failer", "--async", "--wait"); err == nil || !strings.Contains(out, "dead-lettered after 3 attempts") {
+		t.Fatalf("sless invoke --async --wait of a failing function: %v: %s", err, out)
+	}
+	if out, err := sless("history", "failer", "--async", "--state", "dead-lettered"); err != nil || !strings.Contains(out, bad) {
+		t.Fatalf("sless history --async: %v: %s", err, out)
 	}
 }
