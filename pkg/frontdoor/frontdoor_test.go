@@ -100,6 +100,10 @@ func TestDoorServesAndStops(t *testing.T) {
 	if code, body := get("/fn/default/nope"); code != http.StatusNotFound {
 		t.Fatalf("call of a missing function: %d %s", code, body)
 	}
+	// A door without Async keeps no asynchronous calls, and says so.
+	if code, body := get("/v1/namespaces/default/functions/f/invocations/some-id"); code != http.StatusNotImplemented || !strings.Contains(body, "respond-async") {
+		t.Fatalf("an asynchronous call's record: %d %s", code, body)
+	}
 	if code, _ := get("/console/"); code >= 500 || code == http.StatusNotFound {
 		t.Fatalf("/console/: %d", code)
 	}
