@@ -32,7 +32,7 @@ type asyncRig struct {
 	calls  string // base URL of the records: {calls}/{ns}/{name}/{id}
 }
 
-func newAsyncRig(t *testing.T, opts invoke.Options) *asyncRig {
+func newAsyncRig(t testing.TB, opts invoke.Options) *asyncRig {
 	t.Helper()
 	st, err := asynccalls.Open(filepath.Join(t.TempDir(), "async.db"))
 	if err != nil {
