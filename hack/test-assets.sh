@@ -17,6 +17,9 @@
 #   workingdirinit and sidecarlogresults; distribution's registry
 #   (`registry`, which prints its path); `sless-static` builds sless itself
 #   the same way and prints its path
+#   the test images of Knative's ingress conformance suite
+#   (`conformance-images`: runtime, wsserver, grpc-ping, timeout, httpproxy
+#   and retry from knative.dev/networking/test/test_images, static)
 # Prints the asset directory on stdout (for `controllers` and `node`,
 # theirs; `node-dir` prints the node directory without building); progress
 # goes to stderr. `all`, the default, builds every set but the node's
@@ -264,6 +267,23 @@ build_image_programs() {
   done
 }
 
+# build_conformance_programs builds the programs of the test images Knative's
+# ingress conformance suite runs (about 1 min cold: they share most of their
+# dependencies with the data plane above), at the knative.dev/networking
+# go.mod pins, in a directory of their own so other node tests never wait
+# for them.
+NETWORKING_VERSION=$(modversion knative.dev/networking)
+conf_dir="$cache/images-networking-$NETWORKING_VERSION"
+build_conformance_programs() {
+  mkdir -p "$conf_dir"
+  exec 3>"$conf_dir/.lock"
+  flock 3
+  local p
+  for p in runtime wsserver grpc-ping timeout httpproxy retry; do
+    CGO_ENABLED=0 ctrl_build "$p" "knative.dev/networking/test/test_images/$p" "$conf_dir"
+  done
+}
+
 # build_registry builds distribution's registry, in a directory of its own
 # so the bed's registry does not wait for the image programs.
 reg_dir="$cache/registry-$REGISTRY_VERSION"
@@ -298,7 +318,7 @@ build_sless_static() {
 }
 
 case "${1:-all}" in
-  controllers|queue-proxy|node|node-dir|images|registry|sless-static) ;;
+  controllers|queue-proxy|node|node-dir|images|conformance-images|registry|sless-static) ;;
   *) lock_dir ;;
 esac
 case "${1:-all}" in
@@ -307,6 +327,7 @@ case "${1:-all}" in
   node) build_node; echo "$node_dir"; exit 0 ;;
   node-dir) echo "$node_dir"; exit 0 ;;
   images) build_image_programs; echo "$img_dir"; exit 0 ;;
+  conformance-images) build_conformance_programs; echo "$conf_dir"; exit 0 ;;
   registry) build_registry; echo "$reg_dir/registry"; exit 0 ;;
   sless-static) build_sless_static; exit 0 ;;
   queue-proxy) build_queue_proxy; echo "$ctrl_dir/knative-queue"; exit 0 ;;
@@ -314,6 +335,6 @@ case "${1:-all}" in
   kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir|images|registry|sless-static]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir|images|conformance-images|registry|sless-static]" >&2; exit 2 ;;
 esac
 echo "$dir"

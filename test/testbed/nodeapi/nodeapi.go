@@ -148,7 +148,7 @@ func Start(t testing.TB, n *testbed.Node) *API {
 }
 
 // publish makes sless-api's Service, its one endpoint this process's
-// listener on the host side of the veth.
+// listener on the host side of the veth, also on a node port.
 func publish(ctx context.Context, n *testbed.Node, port int) error {
 	cs := n.Clientset
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -156,7 +156,11 @@ func publish(ctx context.Context, n *testbed.Node, port int) error {
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: Service, Namespace: Namespace},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(int32(port))}}},
+		// A NodePort, as a cluster's sless-api behind a load balancer has:
+		// a client outside the cluster (Knative's conformance suite, with
+		// --ingressendpoint the node) dials it on the node's address.
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(int32(port))}}},
 	}
 	if _, err := cs.CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("Service %s/%s: %w", Namespace, Service, err)
