@@ -125,7 +125,7 @@ func (c *call) routeAddress(r *http.Request) {
 		return
 	}
 	b := c.route.Backend
-	c.addr = &url.URL{Scheme: "http", Host: b.Host(c.p.opts.ClusterDomain)}
+	c.addr = &url.URL{Scheme: "http", Host: routes.Address(b, c.p.opts.ClusterDomain)}
 	if rev := b.Headers[RevisionHeader]; rev != "" {
 		c.target.Revision = rev
 	}

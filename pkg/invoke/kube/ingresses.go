@@ -3,6 +3,7 @@ package kube
 import (
 	"log/slog"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -37,6 +38,20 @@ func (g *ingresses) set(obj any) {
 		return
 	}
 	g.table.Set(c)
+}
+
+// setService and deletedService keep the table's Services' virtual IPs,
+// which the proxy dials instead of their DNS names.
+func (g *ingresses) setService(obj any) {
+	if svc, ok := object(obj).(*corev1.Service); ok {
+		g.table.SetClusterIP(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc.Spec.ClusterIP)
+	}
+}
+
+func (g *ingresses) deletedService(obj any) {
+	if svc, ok := object(obj).(*corev1.Service); ok {
+		g.table.DeleteClusterIP(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+	}
 }
 
 func (g *ingresses) deleted(obj any) {

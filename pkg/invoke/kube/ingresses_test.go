@@ -2,11 +2,14 @@ package kube_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,4 +108,50 @@ func TestRoutesFollowIngressesOfTheClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("deleted", func() bool { return !hosted("hello." + ns + ".svc.cluster.local") })
+}
+
+// Backends are dialled at their Services' virtual IPs as soon as the watch
+// has them, and by DNS name when a Service has none or is gone.
+func TestRoutesDialServicesByClusterIP(t *testing.T) {
+	k := testbed.SharedKube(t)
+	scheme := testbed.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r, err := kube.Start(ctx, k.Config, scheme, kube.Options{IngressClass: class, SyncTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := k.Namespace(t)
+	port := []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8012)}}
+	virtual := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00001", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: port}}
+	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00002", Namespace: ns},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: port}}
+	for _, svc := range []*corev1.Service{virtual, headless} {
+		if err := k.Client.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	address := func(svc string) string {
+		return r.Routes().Address(routing.Backend{Namespace: ns, Service: svc, Port: 80}, "cluster.local")
+	}
+	awaitAddress := func(svc, want string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return address(svc) == want, nil
+		})
+		if err != nil {
+			t.Fatalf("%s dialled at %s, want %s", svc, address(svc), want)
+		}
+	}
+	awaitAddress(virtual.Name, net.JoinHostPort(virtual.Spec.ClusterIP, "80"))
+	if got, want := address(headless.Name), "hello-00002."+ns+".svc.cluster.local:80"; got != want {
+		t.Errorf("headless Service dialled at %s, want its DNS name %s", got, want)
+	}
+	if err := k.Client.Delete(ctx, virtual); err != nil {
+		t.Fatal(err)
+	}
+	awaitAddress(virtual.Name, "hello-00001."+ns+".svc.cluster.local:80")
 }

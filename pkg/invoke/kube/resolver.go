@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -126,7 +127,11 @@ func New(ctx context.Context, informers cache.Informers, opts Options) (*Resolve
 			obj     client.Object
 			set     func(any)
 			deleted func(any)
-		}{&v1alpha1.Ingress{}, g.set, g.deleted})
+		}{&v1alpha1.Ingress{}, g.set, g.deleted}, struct {
+			obj     client.Object
+			set     func(any)
+			deleted func(any)
+		}{&corev1.Service{}, g.setService, g.deletedService})
 	}
 	for _, w := range watches {
 		inf, err := informers.GetInformer(ctx, w.obj)

@@ -220,6 +220,44 @@ type Table struct {
 	mu        sync.RWMutex
 	ingresses map[types.NamespacedName]*Ingress
 	hosts     map[string][]*Ingress // by host, oldest Ingress first
+	// clusterIPs are the backends' Services' virtual IPs, as watched.
+	clusterIPs map[types.NamespacedName]string
+}
+
+// SetClusterIP records the virtual IP of Service key ("" or "None" when it
+// has none, as an ExternalName or headless Service).
+func (t *Table) SetClusterIP(key types.NamespacedName, ip string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ip == "" || ip == "None" {
+		delete(t.clusterIPs, key)
+		return
+	}
+	if t.clusterIPs == nil {
+		t.clusterIPs = map[types.NamespacedName]string{}
+	}
+	t.clusterIPs[key] = ip
+}
+
+// DeleteClusterIP forgets Service key.
+func (t *Table) DeleteClusterIP(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.clusterIPs, key)
+}
+
+// Address is where to dial b: its Service's virtual IP when known, else
+// its cluster DNS name. An Ingress is Ready once its Services exist, and
+// the cluster's DNS may answer for a new one seconds later (or have cached
+// its absence), while the watch has it at once.
+func (t *Table) Address(b Backend, clusterDomain string) string {
+	t.mu.RLock()
+	ip, ok := t.clusterIPs[types.NamespacedName{Namespace: b.Namespace, Name: b.Service}]
+	t.mu.RUnlock()
+	if !ok {
+		return b.Host(clusterDomain)
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(b.Port))
 }
 
 // Set loads ing in place of its earlier generation.
