@@ -20,10 +20,6 @@ const DefaultIngressTimeout = 10 * time.Minute
 // DefaultClusterDomain is the cluster DNS domain of a Proxy that sets none.
 const DefaultClusterDomain = "cluster.local"
 
-// h2cPort is the revision Service port Knative's Routes name for h2c
-// revisions (networking.ServiceHTTP2Port); 80 is HTTP/1.
-const h2cPort = 81
-
 // triggerIngress marks a call through an Ingress that serves no sless
 // workload: routed as any networking layer would, not recorded.
 const triggerIngress = "ingress"
@@ -125,7 +121,8 @@ func (c *call) routeAddress(r *http.Request) {
 		return
 	}
 	b := c.route.Backend
-	c.addr = &url.URL{Scheme: "http", Host: routes.Address(b, c.p.opts.ClusterDomain)}
+	host, h2c := routes.Address(b, c.p.opts.ClusterDomain)
+	c.addr, c.routeH2C = &url.URL{Scheme: "http", Host: host}, h2c
 	if rev := b.Headers[RevisionHeader]; rev != "" {
 		c.target.Revision = rev
 	}
@@ -161,7 +158,7 @@ type routeTransport struct {
 }
 
 func (t routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if c, ok := req.Context().Value(callKey{}).(*call); ok && c.route != nil && c.route.Backend.Port == h2cPort {
+	if c, ok := req.Context().Value(callKey{}).(*call); ok && c.route != nil && c.routeH2C {
 		return t.h2c.RoundTrip(req)
 	}
 	return t.http1.RoundTrip(req)

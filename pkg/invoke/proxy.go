@@ -483,6 +483,7 @@ type call struct {
 	instance        string          // the caller's path, for problems
 	route           *routing.Match  // the Ingress's backend, when one routes the call
 	routeHost       string          // the host the Ingress was matched on
+	routeH2C        bool            // the route's backend speaks h2c
 
 	// conn sets the caller's connection's deadlines.
 	conn http.ResponseController

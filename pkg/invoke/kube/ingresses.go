@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
@@ -40,17 +41,26 @@ func (g *ingresses) set(obj any) {
 	g.table.Set(c)
 }
 
-// setService and deletedService keep the table's Services' virtual IPs,
-// which the proxy dials instead of their DNS names.
+// setService and deletedService keep the table's view of Services: the
+// proxy dials their virtual IPs rather than their DNS names, and speaks
+// h2c to the ports Knative's convention marks.
 func (g *ingresses) setService(obj any) {
-	if svc, ok := object(obj).(*corev1.Service); ok {
-		g.table.SetClusterIP(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc.Spec.ClusterIP)
+	svc, ok := object(obj).(*corev1.Service)
+	if !ok {
+		return
 	}
+	s := routing.Service{ClusterIP: svc.Spec.ClusterIP}
+	for _, p := range svc.Spec.Ports {
+		if p.Name == networking.ServicePortNameH2C || ptr.Deref(p.AppProtocol, "") == networking.AppProtocolH2C {
+			s.H2C = append(s.H2C, int(p.Port))
+		}
+	}
+	g.table.SetService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, s)
 }
 
 func (g *ingresses) deletedService(obj any) {
 	if svc, ok := object(obj).(*corev1.Service); ok {
-		g.table.DeleteClusterIP(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		g.table.DeleteService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 	}
 }
 

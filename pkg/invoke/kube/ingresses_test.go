@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,7 +126,9 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := k.Namespace(t)
-	port := []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8012)}}
+	port := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8012)},
+		{Name: "http2", Port: 81, TargetPort: intstr.FromInt(8013)},
+		{Name: "grpc", Port: 82, TargetPort: intstr.FromInt(8014), AppProtocol: ptr.To("kubernetes.io/h2c")}}
 	virtual := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00001", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: port}}
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00002", Namespace: ns},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: port}}
@@ -135,7 +138,8 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 		}
 	}
 	address := func(svc string) string {
-		return r.Routes().Address(routing.Backend{Namespace: ns, Service: svc, Port: 80}, "cluster.local")
+		host, _ := r.Routes().Address(routing.Backend{Namespace: ns, Service: svc, Port: 80}, "cluster.local")
+		return host
 	}
 	awaitAddress := func(svc, want string) {
 		t.Helper()
@@ -149,6 +153,12 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 	awaitAddress(virtual.Name, net.JoinHostPort(virtual.Spec.ClusterIP, "80"))
 	if got, want := address(headless.Name), "hello-00002."+ns+".svc.cluster.local:80"; got != want {
 		t.Errorf("headless Service dialled at %s, want its DNS name %s", got, want)
+	}
+	// h2c by the port's name or appProtocol, as Knative marks it.
+	for port, want := range map[int]bool{80: false, 81: true, 82: true} {
+		if _, h2c := r.Routes().Address(routing.Backend{Namespace: ns, Service: virtual.Name, Port: port}, "cluster.local"); h2c != want {
+			t.Errorf("port %d speaks h2c: %v, want %v", port, h2c, want)
+		}
 	}
 	if err := k.Client.Delete(ctx, virtual); err != nil {
 		t.Fatal(err)

@@ -220,45 +220,59 @@ type Table struct {
 	mu        sync.RWMutex
 	ingresses map[types.NamespacedName]*Ingress
 	hosts     map[string][]*Ingress // by host, oldest Ingress first
-	// clusterIPs are the backends' Services' virtual IPs, as watched.
-	clusterIPs map[types.NamespacedName]string
+	// services are the backends' Services as watched.
+	services map[types.NamespacedName]Service
 }
 
-// SetClusterIP records the virtual IP of Service key ("" or "None" when it
-// has none, as an ExternalName or headless Service).
-func (t *Table) SetClusterIP(key types.NamespacedName, ip string) {
+// Service is what the proxy needs of a backend's Service to reach it.
+type Service struct {
+	// ClusterIP is its virtual IP; "" (or "None") when it has none, as a
+	// headless or ExternalName Service.
+	ClusterIP string
+	// H2C are its ports that speak HTTP/2 without TLS: named "http2" or
+	// with appProtocol kubernetes.io/h2c, by Knative's convention.
+	H2C []int
+}
+
+// SetService records Service key.
+func (t *Table) SetService(key types.NamespacedName, svc Service) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ip == "" || ip == "None" {
-		delete(t.clusterIPs, key)
-		return
+	if t.services == nil {
+		t.services = map[types.NamespacedName]Service{}
 	}
-	if t.clusterIPs == nil {
-		t.clusterIPs = map[types.NamespacedName]string{}
-	}
-	t.clusterIPs[key] = ip
+	t.services[key] = svc
 }
 
-// DeleteClusterIP forgets Service key.
-func (t *Table) DeleteClusterIP(key types.NamespacedName) {
+// DeleteService forgets Service key.
+func (t *Table) DeleteService(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.clusterIPs, key)
+	delete(t.services, key)
 }
 
-// Address is where to dial b: its Service's virtual IP when known, else
-// its cluster DNS name. An Ingress is Ready once its Services exist, and
-// the cluster's DNS may answer for a new one seconds later (or have cached
-// its absence), while the watch has it at once.
-func (t *Table) Address(b Backend, clusterDomain string) string {
+// Address is where to dial b, and whether it speaks h2c: its Service's
+// virtual IP when known, else its cluster DNS name. An Ingress is Ready once
+// its Services exist, and the cluster's DNS may answer for a new one
+// seconds later (or have cached its absence), while the watch has it at
+// once. A Service not seen yet speaks h2c on Knative's h2c port, 81.
+func (t *Table) Address(b Backend, clusterDomain string) (host string, h2c bool) {
 	t.mu.RLock()
-	ip, ok := t.clusterIPs[types.NamespacedName{Namespace: b.Namespace, Name: b.Service}]
+	svc, ok := t.services[types.NamespacedName{Namespace: b.Namespace, Name: b.Service}]
 	t.mu.RUnlock()
 	if !ok {
-		return b.Host(clusterDomain)
+		return b.Host(clusterDomain), b.Port == h2cPort
 	}
-	return net.JoinHostPort(ip, strconv.Itoa(b.Port))
+	host = b.Host(clusterDomain)
+	if svc.ClusterIP != "" && svc.ClusterIP != "None" {
+		host = net.JoinHostPort(svc.ClusterIP, strconv.Itoa(b.Port))
+	}
+	return host, slices.Contains(svc.H2C, b.Port)
 }
+
+// h2cPort is the revision Service port Knative's Routes name for h2c
+// revisions (networking.ServiceHTTP2Port); 80 is HTTP/1.
+const h2cPort = 81
 
 // Set loads ing in place of its earlier generation.
 func (t *Table) Set(ing *Ingress) {

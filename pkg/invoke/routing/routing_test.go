@@ -260,3 +260,35 @@ func TestTableGenerationsAndClaims(t *testing.T) {
 		t.Error("an empty table routes")
 	}
 }
+
+// A backend is dialled at its Service's virtual IP once the table has the
+// Service, by DNS name before; h2c follows the Service's port marks, and
+// Knative's port 81 only while the Service is unseen.
+func TestAddress(t *testing.T) {
+	var tb routing.Table
+	b := routing.Backend{Namespace: "ns", Service: "web", Port: 81}
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	for _, c := range []struct {
+		name     string
+		svc      *routing.Service
+		wantHost string
+		wantH2C  bool
+	}{
+		{"unseen", nil, "web.ns.svc.cluster.local:81", true},
+		{"plain HTTP on 81", &routing.Service{ClusterIP: "10.0.0.7"}, "10.0.0.7:81", false},
+		{"marked h2c", &routing.Service{ClusterIP: "10.0.0.7", H2C: []int{81}}, "10.0.0.7:81", true},
+		{"headless", &routing.Service{ClusterIP: "None", H2C: []int{81}}, "web.ns.svc.cluster.local:81", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.svc == nil {
+				tb.DeleteService(key)
+			} else {
+				tb.SetService(key, *c.svc)
+			}
+			host, h2c := tb.Address(b, "cluster.local")
+			if host != c.wantHost || h2c != c.wantH2C {
+				t.Errorf("Address = %s, h2c %v; want %s, h2c %v", host, h2c, c.wantHost, c.wantH2C)
+			}
+		})
+	}
+}
