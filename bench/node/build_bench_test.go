@@ -1,9 +1,9 @@
 package node
 
 // Builds on the real node: for each runtime, the time from creating a
-// Function to its image in status.image, with Tekton's controller and
-// kaniko in a TaskRun pod doing the work, and the part of it kaniko's step
-// took.
+// Function to its image in status.image, with sless's controller (installed
+// from config/), Tekton's controller and kaniko in a TaskRun pod doing the
+// work, and the part of it kaniko's step took.
 //
 //	SLESS_REQUIRE_NODE=1 go test -run '^$' -bench NodeBuild -benchtime 1x -timeout 30m ./bench/node/
 
@@ -16,6 +16,7 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/test/testbed"
 	"github.com/sless-dev/sless/test/testbed/functionctl"
+	"github.com/sless-dev/sless/test/testbed/nodeapi"
 )
 
 // BenchmarkNodeBuild builds each runtime's Function on the node, one at a
@@ -24,8 +25,8 @@ import (
 // runtime, seconds from create to status.image (s-<runtime>) and of
 // kaniko's step alone (s-kaniko-<runtime>), and the bed's start.
 func BenchmarkNodeBuild(b *testing.B) {
-	n := testbed.StartNodeFor(b)
-	ns, _ := functionctl.OnNode(b, n)
+	s := nodeapi.StartBuilding(b)
+	n, ns := s.Node, s.NS
 	total := map[string]time.Duration{}
 	kaniko := map[string]time.Duration{}
 	b.ResetTimer()

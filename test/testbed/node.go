@@ -49,6 +49,7 @@ type Node struct {
 	imagesMu sync.Mutex
 	images   *NodeImages
 	s3       *S3Server
+	pg       *PostgresServer
 	procs    []*controllerProcess
 	stopMu   sync.Mutex
 	stopped  bool

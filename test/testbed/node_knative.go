@@ -55,7 +55,7 @@ func StartNodeKnative(n *Node, images *NodeImages, config map[string]map[string]
 		return nil, err
 	}
 	for _, name := range []string{"autoscaler", "activator"} {
-		if err := n.awaitDeployment(ctx, KnativeNamespace, name); err != nil {
+		if err := n.AwaitDeployment(ctx, KnativeNamespace, name); err != nil {
 			p.Stop()
 			return nil, err
 		}
@@ -85,9 +85,9 @@ func applyRelease(ctx context.Context, k *Kube, ms []releaseManifest, rewrite fu
 	})
 }
 
-// awaitDeployment waits until ns/name has all its replicas available, and
+// AwaitDeployment waits until ns/name has all its replicas available, and
 // says what its pods are doing when it does not.
-func (n *Node) awaitDeployment(ctx context.Context, ns, name string) error {
+func (n *Node) AwaitDeployment(ctx context.Context, ns, name string) error {
 	for {
 		d, err := n.Clientset.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err == nil && deploymentAvailable(d) {
@@ -95,7 +95,7 @@ func (n *Node) awaitDeployment(ctx context.Context, ns, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("Deployment %s/%s not available: %w (last error %v)\n%s", ns, name, ctx.Err(), err, n.describePods(ns))
+			return fmt.Errorf("Deployment %s/%s not available: %w (last error %v)\n%s", ns, name, ctx.Err(), err, n.DescribePods(ns))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -109,9 +109,9 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 	return d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= want && d.Status.UpdatedReplicas >= want
 }
 
-// describePods is one line per pod of ns with its phase and each
+// DescribePods is one line per pod of ns with its phase and each
 // container's state, for failures.
-func (n *Node) describePods(ns string) string {
+func (n *Node) DescribePods(ns string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pods, err := n.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})

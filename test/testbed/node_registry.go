@@ -126,6 +126,24 @@ func (n *Node) S3() (*S3Server, error) {
 	return s, nil
 }
 
+// Postgres is a PostgreSQL server on the host side of the veth, where
+// pods reach it (their traffic leaves the node from NodeIP), started on
+// first call and stopped with the node. Its data lives under the node's
+// directory, so a killed run's server is ended by the next start.
+func (n *Node) Postgres() (*PostgresServer, error) {
+	n.imagesMu.Lock()
+	defer n.imagesMu.Unlock()
+	if n.pg != nil {
+		return n.pg, nil
+	}
+	s, err := startPostgres(filepath.Join(n.dir, "postgres"), NodeHostIP, NodeIP+"/32", NodeHostIP+"/32")
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL for the node: %w", err)
+	}
+	n.pg = s
+	return s, nil
+}
+
 // RegistryAuth is the registry user's credentials, for go-containerregistry.
 func (n *Node) RegistryAuth() authn.Authenticator {
 	return n.reg.Auth()

@@ -59,6 +59,9 @@ func (n *Node) Stop() error {
 	if n.s3 != nil {
 		n.s3.Stop()
 	}
+	if n.pg != nil {
+		errs = append(errs, n.pg.Stop())
+	}
 	if n.state != nil {
 		errs = append(errs, sweepNode(n.state))
 	}

@@ -130,7 +130,9 @@ func pingPostgres(u string) error {
 // PostgresServer is a throwaway PostgreSQL cluster owned by a test: it can be
 // stopped and started again to test what happens while the database is down.
 type PostgresServer struct {
-	Dir  string
+	Dir string
+	// Host is the address it listens on: 127.0.0.1 but for the node's.
+	Host string
 	Port int
 	bin  string // where initdb and pg_ctl are
 }
@@ -139,6 +141,17 @@ type PostgresServer struct {
 // free loopback port, trusting local connections. initdb refuses to run as
 // root, so as root it runs as the postgres user.
 func StartPostgres() (*PostgresServer, error) {
+	dir, err := os.MkdirTemp("", "sless-pg-")
+	if err != nil {
+		return nil, err
+	}
+	return startPostgres(dir, "127.0.0.1")
+}
+
+// startPostgres is StartPostgres in dir (made if missing), listening on
+// host, trusting connections from the networks clients (CIDRs) as well as
+// loopback's.
+func startPostgres(dir, host string, clients ...string) (*PostgresServer, error) {
 	bin, err := PostgresBinDir()
 	if err != nil {
 		return nil, err
@@ -147,18 +160,17 @@ func StartPostgres() (*PostgresServer, error) {
 	if _, err := os.Stat(initdb); err != nil {
 		return nil, fmt.Errorf("%s not found: %w", initdb, err)
 	}
-	dir, err := os.MkdirTemp("", "sless-pg-")
-	if err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	port, err := freePortOn(host)
 	if err != nil {
 		return nil, err
 	}
-	s := &PostgresServer{Dir: dir, Port: port, bin: bin}
+	s := &PostgresServer{Dir: dir, Host: host, Port: port, bin: bin}
 	if os.Geteuid() == 0 {
 		if out, err := exec.Command("chown", "postgres:postgres", dir).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("chown %s to postgres: %v: %s", dir, err, out)
@@ -166,6 +178,21 @@ func StartPostgres() (*PostgresServer, error) {
 	}
 	if out, err := s.run(initdb, "-D", filepath.Join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	if len(clients) > 0 {
+		hba, err := os.OpenFile(filepath.Join(dir, "data", "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range clients {
+			_, err = fmt.Fprintf(hba, "host all all %s trust\n", c)
+		}
+		if cerr := hba.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pg_hba.conf: %w", err)
+		}
 	}
 	return s, s.Start()
 }
@@ -179,7 +206,7 @@ func (s *PostgresServer) run(name string, args ...string) *exec.Cmd {
 
 // Start starts (or restarts) the server and waits until it accepts connections.
 func (s *PostgresServer) Start() error {
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", s.Port, s.Dir)
+	opts := fmt.Sprintf("-c listen_addresses=%s -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", s.Host, s.Port, s.Dir)
 	cmd := s.run(filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-l", filepath.Join(s.Dir, "log"), "-o", opts, "-w", "-t", "60", "start")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
@@ -215,7 +242,7 @@ func (s *PostgresServer) Remove() {
 
 // URL reaches database db on this server.
 func (s *PostgresServer) URL(db string) string {
-	return "postgres://postgres@127.0.0.1:" + strconv.Itoa(s.Port) + "/" + db + "?sslmode=disable"
+	return "postgres://postgres@" + net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) + "/" + db + "?sslmode=disable"
 }
 
 // FreePort asks the kernel for a free loopback TCP port.

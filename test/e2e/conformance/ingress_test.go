@@ -71,16 +71,21 @@ func TestMain(m *testing.M) {
 
 // TestNodeIngressConformance runs knative.dev/networking's ingress
 // conformance suite, stable, beta and alpha tests, at the version go.mod
-// pins, against sless's class: sless's ingress reconciler and sless-api's
-// proxy in this process (nodeapi), the suite's test images as pods on the
-// node, its calls through sless-api's node port. Every test but those in
+// pins, against sless's class: sless controller's ingress reconciler and
+// sless api's proxy installed from config/ as pods (nodeapi.Install), the
+// suite's test images as pods on the node, its calls through sless-api's
+// node port. Every test but those in
 // notApplicable must pass.
 func TestNodeIngressConformance(t *testing.T) {
 	checkSuiteNames(t)
 	n := testbed.StartNodeFor(t)
-	nodeapi.Start(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	images, err := n.Images(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeapi.Install(t, n, images)
 	start := time.Now()
 	repo, err := n.PushConformanceImages(ctx)
 	if err != nil {
@@ -116,7 +121,7 @@ func TestNodeIngressConformance(t *testing.T) {
 	slices.Sort(skips)
 	nf.SkipTests = strings.Join(skips, ",")
 	// No log streaming of a Knative system namespace: the bed runs no
-	// Knative here, and the ingress is in this process.
+	// Knative here, and the ingress is sless's pods.
 	os.Setenv("SYSTEM_NAMESPACE", "")
 
 	start = time.Now()

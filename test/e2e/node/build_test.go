@@ -2,9 +2,7 @@ package node_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,43 +10,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sless-dev/sless/pkg/adapter/kube"
-	"github.com/sless-dev/sless/pkg/adapter/s3"
-	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/test/testbed"
 	"github.com/sless-dev/sless/test/testbed/functionctl"
+	"github.com/sless-dev/sless/test/testbed/nodeapi"
 )
 
-// nodeBuilds is a namespace of a real node with Tekton's controller (its
-// real step images) and sless's Function controller, whose builds run
-// kaniko in TaskRun pods, fetch their contexts from the node's S3 and push
-// to the node's registry with the namespace's push Secret.
+// nodeBuilds is the function namespace of a Serving, where sless's
+// builds run kaniko in Tekton's TaskRun pods, fetch their contexts from the
+// node's S3 and push to the node's registry with the namespace's push
+// Secret.
 type nodeBuilds struct {
 	t      testing.TB
+	s      *nodeapi.Serving
 	node   *testbed.Node
 	images *testbed.NodeImages
 	ns     string
 	kctl   string
 	dir    string
-	// apiURL is a sless API on the bed that reads logs from pods, as
-	// `sless api` on a cluster does.
-	apiURL string
 }
 
-// newNodeBuilds is the nodeBuilds of namespace ns of n, where sless's
-// controllers already run with functionctl.NodeSetup.
-func newNodeBuilds(t testing.TB, n *testbed.Node, images *testbed.NodeImages, ns string) *nodeBuilds {
+func newNodeBuilds(t testing.TB, s *nodeapi.Serving) *nodeBuilds {
 	t.Helper()
-	b := &nodeBuilds{t: t, node: n, images: images, ns: ns, kctl: testbed.Kubectl(t), dir: t.TempDir()}
-	b.startAPI()
-	return b
+	return &nodeBuilds{t: t, s: s, node: s.Node, images: s.Images, ns: s.NS, kctl: testbed.Kubectl(t), dir: t.TempDir()}
 }
 
 // apply applies fn as a manifest with kubectl.
@@ -132,22 +120,15 @@ func (b *nodeBuilds) buildLog(fn *slessv1alpha1.Function) string {
 	return out
 }
 
-var nodeAPISecret = []byte("sless-node-e2e-secret-0123456789abcdef")
-
 // cli runs the sless CLI (the static build of this checkout, which the
-// node's sless image holds) against the bed's sless API.
+// node's sless image holds) against sless-api on the node.
 func (b *nodeBuilds) cli(args ...string) (string, error) {
 	bin, err := testbed.SlessStatic()
 	if err != nil {
 		return "", err
 	}
-	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "aud": "sless",
-		"exp": time.Now().Add(time.Hour).Unix(), "sless.dev/namespace": b.ns}).SignedString(nodeAPISecret)
-	if err != nil {
-		return "", err
-	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "SLESS_SERVER="+b.apiURL, "SLESS_TOKEN="+token, "SLESS_NAMESPACE="+b.ns,
+	cmd.Env = append(os.Environ(), "SLESS_SERVER="+b.s.API.URL, "SLESS_TOKEN="+nodeapi.Token(b.t, b.ns), "SLESS_NAMESPACE="+b.ns,
 		"SLESS_CONFIG="+filepath.Join(b.dir, "no-login"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -162,31 +143,4 @@ func (b *nodeBuilds) slessCLI(t *testing.T, args ...string) string {
 		t.Fatalf("sless %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
-}
-
-func (b *nodeBuilds) startAPI() {
-	b.t.Helper()
-	ctx := context.Background()
-	verifier, err := auth.New(ctx, auth.Config{HS256Secret: nodeAPISecret, Audiences: []string{"sless"}})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	s3srv, err := b.node.S3()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	bucket := s3srv.Bucket(b.t)
-	blobs, err := s3.New(s3.Config{Endpoint: "http://" + s3srv.Endpoint, Region: s3srv.Region, Bucket: bucket,
-		AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PathStyle: true})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	srv, err := api.New(api.Options{Objects: b.node.Kube.Client, Live: b.node.Kube.Client, Auth: verifier,
-		Blobs: blobs, Bucket: bucket, Logs: &kube.Logs{Pods: b.node.Clientset.CoreV1()}})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	front := httptest.NewServer(srv.Handler())
-	b.t.Cleanup(front.Close)
-	b.apiURL = front.URL
 }

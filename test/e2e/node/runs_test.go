@@ -51,17 +51,17 @@ const runsApp = `async def app(scope, receive, send):
 `
 
 // TestNodeRunsWorkloads: on the real node, beside TestNodeServesFunction's
-// function calls, the other ways sless runs code, with sless's Trigger and
-// FunctionJob reconcilers wired as `sless controller` wires them:
-// FunctionJob runs as batch Job pods of the function's image, their exit
-// codes and results in the FunctionJob's status; a Python ASGI SlessService
-// answers HTTP and a WebSocket echo through sless-api's /svc/; a cron
+// function calls, the other ways sless runs code, with `sless controller`
+// and `sless api` installed from config/: FunctionJob runs as batch Job
+// pods of the function's image, their exit codes and results in the
+// FunctionJob's status and their runs in the function's invocation
+// history; a Python ASGI SlessService answers HTTP and a WebSocket echo
+// through sless-api's /svc/, the call in the service's history; a cron
 // trigger's pod and a queue trigger's consumer pod (the sless image,
 // RabbitMQ on the host side of the node's veth) call the function through
 // sless-api's Service, the calls recorded as theirs.
 func TestNodeRunsWorkloads(t *testing.T) {
 	s := nodeapi.StartServing(t)
-	s.RunTriggers()
 	s.Deploy("runs", runsHandler)
 
 	t.Run("NodeFunctionJob", func(t *testing.T) {
@@ -73,6 +73,15 @@ func TestNodeRunsWorkloads(t *testing.T) {
 		if j := got[fail]; j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 1 || !strings.Contains(j.Status.Output, "asked to fail") {
 			t.Errorf("run that fails: %s exit %v output %q message %q", j.Status.Phase, j.Status.ExitCode, j.Status.Output, j.Status.Message)
 		}
+		// sless controller records each run, 200 for success and 500 for
+		// failure.
+		statuses := map[int]int{}
+		for _, r := range awaitTriggerCalls(t, s, "runs", invoke.TriggerJob, 2, time.Minute) {
+			statuses[r.Status]++
+		}
+		if statuses[http.StatusOK] != 1 || statuses[http.StatusInternalServerError] != 1 {
+			t.Errorf("job runs' records have statuses %v, want one 200 and one 500", statuses)
+		}
 	})
 
 	t.Run("NodeServiceHTTPAndWebSocket", func(t *testing.T) {
@@ -82,6 +91,10 @@ func TestNodeRunsWorkloads(t *testing.T) {
 		var got struct{ Method, Path string }
 		if status != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil || got.Method != "GET" || got.Path != "/hello" {
 			t.Fatalf("HTTP call through /svc/: %d %s", status, body)
+		}
+		recs := s.AwaitServiceRecords("web", 1)
+		if r := recs[len(recs)-1]; r.Trigger != invoke.TriggerService || r.Status != http.StatusOK || r.Function != "web" {
+			t.Errorf("the service call's record: %+v", r)
 		}
 		url := "ws" + strings.TrimPrefix(s.API.URL, "http") + "/svc/" + s.NS + "/web/ws"
 		d := websocket.Dialer{HandshakeTimeout: time.Minute}
@@ -181,7 +194,14 @@ func awaitJobsDone(t *testing.T, s *nodeapi.Serving, names ...string) map[string
 // awaitTriggerCall waits for a record of a call of function fn by a
 // trigger of type kind and returns it; it logs how long that took from
 // its start (the cron trigger's creation, the queue message's publication).
-func awaitTriggerCall(t *testing.T, s *nodeapi.Serving, fn, kind string, within time.Duration) invoke.Record {
+func awaitTriggerCall(t *testing.T, s *nodeapi.Serving, fn, kind string, within time.Duration) invoke.Invocation {
+	t.Helper()
+	return awaitTriggerCalls(t, s, fn, kind, 1, within)[0]
+}
+
+// awaitTriggerCalls waits for n records of calls of function fn by a
+// trigger of type kind and returns them, newest first.
+func awaitTriggerCalls(t *testing.T, s *nodeapi.Serving, fn, kind string, n int, within time.Duration) []invoke.Invocation {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -189,14 +209,18 @@ func awaitTriggerCall(t *testing.T, s *nodeapi.Serving, fn, kind string, within 
 		if err != nil {
 			t.Fatal(err)
 		}
+		var out []invoke.Invocation
 		for _, r := range recs {
 			if r.Trigger == kind {
-				t.Logf("%s call recorded %v after the wait for it began", kind, time.Since(start).Round(time.Millisecond))
-				return r
+				out = append(out, r)
 			}
 		}
+		if len(out) >= n {
+			t.Logf("%d %s call(s) recorded %v after the wait for them began", len(out), kind, time.Since(start).Round(time.Millisecond))
+			return out
+		}
 		if time.Since(start) > within {
-			t.Fatalf("no %s call of %s within %v; records %+v", kind, fn, within, recs)
+			t.Fatalf("%d %s calls of %s within %v, want %d; records %+v", len(out), kind, fn, within, n, recs)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

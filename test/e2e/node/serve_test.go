@@ -36,7 +36,7 @@ import (
 // too, refused without a token and answered with one.
 func TestNodeBuildsAndServesFunctions(t *testing.T) {
 	s := nodeapi.StartServing(t)
-	b := newNodeBuilds(t, s.Node, s.Images, s.NS)
+	b := newNodeBuilds(t, s)
 	functions := functionctl.RuntimeFunctions(s.NS, "first")
 	broken := functionctl.BrokenGoFunction(s.NS, "broken")
 	// All at once: the builds share the node, as a cluster's do.

@@ -1,214 +1,294 @@
-// Package nodeapi runs sless-api's invoke path and the controller's
-// reconciler of sless's Knative networking class in a test process beside
-// a real node (testbed.Node), as cmd/sless wires them on a cluster: the
-// informer resolver with the Ingresses' routing table, the proxy with
-// Knative Ingresses' hosts, function hosts and /fn/, records in
-// PostgreSQL. It listens on the host side of the node's veth, behind a
-// selector-less Service sless-system/sless-api whose endpoint is that
-// address, so pods reach it through kube-proxy as they would its pods, and
-// it reaches revision Services and the activator through the routes the
-// bed gives the host into the node, with cluster.local names answered by
-// the node's CoreDNS. It is apart from testbed, which cannot import sless's
-// reconcilers.
+// Package nodeapi installs sless on a real node (testbed.Node) as an
+// operator does (docs/install.md): the manifests of config/ through a
+// kustomize overlay that names the node's sless image and sets the site's
+// settings, and the Secrets sless-system and each function namespace
+// hold. `sless api` and `sless controller` then run as pods of that image
+// under their ServiceAccounts, with S3 and PostgreSQL on the host side of
+// the node's veth, where pods reach them. Tests reach sless-api through its
+// Service's cluster IP, which the host routes into the node.
 package nodeapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
-	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
-	"github.com/sless-dev/sless/pkg/adapter/postgres"
-	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/auth"
-	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
-	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
-	"github.com/sless-dev/sless/pkg/reconciler/ingress"
-	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-// Where sless-api's Service is, as cmd/sless's controller defaults it.
+// Where config/ installs sless-api's Service.
 const (
 	Namespace = "sless-system"
 	Service   = "sless-api"
-	// LoadBalancer is the Service's cluster-local name: every Ingress of
-	// sless's class reports it, and Knative points the functions' hosts at
-	// it.
-	LoadBalancer = Service + "." + Namespace + ".svc.cluster.local"
 	// Domain is the domain function hosts are served under,
-	// {name}.{namespace}.Domain.
+	// {name}.{namespace}.Domain (SLESS_FN_DOMAIN).
 	Domain = "fn.testbed.local"
 )
 
 var secret = []byte("sless-node-api-secret-0123456789abcdef")
 
-// API is sless-api beside the node.
+// API is sless as installed on the node.
 type API struct {
-	// URL is where it serves: http://<the host side of the veth>:<port>.
+	// URL is sless-api's Service as the test reaches it:
+	// http://<its cluster IP>.
 	URL string
-	// Records is the invocation store the proxy records into.
-	Records *postgres.Store
-	// Resolver is the proxy's view of Functions, Revisions and Ingresses.
-	Resolver *invokekube.Resolver
+	// S3 is the server sless stores sources and build contexts in, Bucket
+	// its bucket.
+	S3     *testbed.S3Server
+	Bucket string
 }
 
-// Start runs sless-api and the ingress reconciler on n until t ends.
-func Start(t testing.TB, n *testbed.Node) *API {
+// Install installs sless on n, its pods running images.Sless, and returns
+// once sless-api and sless-controller are available and sless-api answers
+// through its Service. On failure, t's log gets their pods' logs.
+func Install(t testing.TB, n *testbed.Node, images *testbed.NodeImages) *API {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	scheme := testbed.NewScheme()
-	if err := networkingv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	a := &API{Records: postgrestest.New(t)}
-	recorder := invoke.NewRecorder(a.Records, invoke.RecorderOptions{})
-	t.Cleanup(func() { _ = recorder.Close(context.Background()) })
-	verifier, err := auth.New(ctx, auth.Config{HS256Secret: secret, Audiences: []string{"sless"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	s3srv, err := n.S3()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Resolver, err = invokekube.Start(ctx, n.Kube.Config, scheme, invokekube.Options{
-		WatchRevisions: true, IngressClass: ingressresources.ClassName, SyncTimeout: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := invoke.NewProxy(invoke.Options{
-		Resolver: a.Resolver, Services: a.Resolver.Services(), Routes: a.Resolver.Routes(), Recorder: recorder,
-		Domain: Domain, Transport: ClusterTransport(),
-		Authenticator: invoke.AuthenticatorFunc(func(r *http.Request) (invoke.Identity, error) {
-			id, err := verifier.Authenticate(r)
-			if err != nil {
-				return invoke.Identity{}, err
-			}
-			return invoke.Identity(*id), nil
-		}),
-	})
+	a := &API{S3: s3srv, Bucket: s3srv.Bucket(t)}
+	pg, err := n.Postgres()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// On the host side of the veth: pods reach it there, through the
-	// Service below.
-	ln, err := net.Listen("tcp", net.JoinHostPort(testbed.NodeHostIP, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.URL = "http://" + ln.Addr().String()
-	// Cron runs' and queue consumers' calls carry their trigger's
-	// credential, checked in front of the proxy as sless-api does.
-	calls := frontdoor.TriggerCalls(proxy, secret, "", []string{"sless"}, n.Kube.Client)
-	srv := &http.Server{Handler: proxy.Ingresses(proxy.Hosts(calls)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	if err := publish(ctx, n, ln.Addr().(*net.TCPAddr).Port); err != nil {
-		t.Fatal(err)
-	}
+	database := testbed.CreateDatabase(t, pg.URL("postgres"))
 
-	// The controller's reconciler of sless's class, probing the Service's
-	// endpoints as on a cluster.
-	ingCfg := ingress.Config{Class: ingressresources.ClassName, PublicLoadBalancer: LoadBalancer, PrivateLoadBalancer: LoadBalancer,
-		Service: types.NamespacedName{Namespace: Namespace, Name: Service}, Port: "http"}
-	mgr, err := ctrl.NewManager(n.Kube.Config, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache:      cache.Options{ByObject: ingCfg.CacheByObject()},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	// The Secrets first: the pods start with them.
+	if _, err := n.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("namespace %s: %v", Namespace, err)
+	}
+	for name, data := range map[string]map[string]string{
+		"sless-s3":       {"AWS_ACCESS_KEY_ID": s3srv.AccessKey, "AWS_SECRET_ACCESS_KEY": s3srv.SecretKey},
+		"sless-jwt":      {"secret": string(secret)},
+		"sless-database": {"url": database},
+	} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, StringData: data}
+		if _, err := n.Clientset.CoreV1().Secrets(Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("Secret %s/%s: %v", Namespace, name, err)
+		}
+	}
+	overlay := writeOverlay(t, map[string]string{
+		"SLESS_REGISTRY":          n.Registry + "/sless",
+		"SLESS_S3_ENDPOINT":       "http://" + s3srv.Endpoint,
+		"SLESS_BUILD_S3_ENDPOINT": "http://" + s3srv.Endpoint,
+		"SLESS_S3_BUCKET":         a.Bucket,
+		"SLESS_S3_REGION":         s3srv.Region,
+		"SLESS_BUILDER_IMAGE":     images.Kaniko,
+		"SLESS_BUILDER_ARGS":      strings.Join(images.KanikoArgs(), ","),
+		"SLESS_HELPER_IMAGE":      images.Shell,
+		"SLESS_PUBLIC_BASE_URL":   "http://sless.testbed.local",
+		"SLESS_FN_DOMAIN":         Domain,
+		"SLESS_IMAGE":             images.Sless,
+	}, images.Sless)
+	t.Cleanup(func() { podLogs(t, n) })
+	cmd := exec.CommandContext(ctx, testbed.Kubectl(t), "--kubeconfig", n.Kube.Kubeconfig,
+		"apply", "--server-side", "--force-conflicts", "-k", overlay)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -k config/ (overlay %s): %v\n%s", overlay, err, out)
+	}
+	for _, name := range []string{"sless-api", "sless-controller"} {
+		if err := n.AwaitDeployment(ctx, Namespace, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := n.Clientset.CoreV1().Services(Namespace).Get(ctx, Service, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ingress.SetupWithManager(mgr, ingCfg); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ingress reconciler: %v", err)
+	a.URL = "http://" + svc.Spec.ClusterIP
+	// kube-proxy programs the Service a moment after its endpoints are
+	// ready.
+	c := &http.Client{Timeout: 5 * time.Second}
+	for {
+		resp, err := c.Get(a.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
 		}
-	})
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sless-api not answering at %s: %v (last %v)", a.URL, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	t.Logf("sless installed on the node in %v", time.Since(start).Round(time.Millisecond))
 	return a
 }
 
-// publish makes sless-api's Service, its one endpoint this process's
-// listener on the host side of the veth, also on a node port.
-func publish(ctx context.Context, n *testbed.Node, port int) error {
-	cs := n.Clientset
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %s: %w", Namespace, err)
+// writeOverlay writes a kustomization over config/ that sets sless's image
+// to image (name@digest) and the data of the ConfigMap sless-config, and
+// returns its directory.
+func writeOverlay(t testing.TB, config map[string]string, image string) string {
+	t.Helper()
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: Service, Namespace: Namespace},
-		// A NodePort, as a cluster's sless-api behind a load balancer has:
-		// a client outside the cluster (Knative's conformance suite, with
-		// --ingressendpoint the node) dials it on the node's address.
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(int32(port))}}},
+	dir := t.TempDir()
+	// kustomize takes a base from anywhere, by a relative path.
+	base, err := filepath.Rel(dir, filepath.Join(root, "config"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("Service %s/%s: %w", Namespace, Service, err)
+	name, digest, ok := strings.Cut(image, "@")
+	if !ok {
+		t.Fatalf("sless image %s is not pinned by digest", image)
 	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: Service + "-host", Namespace: Namespace,
-			Labels: map[string]string{discoveryv1.LabelServiceName: Service, discoveryv1.LabelManagedBy: "sless-testbed"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{testbed.NodeHostIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	patch, err := yaml.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]string{"name": "sless-config", "namespace": Namespace},
+		"data":     config,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := cs.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("EndpointSlice of %s: %w", Service, err)
+	// A NodePort, as a cluster's sless-api behind a load balancer has: a
+	// client outside the cluster (Knative's conformance suite, with
+	// --ingressendpoint the node) dials it on the node's address.
+	nodePort, err := yaml.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]string{"name": Service, "namespace": Namespace},
+		"spec":     map[string]string{"type": "NodePort"},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	k, err := yaml.Marshal(map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+		"resources": []string{base},
+		"images":    []map[string]string{{"name": "ghcr.io/sless-dev/sless", "newName": name, "digest": digest}},
+		"patches":   []map[string]string{{"patch": string(patch)}, {"patch": string(nodePort)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), k, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
-// ClusterTransport is the proxy's transport with cluster.local names
-// answered by the node's CoreDNS: the host's resolver knows none.
-func ClusterTransport() http.RoundTripper {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Resolver: &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, net.JoinHostPort(testbed.NodeIP, "53"))
-		},
-	}}
-	tr := invoke.NewTransport()
-	tr.DialContext = dialer.DialContext
-	tr.Fallback.(*http.Transport).DialContext = dialer.DialContext
-	return tr
+// podLogs writes the tail of each container's log of sless's pods to t's
+// log when t has failed.
+func podLogs(t testing.TB, n *testbed.Node) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := n.Clientset.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("pods of %s: %v", Namespace, err)
+		return
+	}
+	t.Logf("sless's pods:\n%s", n.DescribePods(Namespace))
+	tail := int64(60)
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			b, err := n.Clientset.CoreV1().Pods(Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &tail}).Do(ctx).Raw()
+			if err != nil {
+				t.Logf("log of %s/%s: %v", p.Name, c.Name, err)
+				continue
+			}
+			t.Logf("log of %s/%s (last %d lines):\n%s", p.Name, c.Name, tail, b)
+		}
+	}
+}
+
+// FunctionNamespace gives namespace ns the Secrets a function namespace
+// holds for builds (docs/install.md): S3 read access for kaniko's context,
+// and the registry's push credentials.
+func (a *API) FunctionNamespace(t testing.TB, n *testbed.Node, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "sless-s3", Namespace: ns},
+			StringData: map[string]string{"AWS_ACCESS_KEY_ID": a.S3.AccessKey, "AWS_SECRET_ACCESS_KEY": a.S3.SecretKey}},
+		n.PushSecret(ns, "sless-registry"),
+	} {
+		if _, err := n.Clientset.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("Secret %s/%s: %v", ns, sec.Name, err)
+		}
+	}
 }
 
 // Token is a bearer token of namespace ns that the API accepts.
 func Token(t testing.TB, ns string) string {
 	t.Helper()
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "node-test", "aud": "sless",
-		"exp": time.Now().Add(time.Hour).Unix(), auth.DefaultNamespaceClaim: ns}).SignedString(secret)
+	tok, err := token(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
 }
 
-// Calls lists the records of function ns/name's calls, newest first.
-func (a *API) Calls(ctx context.Context, ns, name string) ([]invoke.Record, error) {
-	page, err := a.Records.List(ctx, invoke.Query{Namespace: ns, Function: name, Limit: invoke.MaxListLimit})
+func token(ns string) (string, error) {
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "node-test", "aud": "sless",
+		"exp": time.Now().Add(time.Hour).Unix(), auth.DefaultNamespaceClaim: ns}).SignedString(secret)
+}
+
+// Calls lists the records of function ns/name's calls and runs, newest
+// first, as sless-api's invocations endpoint shows them.
+func (a *API) Calls(ctx context.Context, ns, name string) ([]invoke.Invocation, error) {
+	return a.history(ctx, ns, "functions", name)
+}
+
+// ServiceCalls is Calls of SlessService ns/name.
+func (a *API) ServiceCalls(ctx context.Context, ns, name string) ([]invoke.Invocation, error) {
+	return a.history(ctx, ns, "services", name)
+}
+
+func (a *API) history(ctx context.Context, ns, kind, name string) ([]invoke.Invocation, error) {
+	tok, err := token(ns)
 	if err != nil {
+		return nil, err
+	}
+	u := a.URL + "/v1/namespaces/" + url.PathEscape(ns) + "/" + kind + "/" + url.PathEscape(name) + "/invocations?limit=" + fmt.Sprint(invoke.MaxListLimit)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("records of %s/%s: %w", ns, name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("records of %s/%s: %w", ns, name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("records of %s/%s: %s: %s", ns, name, resp.Status, b)
+	}
+	var page struct {
+		Items []invoke.Invocation `json:"items"`
+	}
+	if err := json.Unmarshal(b, &page); err != nil {
 		return nil, fmt.Errorf("records of %s/%s: %w", ns, name, err)
 	}
 	return page.Items, nil

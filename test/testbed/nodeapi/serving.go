@@ -17,10 +17,8 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sless-dev/sless/pkg/adapter/resources"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
-	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/source"
 	"github.com/sless-dev/sless/runtimes"
 	"github.com/sless-dev/sless/test/testbed"
@@ -35,10 +33,10 @@ var FastScaleToZero = map[string]map[string]string{testbed.KnativeNamespace + "/
 }}
 
 // Serving is a real node with Knative's data plane (its controller on the
-// host, activator, autoscaler and queue-proxy as pods), sless-api beside
-// it and sless's Function controller with sless's ingress class, on one
-// test namespace, whose builds run kaniko in Tekton's TaskRun pods
-// (functionctl.NodeSetup).
+// host, activator, autoscaler and queue-proxy as pods), Tekton's
+// controller with the real step images, and sless installed from config/
+// (Install), with one function namespace NS, whose builds run kaniko in
+// Tekton's TaskRun pods.
 type Serving struct {
 	Node   *testbed.Node
 	Images *testbed.NodeImages
@@ -53,26 +51,40 @@ type Serving struct {
 // run) and takes it down when t ends.
 func StartServing(t testing.TB) *Serving {
 	t.Helper()
+	return start(t, true)
+}
+
+// StartBuilding is StartServing without Knative: for builds alone, whose
+// Functions then never serve.
+func StartBuilding(t testing.TB) *Serving {
+	t.Helper()
+	return start(t, false)
+}
+
+func start(t testing.TB, knative bool) *Serving {
+	t.Helper()
 	n := testbed.StartNodeFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	begin := time.Now()
 	images, err := n.Images(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bed, err := testbed.StartNodeKnative(n, images, FastScaleToZero)
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("node bed up in %v; its images pushed in %v", n.Started.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+	if knative {
+		bed, err := testbed.StartNodeKnative(n, images, FastScaleToZero)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bed.Logs(t); bed.Stop() })
 	}
-	t.Cleanup(func() { bed.Logs(t); bed.Stop() })
-	s := &Serving{t: t, Node: n, Images: images, API: Start(t, n), NS: n.Namespace(t)}
-	s.token = Token(t, s.NS)
 	// After Knative: its start made the release's ConfigMaps, with the
 	// fast scale to zero.
 	functionctl.StartTekton(t, n, images)
-	setup := functionctl.NodeSetup(t, n, images)
-	setup.Configure = append(setup.Configure, func(c *resources.Config) { c.IngressClass = ingressresources.ClassName })
-	functionctl.RunWith(t, n.Kube, s.NS, setup)
+	s := &Serving{t: t, Node: n, Images: images, API: Install(t, n, images), NS: n.Namespace(t)}
+	s.API.FunctionNamespace(t, n, s.NS)
+	s.token = Token(t, s.NS)
 	return s
 }
 
@@ -240,48 +252,72 @@ func (s *Serving) RevisionPods(rev string) []corev1.Pod {
 	return out
 }
 
-// AwaitScaledToZero waits until function name's revision rev has no pod
-// at all and reports zero replicas, and sless-api's resolver has seen it
-// (so that it tells the next call a cold start), and returns how long that
-// took.
-func (s *Serving) AwaitScaledToZero(name, rev string) time.Duration {
-	s.t.Helper()
+// watchLag is how long a state the test reads from the apiserver is given
+// to reach sless-api's watches of the same objects before the test relies
+// on sless-api having seen it: a watch event arrives in milliseconds, the
+// rest is for a busy machine.
+const watchLag = time.Second
+
+// awaitRevision waits up to within for revision rev and its pods to
+// satisfy ok, and for that to hold for watchLag, and returns how long the
+// wait took until ok first held.
+func (s *Serving) awaitRevision(rev string, within time.Duration, ok func(*servingv1.Revision, []corev1.Pod) bool) (time.Duration, error) {
 	start := time.Now()
-	deadline := start.Add(3 * time.Minute)
-	for {
-		list, err := s.Node.Clientset.CoreV1().Pods(s.NS).List(context.Background(),
-			metav1.ListOptions{LabelSelector: serving.RevisionLabelKey + "=" + rev})
+	var since time.Time // when ok began to hold
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		list, err := s.Node.Clientset.CoreV1().Pods(s.NS).List(ctx, metav1.ListOptions{LabelSelector: serving.RevisionLabelKey + "=" + rev})
 		if err != nil {
-			s.t.Fatal(err)
+			return false, err
 		}
 		r := &servingv1.Revision{}
-		if err := s.Node.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: rev}, r); err != nil {
-			s.t.Fatal(err)
+		if err := s.Node.Kube.Client.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: rev}, r); err != nil {
+			return false, err
 		}
-		target, err := s.API.Resolver.Resolve(context.Background(), s.NS, name)
-		if len(list.Items) == 0 && r.Status.ActualReplicas != nil && *r.Status.ActualReplicas == 0 && err == nil && target.Idle {
-			return time.Since(start)
+		last = fmt.Sprintf("%d pods, actualReplicas %v", len(list.Items), ptr.Deref(r.Status.ActualReplicas, -1))
+		if !ok(r, list.Items) {
+			since = time.Time{}
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("revision %s not at zero after 3 min: %d pods, actualReplicas %v", rev, len(list.Items), r.Status.ActualReplicas)
+		if since.IsZero() {
+			since = time.Now()
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-// AwaitWarm waits until sless-api's resolver sees function name's revision
-// up (not idle): before that, a call is recorded as a cold start even when
-// its pod is Ready, since the resolver learns of it from the Endpoints.
-func (s *Serving) AwaitWarm(name string) {
-	s.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		target, err := s.API.Resolver.Resolve(ctx, s.NS, name)
-		last = err
-		return err == nil && !target.Idle, nil
+		return time.Since(since) >= watchLag, nil
 	})
 	if err != nil {
-		s.t.Fatalf("sless-api's resolver never saw %s up within a minute (last error: %v)", name, last)
+		return 0, fmt.Errorf("revision %s: %w (last: %s)", rev, err, last)
+	}
+	return since.Sub(start), nil
+}
+
+// AwaitScaledToZero waits until function name's revision rev has no pod
+// at all and reports zero replicas, which sless-api's resolver reads from
+// the Revision to tell the next call a cold start, and returns how long it
+// took to get there.
+func (s *Serving) AwaitScaledToZero(name, rev string) time.Duration {
+	s.t.Helper()
+	d, err := s.awaitRevision(rev, 3*time.Minute, func(r *servingv1.Revision, pods []corev1.Pod) bool {
+		return len(pods) == 0 && r.Status.ActualReplicas != nil && *r.Status.ActualReplicas == 0
+	})
+	if err != nil {
+		s.t.Fatalf("%s not at zero: %v", name, err)
+	}
+	return d
+}
+
+// AwaitWarm waits until function name's serving revision reports replicas
+// up: until then sless-api's resolver takes it for idle, and a call is
+// recorded as a cold start even when its pod is Ready.
+func (s *Serving) AwaitWarm(name string) {
+	s.t.Helper()
+	fn := &slessv1alpha1.Function{}
+	if err := s.Node.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: name}, fn); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.awaitRevision(fn.Status.LatestReadyRevision, time.Minute, func(r *servingv1.Revision, _ []corev1.Pod) bool {
+		return ptr.Deref(r.Status.ActualReplicas, 0) > 0
+	}); err != nil {
+		s.t.Fatalf("%s never warm: %v", name, err)
 	}
 }
 
@@ -311,19 +347,27 @@ func (s *Serving) Call(c *http.Client, url, host string) (int, string) {
 
 // AwaitRecords waits until function name has at least n records and
 // returns them, newest first.
-func (s *Serving) AwaitRecords(name string, n int) []invoke.Record {
+func (s *Serving) AwaitRecords(name string, n int) []invoke.Invocation {
+	s.t.Helper()
+	return s.awaitRecords(name, n, s.API.Calls)
+}
+
+// AwaitServiceRecords is AwaitRecords of SlessService name.
+func (s *Serving) AwaitServiceRecords(name string, n int) []invoke.Invocation {
+	s.t.Helper()
+	return s.awaitRecords(name, n, s.API.ServiceCalls)
+}
+
+func (s *Serving) awaitRecords(name string, n int, list func(context.Context, string, string) ([]invoke.Invocation, error)) []invoke.Invocation {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		recs, err := s.API.Calls(context.Background(), s.NS, name)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if len(recs) >= n {
+		recs, err := list(context.Background(), s.NS, name)
+		if err == nil && len(recs) >= n {
 			return recs
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%d records of %s after 30 s, want %d: %+v", len(recs), name, n, recs)
+			s.t.Fatalf("%d records of %s after 30 s, want %d (last error %v): %+v", len(recs), name, n, err, recs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
