@@ -101,6 +101,8 @@ func Install(t testing.TB, n *testbed.Node, images *testbed.NodeImages) *API {
 		"SLESS_PUBLIC_BASE_URL":   "http://sless.testbed.local",
 		"SLESS_FN_DOMAIN":         Domain,
 		"SLESS_IMAGE":             images.Sless,
+		// The test namespaces (Node.Namespace) are tenants' by name.
+		"SLESS_TENANT_NAMESPACE_PREFIXES": "node-",
 	}, images.Sless)
 	t.Cleanup(func() { podLogs(t, n) })
 	cmd := exec.CommandContext(ctx, testbed.Kubectl(t), "--kubeconfig", n.Kube.Kubeconfig,
