@@ -1,16 +1,18 @@
 // Package node benchmarks serving on the real node (testbed.Node), in one
-// run: a Python function's cold start from zero pods through sless-api and
-// Knative's activator, and its warm calls through sless-api against the
-// same calls straight to its pod (queue-proxy's port, as Knative's
-// Services reach it).
+// run, for a 10 ms function of each runtime (Python, Node.js, Go): its
+// cold start from zero pods through sless-api and Knative's activator, and
+// its warm calls through sless-api against the same calls straight to its
+// pod (queue-proxy's port, as Knative's Services reach it).
 //
-//	go test -run '^$' -bench . -benchtime 1x -timeout 30m ./bench/node/
+//	SLESS_REQUIRE_NODE=1 go test -run '^$' -bench NodeServing -benchtime 1x -timeout 30m ./bench/node/
 //
 // SLESS_BENCH_WAKES (default 10) and SLESS_BENCH_CALLS (default 300)
 // change the counts.
 package node
 
 import (
+	"context"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -18,16 +20,32 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sless-dev/sless/pkg/source"
+	"github.com/sless-dev/sless/runtimes"
 	"github.com/sless-dev/sless/test/testbed/nodeapi"
 )
 
-// handler takes 10 ms, the function the goal for warm calls names.
-const handler = `import time
-
-def handler(event, context):
-    time.sleep(0.01)
-    return {"slept": 10}
-`
+// sleepers take 10 ms, the function the goal for warm calls names: one
+// per runtime, named after it, as a build of its generated context on the
+// runtime's base stand-in makes it (nodeapi.Serving.Image).
+var sleepers = []struct {
+	name string
+	in   source.Input
+}{
+	{"py", source.Input{Runtime: runtimes.Python312, Entrypoint: "main.handler", Files: source.Files{
+		"main.py": []byte("import time\n\ndef handler(event, context):\n    time.sleep(0.01)\n    return {\"slept\": 10}\n")}}},
+	{"js", source.Input{Runtime: runtimes.NodeJS22, Entrypoint: "index.handler", Files: source.Files{
+		"index.js": []byte("exports.handler = async () => {\n  await new Promise((r) => setTimeout(r, 10));\n  return {slept: 10};\n};\n")}}},
+	{"golang", source.Input{Runtime: runtimes.Go124, Entrypoint: "sleeper.Handle", Files: source.Files{
+		"go.mod": []byte("module example.com/sleeper\n\ngo 1.24\n"),
+		"sleeper.go": []byte("package sleeper\n\nimport (\n\t\"context\"\n\t\"time\"\n)\n\n" +
+			"func Handle(ctx context.Context, ev map[string]any) (map[string]int, error) {\n" +
+			"\ttime.Sleep(10 * time.Millisecond)\n\treturn map[string]int{\"slept\": 10}, nil\n}\n")}}},
+}
 
 func env(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
@@ -36,41 +54,54 @@ func env(name string, def int) int {
 	return def
 }
 
-// BenchmarkNodeServing reports the cold start's p50 and p95 over the wakes,
-// and the warm calls' median through sless-api and straight to the pod,
-// with their ratio (pod/api: 1 means sless-api adds nothing).
+// BenchmarkNodeServing reports, per runtime, the cold start's p50 and p95
+// over the wakes, and the warm calls' median through sless-api and
+// straight to the pod, with their ratio (pod/api: 1 means sless-api adds
+// nothing).
 func BenchmarkNodeServing(b *testing.B) {
 	for range b.N {
 		m := measure(b, env("SLESS_BENCH_WAKES", 10), env("SLESS_BENCH_CALLS", 300))
-		b.ReportMetric(m.cold50.Seconds(), "s-cold-p50")
-		b.ReportMetric(m.cold95.Seconds(), "s-cold-p95")
-		b.ReportMetric(float64(m.api.Microseconds())/1000, "ms-warm-api")
-		b.ReportMetric(float64(m.pod.Microseconds())/1000, "ms-warm-pod")
-		b.ReportMetric(m.pod.Seconds()/m.api.Seconds(), "pod/api")
-		b.Logf("bed and function up in %v; scale to zero took %v (median)", m.setup.Round(time.Millisecond), m.toZero.Round(time.Millisecond))
+		for _, r := range m.runtimes {
+			b.ReportMetric(r.cold50.Seconds(), "s-cold-p50-"+r.runtime)
+			b.ReportMetric(r.cold95.Seconds(), "s-cold-p95-"+r.runtime)
+			b.ReportMetric(float64(r.api.Microseconds())/1000, "ms-warm-api-"+r.runtime)
+			b.ReportMetric(float64(r.pod.Microseconds())/1000, "ms-warm-pod-"+r.runtime)
+			b.ReportMetric(r.ratio(), "pod/api-"+r.runtime)
+		}
+		b.ReportMetric(m.setup.Seconds(), "s-setup")
+		b.Logf("bed and functions up in %v; revisions idle again after a wake in %v (median)",
+			m.setup.Round(time.Millisecond), m.toIdle.Round(time.Millisecond))
 	}
 }
 
 type measured struct {
-	cold50, cold95, api, pod, setup, toZero time.Duration
+	runtimes      []runtimeFigures
+	setup, toIdle time.Duration
 }
 
-// measure deploys the 10 ms function on a fresh node and measures: calls
-// alternating through sless-api's /fn/ and straight to the pod's
-// queue-proxy, median of each; then wakes times, each after Knative scaled
-// the revision to zero, the time until the call through sless-api answered.
+type runtimeFigures struct {
+	runtime                  string
+	cold50, cold95, api, pod time.Duration
+}
+
+// ratio is pod/api, 1 when sless-api adds nothing.
+func (r runtimeFigures) ratio() float64 { return r.pod.Seconds() / r.api.Seconds() }
+
+// measure deploys the sleepers on a fresh node and measures, for each in
+// turn, calls alternating through sless-api's /fn/ and straight to the
+// pod's queue-proxy, median of each; then wakes rounds: each waits until
+// Knative has scaled every sleeper's revision to zero and then wakes them
+// one after the other, timing each call through sless-api until it
+// answered.
 func measure(tb testing.TB, wakes, calls int) measured {
 	var m measured
 	start := time.Now()
 	s := nodeapi.StartServing(tb)
-	rev := s.Deploy("sleeper", handler).Status.LatestReadyRevision
-	m.setup = time.Since(start)
-	pods := s.RevisionPods(rev)
-	if len(pods) != 1 || pods[0].Status.PodIP == "" {
-		tb.Fatalf("revision %s has pods %v", rev, pods)
+	revs := map[string]string{}
+	for _, f := range sleepers {
+		revs[f.name] = s.DeploySource(f.name, f.in).Status.LatestReadyRevision
 	}
-	viaAPI := s.API.URL + "/fn/" + s.NS + "/sleeper"
-	direct := "http://" + pods[0].Status.PodIP + ":8012/"
+	m.setup = time.Since(start)
 	c := &http.Client{Timeout: 2 * time.Minute}
 	call := func(url string) time.Duration {
 		t0 := time.Now()
@@ -79,27 +110,82 @@ func measure(tb testing.TB, wakes, calls int) measured {
 		}
 		return time.Since(t0)
 	}
-	for range 20 { // connections and the interpreter warm
-		call(viaAPI)
-		call(direct)
-	}
-	var api, pod []time.Duration
-	for range calls {
-		api = append(api, call(viaAPI))
-		pod = append(pod, call(direct))
-	}
-	m.api, m.pod = percentile(api, 50), percentile(pod, 50)
+	viaAPI := func(name string) string { return s.API.URL + "/fn/" + s.NS + "/" + name }
 
-	var cold, toZero []time.Duration
-	for range wakes {
-		toZero = append(toZero, s.AwaitScaledToZero("sleeper", rev))
-		cold = append(cold, call(viaAPI))
+	for _, f := range sleepers {
+		// Up, and known up to sless-api: the sleepers deployed earlier may
+		// be at zero by now.
+		call(viaAPI(f.name))
+		s.AwaitWarm(f.name)
+		pods := s.RevisionPods(revs[f.name])
+		if len(pods) != 1 || pods[0].Status.PodIP == "" {
+			tb.Fatalf("revision %s has pods %v", revs[f.name], pods)
+		}
+		direct := "http://" + pods[0].Status.PodIP + ":8012/"
+		for range 20 { // connections and the runtime warm
+			call(viaAPI(f.name))
+			call(direct)
+		}
+		var api, pod []time.Duration
+		for range calls {
+			api = append(api, call(viaAPI(f.name)))
+			pod = append(pod, call(direct))
+		}
+		m.runtimes = append(m.runtimes, runtimeFigures{runtime: f.in.Runtime,
+			api: percentile(api, 50), pod: percentile(pod, 50)})
 	}
-	m.cold50, m.cold95, m.toZero = percentile(cold, 50), percentile(cold, 95), percentile(toZero, 50)
-	if recs := s.AwaitRecords("sleeper", 20+calls+wakes); !recs[0].ColdStart {
-		tb.Errorf("the last wake's record is not a cold start: %+v", recs[0])
+
+	cold := map[string][]time.Duration{}
+	var toIdle []time.Duration
+	for range wakes {
+		t0 := time.Now()
+		for _, f := range sleepers {
+			awaitIdle(tb, s, f.name, revs[f.name])
+		}
+		toIdle = append(toIdle, time.Since(t0))
+		for _, f := range sleepers {
+			cold[f.name] = append(cold[f.name], call(viaAPI(f.name)))
+		}
+	}
+	m.toIdle = percentile(toIdle, 50)
+	for i, f := range sleepers {
+		m.runtimes[i].cold50, m.runtimes[i].cold95 = percentile(cold[f.name], 50), percentile(cold[f.name], 95)
+		recs := s.AwaitRecords(f.name, 1+20+calls+wakes)
+		for _, r := range recs[:wakes] {
+			if !r.ColdStart {
+				tb.Errorf("%s: a wake's record is not a cold start: %+v", f.name, r)
+			}
+		}
 	}
 	return m
+}
+
+// awaitIdle waits until Knative has scaled function name's revision rev to
+// zero (no replica, no pod but terminating ones) and that has held for a
+// second, time for sless-api's resolver, which reads the Revision, to see
+// it: the next call is then a cold start through the activator. A pod
+// still draining (queue-proxy's 30 s) serves nothing: waiting for it to go
+// too would triple each round and measure nothing more.
+func awaitIdle(tb testing.TB, s *nodeapi.Serving, name, rev string) {
+	tb.Helper()
+	var since time.Time
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		r := &servingv1.Revision{}
+		if err := s.Node.Kube.Client.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: rev}, r); err != nil {
+			return false, err
+		}
+		if r.Status.ActualReplicas == nil || *r.Status.ActualReplicas != 0 || len(s.RevisionPods(rev)) != 0 {
+			since = time.Time{}
+			return false, nil
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= time.Second, nil
+	})
+	if err != nil {
+		tb.Fatalf("revision %s of %s not at zero: %v", rev, name, err)
+	}
 }
 
 // percentile is the nearest-rank p-th percentile of d.
@@ -111,14 +197,20 @@ func percentile(d []time.Duration, p int) time.Duration {
 }
 
 // TestNodeBenchSmoke runs the benchmark's code path with one wake and a few
-// calls, so that it cannot rot; the numbers are for the README, not for a
-// test.
+// calls per runtime, so that it cannot rot; the numbers are for the
+// README, not for a test.
 func TestNodeBenchSmoke(t *testing.T) {
 	m := measure(t, 1, 5)
-	t.Logf("%+v", m)
-	for _, d := range []time.Duration{m.cold50, m.cold95, m.api, m.pod, m.setup} {
-		if d <= 0 {
-			t.Errorf("not every number measured: %+v", m)
+	if len(m.runtimes) != len(sleepers) {
+		t.Fatalf("figures of %d runtimes, want %d", len(m.runtimes), len(sleepers))
+	}
+	for _, r := range m.runtimes {
+		t.Logf("%+v pod/api %.2f", r, r.ratio())
+		if r.cold50 <= 0 || r.cold95 <= 0 || r.api <= 0 || r.pod <= 0 {
+			t.Errorf("%s: not every number measured: %+v", r.runtime, r)
+		}
+		if ratio := r.ratio(); math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 0 {
+			t.Errorf("%s: pod/api %v", r.runtime, ratio)
 		}
 	}
 }
