@@ -7,9 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,18 +178,7 @@ func runInvoke(ctx context.Context, stdout, stderr io.Writer, stdin io.Reader, g
 		fmt.Fprintln(stderr, "sless invoke: the server ran the call at once (it keeps no asynchronous calls)")
 	}
 	if o.include {
-		fmt.Fprintf(stdout, "HTTP %d %s\n", ans.Status, http.StatusText(ans.Status))
-		keys := make([]string, 0, len(ans.Header))
-		for k := range ans.Header {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			for _, v := range ans.Header[k] {
-				fmt.Fprintf(stdout, "%s: %s\n", k, v)
-			}
-		}
-		fmt.Fprintln(stdout)
+		writeHead(stdout, ans.Status, ans.Header)
 	}
 	if ans.SlessError() {
 		if o.include {
@@ -203,6 +193,18 @@ func runInvoke(ctx context.Context, stdout, stderr io.Writer, stdin io.Reader, g
 		return errSilent
 	}
 	return nil
+}
+
+// writeHead prints a response's status line and headers, sorted, as
+// --include shows them.
+func writeHead(w io.Writer, status int, header http.Header) {
+	fmt.Fprintf(w, "HTTP %d %s\n", status, http.StatusText(status))
+	for _, k := range slices.Sorted(maps.Keys(header)) {
+		for _, v := range header[k] {
+			fmt.Fprintf(w, "%s: %s\n", k, v)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // followAsync prints an accepted asynchronous call's id and, with --wait,
@@ -224,16 +226,11 @@ func followAsync(ctx context.Context, stdout, stderr io.Writer, api *client.Clie
 		}
 		if r := rec.Response; r != nil {
 			if o.include {
-				fmt.Fprintf(stdout, "HTTP %d %s\n", r.Status, http.StatusText(r.Status))
-				keys := make([]string, 0, len(r.Headers))
-				for k := range r.Headers {
-					keys = append(keys, k)
+				h := http.Header{}
+				for k, v := range r.Headers {
+					h.Set(k, v)
 				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					fmt.Fprintf(stdout, "%s: %s\n", k, r.Headers[k])
-				}
-				fmt.Fprintln(stdout)
+				writeHead(stdout, r.Status, h)
 			}
 			if r.Body != nil {
 				writeBody(stdout, []byte(*r.Body))
