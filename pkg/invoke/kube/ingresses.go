@@ -50,6 +50,9 @@ func (g *ingresses) setService(obj any) {
 		return
 	}
 	s := routing.Service{ClusterIP: svc.Spec.ClusterIP}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		s.ExternalName = svc.Spec.ExternalName
+	}
 	for _, p := range svc.Spec.Ports {
 		if p.Name == networking.ServicePortNameH2C || ptr.Deref(p.AppProtocol, "") == networking.AppProtocolH2C {
 			s.H2C = append(s.H2C, int(p.Port))

@@ -132,7 +132,9 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 	virtual := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00001", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: port}}
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00002", Namespace: ns},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: port}}
-	for _, svc := range []*corev1.Service{virtual, headless} {
+	alias := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-alias", Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "lb.example.com"}}
+	for _, svc := range []*corev1.Service{virtual, headless, alias} {
 		if err := k.Client.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -154,6 +156,7 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 	if got, want := address(headless.Name), "hello-00002."+ns+".svc.cluster.local:80"; got != want {
 		t.Errorf("headless Service dialled at %s, want its DNS name %s", got, want)
 	}
+	awaitAddress(alias.Name, "lb.example.com:80")
 	// h2c by the port's name or appProtocol, as Knative marks it.
 	for port, want := range map[int]bool{80: false, 81: true, 82: true} {
 		if _, h2c := r.Routes().Address(routing.Backend{Namespace: ns, Service: virtual.Name, Port: port}, "cluster.local"); h2c != want {

@@ -229,6 +229,8 @@ type Service struct {
 	// ClusterIP is its virtual IP; "" (or "None") when it has none, as a
 	// headless or ExternalName Service.
 	ClusterIP string
+	// ExternalName is the DNS name an ExternalName Service aliases.
+	ExternalName string
 	// H2C are its ports that speak HTTP/2 without TLS: named "http2" or
 	// with appProtocol kubernetes.io/h2c, by Knative's convention.
 	H2C []int
@@ -252,7 +254,8 @@ func (t *Table) DeleteService(key types.NamespacedName) {
 }
 
 // Address is where to dial b, and whether it speaks h2c: its Service's
-// virtual IP when known, else its cluster DNS name. An Ingress is Ready once
+// virtual IP (or the name an ExternalName Service aliases) when known, else
+// its cluster DNS name. An Ingress is Ready once
 // its Services exist, and the cluster's DNS may answer for a new one
 // seconds later (or have cached its absence), while the watch has it at
 // once. A Service not seen yet speaks h2c on Knative's h2c port, 81.
@@ -263,9 +266,14 @@ func (t *Table) Address(b Backend, clusterDomain string) (host string, h2c bool)
 	if !ok {
 		return b.Host(clusterDomain), b.Port == h2cPort
 	}
-	host = b.Host(clusterDomain)
-	if svc.ClusterIP != "" && svc.ClusterIP != "None" {
+	switch {
+	case svc.ExternalName != "":
+		// Its own DNS name is a CNAME the cluster's DNS may not serve yet.
+		host = net.JoinHostPort(svc.ExternalName, strconv.Itoa(b.Port))
+	case svc.ClusterIP != "" && svc.ClusterIP != "None":
 		host = net.JoinHostPort(svc.ClusterIP, strconv.Itoa(b.Port))
+	default:
+		host = b.Host(clusterDomain)
 	}
 	return host, slices.Contains(svc.H2C, b.Port)
 }

@@ -278,6 +278,7 @@ func TestAddress(t *testing.T) {
 		{"plain HTTP on 81", &routing.Service{ClusterIP: "10.0.0.7"}, "10.0.0.7:81", false},
 		{"marked h2c", &routing.Service{ClusterIP: "10.0.0.7", H2C: []int{81}}, "10.0.0.7:81", true},
 		{"headless", &routing.Service{ClusterIP: "None", H2C: []int{81}}, "web.ns.svc.cluster.local:81", true},
+		{"external name", &routing.Service{ExternalName: "lb.example.com"}, "lb.example.com:81", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.svc == nil {

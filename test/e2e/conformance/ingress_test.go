@@ -42,19 +42,13 @@ var notApplicable = map[string]string{
 // what it lacks: skipped so the rest stay asserted, listed as failing in
 // docs/testing.md. Drop a name once its feature lands.
 var knownGaps = map[string]string{
-	"basics/http2": "sless-api speaks h2c to a backend by Knative's port convention (81), " +
-		"not by the Service port's name h2c or appProtocol kubernetes.io/h2c",
-	"grpc":       "as basics/http2, and sless-api's listener takes no h2c from clients",
+	"grpc": "sless-api's listener takes no h2c (prior-knowledge HTTP/2) from clients: " +
+		"its request framing reads HTTP/1.1 only",
 	"grpc/split": "as grpc",
 	"visibility": "sless-api has one door and serves ClusterLocal rules to callers from " +
 		"outside the cluster too; the suite wants 404 there",
 	"visibility/split": "as visibility",
 	"visibility/path":  "as visibility",
-	"dispatch/path": "flaky: sless-api reaches a backend by its Service's DNS name, and the " +
-		"Ingress is Ready before CoreDNS answers for a Service just made (seconds under load): " +
-		"early calls get 502",
-	"update": "as dispatch/path, on every roll-out; and a backend Service on port 81 is " +
-		"spoken to in h2c (Knative's port convention), which the suite's HTTP/1 pods are not",
 }
 
 func TestMain(m *testing.M) {
