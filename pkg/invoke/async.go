@@ -113,8 +113,7 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", 
 func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 	p := c.p
 	if c.target.Failed != "" {
-		c.refuse(w, r, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
-			Detail: c.named() + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"})
+		c.refuse(w, r, failedProblem(c))
 		return
 	}
 	if r.Header.Get(CallbackURLHeader) != "" {
@@ -132,8 +131,7 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > p.opts.MaxRequestBytes {
-		c.refuse(w, r, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
-			Detail: fmt.Sprintf("request body is larger than %d bytes", p.opts.MaxRequestBytes)})
+		c.refuse(w, r, tooLargeProblem(p.opts.MaxRequestBytes))
 		return
 	}
 	body, prob := c.readBody(w, r)
@@ -206,26 +204,22 @@ func (c *call) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Proble
 	}
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(r.Body, limit+1))
+	var prob Problem
 	switch {
 	case n > limit:
-		w.Header().Set("Connection", "close")
-		return nil, &Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
-			Detail: fmt.Sprintf("request body is larger than %d bytes", limit)}
+		prob = tooLargeProblem(limit)
 	case err == nil:
 		return buf.Bytes(), nil
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		w.Header().Set("Connection", "close")
-		return nil, &Problem{Status: http.StatusBadRequest, Reason: ReasonBodyIncomplete,
-			Detail: "the connection ended before the request body did"}
+		prob = bodyIncompleteProblem()
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		w.Header().Set("Connection", "close")
-		return nil, &Problem{Status: http.StatusRequestTimeout, Reason: ReasonBodyTimeout,
-			Detail: fmt.Sprintf("the request body did not arrive whole within the function's timeout (%s)", c.target.Timeout)}
+		prob = bodyTimeoutProblem(c.target.Timeout)
 	default:
-		w.Header().Set("Connection", "close")
-		return nil, &Problem{Status: http.StatusBadRequest, Reason: ReasonBodyMalformed,
-			Detail: "the request body cannot be read: " + err.Error()}
+		prob = bodyMalformedProblem(err)
 	}
+	// The rest of the body was not read.
+	w.Header().Set("Connection", "close")
+	return nil, &prob
 }
 
 func isTimeout(err error) bool {

@@ -2,8 +2,10 @@ package invoke
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/sless-dev/sless/pkg/problems"
 )
@@ -41,6 +43,33 @@ const (
 // Reason is one of the Reason constants; RequestID ties it to the call's
 // X-Request-Id.
 type Problem = problems.Details
+
+// The refusals a synchronous and an asynchronous call share, worded once.
+
+func failedProblem(c *call) Problem {
+	return Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
+		Detail: c.named() + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"}
+}
+
+func tooLargeProblem(limit int64) Problem {
+	return Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
+		Detail: fmt.Sprintf("request body is larger than %d bytes", limit)}
+}
+
+func bodyIncompleteProblem() Problem {
+	return Problem{Status: http.StatusBadRequest, Reason: ReasonBodyIncomplete,
+		Detail: "the connection ended before the request body did"}
+}
+
+func bodyMalformedProblem(err error) Problem {
+	return Problem{Status: http.StatusBadRequest, Reason: ReasonBodyMalformed,
+		Detail: "the request body cannot be read: " + err.Error()}
+}
+
+func bodyTimeoutProblem(timeout time.Duration) Problem {
+	return Problem{Status: http.StatusRequestTimeout, Reason: ReasonBodyTimeout,
+		Detail: fmt.Sprintf("the request body did not arrive whole within the function's timeout (%s)", timeout)}
+}
 
 // FieldError is one invalid input, as in the REST API's problems.
 type FieldError = problems.FieldError

@@ -596,9 +596,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 			// Only the reason: a public function's callers are anyone, and
 			// the condition's message may quote build logs. Its tenant reads
 			// the message in the Function's status.
-			c.fail(c.out, Problem{Status: http.StatusServiceUnavailable, Reason: ReasonFailed,
-				Detail: c.named() + " failed (" + c.target.Failed + ") and no revision of it serves; it serves again once its spec is fixed"},
-				c.kind()+" failed: "+c.target.Failed)
+			c.fail(c.out, failedProblem(c), c.kind()+" failed: "+c.target.Failed)
 			return
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(int(p.opts.RetryAfter/time.Second)))
@@ -607,8 +605,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > p.opts.MaxRequestBytes {
-		c.fail(c.out, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
-			Detail: fmt.Sprintf("request body is larger than %d bytes", p.opts.MaxRequestBytes)}, "request body too large")
+		c.fail(c.out, tooLargeProblem(p.opts.MaxRequestBytes), "request body too large")
 		return
 	}
 
@@ -830,8 +827,7 @@ func (c *call) bodyFailed(w http.ResponseWriter) bool {
 	h := w.Header()
 	switch {
 	case b.tooLarge.Load():
-		c.fail(w, Problem{Status: http.StatusRequestEntityTooLarge, Reason: ReasonBodyTooLarge,
-			Detail: fmt.Sprintf("request body is larger than %d bytes", c.p.opts.MaxRequestBytes)}, "request body too large")
+		c.fail(w, tooLargeProblem(c.p.opts.MaxRequestBytes), "request body too large")
 		return true
 	case errors.Is(err, errBodyStalled) || err == nil && reading && b.idle.passed():
 		c.bodyStalled(w)
@@ -840,20 +836,17 @@ func (c *call) bodyFailed(w http.ResponseWriter) bool {
 		// The caller closed its side before the body's end. One that only
 		// half-closed still reads this; net/http would send an empty 200.
 		h.Set("Connection", "close")
-		c.fail(w, Problem{Status: http.StatusBadRequest, Reason: ReasonBodyIncomplete,
-			Detail: "the connection ended before the request body did"}, "")
+		c.fail(w, bodyIncompleteProblem(), "")
 		c.clientGone = true
 		c.errText = fmt.Sprintf("client closed the request before its body ended (%d bytes read)", b.n.Load())
 	case err != nil:
 		h.Set("Connection", "close")
-		c.fail(w, Problem{Status: http.StatusBadRequest, Reason: ReasonBodyMalformed,
-			Detail: "the request body cannot be read: " + err.Error()}, cleanText("malformed request body: "+err.Error(), MaxErrorLength))
+		c.fail(w, bodyMalformedProblem(err), cleanText("malformed request body: "+err.Error(), MaxErrorLength))
 	case c.deadline.Err() == context.DeadlineExceeded:
 		// The function still waited for the rest of the body: the caller's
 		// time ran out, not the function's.
 		h.Set("Connection", "close")
-		c.fail(w, Problem{Status: http.StatusRequestTimeout, Reason: ReasonBodyTimeout,
-			Detail: fmt.Sprintf("the request body did not arrive whole within the function's timeout (%s)", c.target.Timeout)},
+		c.fail(w, bodyTimeoutProblem(c.target.Timeout),
 			fmt.Sprintf("request body stalled: %d bytes of it arrived within %s", b.n.Load(), c.target.Timeout))
 		// Its read still waits on the caller. A deadline now ends it, and
 		// closing the body keeps net/http from waiting for the rest.
