@@ -159,11 +159,10 @@ func ParseQuery(namespace, function, raw string) (Query, []FieldError, error) {
 		invalid("until", "must be after since")
 	}
 	if s, ok := get("limit"); ok {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxListLimit {
-			invalid("limit", "must be a whole number from 1 to "+strconv.Itoa(MaxListLimit))
-		} else {
+		if n, ok := ParseListLimit(s); ok {
 			q.Limit = n
+		} else {
+			invalid("limit", ListLimitDetail)
 		}
 	}
 	if s, ok := get("cursor"); ok {
@@ -176,6 +175,15 @@ func ParseQuery(namespace, function, raw string) (Query, []FieldError, error) {
 	}
 	return q, errs, nil
 }
+
+// ParseListLimit reads a listing's ?limit=, 1 to MaxListLimit.
+func ParseListLimit(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 1 && n <= MaxListLimit
+}
+
+// ListLimitDetail is why a ?limit= is refused.
+var ListLimitDetail = "must be a whole number from 1 to " + strconv.Itoa(MaxListLimit)
 
 // Invocation is a Record as the invocations API shows it.
 type Invocation = wire.Invocation

@@ -159,10 +159,9 @@ func (h Handler) List(w http.ResponseWriter, r *http.Request, ns, name string) {
 	}
 	limit := invoke.DefaultListLimit
 	if s := v.Get("limit"); s != "" {
-		n, nerr := strconv.Atoi(s)
-		if nerr != nil || n < 1 || n > invoke.MaxListLimit {
-			errs = append(errs, invoke.FieldError{Field: "limit", Type: string(field.ErrorTypeInvalid),
-				Detail: "must be a whole number from 1 to " + strconv.Itoa(invoke.MaxListLimit)})
+		n, ok := invoke.ParseListLimit(s)
+		if !ok {
+			errs = append(errs, invoke.FieldError{Field: "limit", Type: string(field.ErrorTypeInvalid), Detail: invoke.ListLimitDetail})
 		}
 		limit = n
 	}
