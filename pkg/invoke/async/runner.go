@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/problems"
 )
@@ -26,8 +27,10 @@ type Policy struct {
 	MaxEventAge time.Duration
 }
 
-// DefaultPolicy is the Policy of a function that sets none (or is gone).
-var DefaultPolicy = Policy{Concurrency: 10, MaxRetries: 2, MaxEventAge: 6 * time.Hour}
+// DefaultPolicy is the Policy of a function that sets none (or is gone):
+// spec.async's defaults.
+var DefaultPolicy = Policy{Concurrency: slessv1alpha1.DefaultAsyncConcurrency, MaxRetries: slessv1alpha1.DefaultAsyncMaxRetries,
+	MaxEventAge: slessv1alpha1.DefaultAsyncMaxEventAgeSeconds * time.Second}
 
 // notReadyWait bounds the wait before trying a function that was not
 // serving yet again.
