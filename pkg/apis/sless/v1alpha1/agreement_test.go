@@ -99,6 +99,16 @@ var specCases = []specCase{
 	{name: "async negative retries", doc: pyFn("bad-async-neg", "  async:\n    maxRetries: -1\n"), field: "spec.async.maxRetries"},
 	{name: "async event age below", doc: pyFn("bad-async-age", "  async:\n    maxEventAgeSeconds: 59\n"), field: "spec.async.maxEventAgeSeconds"},
 	{name: "async event age above", doc: pyFn("bad-async-age2", "  async:\n    maxEventAgeSeconds: 21601\n"), field: "spec.async.maxEventAgeSeconds"},
+	{name: "async callbacks", doc: pyFn("ok-async-cb", "  async:\n    onSuccess: https://hooks.example.com/done?fn=a\n    onFailure: http://[::1]:9000/failed#x\n"), valid: true},
+	{name: "callback scheme", doc: pyFn("bad-cb-scheme", "  async:\n    onSuccess: ftp://hooks.example.com/\n"), field: "spec.async.onSuccess"},
+	{name: "callback user info", doc: pyFn("bad-cb-user", "  async:\n    onFailure: https://user:pw@hooks.example.com/\n"), field: "spec.async.onFailure"},
+	{name: "callback relative", doc: pyFn("bad-cb-rel", "  async:\n    onSuccess: /done\n"), field: "spec.async.onSuccess"},
+	{name: "callback no host", doc: pyFn("bad-cb-host", "  async:\n    onSuccess: https:///done\n"), field: "spec.async.onSuccess"},
+	{name: "callback space", doc: pyFn("bad-cb-space", "  async:\n    onSuccess: \"https://hooks.example.com/a b\"\n"), field: "spec.async.onSuccess"},
+	{name: "callback upper-case scheme", doc: pyFn("bad-cb-upper", "  async:\n    onSuccess: HTTPS://hooks.example.com/\n"), field: "spec.async.onSuccess"},
+	{name: "callback too long", doc: pyFn("bad-cb-long", "  async:\n    onFailure: https://hooks.example.com/"+strings.Repeat("a", v1.MaxCallbackURLLength)+"\n"), field: "spec.async.onFailure"},
+	{name: "callback bad port", doc: pyFn("bad-cb-port", "  async:\n    onSuccess: https://hooks.example.com:http/\n"), field: "spec.async.onSuccess", goOnly: true},
+	{name: "callback bad escape", doc: pyFn("bad-cb-esc", "  async:\n    onSuccess: https://hooks%zz.example.com/\n"), field: "spec.async.onSuccess", goOnly: true},
 	{name: "reserved env", doc: pyFn("bad-env-port", "  env:\n  - name: PORT\n    value: \"1\"\n"), field: "spec.env[0].name"},
 	{name: "sless env", doc: pyFn("bad-env-sless", "  env:\n  - name: SLESS_MODE\n    value: job\n"), field: "spec.env[0].name"},
 	{name: "env name", doc: pyFn("bad-env-name", "  env:\n  - name: 1X\n    value: \"1\"\n"), field: "spec.env[0].name"},
@@ -323,3 +333,31 @@ func ExampleValidateFunction() {
 // payloadOfSize is a JSON string of n bytes, quotes included, written as a
 // YAML flow scalar that reads back the same.
 func payloadOfSize(n int) string { return `"` + strings.Repeat("x", n-2) + `"` }
+
+func TestCheckCallbackURL(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://hooks.example.com/done":     true,
+		"http://127.0.0.1:8080/cb?x=1":       true,
+		"http://[fd00::1]/cb":                true,
+		"https://hooks.example.com":          true,
+		"https://hooks.example.com/a@b":      true,
+		"":                                   false,
+		"hooks.example.com/done":             false,
+		"//hooks.example.com/done":           false,
+		"ftp://hooks.example.com/":           false,
+		"HTTP://hooks.example.com/":          false,
+		"https://user@hooks.example.com/":    false,
+		"https://user:pw@hooks.example.com/": false,
+		"https:///done":                      false,
+		"https://:443/done":                  false,
+		"https://hooks.example.com/a b":      false,
+		"https://hooks.example.com/\n":       false,
+		"https://hooks.example.com:http/":    false,
+		"https://hooks%zz.example.com/":      false,
+		"https://hooks.example.com/" + strings.Repeat("a", v1.MaxCallbackURLLength): false,
+	} {
+		if msg := v1.CheckCallbackURL(u); (msg == "") != ok {
+			t.Errorf("CheckCallbackURL(%q) = %q, want ok=%v", u, msg, ok)
+		}
+	}
+}

@@ -95,8 +95,9 @@ const (
 	DefaultAsyncMaxEventAgeSeconds = 21600
 )
 
-// AsyncSpec governs a function's asynchronous calls: how many run at once
-// and how long a failing one is retried before it is dead-lettered.
+// AsyncSpec governs a function's asynchronous calls: how many run at once,
+// how long a failing one is retried before it is dead-lettered, and where
+// results are posted.
 type AsyncSpec struct {
 	// Concurrency is how many asynchronous calls of the function run at once.
 	// +kubebuilder:validation:Minimum=1
@@ -118,7 +119,23 @@ type AsyncSpec struct {
 	// +kubebuilder:default=21600
 	// +optional
 	MaxEventAgeSeconds *int32 `json:"maxEventAgeSeconds,omitempty"`
+	// OnSuccess receives a signed POST with the result of each call that
+	// succeeded, unless the call named its own X-Callback-Url.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#@\s]+([/?#]\S*)?$`
+	// +optional
+	OnSuccess string `json:"onSuccess,omitempty"`
+	// OnFailure receives a signed POST with the result of each call that
+	// failed or was dead-lettered, unless the call named its own
+	// X-Callback-Url.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#@\s]+([/?#]\S*)?$`
+	// +optional
+	OnFailure string `json:"onFailure,omitempty"`
 }
+
+// MaxCallbackURLLength bounds a callback URL, as the CRD's maxLength does.
+const MaxCallbackURLLength = 2048
 
 // MaxRebuildLength bounds FunctionSpec.Rebuild, as its CRD marker does.
 const MaxRebuildLength = 63

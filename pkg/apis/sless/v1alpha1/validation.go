@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -26,6 +27,7 @@ var (
 	sha256RE       = regexp.MustCompile(`^[a-f0-9]{64}$`)
 	timeZoneRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]{0,13}(/[A-Za-z0-9_+][A-Za-z0-9_+-]{0,13})*$`)
 	descriptorRE   = regexp.MustCompile(`^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$`)
+	callbackURLRE  = regexp.MustCompile(`^https?://[^/?#@\s]+([/?#]\S*)?$`)
 )
 
 var reservedEnv = map[string]bool{"PORT": true, "K_SERVICE": true, "K_CONFIGURATION": true, "K_REVISION": true}
@@ -107,6 +109,14 @@ func ValidateFunctionSpec(s *FunctionSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, inRange(ap.Child("concurrency"), a.Concurrency, 1, MaxAsyncConcurrency)...)
 		errs = append(errs, inRange(ap.Child("maxRetries"), a.MaxRetries, 0, MaxAsyncMaxRetries)...)
 		errs = append(errs, inRange(ap.Child("maxEventAgeSeconds"), a.MaxEventAgeSeconds, MinAsyncMaxEventAgeSeconds, MaxAsyncMaxEventAgeSeconds)...)
+		for _, cb := range []struct{ name, url string }{{"onSuccess", a.OnSuccess}, {"onFailure", a.OnFailure}} {
+			if cb.url == "" {
+				continue
+			}
+			if msg := CheckCallbackURL(cb.url); msg != "" {
+				errs = append(errs, field.Invalid(ap.Child(cb.name), cb.url, msg))
+			}
+		}
 	}
 	return errs
 }
@@ -439,4 +449,26 @@ func ValidateSlessService(s *SlessService) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxScale"), *sp.MaxScale, "maxScale must be greater than or equal to minScale"))
 	}
 	return errs
+}
+
+// CheckCallbackURL says what is wrong with u as a callback URL (spec.async's
+// onSuccess and onFailure, the X-Callback-Url header), "" when nothing: an
+// absolute http or https URL with a host, no user info and no spaces, at
+// most MaxCallbackURLLength bytes. Whether sless may post to its host is
+// the operator's policy, checked where calls are accepted and delivered.
+func CheckCallbackURL(u string) string {
+	if len(u) > MaxCallbackURLLength {
+		return fmt.Sprintf("must be at most %d characters", MaxCallbackURLLength)
+	}
+	if !callbackURLRE.MatchString(u) {
+		return "must be an absolute http:// or https:// URL with a host, without user info or spaces, e.g. https://hooks.example.com/done"
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "is not a URL: " + strings.TrimPrefix(err.Error(), "parse \""+u+"\": ")
+	}
+	if parsed.Hostname() == "" {
+		return "must name a host"
+	}
+	return ""
 }
