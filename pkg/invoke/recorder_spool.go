@@ -31,6 +31,10 @@ func (r *Recorder) runSpooled() {
 		retryAt  time.Time
 		began    time.Time // of the write in flight
 		backoff  = r.opts.MinBackoff
+		// The backlog: since when the spool has held records, and how
+		// many of them have been written since.
+		backlogSince time.Time
+		drained      int
 	)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -61,6 +65,9 @@ func (r *Recorder) runSpooled() {
 		switch {
 		case res.err == nil:
 			done()
+			if res.fromSpool {
+				drained += n
+			}
 			if failing {
 				r.opts.Logger.Info("invocation records are being written again", "spooled", sp.Len())
 				failing = false
@@ -83,6 +90,12 @@ func (r *Recorder) runSpooled() {
 			retryAt = time.Now().Add(backoff)
 			backoff = min(2*backoff, r.opts.MaxBackoff)
 		}
+		if res.fromSpool && sp.Len() == 0 && !backlogSince.IsZero() {
+			// The metrics show the spool's size; this says when a backlog
+			// ended, what it held and how long it lasted.
+			r.opts.Logger.Info("invocation spool drained", "records", drained, "took", time.Since(backlogSince).Round(time.Millisecond))
+			backlogSince, drained = time.Time{}, 0
+		}
 	}
 	finish := func() {
 		r.spoolWaiting(true)
@@ -96,6 +109,9 @@ func (r *Recorder) runSpooled() {
 		slow := inflight && time.Since(began) >= r.opts.SlowWrite
 		if sp.Len() > 0 || slow || (inflight && r.pressed()) || (closed && failing) {
 			r.spoolWaiting(closed)
+		}
+		if backlogSince.IsZero() && sp.Len() > 0 {
+			backlogSince = time.Now()
 		}
 		wait := time.Duration(-1)
 		if !inflight {

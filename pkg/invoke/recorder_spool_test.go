@@ -408,3 +408,55 @@ func TestRecorderSpoolsAfterSlowWrite(t *testing.T) {
 		t.Fatalf("dropped %d, spool holds %d", rec.Dropped(), sp.Len())
 	}
 }
+
+// A backlog that drains says so once, with how many records it held and how
+// long it lasted; a second backlog gets its own line.
+func TestRecorderLogsDrainedSpool(t *testing.T) {
+	sink := &gateSink{}
+	var failing atomic.Bool
+	sink.fail = func(invoke.Batch) error {
+		if failing.Load() {
+			return errors.New("store down")
+		}
+		return nil
+	}
+	sp, err := spool.Open(filepath.Join(t.TempDir(), "spool.db"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	var logs testbed.SyncBuffer
+	rec := invoke.NewRecorder(sink, invoke.RecorderOptions{QueueSize: 100, BatchSize: 5, FlushInterval: -1,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, Spool: sp,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	backlog := func(from, n int) {
+		failing.Store(true)
+		for i := range n {
+			rec.Record(record(from + i))
+		}
+		waitFor(t, "the records spooled", func() bool { return sp.Len() == n })
+		if strings.Contains(logs.String(), "spool drained") && from == 0 {
+			t.Fatalf("drained logged before the store came back:\n%s", logs.String())
+		}
+		failing.Store(false)
+		waitFor(t, "the spool to drain", func() bool { return sp.Len() == 0 && strings.Count(logs.String(), "spool drained") == from/100+1 })
+	}
+	backlog(0, 23)
+	backlog(100, 7)
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "spool drained") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "records=23 ") || !strings.Contains(lines[1], "records=7 ") ||
+		!strings.Contains(lines[0], "took=") || !strings.Contains(lines[0], "level=INFO") {
+		t.Fatalf("want one INFO line per backlog, records=23 then records=7, each with took=:\n%s", logs.String())
+	}
+	if n := sink.storedCount(); n != 30 {
+		t.Fatalf("stored %d, want 30", n)
+	}
+}
