@@ -143,6 +143,9 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{"sless-api", "list", "pods", "tenant-a", true},
 		{"sless-api", "delete", "pods", "tenant-a", false},
 		{"sless-api", "create", "pods/exec", "tenant-a", false},
+		// Ingress backends are dialled at their endpoints.
+		{"sless-api", "watch", "endpointslices.discovery.k8s.io", "tenant-a", true},
+		{"sless-api", "update", "endpointslices.discovery.k8s.io", "tenant-a", false},
 	}
 	for _, tc := range tests {
 		// "functions.sless.dev/status" would read as a resource named

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking"
@@ -42,28 +43,81 @@ func (g *ingresses) set(obj any) {
 }
 
 // setService and deletedService keep the table's view of Services: the
-// proxy dials their virtual IPs rather than their DNS names, and speaks
-// h2c to the ports Knative's convention marks.
+// proxy finds their ports in their EndpointSlices, dials an ExternalName
+// Service's alias, and speaks h2c to the ports Knative's convention marks.
 func (g *ingresses) setService(obj any) {
 	svc, ok := object(obj).(*corev1.Service)
 	if !ok {
 		return
 	}
+	g.table.SetService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, serviceOf(svc))
+}
+
+// serviceOf is what the routing table keeps of svc.
+func serviceOf(svc *corev1.Service) routing.Service {
 	s := routing.Service{ClusterIP: svc.Spec.ClusterIP}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		s.ExternalName = svc.Spec.ExternalName
 	}
 	for _, p := range svc.Spec.Ports {
-		if p.Name == networking.ServicePortNameH2C || ptr.Deref(p.AppProtocol, "") == networking.AppProtocolH2C {
-			s.H2C = append(s.H2C, int(p.Port))
-		}
+		s.Ports = append(s.Ports, routing.ServicePort{Port: int(p.Port), Name: p.Name,
+			H2C: p.Name == networking.ServicePortNameH2C || ptr.Deref(p.AppProtocol, "") == networking.AppProtocolH2C})
 	}
-	g.table.SetService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, s)
+	return s
 }
 
 func (g *ingresses) deletedService(obj any) {
 	if svc, ok := object(obj).(*corev1.Service); ok {
 		g.table.DeleteService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+	}
+}
+
+// setEndpoints and deletedEndpoints keep the table's view of
+// EndpointSlices, whose ready endpoints the proxy dials. A slice that
+// names no Service is forgotten.
+func (g *ingresses) setEndpoints(obj any) {
+	eps, ok := object(obj).(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: eps.Namespace, Name: eps.Name}
+	e, ok := endpointsOf(eps)
+	if !ok {
+		g.table.DeleteEndpoints(key)
+		return
+	}
+	g.table.SetEndpoints(key, e)
+}
+
+// endpointsOf is what the routing table keeps of eps; ok is false for a
+// slice of no Service. An endpoint whose readiness is unknown is ready,
+// as the API says consumers should take it.
+func endpointsOf(eps *discoveryv1.EndpointSlice) (e routing.Endpoints, ok bool) {
+	e.Service = eps.Labels[discoveryv1.LabelServiceName]
+	if e.Service == "" {
+		return routing.Endpoints{}, false
+	}
+	e.Ports = make(map[string]int, len(eps.Ports))
+	for _, p := range eps.Ports {
+		if p.Port != nil {
+			e.Ports[ptr.Deref(p.Name, "")] = int(*p.Port)
+		}
+	}
+	for _, ep := range eps.Endpoints {
+		c := ep.Conditions
+		switch {
+		case ptr.Deref(c.Ready, true):
+			e.Ready = append(e.Ready, ep.Addresses...)
+		case ptr.Deref(c.Serving, false) && ptr.Deref(c.Terminating, false):
+			e.Serving = append(e.Serving, ep.Addresses...)
+		}
+	}
+	return e, true
+}
+
+func (g *ingresses) deletedEndpoints(obj any) {
+	if eps, ok := object(obj).(*discoveryv1.EndpointSlice); ok {
+		g.table.DeleteEndpoints(types.NamespacedName{Namespace: eps.Namespace, Name: eps.Name})
 	}
 }
 

@@ -2,11 +2,13 @@ package kube_test
 
 import (
 	"context"
+	"maps"
 	"net"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -126,12 +128,9 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := k.Namespace(t)
-	port := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8012)},
-		{Name: "http2", Port: 81, TargetPort: intstr.FromInt(8013)},
-		{Name: "grpc", Port: 82, TargetPort: intstr.FromInt(8014), AppProtocol: ptr.To("kubernetes.io/h2c")}}
-	virtual := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00001", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: port}}
+	virtual := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00001", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: revisionPorts}}
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00002", Namespace: ns},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: port}}
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: revisionPorts}}
 	alias := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-alias", Namespace: ns},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "lb.example.com"}}
 	for _, svc := range []*corev1.Service{virtual, headless, alias} {
@@ -167,4 +166,109 @@ func TestRoutesDialServicesByClusterIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitAddress(virtual.Name, "hello-00001."+ns+".svc.cluster.local:80")
+}
+
+// revisionPorts are a Knative revision Service's: HTTP/1 on 80, h2c on 81
+// by name, and one marked h2c by appProtocol.
+var revisionPorts = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8012)},
+	{Name: "http2", Port: 81, TargetPort: intstr.FromInt(8013)},
+	{Name: "grpc", Port: 82, TargetPort: intstr.FromInt(8014), AppProtocol: ptr.To("kubernetes.io/h2c")}}
+
+func endpoint(addr string, ready, serving, terminating bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{addr},
+		Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating}}
+}
+
+// Once an EndpointSlice of a backend's Service has a ready endpoint on the
+// port, it is dialled, on the slice's port of the Service port's name;
+// not-ready endpoints never, terminating ones only when none is ready; the
+// virtual IP again when the slice has none or is deleted. An ExternalName
+// Service naming the backend's is dialled at the same endpoints.
+func TestRoutesDialEndpoints(t *testing.T) {
+	k := testbed.SharedKube(t)
+	scheme := testbed.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r, err := kube.Start(ctx, k.Config, scheme, kube.Options{IngressClass: class, SyncTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := k.Namespace(t)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello-00001", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: revisionPorts}}
+	alias := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "vanity", Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "hello-00001." + ns + ".svc.cluster.local"}}
+	for _, s := range []*corev1.Service{svc, alias} {
+		if err := k.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The addresses a backend is dialled at over 50 draws.
+	dialled := func(name string, port int) map[string]bool {
+		seen := map[string]bool{}
+		for range 50 {
+			host, _ := r.Routes().Address(routing.Backend{Namespace: ns, Service: name, Port: port}, "cluster.local")
+			seen[host] = true
+		}
+		return seen
+	}
+	await := func(what, name string, port int, want ...string) {
+		t.Helper()
+		wantSet := map[string]bool{}
+		for _, w := range want {
+			wantSet[w] = true
+		}
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return maps.Equal(dialled(name, port), wantSet), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %s:%d dialled at %v, want %v", what, name, port, dialled(name, port), want)
+		}
+	}
+	clusterIP := func(port string) string { return net.JoinHostPort(svc.Spec.ClusterIP, port) }
+	await("no slice yet", svc.Name, 80, clusterIP("80"))
+
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello-00001-abcde", Namespace: ns,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8012)},
+			{Name: ptr.To("http2"), Port: ptr.To[int32](8013)}},
+		Endpoints: []discoveryv1.Endpoint{
+			endpoint("10.88.0.5", true, true, false),
+			endpoint("10.88.0.6", true, true, false),
+			endpoint("10.88.0.7", false, false, false),
+			endpoint("10.88.0.8", false, true, true),
+		},
+	}
+	if err := k.Client.Create(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	await("ready endpoints", svc.Name, 80, "10.88.0.5:8012", "10.88.0.6:8012")
+	await("h2c port by name", svc.Name, 81, "10.88.0.5:8013", "10.88.0.6:8013")
+	await("a port the slice lacks", svc.Name, 82, clusterIP("82"))
+	await("through the alias", alias.Name, 80, "10.88.0.5:8012", "10.88.0.6:8012")
+
+	// A roll-out: the old endpoints terminate before the new one is ready.
+	slice.Endpoints = []discoveryv1.Endpoint{endpoint("10.88.0.5", false, true, true), endpoint("10.88.0.9", false, false, false)}
+	if err := k.Client.Update(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	await("terminating, none ready", svc.Name, 80, "10.88.0.5:8012")
+	slice.Endpoints = []discoveryv1.Endpoint{endpoint("10.88.0.9", false, false, false)}
+	if err := k.Client.Update(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	await("none ready", svc.Name, 80, clusterIP("80"))
+	slice.Endpoints = []discoveryv1.Endpoint{endpoint("10.88.0.9", true, true, false)}
+	if err := k.Client.Update(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	await("new endpoint ready", svc.Name, 80, "10.88.0.9:8012")
+	if err := k.Client.Delete(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	await("slice deleted", svc.Name, 80, clusterIP("80"))
 }

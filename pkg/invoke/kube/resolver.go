@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -79,7 +80,8 @@ type Options struct {
 	// IngressClass, when set, watches the Knative Ingresses of this
 	// networking class (sless's is resources.ClassName of
 	// pkg/reconciler/ingress) into Routes. It needs list and watch on
-	// ingresses.networking.internal.knative.dev.
+	// ingresses.networking.internal.knative.dev, and on the Services and
+	// EndpointSlices of their backends (core and discovery.k8s.io).
 	IngressClass string
 	// Logger takes the Ingresses that cannot be routed, at debug level.
 	// Default slog.Default().
@@ -131,7 +133,11 @@ func New(ctx context.Context, informers cache.Informers, opts Options) (*Resolve
 			obj     client.Object
 			set     func(any)
 			deleted func(any)
-		}{&corev1.Service{}, g.setService, g.deletedService})
+		}{&corev1.Service{}, g.setService, g.deletedService}, struct {
+			obj     client.Object
+			set     func(any)
+			deleted func(any)
+		}{&discoveryv1.EndpointSlice{}, g.setEndpoints, g.deletedEndpoints})
 	}
 	for _, w := range watches {
 		inf, err := informers.GetInformer(ctx, w.obj)

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -214,14 +215,18 @@ type Match struct {
 // Table holds the compiled Ingresses by host. The zero value is empty and
 // ready; it is safe for concurrent use.
 type Table struct {
-	// Pick returns a number in [0, n); rand.IntN when nil.
+	// Pick returns a number in [0, 100) to draw a split; rand.IntN when nil.
 	Pick func(n int) int
 
 	mu        sync.RWMutex
 	ingresses map[types.NamespacedName]*Ingress
 	hosts     map[string][]*Ingress // by host, oldest Ingress first
-	// services are the backends' Services as watched.
-	services map[types.NamespacedName]Service
+	// services are the backends' Services as watched; endpoints their
+	// EndpointSlices by Service, then by the slice's name.
+	services  map[types.NamespacedName]Service
+	endpoints map[types.NamespacedName]map[string]Endpoints
+	// sliceOf is the Service each EndpointSlice was recorded under.
+	sliceOf map[types.NamespacedName]types.NamespacedName
 }
 
 // Service is what the proxy needs of a backend's Service to reach it.
@@ -231,9 +236,40 @@ type Service struct {
 	ClusterIP string
 	// ExternalName is the DNS name an ExternalName Service aliases.
 	ExternalName string
-	// H2C are its ports that speak HTTP/2 without TLS: named "http2" or
-	// with appProtocol kubernetes.io/h2c, by Knative's convention.
-	H2C []int
+	Ports        []ServicePort
+}
+
+// ServicePort is one port of a backend's Service.
+type ServicePort struct {
+	Port int
+	// Name is the port's name, which its EndpointSlices' ports carry.
+	Name string
+	// H2C says it speaks HTTP/2 without TLS: named "http2" or with
+	// appProtocol kubernetes.io/h2c, by Knative's convention.
+	H2C bool
+}
+
+func (s Service) port(n int) (ServicePort, bool) {
+	for _, p := range s.Ports {
+		if p.Port == n {
+			return p, true
+		}
+	}
+	return ServicePort{}, false
+}
+
+// Endpoints is what the proxy needs of one EndpointSlice.
+type Endpoints struct {
+	// Service is the name of the Service the slice belongs to, in its
+	// namespace (label kubernetes.io/service-name).
+	Service string
+	// Ports are the slice's port numbers by name ("" for a Service's one
+	// unnamed port).
+	Ports map[string]int
+	// Ready are the addresses of its ready endpoints; Serving those of
+	// terminating endpoints that still serve, which kube-proxy falls back
+	// to when a Service has no ready one.
+	Ready, Serving []string
 }
 
 // SetService records Service key.
@@ -253,29 +289,143 @@ func (t *Table) DeleteService(key types.NamespacedName) {
 	delete(t.services, key)
 }
 
-// Address is where to dial b, and whether it speaks h2c: its Service's
-// virtual IP (or the name an ExternalName Service aliases) when known, else
-// its cluster DNS name. An Ingress is Ready once
-// its Services exist, and the cluster's DNS may answer for a new one
-// seconds later (or have cached its absence), while the watch has it at
-// once. A Service not seen yet speaks h2c on Knative's h2c port, 81.
+// SetEndpoints records EndpointSlice key.
+func (t *Table) SetEndpoints(key types.NamespacedName, e Endpoints) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deleteEndpoints(key)
+	if t.endpoints == nil {
+		t.endpoints = map[types.NamespacedName]map[string]Endpoints{}
+		t.sliceOf = map[types.NamespacedName]types.NamespacedName{}
+	}
+	svc := types.NamespacedName{Namespace: key.Namespace, Name: e.Service}
+	if t.endpoints[svc] == nil {
+		t.endpoints[svc] = map[string]Endpoints{}
+	}
+	t.endpoints[svc][key.Name] = e
+	t.sliceOf[key] = svc
+}
+
+// DeleteEndpoints forgets EndpointSlice key.
+func (t *Table) DeleteEndpoints(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deleteEndpoints(key)
+}
+
+// deleteEndpoints forgets EndpointSlice key; t.mu is held.
+func (t *Table) deleteEndpoints(key types.NamespacedName) {
+	svc, ok := t.sliceOf[key]
+	if !ok {
+		return
+	}
+	delete(t.sliceOf, key)
+	delete(t.endpoints[svc], key.Name)
+	if len(t.endpoints[svc]) == 0 {
+		delete(t.endpoints, svc)
+	}
+}
+
+// Address is where to dial b, and whether it speaks h2c. Once the table
+// has its Service and an EndpointSlice with a ready endpoint on the port,
+// it is one of those endpoints, drawn at random: Envoy-based ingresses
+// dial endpoints too, so a new Service serves before kube-proxy has
+// programmed it. Before, its virtual IP; an ExternalName Service's alias,
+// through the endpoints of the Service it names when it is one of this
+// cluster's; and for a Service not seen yet, its cluster DNS name (the
+// watch has it at once, the cluster's DNS may answer seconds later). A
+// Service not seen yet speaks h2c on Knative's h2c port, 81.
 func (t *Table) Address(b Backend, clusterDomain string) (host string, h2c bool) {
 	t.mu.RLock()
-	svc, ok := t.services[types.NamespacedName{Namespace: b.Namespace, Name: b.Service}]
-	t.mu.RUnlock()
+	defer t.mu.RUnlock()
+	return t.address(types.NamespacedName{Namespace: b.Namespace, Name: b.Service}, b.Port, clusterDomain, 0)
+}
+
+// maxAliases bounds the ExternalName Services followed to another of the
+// cluster's Services, against aliases that name each other.
+const maxAliases = 4
+
+// address is Address of port of Service key; t.mu is held.
+func (t *Table) address(key types.NamespacedName, port int, clusterDomain string, aliases int) (host string, h2c bool) {
+	svc, ok := t.services[key]
 	if !ok {
-		return b.Host(clusterDomain), b.Port == h2cPort
+		return dnsName(key, port, clusterDomain), port == h2cPort
 	}
+	sp, named := svc.port(port)
 	switch {
 	case svc.ExternalName != "":
 		// Its own DNS name is a CNAME the cluster's DNS may not serve yet.
-		host = net.JoinHostPort(svc.ExternalName, strconv.Itoa(b.Port))
-	case svc.ClusterIP != "" && svc.ClusterIP != "None":
-		host = net.JoinHostPort(svc.ClusterIP, strconv.Itoa(b.Port))
-	default:
-		host = b.Host(clusterDomain)
+		// The Service it names, when the table has it, is dialled as any
+		// backend: its ready endpoints, not its virtual IP.
+		if target, ok := ServiceOf(svc.ExternalName, clusterDomain); ok && aliases < maxAliases {
+			if _, known := t.services[target]; known {
+				host, targetH2C := t.address(target, port, clusterDomain, aliases+1)
+				return host, sp.H2C || targetH2C
+			}
+		}
+		return net.JoinHostPort(strings.TrimSuffix(svc.ExternalName, "."), strconv.Itoa(port)), sp.H2C
+	case named:
+		if ep, ok := t.endpoint(key, sp.Name); ok {
+			return ep, sp.H2C
+		}
 	}
-	return host, slices.Contains(svc.H2C, b.Port)
+	if svc.ClusterIP != "" && svc.ClusterIP != corev1.ClusterIPNone {
+		return net.JoinHostPort(svc.ClusterIP, strconv.Itoa(port)), sp.H2C
+	}
+	return dnsName(key, port, clusterDomain), sp.H2C
+}
+
+// endpoint draws a ready endpoint of Service key on the port named port
+// from its EndpointSlices, or a serving terminating one when none is
+// ready; t.mu is held.
+func (t *Table) endpoint(key types.NamespacedName, port string) (string, bool) {
+	type candidate struct {
+		addr string
+		port int
+	}
+	var buf [16]candidate
+	ready, serving := buf[:0], []candidate(nil)
+	for _, e := range t.endpoints[key] {
+		num, ok := e.Ports[port]
+		if !ok {
+			continue
+		}
+		for _, a := range e.Ready {
+			ready = append(ready, candidate{a, num})
+		}
+		for _, a := range e.Serving {
+			serving = append(serving, candidate{a, num})
+		}
+	}
+	if len(ready) == 0 {
+		ready = serving
+	}
+	if len(ready) == 0 {
+		return "", false
+	}
+	c := ready[rand.IntN(len(ready))]
+	return net.JoinHostPort(c.addr, strconv.Itoa(c.port)), true
+}
+
+// ServiceOf is the Service a DNS name of the cluster names:
+// {name}.{namespace}.svc or {name}.{namespace}.svc.{clusterDomain}.
+func ServiceOf(dns, clusterDomain string) (types.NamespacedName, bool) {
+	dns = strings.ToLower(strings.TrimSuffix(dns, "."))
+	rest, ok := strings.CutSuffix(dns, ".svc."+strings.ToLower(clusterDomain))
+	if !ok {
+		if rest, ok = strings.CutSuffix(dns, ".svc"); !ok {
+			return types.NamespacedName{}, false
+		}
+	}
+	name, ns, ok := strings.Cut(rest, ".")
+	if !ok || name == "" || ns == "" || strings.Contains(ns, ".") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+func dnsName(key types.NamespacedName, port int, clusterDomain string) string {
+	return Backend{Namespace: key.Namespace, Service: key.Name, Port: port}.Host(clusterDomain)
 }
 
 // h2cPort is the revision Service port Knative's Routes name for h2c

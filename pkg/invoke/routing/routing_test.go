@@ -262,12 +262,14 @@ func TestTableGenerationsAndClaims(t *testing.T) {
 }
 
 // A backend is dialled at its Service's virtual IP once the table has the
-// Service, by DNS name before; h2c follows the Service's port marks, and
-// Knative's port 81 only while the Service is unseen.
+// Service and no EndpointSlice of it, by DNS name before; h2c follows the
+// Service's port marks, and Knative's port 81 only while the Service is
+// unseen.
 func TestAddress(t *testing.T) {
 	var tb routing.Table
 	b := routing.Backend{Namespace: "ns", Service: "web", Port: 81}
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	h2c := []routing.ServicePort{{Port: 81, Name: "http2", H2C: true}}
 	for _, c := range []struct {
 		name     string
 		svc      *routing.Service
@@ -276,9 +278,11 @@ func TestAddress(t *testing.T) {
 	}{
 		{"unseen", nil, "web.ns.svc.cluster.local:81", true},
 		{"plain HTTP on 81", &routing.Service{ClusterIP: "10.0.0.7"}, "10.0.0.7:81", false},
-		{"marked h2c", &routing.Service{ClusterIP: "10.0.0.7", H2C: []int{81}}, "10.0.0.7:81", true},
-		{"headless", &routing.Service{ClusterIP: "None", H2C: []int{81}}, "web.ns.svc.cluster.local:81", true},
+		{"marked h2c", &routing.Service{ClusterIP: "10.0.0.7", Ports: h2c}, "10.0.0.7:81", true},
+		{"headless", &routing.Service{ClusterIP: "None", Ports: h2c}, "web.ns.svc.cluster.local:81", true},
 		{"external name", &routing.Service{ExternalName: "lb.example.com"}, "lb.example.com:81", false},
+		{"external name, absolute", &routing.Service{ExternalName: "lb.example.com."}, "lb.example.com:81", false},
+		{"alias of an unseen Service", &routing.Service{ExternalName: "gone.ns.svc.cluster.local"}, "gone.ns.svc.cluster.local:81", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.svc == nil {
@@ -291,5 +295,193 @@ func TestAddress(t *testing.T) {
 				t.Errorf("Address = %s, h2c %v; want %s, h2c %v", host, h2c, c.wantHost, c.wantH2C)
 			}
 		})
+	}
+}
+
+// A backend whose Service the table has is dialled at a ready endpoint of
+// its EndpointSlices on the port of the backend's port's name, spread over
+// them; at a serving terminating one when none is ready (kube-proxy's
+// fallback); at the virtual IP when no slice has one.
+func TestAddressEndpoints(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	svc := routing.Service{ClusterIP: "10.0.0.7", Ports: []routing.ServicePort{
+		{Port: 80, Name: "http"}, {Port: 81, Name: "http2", H2C: true}}}
+	for _, c := range []struct {
+		name   string
+		svc    routing.Service
+		port   int
+		slices map[string]routing.Endpoints
+		want   []string // every address drawn, all of them in 200 draws
+		h2c    bool
+	}{
+		{name: "no slice yet", svc: svc, port: 80, want: []string{"10.0.0.7:80"}},
+		{name: "ready endpoints by port name", svc: svc, port: 80, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012, "http2": 8013}, Ready: []string{"10.88.0.5", "10.88.0.6"}},
+			"web-b": {Service: "web", Ports: map[string]int{"http": 8012, "http2": 8013}, Ready: []string{"fd00::7"}},
+		}, want: []string{"10.88.0.5:8012", "10.88.0.6:8012", "[fd00::7]:8012"}},
+		{name: "the h2c port", svc: svc, port: 81, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012, "http2": 8013}, Ready: []string{"10.88.0.5"}},
+		}, want: []string{"10.88.0.5:8013"}, h2c: true},
+		{name: "ports differ per slice", svc: svc, port: 80, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.5"}},
+			"web-b": {Service: "web", Ports: map[string]int{"http": 9000}, Ready: []string{"10.88.0.6"}},
+		}, want: []string{"10.88.0.5:8012", "10.88.0.6:9000"}},
+		{name: "an unnamed port by number", svc: routing.Service{ClusterIP: "10.0.0.8", Ports: []routing.ServicePort{{Port: 8080}}},
+			port: 8080, slices: map[string]routing.Endpoints{
+				"web-a": {Service: "web", Ports: map[string]int{"": 80}, Ready: []string{"10.88.0.5"}},
+			}, want: []string{"10.88.0.5:80"}},
+		{name: "a port the Service does not have", svc: svc, port: 82, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012, "": 8014}, Ready: []string{"10.88.0.5"}},
+		}, want: []string{"10.0.0.7:82"}},
+		{name: "a slice without the port", svc: svc, port: 81, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.5"}},
+		}, want: []string{"10.0.0.7:81"}, h2c: true},
+		{name: "ready before terminating", svc: svc, port: 80, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012}, Serving: []string{"10.88.0.5"}},
+			"web-b": {Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.6"}},
+		}, want: []string{"10.88.0.6:8012"}},
+		{name: "terminating when none is ready", svc: svc, port: 80, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012}, Serving: []string{"10.88.0.5"}},
+		}, want: []string{"10.88.0.5:8012"}},
+		{name: "none ready nor serving", svc: svc, port: 80, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012}},
+		}, want: []string{"10.0.0.7:80"}},
+		{name: "another Service's slice", svc: svc, port: 80, slices: map[string]routing.Endpoints{
+			"api-a": {Service: "api", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.5"}},
+		}, want: []string{"10.0.0.7:80"}},
+		{name: "headless", svc: routing.Service{ClusterIP: "None", Ports: svc.Ports}, port: 80, slices: map[string]routing.Endpoints{
+			"web-a": {Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.5"}},
+		}, want: []string{"10.88.0.5:8012"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tb routing.Table
+			tb.SetService(key, c.svc)
+			for name, e := range c.slices {
+				tb.SetEndpoints(types.NamespacedName{Namespace: "ns", Name: name}, e)
+			}
+			seen := map[string]int{}
+			for range 200 {
+				host, h2c := tb.Address(routing.Backend{Namespace: "ns", Service: "web", Port: c.port}, "cluster.local")
+				if h2c != c.h2c {
+					t.Fatalf("h2c %v, want %v", h2c, c.h2c)
+				}
+				seen[host]++
+			}
+			for _, w := range c.want {
+				if seen[w] == 0 {
+					t.Errorf("never dialled %s; dialled %v", w, seen)
+				}
+				delete(seen, w)
+			}
+			if len(seen) > 0 {
+				t.Errorf("dialled %v too", seen)
+			}
+		})
+	}
+}
+
+// Slices come and go: a deleted one is no longer dialled, and with none
+// left the Service's virtual IP is; a slice moved to another Service
+// (its label changed) leaves the first.
+func TestEndpointsFollowSlices(t *testing.T) {
+	var tb routing.Table
+	for _, name := range []string{"web", "api"} {
+		tb.SetService(types.NamespacedName{Namespace: "ns", Name: name},
+			routing.Service{ClusterIP: "10.0.0." + map[string]string{"web": "7", "api": "8"}[name],
+				Ports: []routing.ServicePort{{Port: 80, Name: "http"}}})
+	}
+	address := func(svc string) string {
+		host, _ := tb.Address(routing.Backend{Namespace: "ns", Service: svc, Port: 80}, "cluster.local")
+		return host
+	}
+	a, b := types.NamespacedName{Namespace: "ns", Name: "web-a"}, types.NamespacedName{Namespace: "ns", Name: "web-b"}
+	tb.SetEndpoints(a, routing.Endpoints{Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.5"}})
+	tb.SetEndpoints(b, routing.Endpoints{Service: "web", Ports: map[string]int{"http": 8012}})
+	if got := address("web"); got != "10.88.0.5:8012" {
+		t.Fatalf("dialled %s, want the ready endpoint", got)
+	}
+	// Not ready any more: the other slice has none either.
+	tb.SetEndpoints(a, routing.Endpoints{Service: "web", Ports: map[string]int{"http": 8012}})
+	if got := address("web"); got != "10.0.0.7:80" {
+		t.Errorf("dialled %s with no ready endpoint, want the virtual IP", got)
+	}
+	tb.SetEndpoints(b, routing.Endpoints{Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.6"}})
+	if got := address("web"); got != "10.88.0.6:8012" {
+		t.Errorf("dialled %s, want the ready endpoint of the second slice", got)
+	}
+	tb.SetEndpoints(b, routing.Endpoints{Service: "api", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.6"}})
+	if got, api := address("web"), address("api"); got != "10.0.0.7:80" || api != "10.88.0.6:8012" {
+		t.Errorf("slice moved to api: web dialled at %s, api at %s", got, api)
+	}
+	tb.DeleteEndpoints(b)
+	tb.DeleteEndpoints(a)
+	tb.DeleteEndpoints(a) // twice: a tombstone after the delete
+	if got, api := address("web"), address("api"); got != "10.0.0.7:80" || api != "10.0.0.8:80" {
+		t.Errorf("slices deleted: web dialled at %s, api at %s; want the virtual IPs", got, api)
+	}
+}
+
+// An ExternalName Service naming another Service of the cluster is
+// dialled at that Service's endpoints, as that Service would be: its own
+// DNS name leads through kube-proxy to the same pods. Aliases naming each
+// other end at a name.
+func TestAddressAliasOfClusterService(t *testing.T) {
+	var tb routing.Table
+	api := types.NamespacedName{Namespace: "sless-system", Name: "sless-api"}
+	tb.SetService(api, routing.Service{ClusterIP: "10.0.0.9", Ports: []routing.ServicePort{{Port: 80, Name: "http"}}})
+	for name, alias := range map[string]string{
+		"full":  "sless-api.sless-system.svc.cluster.local",
+		"short": "sless-api.sless-system.svc",
+		"dot":   "Sless-API.sless-system.svc.cluster.local.",
+		"loop":  "loop.ns.svc.cluster.local",
+	} {
+		tb.SetService(types.NamespacedName{Namespace: "ns", Name: name}, routing.Service{ExternalName: alias})
+	}
+	address := func(svc string) (string, bool) {
+		return tb.Address(routing.Backend{Namespace: "ns", Service: svc, Port: 80}, "cluster.local")
+	}
+	for _, name := range []string{"full", "short", "dot"} {
+		if got, h2c := address(name); got != "10.0.0.9:80" || h2c {
+			t.Errorf("alias %s dialled at %s (h2c %v), want sless-api's virtual IP", name, got, h2c)
+		}
+	}
+	tb.SetEndpoints(types.NamespacedName{Namespace: "sless-system", Name: "sless-api-x"},
+		routing.Endpoints{Service: "sless-api", Ports: map[string]int{"http": 8080}, Ready: []string{"10.88.0.3"}})
+	if got, _ := address("full"); got != "10.88.0.3:8080" {
+		t.Errorf("alias dialled at %s, want sless-api's endpoint", got)
+	}
+	if got, _ := address("loop"); got != "loop.ns.svc.cluster.local:80" {
+		t.Errorf("an alias of itself dialled at %s, want its name", got)
+	}
+}
+
+// ServiceOf reads the Service a cluster DNS name names, and nothing else.
+func TestServiceOf(t *testing.T) {
+	for _, c := range []struct {
+		dns  string
+		want string // namespace/name, "" for none
+	}{
+		{"web.ns.svc.cluster.local", "ns/web"},
+		{"web.ns.svc.cluster.local.", "ns/web"},
+		{"WEB.NS.SVC.Cluster.Local", "ns/web"},
+		{"web.ns.svc", "ns/web"},
+		{"web.ns", ""},
+		{"web.ns.svc.example.com", ""},
+		{"a.web.ns.svc.cluster.local", ""},
+		{"ns.svc.cluster.local", ""},
+		{".ns.svc.cluster.local", ""},
+		{"web..svc.cluster.local", ""},
+		{"svc.cluster.local", ""},
+		{"lb.example.com", ""},
+		{"", ""},
+	} {
+		key, ok := routing.ServiceOf(c.dns, "cluster.local")
+		got := ""
+		if ok {
+			got = key.String()
+		}
+		if got != c.want {
+			t.Errorf("ServiceOf(%q) = %q, want %q", c.dns, got, c.want)
+		}
 	}
 }
