@@ -67,7 +67,7 @@ func TestManifestsApplyOnServer(t *testing.T) {
 		t.Fatalf("kubectl apply --dry-run=server -k config: %v\n%s", err, out)
 	}
 	for _, obj := range []string{
-		"deployment.apps/sless-controller", "deployment.apps/sless-api", "service/sless-api",
+		"deployment.apps/sless-controller", "deployment.apps/sless-api", "service/sless-api", "service/sless-api-public",
 		"clusterrole.rbac.authorization.k8s.io/sless-controller", "role.rbac.authorization.k8s.io/sless-controller",
 		"customresourcedefinition.apiextensions.k8s.io/functions.sless.dev",
 	} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/sless-dev/sless/pkg/adapter/s3"
@@ -26,6 +27,7 @@ func init() { register("api", "the REST API and the invoke proxy, on a cluster",
 // apiConfig is sless api's flags, read and checked.
 type apiConfig struct {
 	listen           string
+	publicListen     string
 	s3Endpoint       string
 	s3Bucket         string
 	s3Region         string
@@ -102,15 +104,31 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sless api serving", "address", ln.Addr().String(), "bucket", c.s3Bucket, "functionDomain", c.fnDomain)
-	return door.Serve(ctx, ln)
+	if c.publicListen == "" {
+		log.Info("sless api serving", "address", ln.Addr().String(), "bucket", c.s3Bucket, "functionDomain", c.fnDomain)
+		return door.Serve(ctx, ln)
+	}
+	pub, err := net.Listen("tcp", c.publicListen)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("sless api serving", "address", ln.Addr().String(), "publicAddress", pub.Addr().String(),
+		"bucket", c.s3Bucket, "functionDomain", c.fnDomain)
+	// Either door failing stops both: a replica with one door would answer
+	// Knative's prober and still fail the other door's callers.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return door.Serve(gctx, ln) })
+	g.Go(func() error { return door.ServePublic(gctx, pub) })
+	return g.Wait()
 }
 
 // parseAPI reads sless api's flags and checks them.
 func parseAPI(args []string) (*apiConfig, error) {
 	c := &apiConfig{}
 	fs := newFlags("api", "sless api [flags]\n\nServe the REST API and the invoke proxy against a Kubernetes cluster.")
-	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on")
+	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on: the cluster-local door, which serves every Knative Ingress rule of -ingress-class")
+	fs.StringVar(&c.publicListen, "public-listen", "", "address of the public door, for callers from outside the cluster: the same API and proxy, but of Knative Ingresses only the rules of visibility ExternalIP (empty: no public door; -listen serves everyone)")
 	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
 	fs.StringVar(&c.s3Bucket, "s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
 	fs.StringVar(&c.s3Region, "s3-region", envOr("SLESS_S3_REGION", "us-east-1"), "S3 region")
@@ -174,6 +192,8 @@ func (c *apiConfig) check() error {
 		return fmt.Errorf("-idle-conn-timeout must be positive")
 	case c.bodyIdle <= 0:
 		return fmt.Errorf("-body-idle-timeout must be positive")
+	case c.publicListen != "" && c.publicListen == c.listen:
+		return fmt.Errorf("-public-listen must be another address than -listen: the doors serve different callers")
 	}
 	if c.spoolBytes, err = byteSize("-spool-max-size", c.spoolMax, 1<<20, false); err != nil {
 		return err

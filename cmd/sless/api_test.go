@@ -59,12 +59,16 @@ func TestAPICommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	publicPort, err := testbed.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port),
+		done <- runAPI(ctx, []string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-public-listen", "127.0.0.1:" + strconv.Itoa(publicPort),
 			"-s3-endpoint", "http://" + s3srv.Endpoint, "-s3-bucket", bucket,
 			"-jwt-secret-file", secretFile, "-jwt-audience", "sless", "-max-uploads", "3", "-max-uploads-per-tenant", "1", "-idle-conn-timeout", "300ms",
 			"-database-url", testbed.DatabaseURL(t)})
@@ -109,6 +113,12 @@ func TestAPICommand(t *testing.T) {
 		t.Fatalf("an idle keep-alive connection: %v, want closed by the server (EOF) after -idle-conn-timeout", err)
 	}
 	refusesAmbiguousFraming(t, "127.0.0.1:"+strconv.Itoa(port))
+	// The public door serves the same front door.
+	if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(publicPort) + "/readyz"); err != nil {
+		t.Fatalf("public door: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("public door's /readyz: %s", resp.Status)
+	}
 
 	ns := k.Namespace(t)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "cmd-test", "aud": "sless",
@@ -242,6 +252,7 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"audience of commas", []string{"-jwt-audience", " , "}, "names no audience"},
 		{"tenant prefix taking in kube-*", []string{"-tenant-namespace-prefixes", "team-,kube-"}, "default or kube-*"},
 		{"tenant prefix not a name", []string{"-tenant-namespace-prefixes", "Team_"}, "does not start a namespace name"},
+		{"one address for both doors", []string{"-listen", ":8080", "-public-listen", ":8080"}, "-public-listen must be another address than -listen"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

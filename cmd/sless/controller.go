@@ -25,10 +25,11 @@ func init() {
 // controllerFlags is the controller's configuration; every flag has an
 // SLESS_* environment variable as its default (see docs/install.md).
 type controllerFlags struct {
-	o               reconciler.Options
-	buildS3Endpoint string
-	builderArgs     string
-	apiService      string
+	o                reconciler.Options
+	buildS3Endpoint  string
+	builderArgs      string
+	apiService       string
+	apiPublicService string
 }
 
 func (c *controllerFlags) register(fs *flag.FlagSet) {
@@ -65,7 +66,8 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.o.Resources.HelperImage, "helper-image", envOr("SLESS_HELPER_IMAGE", resources.DefaultHelperImage), "image with a POSIX shell for the build's result step")
 	fs.StringVar(&c.o.Resources.BuildServiceAccount, "build-service-account", os.Getenv("SLESS_BUILD_SERVICE_ACCOUNT"), "service account of build pods (default: the namespace's default)")
 	fs.StringVar(&c.o.Resources.IngressClass, "ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "Knative networking class of the Services sless makes: "+ingressresources.ClassName+" has sless api route them (give it the same flag) and this controller report their Ingresses; another names Kourier, Istio or Contour; empty leaves it to Knative's config-network")
-	fs.StringVar(&c.apiService, "api-service", envOr("SLESS_API_SERVICE", "sless-system/sless-api"), "sless api's Service as namespace/name: the load balancer Ingresses of sless's class report, whose ready endpoints (port http) are probed")
+	fs.StringVar(&c.apiService, "api-service", envOr("SLESS_API_SERVICE", "sless-system/sless-api"), "sless api's Service as namespace/name: the private load balancer Ingresses of sless's class report (its cluster-local door), whose ready endpoints (port http) are probed")
+	fs.StringVar(&c.apiPublicService, "api-public-service", envOr("SLESS_API_PUBLIC_SERVICE", "sless-system/sless-api-public"), "the Service of sless api's public door (its -public-listen) as namespace/name: the public load balancer Ingresses of sless's class report (empty: --api-service, for an api with one door)")
 	fs.StringVar(&c.o.Resources.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
 
 	t := &c.o.Triggers
@@ -101,6 +103,9 @@ func (c *controllerFlags) validate() error {
 	}
 	if ns, name, ok := strings.Cut(c.apiService, "/"); !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--api-service %q must be namespace/name", c.apiService))
+	}
+	if ns, name, ok := strings.Cut(c.apiPublicService, "/"); c.apiPublicService != "" && (!ok || ns == "" || name == "") {
+		errs = append(errs, fmt.Errorf("--api-public-service %q must be namespace/name", c.apiPublicService))
 	}
 	if c.o.FunctionDomain != "" {
 		if err := invoke.CheckDomain(c.o.FunctionDomain); err != nil {
@@ -139,6 +144,10 @@ func runController(ctx context.Context, args []string) error {
 	}
 	ns, name, _ := strings.Cut(c.apiService, "/")
 	o.APIService = types.NamespacedName{Namespace: ns, Name: name}
+	o.APIPublicService = o.APIService
+	if ns, name, ok := strings.Cut(c.apiPublicService, "/"); ok {
+		o.APIPublicService = types.NamespacedName{Namespace: ns, Name: name}
+	}
 	o.S3.AccessKey, o.S3.SecretKey = os.Getenv("SLESS_S3_ACCESS_KEY"), os.Getenv("SLESS_S3_SECRET_KEY")
 	return reconciler.Run(ctx, o)
 }

@@ -159,6 +159,8 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"function domain a URL", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-fn-domain", "https://fn.example.com"}, "--fn-domain: the function domain \"https://fn.example.com\" is a URL", nil},
 		{"function domain from the environment", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--fn-domain: the function domain \"fn_x.example.com\" has \"fn_x\"", []string{"SLESS_FN_DOMAIN", "fn_x.example.com"}},
 		{"API Service without a namespace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-api-service", "sless-api"}, `--api-service "sless-api" must be namespace/name`, nil},
+		{"public API Service without a namespace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-api-public-service", "sless-api-public"}, `--api-public-service "sless-api-public" must be namespace/name`, nil},
+		{"public API Service without a name", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, `--api-public-service "sless-system/" must be namespace/name`, []string{"SLESS_API_PUBLIC_SERVICE", "sless-system/"}},
 		{"zero QPS", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive", nil},
 		{"zero source gc grace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-source-gc-grace", "0s"}, "--source-gc-grace must be positive", nil},
 		{"negative source gc interval", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-source-gc-interval", "-1m"}, "--source-gc-interval not negative", nil},

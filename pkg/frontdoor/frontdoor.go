@@ -86,6 +86,7 @@ type Door struct {
 	runner   *async.Runner
 	proxy    *invoke.Proxy
 	handler  http.Handler
+	public   http.Handler // the public door's: Ingresses' ExternalIP rules only
 	shutdown time.Duration
 }
 
@@ -184,6 +185,7 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	// Knative Ingresses' hosts (when the proxy has routes) and function
 	// hosts are served before the API's router sees them.
 	d.handler = proxy.Ingresses(proxy.Hosts(srv.Handler()))
+	d.public = proxy.PublicIngresses(proxy.Hosts(srv.Handler()))
 	return nil
 }
 
@@ -214,6 +216,16 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), d.shutdown)
 	defer cancel()
 	return hs.Shutdown(sctx)
+}
+
+// ServePublic is Serve for the public door, the load balancer of callers
+// from outside the cluster: the same front door, but of Knative Ingresses
+// it serves the ExternalIP rules only. Serve's listener is the
+// cluster-local door, which serves them all.
+func (d *Door) ServePublic(ctx context.Context, ln net.Listener) error {
+	public := *d
+	public.handler = d.public
+	return public.Serve(ctx, ln)
 }
 
 // Close stops the asynchronous calls' attempts, then flushes the recorder

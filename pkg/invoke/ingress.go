@@ -26,7 +26,8 @@ const triggerIngress = "ingress"
 
 // Ingresses returns a handler that serves the hosts of the Knative
 // Ingresses in Options.Routes and hands every other request to next.
-// Without Routes it is next.
+// Without Routes it is next. It is the cluster-local door, the private
+// load balancer Ingresses report: it serves rules of both visibilities.
 //
 // A host of a Function or a SlessService is held to the policy of its
 // /fn/ or /svc/ path (a token of its namespace, or a public trigger) and
@@ -34,21 +35,35 @@ const triggerIngress = "ingress"
 // of an Ingress sless did not make is routed without a policy of sless's,
 // as Kourier would, and not recorded. Knative's prober (K-Network-Probe)
 // is answered with the hash of the Ingress generation loaded here.
-func (p *Proxy) Ingresses(next http.Handler) http.Handler {
+func (p *Proxy) Ingresses(next http.Handler) http.Handler { return p.ingresses(next, true) }
+
+// PublicIngresses is Ingresses for the public door, the public load
+// balancer: it serves ExternalIP rules only, and answers 404 for a host
+// that only ClusterLocal rules hold, as Knative's ingresses do to callers
+// from outside the cluster.
+func (p *Proxy) PublicIngresses(next http.Handler) http.Handler { return p.ingresses(next, false) }
+
+func (p *Proxy) ingresses(next http.Handler, clusterLocal bool) http.Handler {
 	if p.opts.Routes == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ing, ok := p.opts.Routes.Owner(r.Host, true)
-		if !ok {
-			next.ServeHTTP(w, r)
+		ing, ok := p.opts.Routes.Owner(r.Host, clusterLocal)
+		if ok {
+			p.serveIngress(w, r, ing, clusterLocal)
 			return
 		}
-		p.serveIngress(w, r, ing)
+		if _, local := p.opts.Routes.Owner(r.Host, true); local && !clusterLocal {
+			c := &call{p: p, rest: r.URL.EscapedPath(), start: time.Now(), reqID: RequestID(r), byHost: true}
+			c.refuse(w, r, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
+				Detail: r.Host + " is served inside the cluster only"})
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
-func (p *Proxy) serveIngress(w http.ResponseWriter, r *http.Request, ing *routing.Ingress) {
+func (p *Proxy) serveIngress(w http.ResponseWriter, r *http.Request, ing *routing.Ingress, clusterLocal bool) {
 	start := time.Now()
 	if r.Header.Get(header.ProbeKey) == header.ProbeValue {
 		// Knative's prober asks which generation this replica serves; the
@@ -75,7 +90,7 @@ func (p *Proxy) serveIngress(w http.ResponseWriter, r *http.Request, ing *routin
 			Detail: "the request target " + r.RequestURI + " is not a path"})
 		return
 	}
-	m, ok := p.opts.Routes.Route(r.Host, rest, r.Header, true)
+	m, ok := p.opts.Routes.Route(r.Host, rest, r.Header, clusterLocal)
 	if !ok {
 		c.refuse(w, r, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
 			Detail: "no path of the Ingress serving " + r.Host + " matches this request's path and headers"})

@@ -108,6 +108,7 @@ type ingressRig struct {
 	backends *backends
 	pick     atomic.Int64 // what the table draws for a split, of 100
 	url      string       // the server with Ingresses in front
+	public   string       // the server with PublicIngresses in front
 }
 
 func newIngressRig(t *testing.T, opts invoke.Options, ings ...*v1alpha1.Ingress) *ingressRig {
@@ -126,14 +127,22 @@ func newIngressRig(t *testing.T, opts invoke.Options, ings ...*v1alpha1.Ingress)
 	ir.rig = newRig(t, opts)
 	srv := httptest.NewServer(ir.proxy.Ingresses(ir.proxy))
 	t.Cleanup(srv.Close)
-	ir.url = srv.URL
+	pub := httptest.NewServer(ir.proxy.PublicIngresses(ir.proxy))
+	t.Cleanup(pub.Close)
+	ir.url, ir.public = srv.URL, pub.URL
 	return ir
 }
 
-// call sends a request to host through the rig's server.
+// call sends a request to host through the rig's cluster-local door.
 func (ir *ingressRig) call(t *testing.T, host, path string, header ...string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, ir.url+path, nil)
+	return ir.callAt(t, ir.url, host, path, header...)
+}
+
+// callAt sends a request to host through the door at base.
+func (ir *ingressRig) callAt(t *testing.T, base, host, path string, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,6 +314,61 @@ func TestIngressEdgeCases(t *testing.T) {
 			t.Fatalf("answered after %s", d)
 		}
 	})
+}
+
+// The public door serves ExternalIP rules only: a host that only a
+// ClusterLocal rule holds is 404 there, even to Knative's prober, while
+// the cluster-local door serves both; a host no Ingress holds goes on to
+// the rest of the front door at either.
+func TestIngressPublicDoor(t *testing.T) {
+	ing := helloIngress(nil)
+	ing.Name = "web"
+	ing.Spec.Rules = append(ing.Spec.Rules, v1alpha1.IngressRule{
+		Hosts:      []string{"web.example.com"},
+		Visibility: v1alpha1.IngressVisibilityExternalIP,
+		HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
+			Splits: []v1alpha1.IngressBackendSplit{ingressSplit("web-00001", 80, 100)}}}},
+	})
+	ir := newIngressRig(t, invoke.Options{}, ing)
+	ir.backends.add(t, "hello-00001.team-a.svc.cluster.local:80", mirror("one"))
+	ir.backends.add(t, "hello-00002.team-a.svc.cluster.local:80", mirror("two"))
+	ir.backends.add(t, "web-00001.team-a.svc.cluster.local:80", mirror("web"))
+
+	for _, tc := range []struct {
+		name, host string
+		public     bool
+		header     []string
+		status     int
+		want       string // the body's start, or the problem's reason
+	}{
+		{"public host, public door", "web.example.com", true, nil, http.StatusOK, "web host=web.example.com"},
+		{"public host, local door", "web.example.com:80", false, nil, http.StatusOK, "web host=web.example.com"},
+		{"local host, local door", helloHost, false, nil, http.StatusOK, "one host=" + helloHost},
+		{"local host, public door", helloHost, true, nil, http.StatusNotFound, invoke.ReasonNotFound},
+		{"short local host, public door", "hello.team-a:80", true, nil, http.StatusNotFound, invoke.ReasonNotFound},
+		{"probe of a local host, public door", "hello.team-a.svc", true, []string{"K-Network-Probe", "probe"}, http.StatusNotFound, invoke.ReasonNotFound},
+		{"unknown host, public door", "nobody.example.com", true, nil, http.StatusNotFound, invoke.ReasonNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := ir.url
+			if tc.public {
+				base = ir.public
+			}
+			resp := ir.callAt(t, base, tc.host, "/", tc.header...)
+			if tc.status != http.StatusOK {
+				invoketest.Refusal(t, resp, tc.status, tc.want)
+				return
+			}
+			if got := body(t, resp); resp.StatusCode != tc.status || !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("%d %q, want %d %q", resp.StatusCode, got, tc.status, tc.want)
+			}
+		})
+	}
+	// The probe of a public host is answered at the public door too.
+	resp := ir.callAt(t, ir.public, "web.example.com", "/", "K-Network-Probe", "probe")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("K-Network-Hash") == "" {
+		t.Fatalf("probe at the public door: %d, hash %q", resp.StatusCode, resp.Header.Get("K-Network-Hash"))
+	}
 }
 
 // A Function's own timeout bounds a call through its host.

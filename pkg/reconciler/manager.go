@@ -61,9 +61,10 @@ type Options struct {
 	// SourceGCGrace and SourceGCInterval configure the source sweep; an
 	// interval of 0 sweeps never.
 	SourceGCGrace, SourceGCInterval time.Duration
-	// APIService is sless api's Service: the load balancer the Ingresses of
-	// sless's networking class report.
-	APIService types.NamespacedName
+	// APIService is sless api's Service: the private load balancer the
+	// Ingresses of sless's networking class report, its cluster-local
+	// door. APIPublicService is its public door's, the public one.
+	APIService, APIPublicService types.NamespacedName
 	// Triggers configure the Trigger and FunctionJob reconcilers.
 	Triggers TriggerOptions
 }
@@ -172,11 +173,16 @@ func (o Options) ownIngressClass() bool {
 }
 
 // ingressConfig is what the reconciler of sless's networking class needs:
-// sless api's Service, which Ingresses report as their load balancer and
-// whose replicas Knative's prober asks.
+// sless api's Services, which Ingresses report as their load balancers,
+// and the one whose replicas Knative's prober asks (the cluster-local
+// door, which serves every rule).
 func (o Options) ingressConfig() ingress.Config {
-	lb := o.APIService.Name + "." + o.APIService.Namespace + ".svc.cluster.local"
-	return ingress.Config{Class: ingressresources.ClassName, PublicLoadBalancer: lb, PrivateLoadBalancer: lb,
+	public := o.APIPublicService
+	if public.Name == "" {
+		public = o.APIService
+	}
+	return ingress.Config{Class: ingressresources.ClassName,
+		PublicLoadBalancer: ingressresources.ServiceHost(public), PrivateLoadBalancer: ingressresources.ServiceHost(o.APIService),
 		Service: o.APIService, Port: "http"}
 }
 

@@ -72,9 +72,10 @@ func TestMain(m *testing.M) {
 // conformance suite, stable, beta and alpha tests, at the version go.mod
 // pins, against sless's class: sless controller's ingress reconciler and
 // sless api's proxy installed from config/ as pods (nodeapi.Install), the
-// suite's test images as pods on the node, its calls through sless-api's
-// node port. Every test but those in
-// notApplicable must pass.
+// suite's test images as pods on the node, its calls through the node
+// port of sless-api's public door (Service sless-api-public, the public
+// load balancer Ingresses report). Every test but those in notApplicable
+// must pass.
 func TestNodeIngressConformance(t *testing.T) {
 	checkSuiteNames(t)
 	n := testbed.StartNodeFor(t)
@@ -94,7 +95,9 @@ func TestNodeIngressConformance(t *testing.T) {
 	servingNamespace(ctx, t, n)
 
 	pkgtest.Flags.Kubeconfig = n.Kube.Kubeconfig
-	// The suite dials the node port of the load balancer's Service here.
+	// The suite dials the node port of the public load balancer's Service
+	// here; cluster-local hosts it reaches through a proxy pod of its own,
+	// which dials the private one.
 	pkgtest.Flags.IngressEndpoint = testbed.NodeIP
 	pkgtest.Flags.DockerRepo = repo
 	pkgtest.Flags.Tag = testbed.ConformanceTag

@@ -33,10 +33,12 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-// Where config/ installs sless-api's Service.
+// Where config/ installs sless-api's Services: the cluster-local door's
+// and the public door's.
 const (
-	Namespace = "sless-system"
-	Service   = "sless-api"
+	Namespace     = "sless-system"
+	Service       = "sless-api"
+	PublicService = "sless-api-public"
 	// Domain is the domain function hosts are served under,
 	// {name}.{namespace}.Domain (SLESS_FN_DOMAIN).
 	Domain = "fn.testbed.local"
@@ -168,12 +170,12 @@ func writeOverlay(t testing.TB, config map[string]string, image string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A NodePort, as a cluster's sless-api behind a load balancer has: a
-	// client outside the cluster (Knative's conformance suite, with
+	// The public door a NodePort, as a cluster's behind a load balancer
+	// has: a client outside the cluster (Knative's conformance suite, with
 	// --ingressendpoint the node) dials it on the node's address.
 	nodePort, err := yaml.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Service",
-		"metadata": map[string]string{"name": Service, "namespace": Namespace},
+		"metadata": map[string]string{"name": PublicService, "namespace": Namespace},
 		"spec":     map[string]string{"type": "NodePort"},
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/status"
@@ -20,11 +21,18 @@ import (
 const ClassName = "sless.ingress.networking.knative.dev"
 
 // LoadBalancers are the load balancers an Ingress of sless's class reports:
-// sless-api's Services by their cluster-local names. Knative points each
-// host's ExternalName Service at the private one.
+// sless-api's Services by their cluster-local names, the public door's and
+// the cluster-local door's. Knative points each cluster-local host's
+// ExternalName Service at the private one.
 func LoadBalancers(public, private string) (pub, priv []v1alpha1.LoadBalancerIngressStatus) {
 	return []v1alpha1.LoadBalancerIngressStatus{{DomainInternal: public}},
 		[]v1alpha1.LoadBalancerIngressStatus{{DomainInternal: private}}
+}
+
+// ServiceHost is the cluster-local DNS name of Service key, as a load
+// balancer's DomainInternal names it.
+func ServiceHost(key types.NamespacedName) string {
+	return key.Name + "." + key.Namespace + ".svc.cluster.local"
 }
 
 // ProbeTargets are the probes that tell every sless-api replica (host:port

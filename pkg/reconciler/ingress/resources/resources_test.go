@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -101,10 +102,14 @@ func TestReplicas(t *testing.T) {
 	}
 }
 
+// The public load balancer is the public door's Service, the private one
+// the cluster-local door's.
 func TestLoadBalancers(t *testing.T) {
-	pub, priv := resources.LoadBalancers("sless-api.sless-system.svc.cluster.local", "sless-api-local.sless-system.svc.cluster.local")
-	if len(pub) != 1 || pub[0].DomainInternal != "sless-api.sless-system.svc.cluster.local" ||
-		len(priv) != 1 || priv[0].DomainInternal != "sless-api-local.sless-system.svc.cluster.local" {
+	pub, priv := resources.LoadBalancers(
+		resources.ServiceHost(types.NamespacedName{Namespace: "sless-system", Name: "sless-api-public"}),
+		resources.ServiceHost(types.NamespacedName{Namespace: "sless-system", Name: "sless-api"}))
+	if len(pub) != 1 || pub[0].DomainInternal != "sless-api-public.sless-system.svc.cluster.local" ||
+		len(priv) != 1 || priv[0].DomainInternal != "sless-api.sless-system.svc.cluster.local" {
 		t.Errorf("load balancers %+v %+v", pub, priv)
 	}
 }
