@@ -3,6 +3,7 @@ package invoke
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -126,13 +127,37 @@ type Batch struct {
 	Records []Record
 }
 
-// Sink stores invocation records. Write stores the whole batch or nothing.
-// An error wrapping ErrPermanent means retrying cannot help (the Recorder
-// drops the batch and counts it); any other error is retried with backoff,
-// for as long as the Recorder runs.
+// Sink stores invocation records. Write stores the whole batch or nothing,
+// except that it may store all but the records it refuses and answer a
+// *RefusedError saying how many. An error wrapping ErrPermanent means
+// retrying cannot help (the Recorder drops the batch, or the refused
+// records, and counts them); any other error is retried with backoff, for
+// as long as the Recorder runs.
 type Sink interface {
 	Write(ctx context.Context, batch Batch) error
 }
 
 // ErrPermanent marks a Sink error that retrying cannot fix.
 var ErrPermanent = errors.New("permanent sink error")
+
+// RefusedError is a Sink's answer when it stored a batch but for Refused
+// of its records, which no retry can store (Err says why). It wraps
+// ErrPermanent.
+type RefusedError struct {
+	Refused int
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%d records refused: %v", e.Refused, e.Err)
+}
+
+func (e *RefusedError) Unwrap() []error { return []error{ErrPermanent, e.Err} }
+
+// refused is how many of a batch of n records err lost for good.
+func refused(err error, n int) int {
+	if re, ok := errors.AsType[*RefusedError](err); ok {
+		return min(re.Refused, n)
+	}
+	return n
+}

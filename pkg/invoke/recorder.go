@@ -376,8 +376,9 @@ func (r *Recorder) run() {
 				break
 			}
 			if errors.Is(err, ErrPermanent) {
-				r.opts.Logger.Error("invocation records refused by the store; dropping the batch", "records", len(records), "error", err)
-				r.dropped(DropRejected, len(records))
+				n := refused(err, len(records))
+				r.opts.Logger.Error("invocation records refused by the store; dropping them", "records", n, "batch", len(records), "error", err)
+				r.dropped(DropRejected, n)
 				break
 			}
 			if !failing {
@@ -420,13 +421,17 @@ func (r *Recorder) write(b Batch) error {
 	defer cancel()
 	start := time.Now()
 	err := r.sink.Write(ctx, b)
+	stored := len(b.Records)
 	if err != nil {
 		r.opts.Metrics.writeFailed()
-		return err
+		if _, ok := errors.AsType[*RefusedError](err); !ok {
+			return err
+		}
+		stored -= refused(err, stored)
 	}
 	r.stats.Lock()
-	r.stats.written += int64(len(b.Records))
+	r.stats.written += int64(stored)
 	r.stats.Unlock()
-	r.opts.Metrics.wrote(len(b.Records), time.Since(start))
-	return nil
+	r.opts.Metrics.wrote(stored, time.Since(start))
+	return err
 }

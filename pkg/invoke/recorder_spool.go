@@ -75,9 +75,13 @@ func (r *Recorder) runSpooled() {
 			backoff, retryAt = r.opts.MinBackoff, time.Time{}
 			r.kept(res.epoch)
 		case errors.Is(res.err, ErrPermanent):
-			r.opts.Logger.Error("invocation records refused by the store; dropping the batch", "records", n, "error", res.err)
-			r.dropped(DropRejected, n)
+			lost := refused(res.err, n)
+			r.opts.Logger.Error("invocation records refused by the store; dropping them", "records", lost, "batch", n, "error", res.err)
+			r.dropped(DropRejected, lost)
 			done()
+			if res.fromSpool {
+				drained += n - lost
+			}
 		default:
 			if !failing {
 				r.opts.Logger.Warn("cannot write invocation records; spooling them to disk and retrying", "spooled", sp.Len(), "error", res.err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/spool"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -210,6 +212,40 @@ func TestRecorderDropsPermanentlyRefusedBatch(t *testing.T) {
 	}
 	if sink.storedCount() != 1 || rec.Written() != 1 {
 		t.Fatalf("stored %d, want the good record only", sink.storedCount())
+	}
+}
+
+// A sink that stores a batch but for a few records it refuses costs only
+// those: they are counted as dropped and the rest as written, with or
+// without a spool, and the batch is not retried.
+func TestRecorderCountsRecordsRefusedAlone(t *testing.T) {
+	for _, spooled := range []bool{false, true} {
+		t.Run(fmt.Sprint("spool=", spooled), func(t *testing.T) {
+			var attempts atomic.Int32
+			sink := &gateSink{fail: func(b invoke.Batch) error {
+				attempts.Add(1)
+				return &invoke.RefusedError{Refused: 2, Err: fmt.Errorf("%w: bad bytes", invoke.ErrPermanent)}
+			}}
+			opts := invoke.RecorderOptions{BatchSize: 10, FlushInterval: time.Hour}
+			if spooled {
+				sp, err := spool.Open(filepath.Join(t.TempDir(), "spool.db"), 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sp.Close()
+				opts.Spool = sp
+			}
+			rec := invoke.NewRecorder(sink, opts)
+			for i := range 10 {
+				rec.Record(record(i))
+			}
+			// The full batch may go before Close or during it, so Close's
+			// answer is not asserted; the counts are.
+			_ = rec.Close(context.Background())
+			if rec.Dropped() != 2 || rec.Written() != 8 || attempts.Load() != 1 {
+				t.Fatalf("dropped %d, written %d, %d attempts; want 2, 8 and 1", rec.Dropped(), rec.Written(), attempts.Load())
+			}
+		})
 	}
 }
 
