@@ -123,6 +123,9 @@ type Options struct {
 	// the record of an asynchronous call, as Invocations is served; nil
 	// answers 501.
 	Invocation gin.HandlerFunc
+	// CallbackKey, when set, serves GET /v1/namespaces/{ns}/callbacks/signing-key,
+	// the key the namespace's callbacks are signed with; nil answers 501.
+	CallbackKey gin.HandlerFunc
 	// Logs, when set, serves GET …/functions/{name}/logs and
 	// …/functions/{name}/builds/{build}/logs, and the same of
 	// …/services/{name}; nil answers them 501.
@@ -304,6 +307,14 @@ func (s *Server) routes() *gin.Engine {
 		}
 	}
 	get(nsr, "/functions/:name/invocations/:id", fnNamed, invocation)
+	callbackKey := s.opts.CallbackKey
+	if callbackKey == nil {
+		callbackKey = func(c *gin.Context) {
+			writeProblem(c, problem(http.StatusNotImplemented, "no-callbacks", "No callbacks",
+				"this server posts no callbacks: it keeps no asynchronous calls"))
+		}
+	}
+	get(nsr, "/callbacks/signing-key", callbackKey)
 	get(nsr, "/services/:name/invocations", s.named(services), svcInvocations)
 	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.instanceLogs(newFunction))
 	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs(newFunction))

@@ -2,6 +2,7 @@ package frontdoor_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -82,7 +83,7 @@ func TestDoorAsyncCalls(t *testing.T) {
 		API:             api.Options{Objects: store, Auth: verifier, Blobs: bl, Bucket: local.Bucket},
 		Auth:            verifier,
 		Proxy:           invoke.Options{Resolver: every, Services: every},
-		Async:           &frontdoor.Async{Store: calls},
+		Async:           &frontdoor.Async{Store: calls, Keys: calls},
 		APIBaseURL:      base,
 		IdleConnTimeout: time.Minute,
 	})
@@ -132,10 +133,32 @@ func TestDoorAsyncCalls(t *testing.T) {
 		{"record of a bad name", "/v1/namespaces/team-a/functions/Not_A_Name/invocations/x", a, 400},
 		{"unknown call", "/v1/namespaces/team-a/functions/f/invocations/nope", a, 404},
 		{"listing without records", "/v1/namespaces/team-a/functions/f/invocations", a, 501},
+		{"signing key without a token", "/v1/namespaces/team-a/callbacks/signing-key", "", 401},
+		{"signing key of another tenant", "/v1/namespaces/team-a/callbacks/signing-key", b, 403},
+		{"signing key with a query", "/v1/namespaces/team-a/callbacks/signing-key?x=1", a, 400},
 	} {
 		if code, _, body := do("GET", c.path, c.tok); code != c.code {
 			t.Errorf("%s: %d %s, want %d", c.name, code, body, c.code)
 		}
+	}
+	// Each tenant reads its own signing key, the same at every read.
+	keyOf := func(tok, ns string) string {
+		t.Helper()
+		code, h, body := do("GET", "/v1/namespaces/"+ns+"/callbacks/signing-key", tok)
+		var v struct{ Namespace, Key, Header string }
+		if code != 200 || json.Unmarshal([]byte(body), &v) != nil || v.Namespace != ns || !strings.HasPrefix(v.Key, "slcb_") ||
+			v.Header != "Sless-Signature" || h.Get("Cache-Control") != "no-store" {
+			t.Fatalf("signing key of %s: %d %s", ns, code, body)
+		}
+		return v.Key
+	}
+	if ka, kb := keyOf(a, "team-a"), keyOf(b, "team-b"); ka == kb || keyOf(a, "team-a") != ka {
+		t.Errorf("keys: team-a %s, team-b %s", ka, kb)
+	}
+	// A callback to loopback is refused before anything is kept.
+	if code, _, body := do("POST", "/fn/team-a/f", a, "Prefer", "respond-async", "X-Callback-Url", "http://127.0.0.1:9/done"); code != 400 ||
+		!strings.Contains(body, "CallbackUrlRefused") || !strings.Contains(body, "loopback") {
+		t.Errorf("callback to loopback: %d %s", code, body)
 	}
 	if code, _, body := do("GET", "/metrics", a); code != 200 || !strings.Contains(body, "sless_async_calls_accepted_total 1") {
 		t.Errorf("/metrics: %d, accepted not counted", code)

@@ -24,6 +24,7 @@ import (
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/problems"
 )
 
@@ -76,6 +77,11 @@ type Async struct {
 	Policy func(ctx context.Context, ns, name string) (async.Policy, error)
 	// Backoff, when set, replaces the runner's wait before a retry (tests).
 	Backoff func(n int) time.Duration
+	// Keys keeps each namespace's callback signing key; nil posts no
+	// results (X-Callback-Url is refused 501). CallbackPolicy says which
+	// hosts results may be posted to (nil: public addresses only).
+	Keys           async.Keys
+	CallbackPolicy *callback.Policy
 }
 
 // Door is a front door made and not yet closed.
@@ -130,6 +136,9 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	po.Recorder, po.Metrics, po.Logger = d.records.recorder, metrics, log
 	if o.Async != nil {
 		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Logger: log, Registerer: d.reg}
+		if o.Async.Keys != nil {
+			d.runner.Keys, d.runner.Callbacks = o.Async.Keys, callback.NewSender(o.Async.CallbackPolicy, 0, nil)
+		}
 		po.Async, po.APIBaseURL = d.runner, o.APIBaseURL
 	}
 	proxy, err := invoke.NewProxy(po)
@@ -152,6 +161,7 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 		d.runner.Run = proxy.RunAsync
 		calls := async.Handler{Runner: d.runner}
 		a.Invocation = func(c *gin.Context) { calls.Get(c.Writer, c.Request, c.Param("ns"), c.Param("name"), c.Param("id")) }
+		a.CallbackKey = func(c *gin.Context) { calls.SigningKey(c.Writer, c.Request, c.Param("ns")) }
 		records := a.Invocations
 		a.Invocations = func(c *gin.Context) {
 			if c.Request.URL.Query().Has("mode") {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
 // TriggerAsync is an attempt of a call accepted with Prefer: respond-async.
@@ -27,14 +29,21 @@ const (
 
 // Reasons of the refusals only asynchronous calls have.
 const (
-	ReasonIdempotencyKey = "InvalidIdempotencyKey"
-	ReasonRequestIDTaken = "RequestIDTaken"
-	ReasonNoCallbacks    = "CallbacksNotSupported"
+	ReasonIdempotencyKey  = "InvalidIdempotencyKey"
+	ReasonRequestIDTaken  = "RequestIDTaken"
+	ReasonNoCallbacks     = "CallbacksNotSupported"
+	ReasonCallbackURL     = "InvalidCallbackUrl"
+	ReasonCallbackRefused = "CallbackUrlRefused"
 )
 
 // CallbackURLHeader names where a caller wants an asynchronous call's
-// result posted; sless does not post results yet.
+// result posted, in place of the function's spec.async.onSuccess and
+// onFailure.
 const CallbackURLHeader = "X-Callback-Url"
+
+// ErrNoCallbacks is what an Async that posts no results answers
+// CheckCallbackURL.
+var ErrNoCallbacks = errors.New("this server posts no callbacks")
 
 // Submission is a call accepted for running later, everything the call
 // needs once its caller has gone.
@@ -53,6 +62,8 @@ type Submission struct {
 	ByHost         bool
 	IdempotencyKey string
 	AcceptedAt     time.Time
+	// CallbackURL is the call's X-Callback-Url, checked by the Async.
+	CallbackURL string `json:",omitempty"`
 }
 
 // Accepted says where an accepted call is kept.
@@ -70,8 +81,11 @@ var ErrRequestIDTaken = errors.New("request id already names an asynchronous cal
 
 // Async keeps calls made with Prefer: respond-async and runs them later.
 // Accept returns once the call is durable: its 202 promises the call runs.
+// CheckCallbackURL says whether the Async would post a result to raw (a
+// well-formed URL): ErrNoCallbacks, or why its policy refuses the host.
 type Async interface {
 	Accept(ctx context.Context, s Submission) (Accepted, error)
+	CheckCallbackURL(raw string) error
 }
 
 // InvocationPath is where an asynchronous call's record is read.
@@ -116,10 +130,9 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, r, failedProblem(c))
 		return
 	}
-	if r.Header.Get(CallbackURLHeader) != "" {
-		// Accepting it would promise a POST that never comes.
-		c.refuse(w, r, Problem{Status: http.StatusNotImplemented, Reason: ReasonNoCallbacks,
-			Detail: "X-Callback-Url is not supported yet: poll the call's record (Location, ?wait=30s) instead"})
+	callbackURL, prob := c.callbackURL(r)
+	if prob != nil {
+		c.refuse(w, r, *prob)
 		return
 	}
 	keys := r.Header.Values(IdempotencyKeyHeader)
@@ -143,6 +156,7 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 	for _, k := range hopHeaders {
 		header.Del(k)
 	}
+	header.Del(CallbackURLHeader) // sless posts there, not the function
 	for k := range header {
 		if strings.HasPrefix(k, "X-Sless-") {
 			delete(header, k)
@@ -155,7 +169,7 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 	sub := Submission{
 		Namespace: c.ns, Function: c.name, RequestID: c.reqID, Method: r.Method,
 		Path: c.rest, RawQuery: r.URL.RawQuery, Header: header, Body: body, RemoteAddr: r.RemoteAddr,
-		Subject: c.subject, ByHost: c.byHost, IdempotencyKey: key, AcceptedAt: c.start,
+		Subject: c.subject, ByHost: c.byHost, IdempotencyKey: key, AcceptedAt: c.start, CallbackURL: callbackURL,
 	}
 	acc, err := p.opts.Async.Accept(r.Context(), sub)
 	switch {
@@ -188,6 +202,36 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 	_, _ = w.Write(append(out, '\n'))
 	p.opts.Metrics.request(http.StatusAccepted, true, time.Since(c.start))
+}
+
+// callbackURL reads X-Callback-Url: one well-formed URL whose host the
+// Async's policy admits (the addresses it resolves to are checked when the
+// result is posted), or none.
+func (c *call) callbackURL(r *http.Request) (string, *Problem) {
+	vals := r.Header.Values(CallbackURLHeader)
+	if len(vals) == 0 {
+		return "", nil
+	}
+	fe := []FieldError{{Field: "header:" + CallbackURLHeader, Type: "FieldValueInvalid"}}
+	u := vals[0]
+	msg := slessv1alpha1.CheckCallbackURL(u)
+	if len(vals) > 1 {
+		msg = "must be given once"
+	}
+	if msg != "" {
+		fe[0].Detail = msg
+		return "", &Problem{Status: http.StatusBadRequest, Reason: ReasonCallbackURL, Detail: CallbackURLHeader + " " + msg, Errors: fe}
+	}
+	err := c.p.opts.Async.CheckCallbackURL(u)
+	switch {
+	case errors.Is(err, ErrNoCallbacks):
+		return "", &Problem{Status: http.StatusNotImplemented, Reason: ReasonNoCallbacks,
+			Detail: "this server posts no callbacks: poll the call's record (Location, ?wait=30s) instead"}
+	case err != nil:
+		fe[0].Detail = err.Error()
+		return "", &Problem{Status: http.StatusBadRequest, Reason: ReasonCallbackRefused, Detail: CallbackURLHeader + ": " + err.Error(), Errors: fe}
+	}
+	return u, nil
 }
 
 // readBody reads an accepted call's whole body, within the cap and the

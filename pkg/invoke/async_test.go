@@ -18,6 +18,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/local/asynccalls"
 )
 
@@ -40,8 +41,14 @@ func newAsyncRig(t testing.TB, opts invoke.Options) *asyncRig {
 	}
 	a := &asyncRig{store: st, reg: prometheus.NewRegistry()}
 	a.policy.Store(&async.Policy{Concurrency: 10, MaxRetries: 2, MaxEventAge: time.Hour})
+	// Callbacks may reach 127.0.0.1, where the tests' receivers listen.
+	allow, err := callback.ParseAllowList([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.runner = &async.Runner{Store: st, Backoff: func(int) time.Duration { return 10 * time.Millisecond },
-		Policy: func(context.Context, string, string) (async.Policy, error) { return *a.policy.Load(), nil }, Registerer: a.reg}
+		Policy: func(context.Context, string, string) (async.Policy, error) { return *a.policy.Load(), nil }, Registerer: a.reg,
+		Keys: st, Callbacks: callback.NewSender(allow, time.Second, nil), CallbackAttempts: 3}
 	opts.Async = a.runner
 	a.rig = newRig(t, opts)
 	a.runner.Run = a.proxy.RunAsync
@@ -201,7 +208,19 @@ func TestAsyncRefusals(t *testing.T) {
 		{"idempotency key with a space", "/fn/team-a/public", "", []string{"Idempotency-Key", "a b"}, 400, invoke.ReasonIdempotencyKey},
 		{"idempotency key too long", "/fn/team-a/public", "", []string{"Idempotency-Key", long}, 400, invoke.ReasonIdempotencyKey},
 		{"request id taken", "/fn/team-a/public", "", []string{"X-Request-Id", "taken-id"}, 409, invoke.ReasonRequestIDTaken},
-		{"callback url", "/fn/team-a/public", "", []string{"X-Callback-Url", "https://example.com/done"}, 501, invoke.ReasonNoCallbacks},
+		{"callback url relative", "/fn/team-a/public", "", []string{"X-Callback-Url", "/done"}, 400, invoke.ReasonCallbackURL},
+		{"callback url empty", "/fn/team-a/public", "", []string{"X-Callback-Url", ""}, 400, invoke.ReasonCallbackURL},
+		{"callback url ftp", "/fn/team-a/public", "", []string{"X-Callback-Url", "ftp://hooks.example.com/"}, 400, invoke.ReasonCallbackURL},
+		{"callback url with user info", "/fn/team-a/public", "", []string{"X-Callback-Url", "https://u:p@hooks.example.com/"}, 400, invoke.ReasonCallbackURL},
+		{"callback url too long", "/fn/team-a/public", "", []string{"X-Callback-Url", "https://hooks.example.com/" + strings.Repeat("a", 2048)}, 400, invoke.ReasonCallbackURL},
+		{"callback url bad port", "/fn/team-a/public", "", []string{"X-Callback-Url", "https://hooks.example.com:x/"}, 400, invoke.ReasonCallbackURL},
+		{"callback to loopback not allowed", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://127.0.0.2:9/done"}, 400, invoke.ReasonCallbackRefused},
+		{"callback to IPv6 loopback", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://[::1]/done"}, 400, invoke.ReasonCallbackRefused},
+		{"callback to metadata", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://169.254.169.254/latest"}, 400, invoke.ReasonCallbackRefused},
+		{"callback to a private address", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://192.168.0.10/done"}, 400, invoke.ReasonCallbackRefused},
+		{"callback to a cluster service", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://hooks.team-a.svc/done"}, 400, invoke.ReasonCallbackRefused},
+		{"callback to localhost", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://localhost:8080/done"}, 400, invoke.ReasonCallbackRefused},
+		{"callback to a bare name", "/fn/team-a/public", "", []string{"X-Callback-Url", "http://hooks/done"}, 400, invoke.ReasonCallbackRefused},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp := do(t, "POST", a.url+c.path, c.body, append([]string{"Prefer", "respond-async"}, c.header...)...)
@@ -229,6 +248,18 @@ func TestAsyncRefusals(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Fatalf("two keys: %d", resp.StatusCode)
+	}
+	req, _ = http.NewRequest("POST", a.url+"/fn/team-a/public", nil)
+	req.Header.Set("Prefer", "respond-async")
+	req.Header.Add("X-Callback-Url", "https://hooks.example.com/a")
+	req.Header.Add("X-Callback-Url", "https://hooks.example.com/b")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("two callback URLs: %d", resp.StatusCode)
 	}
 	jobs, err := a.store.List(context.Background(), "team-a", "public", "", 100)
 	if err != nil || len(jobs) != 1 {

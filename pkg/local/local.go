@@ -24,6 +24,7 @@ import (
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/blobs"
@@ -89,6 +90,9 @@ type Options struct {
 	// AsyncBackoff, when set, is the wait before retry n of an
 	// asynchronous call (tests); default 1 s doubling.
 	AsyncBackoff func(n int) time.Duration
+	// CallbackPolicy says which hosts the results of asynchronous calls
+	// may be posted to; nil: public addresses only.
+	CallbackPolicy *callback.Policy
 	// Logger receives local mode's events; Out its banner (os.Stderr when nil).
 	Logger *slog.Logger
 	Out    io.Writer
@@ -314,14 +318,20 @@ func (p *platform) asyncCalls() (*frontdoor.Async, error) {
 	// the sweep.
 	p.onClose(func() { _ = st.Close() })
 	p.onClose(sweepAsyncCalls(st, p.opts.AsyncRetention, p.opts.Logger))
-	return &frontdoor.Async{Store: st, Backoff: p.opts.AsyncBackoff, Policy: func(ctx context.Context, ns, name string) (async.Policy, error) {
-		fn := &slessv1alpha1.Function{}
-		if err := p.store.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fn); err != nil {
-			return async.Policy{}, err
-		}
-		c, r, age := fn.AsyncPolicy()
-		return async.Policy{Concurrency: c, MaxRetries: r, MaxEventAge: age}, nil
-	}}, nil
+	// The same file keeps the namespaces' callback signing keys.
+	return &frontdoor.Async{Store: st, Keys: st, CallbackPolicy: p.opts.CallbackPolicy, Backoff: p.opts.AsyncBackoff,
+		Policy: func(ctx context.Context, ns, name string) (async.Policy, error) {
+			fn := &slessv1alpha1.Function{}
+			if err := p.store.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fn); err != nil {
+				return async.Policy{}, err
+			}
+			c, r, age := fn.AsyncPolicy()
+			pol := async.Policy{Concurrency: c, MaxRetries: r, MaxEventAge: age}
+			if a := fn.Spec.Async; a != nil {
+				pol.OnSuccess, pol.OnFailure = a.OnSuccess, a.OnFailure
+			}
+			return pol, nil
+		}}, nil
 }
 
 // DefaultAsyncRetention keeps finished asynchronous calls a week.

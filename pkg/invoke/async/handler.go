@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/problems"
 )
 
@@ -35,6 +36,7 @@ type View struct {
 	NextAttemptAt  *time.Time    `json:"nextAttemptAt,omitempty"`
 	LastError      string        `json:"lastError,omitempty"`
 	Response       *ResponseView `json:"response,omitempty"`
+	Callback       *Callback     `json:"callback,omitempty"`
 }
 
 // ResponseView is the function's answer: Body when it is UTF-8 text,
@@ -54,6 +56,11 @@ func ViewOf(j *Job) View {
 		Attempts: j.Attempts, Method: j.Method, Path: j.Path, IdempotencyKey: j.IdempotencyKey,
 		AcceptedAt: j.AcceptedAt.UTC(), StartedAt: when(j.StartedAt), FinishedAt: when(j.FinishedAt),
 		NextAttemptAt: when(j.NextAttemptAt), LastError: j.LastError}
+	if cb := j.Callback; cb != nil {
+		c := *cb
+		c.NextAttemptAt, c.FinishedAt = utc(c.NextAttemptAt), utc(c.FinishedAt)
+		v.Callback = &c
+	}
 	if r := j.Response; r != nil {
 		rv := &ResponseView{Status: r.Status, Bytes: r.Bytes, Truncated: r.Truncated, Headers: map[string]string{}}
 		for k, vs := range r.Header {
@@ -68,6 +75,13 @@ func ViewOf(j *Job) View {
 		v.Response = rv
 	}
 	return v
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }
 
 func when(t time.Time) *time.Time {
@@ -180,6 +194,37 @@ func (h Handler) List(w http.ResponseWriter, r *http.Request, ns, name string) {
 		out.Items[i] = ViewOf(&jobs[i])
 	}
 	writeJSON(w, r, out)
+}
+
+// SigningKeyView is a namespace's callback signing key as the API shows it.
+type SigningKeyView struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	// Header and Scheme say how deliveries carry the signature.
+	Header string `json:"header"`
+	Scheme string `json:"scheme"`
+}
+
+// SigningKey answers GET /v1/namespaces/{ns}/callbacks/signing-key: the key
+// the namespace's callbacks are signed with, made on first use.
+func (h Handler) SigningKey(w http.ResponseWriter, r *http.Request, ns string) {
+	_, errs, err := problems.Query(r.URL.RawQuery, "the signing key", nil)
+	if bad(w, r, errs, err) {
+		return
+	}
+	if h.Runner.Keys == nil {
+		invoke.WriteProblem(w, invoke.Problem{Status: http.StatusNotImplemented, Reason: invoke.ReasonNoCallbacks,
+			Detail: "this server posts no callbacks", Instance: r.URL.Path})
+		return
+	}
+	key, err := h.Runner.Keys.SigningKey(r.Context(), ns)
+	if err != nil {
+		unavailable(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, r, SigningKeyView{Namespace: ns, Key: key, Header: callback.SignatureHeader,
+		Scheme: "t=<unix seconds>,v1=<hex HMAC-SHA256 of key over t + \".\" + body>"})
 }
 
 func bad(w http.ResponseWriter, r *http.Request, errs []invoke.FieldError, err error) bool {

@@ -57,6 +57,39 @@ type Job struct {
 	// LastError says why the last attempt failed.
 	LastError string    `json:"lastError,omitempty"`
 	Response  *Response `json:"response,omitempty"`
+	// Callback is the posting of the result, once the call is final and
+	// has somewhere to post it.
+	Callback *Callback `json:"callback,omitempty"`
+}
+
+// CallbackPending reports whether j's result is still to be posted.
+func (j *Job) CallbackPending() bool {
+	return j.Callback != nil && j.Callback.State == CallbackPending
+}
+
+// CallbackState is where the posting of a result stands.
+type CallbackState string
+
+// The states of a Callback.
+const (
+	CallbackPending   CallbackState = "pending"
+	CallbackDelivered CallbackState = "delivered"
+	CallbackFailed    CallbackState = "failed"
+)
+
+// Callback is the posting of a call's result to its URL.
+type Callback struct {
+	URL   string        `json:"url"`
+	State CallbackState `json:"state"`
+	// Attempts counts the deliveries tried; Status is what the receiver
+	// answered the last (0: no answer).
+	Attempts  int    `json:"attempts"`
+	Status    int    `json:"status,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	// NextAttemptAt is when a retry is due; FinishedAt when the result was
+	// delivered or given up on.
+	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
+	FinishedAt    time.Time `json:"finishedAt,omitzero"`
 }
 
 // Response is a function's answer to the last attempt.
@@ -86,6 +119,12 @@ type Store interface {
 	// List lists a function's calls newest first, those in state only
 	// unless it is empty, at most limit.
 	List(ctx context.Context, ns, function string, state State, limit int) ([]Job, error)
-	// Unfinished lists every call not yet in a final state.
+	// Unfinished lists every call not yet in a final state, or whose
+	// result is still to be posted (CallbackPending).
 	Unfinished(ctx context.Context) ([]Job, error)
+}
+
+// Keys keeps each namespace's callback signing key, made on first use.
+type Keys interface {
+	SigningKey(ctx context.Context, ns string) (string, error)
 }

@@ -17,6 +17,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/problems"
 )
 
@@ -25,12 +26,18 @@ type Policy struct {
 	Concurrency int
 	MaxRetries  int
 	MaxEventAge time.Duration
+	// OnSuccess and OnFailure receive the results of calls that name no
+	// X-Callback-Url.
+	OnSuccess, OnFailure string
 }
 
 // DefaultPolicy is the Policy of a function that sets none (or is gone):
 // spec.async's defaults.
 var DefaultPolicy = Policy{Concurrency: slessv1alpha1.DefaultAsyncConcurrency, MaxRetries: slessv1alpha1.DefaultAsyncMaxRetries,
 	MaxEventAge: slessv1alpha1.DefaultAsyncMaxEventAgeSeconds * time.Second}
+
+// DefaultCallbackAttempts bounds the deliveries of a result.
+const DefaultCallbackAttempts = 5
 
 // notReadyWait bounds the wait before trying a function that was not
 // serving yet again.
@@ -51,6 +58,14 @@ type Runner struct {
 	Logger           *slog.Logger
 	// Registerer, when set, takes the runner's series (see metrics.go).
 	Registerer prometheus.Registerer
+	// Callbacks posts results within its policy, signed with the Keys of
+	// the call's namespace; without both, no result is posted and an
+	// X-Callback-Url is refused.
+	Callbacks *callback.Sender
+	Keys      Keys
+	// CallbackAttempts bounds the deliveries of one result (0:
+	// DefaultCallbackAttempts); they are spaced by Backoff.
+	CallbackAttempts int
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -79,6 +94,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.Backoff == nil {
 		r.Backoff = defaultBackoff
 	}
+	if r.CallbackAttempts <= 0 {
+		r.CallbackAttempts = DefaultCallbackAttempts
+	}
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.gates = map[string]*gate{}
 	r.changed = make(chan struct{})
@@ -93,6 +111,15 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	for i := range jobs {
 		j := jobs[i]
+		if j.State.Done() {
+			// Final, its result not yet posted.
+			r.running.Add(1)
+			go func() {
+				defer r.running.Done()
+				r.deliver(&j)
+			}()
+			continue
+		}
 		if j.State == StateRunning {
 			j.State = StateQueued
 		}
@@ -131,6 +158,15 @@ func (r *Runner) Accept(ctx context.Context, s invoke.Submission) (invoke.Accept
 	return invoke.Accepted{RequestID: id, Replayed: replayed}, nil
 }
 
+// CheckCallbackURL says whether the runner would post a result to raw: a
+// URL whose host its policy admits.
+func (r *Runner) CheckCallbackURL(raw string) error {
+	if r.Callbacks == nil || r.Keys == nil {
+		return invoke.ErrNoCallbacks
+	}
+	return r.Callbacks.Policy.CheckURL(raw)
+}
+
 // Changed is closed at the next change of any call's state.
 func (r *Runner) Changed() <-chan struct{} {
 	r.mu.Lock()
@@ -156,6 +192,9 @@ func (r *Runner) drive(j *Job) {
 		r.mu.Lock()
 		delete(r.pending, j) // a shutdown ended it unfinished
 		r.mu.Unlock()
+		if j.State.Done() {
+			r.deliver(j)
+		}
 	}()
 }
 
@@ -263,7 +302,28 @@ func (r *Runner) finish(j *Job, s State) {
 	delete(r.pending, j)
 	r.mu.Unlock()
 	j.State, j.FinishedAt = s, time.Now()
+	// Where the result goes is settled with the final state, so a restart
+	// before it is posted posts it still.
+	if u := r.callbackURL(j); u != "" {
+		j.Callback = &Callback{URL: u, State: CallbackPending}
+	}
 	r.save(j)
+}
+
+// callbackURL is where j's result goes: the call's X-Callback-Url, else
+// the function's onSuccess or onFailure; "" for nowhere.
+func (r *Runner) callbackURL(j *Job) string {
+	if r.Callbacks == nil || r.Keys == nil {
+		return ""
+	}
+	if j.CallbackURL != "" {
+		return j.CallbackURL
+	}
+	pol := r.policy(j)
+	if j.State == StateSucceeded {
+		return pol.OnSuccess
+	}
+	return pol.OnFailure
 }
 
 // save records j's state. A failure is logged and the call goes on: its

@@ -49,7 +49,7 @@ func ParseAllowList(entries []string) (*Policy, error) {
 		if e == "" {
 			continue
 		}
-		if strings.Contains(e, "/") {
+		if strings.Contains(e, "/") && !strings.Contains(e, "://") {
 			pfx, err := netip.ParsePrefix(e)
 			if err != nil {
 				return nil, fmt.Errorf("callback allow-list entry %q: not a CIDR: %w", e, err)

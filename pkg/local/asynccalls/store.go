@@ -1,6 +1,7 @@
 // Package asynccalls keeps local mode's asynchronous calls in a bbolt file
 // of the data directory: a call is on disk (fsynced) before its 202, so a
-// restart of sless dev loses none.
+// restart of sless dev loses none. The same file keeps each namespace's
+// callback signing key.
 package asynccalls
 
 import (
@@ -15,17 +16,22 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 )
 
 var (
-	callsBucket = []byte("calls")
-	keysBucket  = []byte("idempotency-keys")
+	callsBucket   = []byte("calls")
+	keysBucket    = []byte("idempotency-keys")
+	signingBucket = []byte("callback-signing-keys")
 )
 
 // Store is an async.Store over one bbolt file.
 type Store struct{ db *bolt.DB }
 
-var _ async.Store = (*Store)(nil)
+var (
+	_ async.Store = (*Store)(nil)
+	_ async.Keys  = (*Store)(nil)
+)
 
 // Open opens (or makes) the file at path.
 func Open(path string) (*Store, error) {
@@ -34,7 +40,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open asynchronous calls %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{callsBucket, keysBucket} {
+		for _, b := range [][]byte{callsBucket, keysBucket, signingBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -145,7 +151,8 @@ func (s *Store) List(_ context.Context, ns, fn string, state async.State, limit 
 	return out, err
 }
 
-// Unfinished lists every call not in a final state.
+// Unfinished lists every call not in a final state or whose result is
+// still to be posted.
 func (s *Store) Unfinished(context.Context) ([]async.Job, error) {
 	var out []async.Job
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -154,7 +161,7 @@ func (s *Store) Unfinished(context.Context) ([]async.Job, error) {
 			if err := json.Unmarshal(v, &j); err != nil {
 				return fmt.Errorf("call %q: %w", k, err)
 			}
-			if !j.State.Done() {
+			if !j.State.Done() || j.CallbackPending() {
 				out = append(out, j)
 			}
 			return nil
@@ -176,7 +183,7 @@ func (s *Store) Prune(_ context.Context, before, keysBefore time.Time) (int, err
 			if err := json.Unmarshal(v, &j); err != nil {
 				return fmt.Errorf("call %q: %w", k, err)
 			}
-			if j.State.Done() && j.FinishedAt.Before(before) {
+			if j.State.Done() && !j.CallbackPending() && j.FinishedAt.Before(before) {
 				gone = append(gone, bytes.Clone(k))
 			}
 			return nil
@@ -210,4 +217,34 @@ func (s *Store) Prune(_ context.Context, before, keysBefore time.Time) (int, err
 		return nil
 	})
 	return n, err
+}
+
+// SigningKey is ns's callback signing key, made and kept on first use.
+func (s *Store) SigningKey(_ context.Context, ns string) (string, error) {
+	var key string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		key = string(tx.Bucket(signingBucket).Get([]byte(ns)))
+		return nil
+	})
+	if err != nil || key != "" {
+		return key, err
+	}
+	fresh, err := callback.NewKey()
+	if err != nil {
+		return "", err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(signingBucket)
+		// Another caller may have made it meanwhile: the first one stays.
+		if k := b.Get([]byte(ns)); k != nil {
+			key = string(k)
+			return nil
+		}
+		key = fresh
+		return b.Put([]byte(ns), []byte(fresh))
+	})
+	if err != nil {
+		return "", fmt.Errorf("keep the callback signing key of %s: %w", ns, err)
+	}
+	return key, nil
 }
