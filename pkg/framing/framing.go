@@ -11,6 +11,17 @@
 // request it hands the handler, so a handler cannot tell; the listener here
 // follows the bytes of each connection as net/http reads them, and the
 // handler asks it about each request.
+//
+// HTTP/2 (cleartext, by prior knowledge, as gRPC clients speak it) frames
+// every body itself, in DATA frames that end the stream: there is no second
+// length to disagree with. net/http's HTTP/2 server refuses the
+// connection-specific fields, Transfer-Encoding among them (RFC 9113
+// §8.2.2), and a Content-Length its DATA frames do not match (§8.1.1), and
+// writes what it forwards with HTTP/1.1 framing of its own; so the guard
+// lets HTTP/2 requests pass and the scanner stops where a connection turns
+// to HTTP/2. An HTTP/1.1 "Upgrade: h2c" (RFC 7540 §3.2, deprecated by RFC
+// 9113 §3.1) is declined: the request is served as HTTP/1.1, as RFC 9110
+// §7.8 allows, and its connection stays HTTP/1.1 and scanned.
 package framing
 
 import (
@@ -18,6 +29,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,10 +45,16 @@ import (
 // Reason is the reason of the refusal's problem and its X-Sless-Error.
 const Reason = "AmbiguousFraming"
 
+// PrefaceReason is the reason of the refusal of a "PRI * HTTP/2.0" request
+// that net/http's HTTP/1 server reads: HTTP/2's connection preface (RFC 9113
+// §3.4) cut short or sent after the connection's start.
+const PrefaceReason = "MalformedPreface"
+
 // Serve serves srv on ln as srv.Serve does, with every request checked
 // first: an ambiguous one is answered 400 and its connection closed. It
 // sets srv.Handler and srv.ConnContext (calling the one set before), so it
-// is called once per server; ln carries plain HTTP/1.1.
+// is called once per server; ln carries plain HTTP/1.1 and, when
+// srv.Protocols has UnencryptedHTTP2, HTTP/2 by prior knowledge.
 func Serve(srv *http.Server, ln net.Listener) error {
 	next := srv.Handler
 	if next == nil {
@@ -112,10 +130,23 @@ type guard struct{ next http.Handler }
 
 func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, ok := r.Context().Value(connKey{}).(*conn)
-	if !ok || r.ProtoMajor != 1 {
+	switch {
+	case !ok:
+		g.next.ServeHTTP(w, r)
+		return
+	case r.Method == "PRI":
+		// net/http's HTTP/1 server serves "PRI * HTTP/2.0" whose preface
+		// does not go on as RFC 9113 §3.4 has it; no resource is behind it.
+		// The scanner queued no head for it.
+		c.stop()
+		refusePreface(w, r)
+		return
+	case r.ProtoMajor != 1:
+		// HTTP/2 frames its own bodies: see the package comment.
 		g.next.ServeHTTP(w, r)
 		return
 	}
+	declineH2C(r.Header)
 	h, known := c.next()
 	switch {
 	case known && h.is(r) && h.ambiguous():
@@ -161,8 +192,42 @@ func (h *head) framedAs(r *http.Request) bool {
 	return r.ContentLength == h.contentLength
 }
 
-// refuse answers 400 in the shape of both the REST API's problems and the
-// invoke path's (reason, requestId, X-Sless-Error), and closes.
+// declineH2C takes the h2c offer out of an HTTP/1.1 request's Upgrade
+// (with HTTP2-Settings, which only it uses), so that nothing behind the
+// guard switches protocols on it: the request is served as HTTP/1.1.
+func declineH2C(h http.Header) {
+	if !httpguts.HeaderValuesContainsToken(h["Upgrade"], "h2c") {
+		return
+	}
+	h.Del("Http2-Settings")
+	if others := dropTokens(h["Upgrade"], "h2c"); len(others) > 0 {
+		h["Upgrade"] = others
+		return
+	}
+	h.Del("Upgrade")
+	if conn := dropTokens(h["Connection"], "upgrade", "http2-settings"); len(conn) > 0 {
+		h["Connection"] = conn
+	} else {
+		h.Del("Connection")
+	}
+}
+
+// dropTokens is the comma-separated values without the tokens named,
+// however spelt.
+func dropTokens(values []string, drop ...string) []string {
+	var out []string
+	for _, v := range values {
+		for tok := range strings.SplitSeq(v, ",") {
+			tok = strings.TrimSpace(tok)
+			if tok != "" && !slices.ContainsFunc(drop, func(d string) bool { return strings.EqualFold(d, tok) }) {
+				out = append(out, tok)
+			}
+		}
+	}
+	return out
+}
+
+// refuse answers an ambiguous request 400 and closes.
 func refuse(w http.ResponseWriter, r *http.Request, h *head) {
 	detail := "a request may not carry both Content-Length and Transfer-Encoding (RFC 9112 §6.1): " +
 		"a server in front could take another length for its body than sless; send one of them"
@@ -172,19 +237,35 @@ func refuse(w http.ResponseWriter, r *http.Request, h *head) {
 			"send Content-Length, or HTTP/1.1"
 		fieldDetail = "not allowed in HTTP/1.0"
 	}
-	id := invoke.RequestID(r)
-	body, _ := json.Marshal(problems.Details{
-		Type: problems.TypeBase + "ambiguous-framing", Title: "Bad request", Status: http.StatusBadRequest,
-		Detail: detail, Instance: r.URL.Path, Reason: Reason, RequestID: id,
+	writeRefusal(w, r, problems.Details{
+		Type: problems.TypeBase + "ambiguous-framing", Detail: detail, Reason: Reason,
 		Errors: []problems.FieldError{{Field: "Transfer-Encoding", Type: string(field.ErrorTypeForbidden), Detail: fieldDetail}},
 	})
+}
+
+// refusePreface answers a "PRI * HTTP/2.0" request 400 and closes.
+func refusePreface(w http.ResponseWriter, r *http.Request) {
+	writeRefusal(w, r, problems.Details{
+		Type: problems.TypeBase + "malformed-preface", Reason: PrefaceReason,
+		Detail: "PRI * HTTP/2.0 begins HTTP/2's connection preface (RFC 9113 §3.4), which must open a connection, whole, " +
+			"followed by HTTP/2 frames; send HTTP/2 from the connection's first byte, or HTTP/1.1",
+	})
+}
+
+// writeRefusal answers 400 with p in the shape of both the REST API's
+// problems and the invoke path's (reason, requestId, X-Sless-Error), and
+// closes.
+func writeRefusal(w http.ResponseWriter, r *http.Request, p problems.Details) {
+	id := invoke.RequestID(r)
+	p.Title, p.Status, p.Instance, p.RequestID = "Bad request", http.StatusBadRequest, r.URL.Path, id
+	body, _ := json.Marshal(p)
 	body = append(body, '\n')
 	hdr := w.Header()
 	hdr.Set("Content-Type", problems.ContentType)
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("Connection", "close")
-	hdr.Set(invoke.ErrorHeader, Reason)
+	hdr.Set(invoke.ErrorHeader, p.Reason)
 	hdr.Set(invoke.RequestIDHeader, id)
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(body)

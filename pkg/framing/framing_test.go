@@ -43,8 +43,13 @@ func serve(t *testing.T) *server {
 		s.mu.Lock()
 		s.seen = append(s.seen, r.Method+" "+r.URL.Path+" "+string(b))
 		s.mu.Unlock()
-		io.WriteString(w, "served")
+		fmt.Fprintf(w, "served %s upgrade=%q connection=%q settings=%q", r.Proto,
+			r.Header.Get("Upgrade"), r.Header.Get("Connection"), r.Header.Get("Http2-Settings"))
 	}), ReadHeaderTimeout: 10 * time.Second}
+	// As sless's front door serves: HTTP/1.1 and h2c by prior knowledge.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	go framing.Serve(srv, ln)
 	t.Cleanup(func() { srv.Close() })
 	return s

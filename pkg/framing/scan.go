@@ -207,6 +207,12 @@ func (s *scanner) requestLine(line []byte, whole bool) {
 		s.cur.lost = true
 		return
 	}
+	if string(method) == "PRI" {
+		// HTTP/2's preface, or a request the guard refuses: either way
+		// nothing after it on the connection is read as HTTP/1.
+		s.state = stopped
+		return
+	}
 	s.cur.method, s.cur.target = string(method), string(target)
 	s.cur.http10 = bytes.HasSuffix(bytes.TrimSuffix(s.tail[:s.tailN], []byte("\r")), []byte(" HTTP/1.0"))
 }

@@ -214,6 +214,11 @@ func (d *Door) Serve(ctx context.Context, ln net.Listener) error {
 	// and uploads), net/http keeps a keep-alive connection that sends no
 	// next request for ever: anyone could hold all the file descriptors.
 	hs := &http.Server{Handler: d.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.opts.IdleConnTimeout}
+	// HTTP/2 without TLS by prior knowledge too, as gRPC clients and
+	// Knative's ingress contract (h2c to an Ingress's hosts) have it.
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
 	errc := make(chan error, 1)
 	// RFC 9112 §6.1: Content-Length with Transfer-Encoding is refused and the
 	// connection closed, or a request could be smuggled behind it.
