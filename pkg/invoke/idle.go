@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -20,7 +21,12 @@ var errBodyStalled = errors.New("no byte of the request body arrived within the 
 // end of the body moves it back to the ceiling: net/http then reads the
 // connection in the background, and a deadline passing there would cancel
 // the call.
+//
+// The handler stops the watch before it returns: a transport may read the
+// body after that (HTTP/2's writes it on a goroutine of its own), when the
+// caller's stream is gone or its connection serves the next request.
 type idleWatch struct {
+	mu      sync.Mutex               // held while the deadline is set; guards conn
 	conn    *http.ResponseController // nil: the connection takes no deadline
 	idle    time.Duration
 	ceiling time.Time
@@ -32,6 +38,8 @@ type idleWatch struct {
 }
 
 func (w *idleWatch) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.conn == nil {
 		return
 	}
@@ -45,6 +53,14 @@ func (w *idleWatch) arm() {
 	_ = w.conn.SetReadDeadline(d)
 }
 
+// stop ends the watch; the deadline is the handler's again.
+func (w *idleWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conn, w.stall = nil, false
+	w.until.Store(0)
+}
+
 // passed reports whether a read in flight waits past its idle deadline.
 func (w *idleWatch) passed() bool {
 	u := w.until.Load()
@@ -54,6 +70,8 @@ func (w *idleWatch) passed() bool {
 // ended takes the error a read ended with, lifts the idle deadline and
 // tells a stall from the rest.
 func (w *idleWatch) ended(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.conn == nil {
 		return err
 	}

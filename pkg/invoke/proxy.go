@@ -688,9 +688,11 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
-		c.body = &limitedBody{rc: r.Body, left: p.opts.MaxRequestBytes}
+		c.body = &limitedBody{rc: r.Body, left: p.opts.MaxRequestBytes, duplex: r.ProtoMajor >= 2}
 		if armed {
-			c.body.idle = idleWatch{conn: rc, idle: p.opts.BodyIdleTimeout, ceiling: deadline.Add(connectionSlack)}
+			w := &c.body.idle
+			w.conn, w.idle, w.ceiling = rc, p.opts.BodyIdleTimeout, deadline.Add(connectionSlack)
+			defer w.stop()
 		}
 		out.Body = c.body
 	}
@@ -926,8 +928,12 @@ type limitedBody struct {
 	n        atomic.Int64
 	tooLarge atomic.Bool
 	reading  atomic.Bool // a Read waits on the caller
-	err      atomic.Pointer[error]
-	idle     idleWatch
+	ended    atomic.Bool // closed after the function's answer ended
+	// duplex: the caller's HTTP/2 stream may go on sending after the
+	// answer ended, where HTTP/1.1's body ends before its next request.
+	duplex bool
+	err    atomic.Pointer[error]
+	idle   idleWatch
 }
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -940,7 +946,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		err = b.idle.ended(err)
 	}
 	// A read after the transport closed the body is no fault of the caller.
-	if err != nil && err != io.EOF && err != errBodyTooLarge && !errors.Is(err, http.ErrBodyReadAfterClose) {
+	if err != nil && err != io.EOF && err != errBodyTooLarge && !errors.Is(err, http.ErrBodyReadAfterClose) && !b.ended.Load() {
 		b.err.CompareAndSwap(nil, &err)
 	}
 	b.reading.Store(false) // after the error: see call.bodyFailed
@@ -977,6 +983,13 @@ func (b *limitedBody) read(p []byte) (int, error) {
 
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
+// end closes the body once the function's answer has ended; what reading
+// it fails with then is no fault of the caller's.
+func (b *limitedBody) end() {
+	b.ended.Store(true)
+	_ = b.rc.Close()
+}
+
 // dropPlatformTrailers removes trailers that would pose as the platform's
 // headers. Announced ones are removed before the response head is sent;
 // the body fills in those sent unannounced when it ends.
@@ -999,6 +1012,13 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		dropPlatformTrailers(b.resp.Trailer)
+	}
+	if err != nil && b.c.body != nil && b.c.body.duplex {
+		// A stream's answer may end before its request does (a gRPC
+		// server failing a stream the client still sends on). Closing the
+		// response waits for the request body's writer, which ReverseProxy
+		// keeps from closing it: end the caller's request here.
+		b.c.body.end()
 	}
 	if err != nil && err != io.EOF && b.c.upstreamErr == nil {
 		b.c.upstreamErr = err
