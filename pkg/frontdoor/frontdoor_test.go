@@ -23,12 +23,13 @@ import (
 	"github.com/sless-dev/sless/pkg/local/blobs"
 )
 
-// TestDoorServesAndStops: one front door serves the API, /metrics with the
-// proxy's series, the console and the invoke path on one listener, records
-// a call, and Serve returns nil once its context is done.
-func TestDoorServesAndStops(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// testToken is the admin token of the doors openDoor makes.
+const testToken = "frontdoor-test-token-0123"
+
+// openDoor makes a front door over a local store, with proxy's options and
+// records kept in the store, whose history it returns too.
+func openDoor(ctx context.Context, t *testing.T, proxy invoke.Options, console bool) (*frontdoor.Door, invoke.History) {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := slessv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestDoorServesAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	blobs, err := blobs.New(filepath.Join(t.TempDir(), "blobs"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,26 +50,35 @@ func TestDoorServesAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const token = "frontdoor-test-token-0123"
-	verifier, err := auth.New(ctx, auth.Config{DevToken: token, DevIdentity: auth.Identity{Subject: "dev", Namespace: "default", Admin: true}})
+	verifier, err := auth.New(ctx, auth.Config{DevToken: testToken, DevIdentity: auth.Identity{Subject: "dev", Namespace: "default", Admin: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	door, err := frontdoor.New(ctx, frontdoor.Options{
+		API:             api.Options{Objects: store, Auth: verifier, Blobs: blobs, Bucket: local.Bucket},
+		Auth:            verifier,
+		Proxy:           proxy,
+		Records:         frontdoor.Records{Sink: recs, History: recs},
+		IdleConnTimeout: time.Minute,
+		Console:         console,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return door, recs
+}
+
+// TestDoorServesAndStops: one front door serves the API, /metrics with the
+// proxy's series, the console and the invoke path on one listener, records
+// a call, and Serve returns nil once its context is done.
+func TestDoorServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	// No function exists: the proxy answers 404 without calling one.
 	none := invoke.ResolverFunc(func(context.Context, string, string) (invoke.Target, error) {
 		return invoke.Target{}, invoke.ErrNotFound
 	})
-	door, err := frontdoor.New(ctx, frontdoor.Options{
-		API:             api.Options{Objects: store, Auth: verifier, Blobs: blobs, Bucket: local.Bucket},
-		Auth:            verifier,
-		Proxy:           invoke.Options{Resolver: none, Services: none},
-		Records:         frontdoor.Records{Sink: recs, History: recs},
-		IdleConnTimeout: time.Minute,
-		Console:         true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	door, _ := openDoor(ctx, t, invoke.Options{Resolver: none, Services: none}, true)
 	defer door.Close()
 	if door.Recorder() == nil {
 		t.Fatal("no recorder with a Sink")
@@ -82,7 +92,7 @@ func TestDoorServesAndStops(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	get := func(path string) (int, string) {
 		req, _ := http.NewRequest("GET", base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
