@@ -34,6 +34,7 @@ require (
 	golang.org/x/sync v0.23.0
 	golang.org/x/text v0.42.0
 	gomodules.xyz/jsonpatch/v2 v2.5.0
+	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.36.6
 	k8s.io/apiextensions-apiserver v0.36.6
 	k8s.io/apimachinery v0.36.6
@@ -190,7 +191,6 @@ require (
 	google.golang.org/appengine v1.6.8 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260727163830-6c54dddc4772 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260720155508-bb71a54f79dc // indirect
-	google.golang.org/grpc v1.82.1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
