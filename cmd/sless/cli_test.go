@@ -33,15 +33,16 @@ func TestCLIRefusesBadInput(t *testing.T) {
 	os.WriteFile(emptyToken, []byte("\n"), 0o600)
 	ctx := context.Background()
 	run := map[string]func(args []string) error{
-		"login":    func(a []string) error { _, err := parseLogin(a, noEnv); return err },
-		"new":      func(a []string) error { _, _, _, err := parseNew(a); return err },
-		"deploy":   func(a []string) error { _, err := parseDeploy(a); return err },
-		"invoke":   func(a []string) error { _, err := parseInvokeCall(a, strings.NewReader("")); return err },
-		"list":     func(a []string) error { return runList(ctx, &bytes.Buffer{}, noEnv, a) },
-		"describe": func(a []string) error { return runDescribe(ctx, &bytes.Buffer{}, noEnv, a) },
-		"history":  func(a []string) error { return runHistory(ctx, &bytes.Buffer{}, noEnv, a) },
-		"delete":   func(a []string) error { return runDelete(ctx, &bytes.Buffer{}, noEnv, a) },
-		"version":  func(a []string) error { return commands["version"].run(ctx, a) },
+		"login":     func(a []string) error { _, err := parseLogin(a, noEnv); return err },
+		"new":       func(a []string) error { _, _, _, err := parseNew(a); return err },
+		"deploy":    func(a []string) error { _, err := parseDeploy(a); return err },
+		"invoke":    func(a []string) error { _, err := parseInvokeCall(a, strings.NewReader("")); return err },
+		"list":      func(a []string) error { return runList(ctx, &bytes.Buffer{}, noEnv, a) },
+		"describe":  func(a []string) error { return runDescribe(ctx, &bytes.Buffer{}, noEnv, a) },
+		"history":   func(a []string) error { return runHistory(ctx, &bytes.Buffer{}, noEnv, a) },
+		"delete":    func(a []string) error { return runDelete(ctx, &bytes.Buffer{}, noEnv, a) },
+		"version":   func(a []string) error { return commands["version"].run(ctx, a) },
+		"callbacks": func(a []string) error { return runCallbacks(ctx, &bytes.Buffer{}, noEnv, a) },
 	}
 	cases := []struct {
 		cmd  string
@@ -71,6 +72,10 @@ func TestCLIRefusesBadInput(t *testing.T) {
 		{"deploy", []string{noManifest, "--name", "x"}, "no runtime"},
 		{"deploy", []string{fn, "--name", "Bad_Name"}, `name "Bad_Name"`},
 		{"deploy", []string{fn, "--timeout", "0s"}, "--timeout must be positive"},
+		{"callbacks", []string{"rotate"}, "sless callbacks rotate: unknown; want key"},
+		{"callbacks", []string{"key", "extra"}, `unexpected arguments ["extra"]`},
+		{"callbacks", []string{"key", "-o", "xml"}, `-o "xml": want json or yaml`},
+		{"callbacks", []string{"key", "--bogus"}, "flag provided but not defined: -bogus"},
 		{"invoke", nil, "NAME is required"},
 		{"invoke", []string{"a", "b"}, "one NAME"},
 		{"invoke", []string{"f", "-d", "{not json"}, "-d is not valid JSON"},

@@ -400,14 +400,20 @@ func asyncHistory(ctx context.Context, stdout io.Writer, api *client.Client, ns,
 		return nil
 	}
 	tw := newTable(stdout)
-	fmt.Fprintln(tw, "ACCEPTED\tSTATE\tATTEMPTS\tSTATUS\tREQUEST ID\tERROR")
+	fmt.Fprintln(tw, "ACCEPTED\tSTATE\tATTEMPTS\tSTATUS\tCALLBACK\tREQUEST ID\tERROR")
 	for _, a := range items {
-		status := "-"
+		status, cb, errText := "-", "-", a.LastError
 		if a.Response != nil {
 			status = fmt.Sprint(a.Response.Status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", a.AcceptedAt.Local().Format("2006-01-02 15:04:05"), a.State, a.Attempts,
-			status, a.RequestID, oneLine(a.LastError))
+		if c := a.Callback; c != nil {
+			cb = c.State
+			if errText == "" && c.LastError != "" {
+				errText = "callback: " + c.LastError
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AcceptedAt.Local().Format("2006-01-02 15:04:05"), a.State, a.Attempts,
+			status, cb, a.RequestID, oneLine(errText))
 	}
 	return tw.Flush()
 }

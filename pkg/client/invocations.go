@@ -173,6 +173,33 @@ type AsyncInvocation struct {
 		Bytes      int64             `json:"bytes"`
 		Truncated  bool              `json:"truncated,omitempty"`
 	} `json:"response,omitempty"`
+	// Callback is the posting of the result to its callback URL.
+	Callback *struct {
+		URL           string     `json:"url"`
+		State         string     `json:"state"`
+		Attempts      int        `json:"attempts"`
+		Status        int        `json:"status,omitempty"`
+		LastError     string     `json:"lastError,omitempty"`
+		NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+		FinishedAt    *time.Time `json:"finishedAt,omitempty"`
+	} `json:"callback,omitempty"`
+}
+
+// CallbackSigningKey is the key a namespace's callbacks are signed with.
+type CallbackSigningKey struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	Header    string `json:"header"`
+	Scheme    string `json:"scheme"`
+}
+
+// GetCallbackSigningKey reads ns's callback signing key (made on first use).
+func (c *Client) GetCallbackSigningKey(ctx context.Context, ns string) (*CallbackSigningKey, error) {
+	var out CallbackSigningKey
+	if err := c.getJSON(ctx, "/v1/namespaces/"+url.PathEscape(ns)+"/callbacks/signing-key", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Done says whether the call reached a final state.
