@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -145,25 +147,106 @@ func (s *Store) MigrateWhenUp(ctx context.Context, report func(error)) error {
 	}
 }
 
+// recordColumns are the columns a Write fills, in the order of its rows.
+var recordColumns = []string{"namespace", "function", "revision", "trigger", "request_id", "started_at",
+	"duration_us", "status", "bytes_in", "bytes_out", "cold_start", "error"}
+
 // insertRecords stores a batch in one statement, the columns sent as
 // arrays, and skips a record already stored (the same request id, start,
-// namespace and function: see migration 3). COPY cannot skip conflicts.
+// namespace and function: see migration 3). Rows go in the unique key's
+// order, so that writers of overlapping batches wait on each other in one
+// order and never deadlock.
 const insertRecords = `INSERT INTO invocations (namespace, function, revision, trigger, request_id, started_at,
 	duration_us, status, bytes_in, bytes_out, cold_start, error)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
 	$7::bigint[], $8::smallint[], $9::bigint[], $10::bigint[], $11::boolean[], $12::text[])
+	AS r (namespace, function, revision, trigger, request_id, started_at, duration_us, status, bytes_in, bytes_out, cold_start, error)
+ORDER BY request_id, started_at, namespace, function
 ON CONFLICT DO NOTHING`
 
-// Write stores a batch in one statement. A record already stored is
-// skipped, so a batch retried after its acknowledgement was lost, or
-// replayed from the recorder's spool, stores nothing twice; the batch id
-// is not needed for that. Errors a retry cannot fix (data PostgreSQL
-// refuses) wrap invoke.ErrPermanent.
+// Write stores a batch. A record already stored is skipped, so a batch
+// retried after its acknowledgement was lost, or replayed from the
+// recorder's spool, stores nothing twice; the batch id is not needed for
+// that. A record PostgreSQL refuses (the Recorder cleans records, so this
+// is rare) costs only itself: the rest is stored and the answer is an
+// *invoke.RefusedError. Other errors a retry cannot fix wrap
+// invoke.ErrPermanent.
 func (s *Store) Write(ctx context.Context, b invoke.Batch) error {
-	n := len(b.Records)
-	if n == 0 {
+	if len(b.Records) == 0 {
 		return nil
 	}
+	err := s.write(ctx, b.Records)
+	if len(b.Records) == 1 || !isCode(err, dataClass) {
+		return err
+	}
+	refused, why, err := s.isolate(ctx, b.Records)
+	switch {
+	case err != nil:
+		// Retrying the batch skips the parts stored meanwhile.
+		return err
+	case refused == 0:
+		return nil
+	}
+	return &invoke.RefusedError{Refused: refused, Err: why}
+}
+
+// isolate stores records in halves, and the halves of a refused half, until
+// each refusal is a record of its own; refused counts those and why is the
+// first one's error. A retryable error ends it.
+func (s *Store) isolate(ctx context.Context, records []invoke.Record) (refused int, why, err error) {
+	mid := len(records) / 2
+	for _, half := range [][]invoke.Record{records[:mid], records[mid:]} {
+		e := s.write(ctx, half)
+		switch {
+		case e == nil:
+		case !isCode(e, dataClass):
+			return 0, nil, e
+		case len(half) == 1:
+			refused++
+			if why == nil {
+				why = e
+			}
+		default:
+			n, w, e := s.isolate(ctx, half)
+			if e != nil {
+				return 0, nil, e
+			}
+			refused += n
+			if why == nil {
+				why = w
+			}
+		}
+	}
+	return refused, why, nil
+}
+
+// write stores records, whole or not at all. They go first by COPY, which
+// the unique index refuses whole if one of them is stored already; only
+// then are they inserted with ON CONFLICT DO NOTHING, at half COPY's rate
+// (bench/invoke). Duplicates are rare (a lost acknowledgement, the first
+// batches of a replayed spool), so nearly every batch takes the fast way.
+func (s *Store) write(ctx context.Context, records []invoke.Record) error {
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"invocations"}, recordColumns, &recordRows{records: records, i: -1})
+	if err == nil {
+		return nil
+	}
+	if !isCode(err, uniqueViolation, deadlockDetected) {
+		return classify(err)
+	}
+	// A record is stored already, or a writer of the same records holds
+	// it: skip what is stored. Deadlocks are only possible with a COPY,
+	// whose rows come in the batch's order; one more try outlives it.
+	for try := 0; ; try++ {
+		err = s.insert(ctx, records)
+		if err == nil || try == 2 || !isCode(err, deadlockDetected) {
+			return classify(err)
+		}
+	}
+}
+
+// insert stores records with insertRecords.
+func (s *Store) insert(ctx context.Context, records []invoke.Record) error {
+	n := len(records)
 	var (
 		ns, fn, rev, trig, reqID, errs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		started                        = make([]time.Time, n)
@@ -171,18 +254,60 @@ func (s *Store) Write(ctx context.Context, b invoke.Batch) error {
 		status                         = make([]int16, n)
 		cold                           = make([]bool, n)
 	)
-	for i := range b.Records {
-		r := &b.Records[i]
+	for i := range records {
+		r := &records[i]
 		ns[i], fn[i], rev[i], trig[i], reqID[i], errs[i] = r.Namespace, r.Function, r.Revision, r.Trigger, r.RequestID, r.Error
 		started[i] = r.StartedAt
 		dur[i], in[i], out[i] = r.Duration.Microseconds(), r.BytesIn, r.BytesOut
-		status[i] = int16(min(max(r.Status, 0), 32767))
+		status[i] = storedStatus(r.Status)
 		cold[i] = r.ColdStart
 	}
-	if _, err := s.pool.Exec(ctx, insertRecords, ns, fn, rev, trig, reqID, started, dur, status, in, out, cold, errs); err != nil {
-		return classify(err)
+	_, err := s.pool.Exec(ctx, insertRecords, ns, fn, rev, trig, reqID, started, dur, status, in, out, cold, errs)
+	return err
+}
+
+// storedStatus fits a status into the smallint column.
+func storedStatus(status int) int16 { return int16(min(max(status, 0), 32767)) }
+
+// recordRows is a batch as pgx.CopyFromSource, one row at a time, so that
+// COPY needs no second copy of the batch.
+type recordRows struct {
+	records []invoke.Record
+	i       int
+	row     [12]any
+}
+
+func (r *recordRows) Next() bool {
+	r.i++
+	return r.i < len(r.records)
+}
+
+func (r *recordRows) Values() ([]any, error) {
+	rec := &r.records[r.i]
+	r.row = [12]any{rec.Namespace, rec.Function, rec.Revision, rec.Trigger, rec.RequestID, rec.StartedAt,
+		rec.Duration.Microseconds(), storedStatus(rec.Status), rec.BytesIn, rec.BytesOut, rec.ColdStart, rec.Error}
+	return r.row[:], nil
+}
+
+func (r *recordRows) Err() error { return nil }
+
+// SQLSTATEs Write tells apart.
+const (
+	uniqueViolation  = "23505"
+	deadlockDetected = "40P01"
+)
+
+// dataClass stands for any code of class 22, data PostgreSQL refuses.
+const dataClass = "22"
+
+// isCode reports whether err is a PostgreSQL error with one of codes, or in
+// dataClass when that is one of them.
+func isCode(err error, codes ...string) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
 	}
-	return nil
+	return slices.Contains(codes, pgErr.Code) || slices.Contains(codes, dataClass) && strings.HasPrefix(pgErr.Code, dataClass)
 }
 
 // classify marks errors no retry can fix as permanent: the data itself

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sless-dev/sless/pkg/invoke/invoketest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +14,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/postgres/postgrestest"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/invoketest"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -276,57 +277,152 @@ func TestListCursorStableUnderInserts(t *testing.T) {
 	}
 }
 
-// A record written again (a batch retried after its acknowledgement was
-// lost, or replayed from the spool in any other batch) is stored once; a
-// call that reuses a request id at another time is a record of its own.
-func TestWriteSameRecordsTwiceStoresOnce(t *testing.T) {
+// Every way a record can come again lands it once: within one batch (which
+// COPY refuses, so it takes the insert that skips), in a later batch, or
+// both, beside records that are new.
+func TestWriteStoresEachRecordOnce(t *testing.T) {
+	now := time.Now().Truncate(time.Microsecond)
+	r := func(i int) invoke.Record { return rec("ns", "fn", i, now) }
+	tests := []struct {
+		name    string
+		batches [][]invoke.Record
+		want    int
+	}{
+		{"new records", [][]invoke.Record{{r(1), r(2), r(3)}}, 3},
+		{"a copy within the batch", [][]invoke.Record{{r(1), r(2), r(1)}}, 2},
+		{"only copies within the batch", [][]invoke.Record{{r(1), r(1), r(1)}}, 1},
+		{"the same batch again", [][]invoke.Record{{r(1), r(2)}, {r(1), r(2)}}, 2},
+		{"a later batch repeats one", [][]invoke.Record{{r(1), r(2)}, {r(3), r(2), r(4)}}, 4},
+		{"copies within and across batches", [][]invoke.Record{{r(1), r(2)}, {r(2), r(3), r(3), r(1)}}, 3},
+		{"same request id, another start", [][]invoke.Record{{r(1)}, {rec("ns", "fn", 1, now.Add(time.Microsecond))}}, 2},
+		{"same request id and start, another function", [][]invoke.Record{{r(1)}, {rec("ns", "other", 1, now)}}, 2},
+	}
 	s := postgrestest.New(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(time.Microsecond)
-	b := invoke.Batch{ID: "abc-1", Records: []invoke.Record{rec("ns", "fn", 1, now), rec("ns", "fn", 2, now)}}
-	for range 3 {
-		if err := s.Write(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := count(t, s, ""); n != 2 {
-		t.Fatalf("%d rows, want 2", n)
-	}
-	mixed := invoke.Batch{ID: "abc-2", Records: []invoke.Record{
-		rec("ns", "fn", 2, now),                       // stored already
-		rec("ns", "fn", 1, now.Add(time.Microsecond)), // same request id, another call
-		rec("ns", "other", 1, now),                    // same id and time, another function
-	}}
-	if err := s.Write(ctx, mixed); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, s, ""); n != 4 {
-		t.Fatalf("%d rows after the mixed batch, want 4", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s.Pool().Exec(ctx, "TRUNCATE invocations"); err != nil {
+				t.Fatal(err)
+			}
+			for i, b := range tt.batches {
+				if err := s.Write(ctx, invoke.Batch{ID: fmt.Sprint(i), Records: b}); err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+			}
+			if n := count(t, s, ""); n != tt.want {
+				t.Fatalf("%d rows, want %d", n, tt.want)
+			}
+			var distinct int
+			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM (SELECT DISTINCT request_id, started_at, namespace, function
+				FROM invocations) d`).Scan(&distinct); err != nil || distinct != tt.want {
+				t.Fatalf("%d distinct records (%v), want %d", distinct, err, tt.want)
+			}
+		})
 	}
 }
 
-// Data PostgreSQL refuses is a permanent error, and nothing of the batch is
-// stored (the Recorder cleans records first; the sink must still not retry
-// such a batch forever).
-func TestWriteRefusedDataIsPermanent(t *testing.T) {
+// Writers of overlapping batches, in different orders, at once (replicas
+// replaying the same records): every record stored once, no error, no
+// deadlock left to the caller.
+func TestWriteConcurrentOverlappingBatches(t *testing.T) {
 	s := postgrestest.New(t)
 	ctx := context.Background()
-	bad := rec("ns", "fn", 2, time.Now())
-	bad.Error = "nul\x00byte"
-	err := s.Write(ctx, invoke.Batch{ID: "x", Records: []invoke.Record{rec("ns", "fn", 1, time.Now()), bad}})
-	if !errors.Is(err, invoke.ErrPermanent) {
-		t.Fatalf("Write = %v, want ErrPermanent", err)
+	now := time.Now().Truncate(time.Microsecond)
+	const writers, records = 6, 400
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*4)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range 4 {
+				// Writer w's batch b: a window of records, forwards or backwards.
+				from := (w*37 + b*90) % (records - 150)
+				batch := make([]invoke.Record, 0, 150)
+				for i := range 150 {
+					j := from + i
+					if (w+b)%2 == 1 {
+						j = from + 149 - i
+					}
+					batch = append(batch, rec("ns", "fn", j, now.Add(time.Duration(j)*time.Millisecond)))
+				}
+				if err := s.Write(ctx, invoke.Batch{ID: fmt.Sprint(w, "-", b), Records: batch}); err != nil {
+					errs <- fmt.Errorf("writer %d batch %d: %w", w, b, err)
+				}
+			}
+		}()
 	}
-	if n := count(t, s, ""); n != 0 {
-		t.Fatalf("%d rows stored from a refused batch", n)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
-	// The refused batch's id was rolled back with it: a cleaned retry stores.
-	bad.Error = "nul byte"
-	if err := s.Write(ctx, invoke.Batch{ID: "x", Records: []invoke.Record{bad}}); err != nil {
+	var distinct int
+	if err := s.Pool().QueryRow(ctx, "SELECT count(DISTINCT request_id) FROM invocations").Scan(&distinct); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, s, ""); n != 1 {
-		t.Fatalf("%d rows, want 1", n)
+	if n := count(t, s, ""); n != distinct || n == 0 {
+		t.Fatalf("%d rows for %d distinct records", n, distinct)
+	}
+}
+
+// A record PostgreSQL refuses costs only itself: the rest of its batch is
+// stored, and the answer says how many were refused and why, as a
+// permanent error (the Recorder drops those and counts them). The Recorder
+// cleans records first; the sink must still not retry them forever.
+func TestWriteRefusesBadRecordsAlone(t *testing.T) {
+	now := time.Now().Truncate(time.Microsecond)
+	nul := rec("ns", "fn", 1000, now)
+	nul.Error = "nul\x00byte"
+	future := rec("ns", "fn", 1001, time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC))
+	good := func(from, n int) []invoke.Record {
+		out := make([]invoke.Record, n)
+		for i := range out {
+			out[i] = rec("ns", "fn", from+i, now)
+		}
+		return out
+	}
+	tests := []struct {
+		name          string
+		batch         []invoke.Record
+		stored, refus int
+		why           string
+	}{
+		{"one bad record alone", []invoke.Record{nul}, 0, 1, "invalid byte sequence"},
+		{"a NUL byte among 99", slices.Concat(good(0, 50), []invoke.Record{nul}, good(50, 49)), 99, 1, "invalid byte sequence"},
+		{"a time out of range first", slices.Concat([]invoke.Record{future}, good(0, 20)), 20, 1, "out of range"},
+		{"two bad, one last", slices.Concat(good(0, 10), []invoke.Record{future}, good(10, 30), []invoke.Record{nul}), 40, 2, ""},
+		{"a bad record and a copy", slices.Concat(good(0, 10), []invoke.Record{nul}, good(5, 10)), 15, 1, ""},
+		{"all bad", []invoke.Record{nul, future}, 0, 2, ""},
+	}
+	s := postgrestest.New(t)
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s.Pool().Exec(ctx, "TRUNCATE invocations"); err != nil {
+				t.Fatal(err)
+			}
+			err := s.Write(ctx, invoke.Batch{ID: "x", Records: tt.batch})
+			if !errors.Is(err, invoke.ErrPermanent) || !strings.Contains(err.Error(), tt.why) {
+				t.Fatalf("Write = %v, want a permanent error saying %q", err, tt.why)
+			}
+			if tt.refus > 1 || len(tt.batch) > 1 {
+				re, ok := errors.AsType[*invoke.RefusedError](err)
+				if !ok || re.Refused != tt.refus {
+					t.Fatalf("Write = %#v, want a RefusedError of %d", err, tt.refus)
+				}
+			}
+			if n := count(t, s, ""); n != tt.stored {
+				t.Fatalf("%d rows stored, want %d", n, tt.stored)
+			}
+			// Again, as the spool replays: nothing more, nothing twice.
+			if err := s.Write(ctx, invoke.Batch{ID: "x", Records: tt.batch}); !errors.Is(err, invoke.ErrPermanent) {
+				t.Fatalf("second Write = %v", err)
+			}
+			if n := count(t, s, ""); n != tt.stored {
+				t.Fatalf("%d rows stored after a second write, want %d", n, tt.stored)
+			}
+		})
 	}
 }
 
