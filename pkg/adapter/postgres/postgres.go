@@ -179,7 +179,8 @@ func (s *Store) Write(ctx context.Context, b invoke.Batch) error {
 	if len(b.Records) == 1 || !isCode(err, dataClass) {
 		return err
 	}
-	refused, why, err := s.isolate(ctx, b.Records)
+	budget := isolateWrites
+	refused, why, err := s.isolate(ctx, b.Records, &budget)
 	switch {
 	case err != nil:
 		// Retrying the batch skips the parts stored meanwhile.
@@ -190,31 +191,37 @@ func (s *Store) Write(ctx context.Context, b invoke.Batch) error {
 	return &invoke.RefusedError{Refused: refused, Err: why}
 }
 
+// isolateWrites bounds the writes isolate spends on one batch: a few bad
+// records are found alone in about 13 writes each (5,000 records), and a
+// batch of many bad ones does not outlast its write timeout.
+const isolateWrites = 64
+
 // isolate stores records in halves, and the halves of a refused half, until
-// each refusal is a record of its own; refused counts those and why is the
-// first one's error. A retryable error ends it.
-func (s *Store) isolate(ctx context.Context, records []invoke.Record) (refused int, why, err error) {
+// each refusal is a record of its own or the budget of writes is spent,
+// when a refused half is refused whole; refused counts those records and
+// why is the first refusal's error. A retryable error ends it.
+func (s *Store) isolate(ctx context.Context, records []invoke.Record, budget *int) (refused int, why, err error) {
 	mid := len(records) / 2
 	for _, half := range [][]invoke.Record{records[:mid], records[mid:]} {
+		*budget--
 		e := s.write(ctx, half)
 		switch {
 		case e == nil:
+			continue
 		case !isCode(e, dataClass):
 			return 0, nil, e
-		case len(half) == 1:
-			refused++
-			if why == nil {
-				why = e
-			}
+		case len(half) == 1 || *budget <= 0:
+			refused += len(half)
 		default:
-			n, w, e := s.isolate(ctx, half)
-			if e != nil {
-				return 0, nil, e
+			n, w, err := s.isolate(ctx, half, budget)
+			if err != nil {
+				return 0, nil, err
 			}
 			refused += n
-			if why == nil {
-				why = w
-			}
+			e = w
+		}
+		if why == nil {
+			why = e
 		}
 	}
 	return refused, why, nil

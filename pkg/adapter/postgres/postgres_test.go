@@ -395,6 +395,15 @@ func TestWriteRefusesBadRecordsAlone(t *testing.T) {
 		{"a bad record and a copy", slices.Concat(good(0, 10), []invoke.Record{nul}, good(5, 10)), 15, 1, ""},
 		{"all bad", []invoke.Record{nul, future}, 0, 2, ""},
 	}
+	// Every other record bad: more than the writes isolating them may
+	// take, so whole halves are refused too, but never a good record alone.
+	var many []invoke.Record
+	for i := range 200 {
+		many = append(many, rec("ns", "fn", i, now))
+		bad := rec("ns", "bad", i, now)
+		bad.Error = "nul\x00byte"
+		many = append(many, bad)
+	}
 	s := postgrestest.New(t)
 	ctx := context.Background()
 	for _, tt := range tests {
@@ -424,6 +433,23 @@ func TestWriteRefusesBadRecordsAlone(t *testing.T) {
 			}
 		})
 	}
+	t.Run("every other record bad", func(t *testing.T) {
+		if _, err := s.Pool().Exec(ctx, "TRUNCATE invocations"); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Write(ctx, invoke.Batch{ID: "many", Records: many})
+		re, ok := errors.AsType[*invoke.RefusedError](err)
+		if !ok {
+			t.Fatalf("Write = %v, want a RefusedError", err)
+		}
+		stored := count(t, s, "")
+		if re.Refused < 200 || stored+re.Refused != len(many) || stored == 0 {
+			t.Fatalf("refused %d, stored %d of %d: want every bad record refused, the rest stored, some stored", re.Refused, stored, len(many))
+		}
+		if n := count(t, s, "WHERE function = 'bad'"); n != 0 {
+			t.Fatalf("%d bad records stored", n)
+		}
+	})
 }
 
 func TestWriteWithoutSchemaIsRetryable(t *testing.T) {
