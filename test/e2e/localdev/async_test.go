@@ -2,18 +2,79 @@ package localdev_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// posted is a callback a receiver got.
+type posted struct {
+	path, signature string
+	body            []byte
+}
+
+// receiver takes callbacks on 127.0.0.1 and hands them over.
+func receiver(t *testing.T) (string, chan posted) {
+	got := make(chan posted, 20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- posted{path: r.URL.Path, signature: r.Header.Get("Sless-Signature"), body: b}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, got
+}
+
+// verify checks a callback's signature as docs/invoke.md tells a receiver to.
+func verify(key, header string, body []byte) error {
+	var ts, sig string
+	for _, part := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			sig = v
+		}
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || time.Since(time.Unix(sec, 0)).Abs() > 5*time.Minute {
+		return fmt.Errorf("timestamp %q", ts)
+	}
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(ts + "."))
+	m.Write(body)
+	want := hex.EncodeToString(m.Sum(nil))
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return fmt.Errorf("v1 %q, want %q", sig, want)
+	}
+	return nil
+}
+
+// awaitPosted waits for the next callback.
+func awaitPosted(t *testing.T, got chan posted) posted {
+	t.Helper()
+	select {
+	case p := <-got:
+		return p
+	case <-time.After(time.Minute):
+		t.Fatal("no callback within a minute")
+		return posted{}
+	}
+}
 
 // submitAsync makes an asynchronous call of /fn/e2e/{name} and returns its
 // request id and how long the 202 took.
@@ -54,6 +115,11 @@ type asyncRecord struct {
 		Status int    `json:"status"`
 		Body   string `json:"body"`
 	} `json:"response"`
+	Callback *struct {
+		URL      string `json:"url"`
+		State    string `json:"state"`
+		Attempts int    `json:"attempts"`
+	} `json:"callback"`
 }
 
 func (d *dev) asyncRecord(name, id, query string) asyncRecord {
@@ -104,14 +170,18 @@ func (d *dev) createPython(name, code, extra string) {
 // runs; its record goes from queued or running to succeeded with the body.
 // Calls kept when sless dev stops run after it starts again, each once in
 // the list; a failing function is dead-lettered after its retries, and an
-// Idempotency-Key repeat runs nothing.
+// Idempotency-Key repeat runs nothing. Callbacks: without --callback-allow
+// a callback to 127.0.0.1 is refused; with it a signed result arrives there
+// and verifies with the key `sless callbacks key` prints, and the failing
+// function's dead letter goes to its onFailure.
 func TestAsyncCallsThroughDev(t *testing.T) {
 	data := t.TempDir()
+	hooks, posts := receiver(t)
 	d := startDevIn(t, data, time.Minute)
 	d.createPython("sleeper", "import time\ndef handler(event, context):\n    time.sleep(2)\n    return {'got': event['body']}\n",
 		`{"async": {"concurrency": 1}}`)
 	d.createPython("failer", "def handler(event, context):\n    raise RuntimeError('always broken')\n",
-		`{"async": {"maxRetries": 2}}`)
+		`{"async": {"maxRetries": 2, "onFailure": "`+hooks+`/failed"}}`)
 	d.awaitReady("e2e", "sleeper", 3*time.Minute)
 	d.awaitReady("e2e", "failer", 3*time.Minute)
 
@@ -143,8 +213,24 @@ func TestAsyncCallsThroughDev(t *testing.T) {
 		id, _ := d.submitAsync("sleeper", fmt.Sprintf(`{"n": %d}`, 3+i))
 		ids = append(ids, id)
 	}
+	// No allow-list: a callback to loopback is refused before anything is kept.
+	req, _ := http.NewRequest("POST", d.base+"/fn/e2e/sleeper", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Prefer", "respond-async")
+	req.Header.Set("X-Callback-Url", hooks+"/done")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(string(b), "CallbackUrlRefused") || !strings.Contains(string(b), "loopback") {
+		t.Fatalf("callback to 127.0.0.1 without the allow-list: %d %s", resp.StatusCode, b)
+	}
+
 	d.stop()
-	d2 := startDevIn(t, data, time.Minute)
+	d2 := startDevIn(t, data, time.Minute, "--callback-allow", "127.0.0.1")
 	for _, id := range ids {
 		if rec := d2.awaitAsync("sleeper", id, 2*time.Minute); rec.State != "succeeded" {
 			t.Fatalf("%s after the restart: %+v", id, rec)
@@ -166,19 +252,7 @@ func TestAsyncCallsThroughDev(t *testing.T) {
 		t.Fatalf("listed %v, want each of %v once", listed, want)
 	}
 
-	// A function that always fails: three attempts, then dead-lettered.
-	bad, _ := d2.submitAsync("failer", `{}`)
-	rec = d2.awaitAsync("failer", bad, 2*time.Minute)
-	if rec.State != "dead-lettered" || rec.Attempts != 3 || !strings.Contains(rec.LastError, "500") {
-		t.Fatalf("failing call: %+v", rec)
-	}
-	code, b = d2.do("GET", "/v1/namespaces/e2e/functions/failer/invocations?mode=async&state=dead-lettered", "", nil)
-	if code != 200 || !strings.Contains(string(b), bad) {
-		t.Fatalf("dead letters: %d %s", code, b)
-	}
-
-	// The command line: --async --wait prints the function's answer,
-	// history --async the calls with their states.
+	// The same namespace key before and after, read as a user does.
 	home := t.TempDir()
 	sless := func(args ...string) (string, error) {
 		cmd := exec.Command(slessBin, args...)
@@ -187,6 +261,67 @@ func TestAsyncCallsThroughDev(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	out, err := sless("callbacks", "key")
+	key := strings.TrimSpace(out)
+	if err != nil || !strings.HasPrefix(key, "slcb_") {
+		t.Fatalf("sless callbacks key: %v: %s", err, out)
+	}
+
+	// With the allow-list: a signed result arrives at 127.0.0.1.
+	withHook, _ := d2.submitAsync("sleeper", `{"n": "hook"}`, "X-Callback-Url", hooks+"/done")
+	p := awaitPosted(t, posts)
+	var result struct {
+		RequestID, Namespace, Function, State string
+		Attempts                              int
+		Response                              struct {
+			Status int
+			Body   string
+		}
+	}
+	if err := json.Unmarshal(p.body, &result); err != nil || p.path != "/done" || result.RequestID != withHook ||
+		result.Namespace != "e2e" || result.Function != "sleeper" || result.State != "succeeded" || result.Attempts != 1 ||
+		result.Response.Status != 200 || !strings.Contains(result.Response.Body, `"n": "hook"`) {
+		t.Fatalf("callback %s: %s (%v)", p.path, p.body, err)
+	}
+	if err := verify(key, p.signature, p.body); err != nil {
+		t.Fatalf("signature %q does not verify: %v", p.signature, err)
+	}
+	if err := verify(key, p.signature, append(p.body, ' ')); err == nil {
+		t.Fatal("a changed body verifies")
+	}
+	if rec := d2.awaitAsync("sleeper", withHook, time.Minute); rec.Callback == nil || rec.Callback.URL != hooks+"/done" {
+		t.Fatalf("record of the call with a callback: %+v", rec)
+	}
+
+	// A function that always fails: three attempts, then dead-lettered,
+	// and its onFailure told.
+	bad, _ := d2.submitAsync("failer", `{}`)
+	rec = d2.awaitAsync("failer", bad, 2*time.Minute)
+	if rec.State != "dead-lettered" || rec.Attempts != 3 || !strings.Contains(rec.LastError, "500") {
+		t.Fatalf("failing call: %+v", rec)
+	}
+	p = awaitPosted(t, posts)
+	if err := json.Unmarshal(p.body, &result); err != nil || p.path != "/failed" || result.RequestID != bad || result.State != "dead-lettered" ||
+		result.Attempts != 3 || verify(key, p.signature, p.body) != nil {
+		t.Fatalf("onFailure callback %s: %s (%v)", p.path, p.body, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		rec = d2.asyncRecord("failer", bad, "")
+		if rec.Callback != nil && rec.Callback.State == "delivered" && rec.Callback.Attempts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead letter's callback: %+v", rec.Callback)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	code, b = d2.do("GET", "/v1/namespaces/e2e/functions/failer/invocations?mode=async&state=dead-lettered", "", nil)
+	if code != 200 || !strings.Contains(string(b), bad) {
+		t.Fatalf("dead letters: %d %s", code, b)
+	}
+
+	// The command line: --async --wait prints the function's answer,
+	// history --async the calls with their states.
 	if out, err := sless("invoke", "sleeper", "--async", "--wait", "-d", `{"cli": true}`); err != nil || !strings.Contains(out, `"cli": true`) {
 		t.Fatalf("sless invoke --async --wait: %v: %s", err, out)
 	}
