@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -84,6 +85,10 @@ func (p *Policy) Allowed() []string {
 
 func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
+// numericRE matches hosts whose labels are all numbers (decimal, octal or
+// hex), which no DNS name is.
+var numericRE = regexp.MustCompile(`^((0x[0-9a-f]*|[0-9]+)\.)*(0x[0-9a-f]*|[0-9]+)$`)
+
 // internalSuffixes name hosts inside the cluster or the machine, refused
 // by name before any lookup.
 var internalSuffixes = []string{".svc", ".cluster.local", ".localhost"}
@@ -118,6 +123,9 @@ func (p *Policy) checkHost(host string) error {
 		return &RefusedError{Host: host, Reason: "it names this machine"}
 	case !strings.Contains(name, "."):
 		return &RefusedError{Host: host, Reason: "a name of one label is resolved through search domains, inside the cluster"}
+	case numericRE.MatchString(name):
+		// 127.1, 0x7f.1, 2130706433.0: resolvers read some of these as addresses.
+		return &RefusedError{Host: host, Reason: "it looks like an address in a short, octal or hex form; write it as a dotted quad"}
 	}
 	for _, s := range internalSuffixes {
 		if strings.HasSuffix(name, s) {
