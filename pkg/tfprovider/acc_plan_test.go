@@ -58,6 +58,7 @@ func TestAccBadConfigurationFailsAtPlan(t *testing.T) {
 `, src)), `entrypoint\s*= "app.handler"`, `Entrypoint not found in the source`},
 		{"reserved env name", fn(withDir + `  env = { SLESS_SECRET = "x" }`), `env\["SLESS_SECRET"\]`, `reserved`},
 		{"scale max below min", fn(withDir + `  scale = { min = 3, max = 1 }`), `scale\.max`, `max.* must be greater than or equal to min`},
+		{"async retries above 10", fn(withDir + `  async = { max_retries = 11 }`), `async\.max_retries`, `between 0 and 10`},
 		{"empty string for an optional attribute", fn(withDir + `  cpu = ""`), `cpu\s*= ""`, `Invalid CPU quantity`},
 		{"bad wait timeout", fn(withDir + `  wait_timeout = "soon"`), `wait_timeout`, `Invalid duration`},
 		{"bad name", hcl(provider, fmt.Sprintf(`resource "sless_function" "bad" {

@@ -51,6 +51,7 @@ type model interface{ build() *buildModel }
 type functionModel struct {
 	buildModel
 	Scale types.Object `tfsdk:"scale"`
+	Async types.Object `tfsdk:"async"`
 }
 
 type scaleModel struct {
@@ -62,6 +63,16 @@ type scaleModel struct {
 
 var scaleAttrTypes = map[string]attr.Type{
 	"min": types.Int64Type, "max": types.Int64Type, "target": types.Int64Type, "container_concurrency": types.Int64Type,
+}
+
+type asyncModel struct {
+	Concurrency    types.Int64 `tfsdk:"concurrency"`
+	MaxRetries     types.Int64 `tfsdk:"max_retries"`
+	MaxEventAgeSec types.Int64 `tfsdk:"max_event_age_sec"`
+}
+
+var asyncAttrTypes = map[string]attr.Type{
+	"concurrency": types.Int64Type, "max_retries": types.Int64Type, "max_event_age_sec": types.Int64Type,
 }
 
 type secretRefModel struct {
@@ -100,6 +111,10 @@ func functionMapper(env []path.Path) fieldMapper {
 		"spec.scale.max":                  path.Root("scale").AtName("max"),
 		"spec.scale.target":               path.Root("scale").AtName("target"),
 		"spec.scale.containerConcurrency": path.Root("scale").AtName("container_concurrency"),
+		"spec.async":                      path.Root("async"),
+		"spec.async.concurrency":          path.Root("async").AtName("concurrency"),
+		"spec.async.maxRetries":           path.Root("async").AtName("max_retries"),
+		"spec.async.maxEventAgeSeconds":   path.Root("async").AtName("max_event_age_sec"),
 	})
 }
 
@@ -114,6 +129,14 @@ func specFromModel(ctx context.Context, m *functionModel) (slessv1alpha1.Functio
 		s.Scale = &slessv1alpha1.ScaleSpec{
 			Min: int32Ptr(sc.Min), Max: int32Ptr(sc.Max), Target: int32Ptr(sc.Target),
 			ContainerConcurrency: int64Ptr(sc.ContainerConcurrency),
+		}
+	}
+	if !m.Async.IsNull() && !m.Async.IsUnknown() {
+		var a asyncModel
+		diags.Append(m.Async.As(ctx, &a, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		s.Async = &slessv1alpha1.AsyncSpec{
+			Concurrency: int32Ptr(a.Concurrency), MaxRetries: int32Ptr(a.MaxRetries),
+			MaxEventAgeSeconds: int32Ptr(a.MaxEventAgeSec),
 		}
 	}
 	return s, paths, diags
@@ -189,6 +212,7 @@ func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
 		"timeoutSeconds":      nullable(s.TimeoutSeconds),
 		"buildTimeoutSeconds": nullable(s.BuildTimeoutSeconds),
 		"scale":               scalePatch(s.Scale),
+		"async":               asyncPatch(s.Async),
 	}
 	if s.Env == nil {
 		spec["env"] = nil
@@ -224,6 +248,18 @@ func scalePatch(sc *slessv1alpha1.ScaleSpec) any {
 	}
 }
 
+// asyncPatch is spec.async in a merge patch, every field named as in
+// scalePatch.
+func asyncPatch(a *slessv1alpha1.AsyncSpec) any {
+	if a == nil {
+		return nil
+	}
+	return map[string]any{
+		"concurrency": nullable(a.Concurrency), "maxRetries": nullable(a.MaxRetries),
+		"maxEventAgeSeconds": nullable(a.MaxEventAgeSeconds),
+	}
+}
+
 // functionState maps what the API holds onto the model, keeping the prior
 // state's choices where the API cannot tell them apart (null or empty
 // maps, the user's spelling of a CPU quantity) and the attributes that only
@@ -243,8 +279,25 @@ func functionState(ctx context.Context, fn *slessv1alpha1.Function, prior *funct
 	} else {
 		m.Scale = types.ObjectNull(scaleAttrTypes)
 	}
+	defaulted := fn.DeepCopy()
+	defaulted.SetDefaults()
+	m.Async = asyncState(defaulted.Spec.Async, &diags)
 	_ = ctx
 	return m, diags
+}
+
+// asyncState is the async block as the API holds it, with the CRD's
+// defaults filled in, as the schema's defaults fill the plan.
+func asyncState(a *slessv1alpha1.AsyncSpec, diags *diag.Diagnostics) types.Object {
+	if a == nil {
+		return types.ObjectNull(asyncAttrTypes)
+	}
+	obj, d := types.ObjectValue(asyncAttrTypes, map[string]attr.Value{
+		"concurrency": optInt32(a.Concurrency), "max_retries": optInt32(a.MaxRetries),
+		"max_event_age_sec": optInt32(a.MaxEventAgeSeconds),
+	})
+	diags.Append(d...)
+	return obj
 }
 
 // buildState is the part of the state both kinds share (functionState).

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -40,6 +41,24 @@ var functionKind = &workloadKind{
 					Validators: []validator.Int64{between{0, slessv1alpha1.MaxContainerConcurrency}}},
 			},
 		},
+		"async": schema.SingleNestedAttribute{
+			Optional:    true,
+			Description: "How calls made with Prefer: respond-async run; unset means the defaults below.",
+			Attributes: map[string]schema.Attribute{
+				"concurrency": schema.Int64Attribute{Optional: true, Computed: true,
+					Default:     int64default.StaticInt64(slessv1alpha1.DefaultAsyncConcurrency),
+					Description: "Asynchronous calls of the function run at once, 1 to 1000.",
+					Validators:  []validator.Int64{between{1, slessv1alpha1.MaxAsyncConcurrency}}},
+				"max_retries": schema.Int64Attribute{Optional: true, Computed: true,
+					Default:     int64default.StaticInt64(slessv1alpha1.DefaultAsyncMaxRetries),
+					Description: "Times a call answered 5xx or timed out is tried again before it is dead-lettered, 0 to 10.",
+					Validators:  []validator.Int64{between{0, slessv1alpha1.MaxAsyncMaxRetries}}},
+				"max_event_age_sec": schema.Int64Attribute{Optional: true, Computed: true,
+					Default:     int64default.StaticInt64(slessv1alpha1.DefaultAsyncMaxEventAgeSeconds),
+					Description: "Seconds after its acceptance a call may still be tried, 60 to 21600.",
+					Validators:  []validator.Int64{between{slessv1alpha1.MinAsyncMaxEventAgeSeconds, slessv1alpha1.MaxAsyncMaxEventAgeSeconds}}},
+			},
+		},
 	},
 	newModel: func() model { return &functionModel{} },
 	spec: func(ctx context.Context, m model) (slessv1alpha1.FunctionSpec, []path.Path, diag.Diagnostics) {
@@ -53,8 +72,9 @@ var functionKind = &workloadKind{
 		st, d := functionState(ctx, w.(*slessv1alpha1.Function), prior.(*functionModel))
 		return &st, d
 	},
-	scaleChanged: func(plan, state model) bool {
-		return !plan.(*functionModel).Scale.Equal(state.(*functionModel).Scale)
+	ownChanged: func(plan, state model) bool {
+		p, s := plan.(*functionModel), state.(*functionModel)
+		return !p.Scale.Equal(s.Scale) || !p.Async.Equal(s.Async)
 	},
 	patch: specPatch,
 	get: func(ctx context.Context, c *client.Client, ns, name string) (workload, error) {

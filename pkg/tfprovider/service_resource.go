@@ -63,7 +63,7 @@ var serviceKind = &workloadKind{
 		st, d := serviceState(w.(*slessv1alpha1.SlessService), prior.(*serviceModel))
 		return &st, d
 	},
-	scaleChanged: func(plan, state model) bool {
+	ownChanged: func(plan, state model) bool {
 		p, s := plan.(*serviceModel), state.(*serviceModel)
 		return !p.MinScale.Equal(s.MinScale) || !p.MaxScale.Equal(s.MaxScale) || !p.ContainerConcurrency.Equal(s.ContainerConcurrency)
 	},

@@ -229,7 +229,12 @@ func baseFunction() functionModel {
 		CPU:             types.StringNull(),
 		TimeoutSec:      types.Int64Value(30),
 		BuildTimeoutSec: types.Int64Value(900),
-	}, Scale: types.ObjectNull(scaleAttrTypes)}
+	}, Scale: types.ObjectNull(scaleAttrTypes), Async: types.ObjectNull(asyncAttrTypes)}
+}
+
+func asyncObj(concurrency, retries, age int64) types.Object {
+	return types.ObjectValueMust(asyncAttrTypes, map[string]attr.Value{"concurrency": types.Int64Value(concurrency),
+		"max_retries": types.Int64Value(retries), "max_event_age_sec": types.Int64Value(age)})
 }
 
 func scaleObj(min, max, target, cc types.Int64) types.Object {
@@ -291,6 +296,11 @@ func TestValidateFunctionConfig(t *testing.T) {
 		{"container concurrency above 1000", func(m *functionModel) {
 			m.Scale = scaleObj(null, null, null, types.Int64Value(1001))
 		}, []string{"scale.container_concurrency"}},
+		{"valid async", func(m *functionModel) { m.Async = asyncObj(5, 0, 60) }, nil},
+		{"async concurrency zero", func(m *functionModel) { m.Async = asyncObj(0, 2, 3600) }, []string{"async.concurrency"}},
+		{"async retries above 10", func(m *functionModel) { m.Async = asyncObj(10, 11, 3600) }, []string{"async.max_retries"}},
+		{"async event age below a minute", func(m *functionModel) { m.Async = asyncObj(10, 2, 59) }, []string{"async.max_event_age_sec"}},
+		{"async event age above 6 hours", func(m *functionModel) { m.Async = asyncObj(10, 2, 21601) }, []string{"async.max_event_age_sec"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := baseFunction()
@@ -419,6 +429,16 @@ func TestFunctionStateFillsDefaults(t *testing.T) {
 	if fn.Spec.MemoryMB != nil {
 		t.Errorf("functionState changed its argument: memoryMB = %d", *fn.Spec.MemoryMB)
 	}
+	if !st.Async.IsNull() {
+		t.Errorf("no spec.async must be a null async block, got %v", st.Async)
+	}
+	// A server that stores spec.async as written (sless dev) holds what the
+	// CRD would default, as the schema's defaults put it in the plan.
+	fn.Spec.Async = &slessv1alpha1.AsyncSpec{MaxRetries: ptr.To[int32](0)}
+	if st, _ = functionState(context.Background(), fn, &functionModel{}); !st.Async.Equal(asyncObj(
+		slessv1alpha1.DefaultAsyncConcurrency, 0, slessv1alpha1.DefaultAsyncMaxEventAgeSeconds)) {
+		t.Errorf("async = %v, want the defaults beside max_retries = 0", st.Async)
+	}
 }
 
 func TestSpecPatchRemovesUnsetFields(t *testing.T) {
@@ -428,7 +448,7 @@ func TestSpecPatchRemovesUnsetFields(t *testing.T) {
 		t.Fatal(diags)
 	}
 	p := specPatch(&spec, false)["spec"].(map[string]any)
-	for _, k := range []string{"env", "cpu", "scale"} {
+	for _, k := range []string{"env", "cpu", "scale", "async"} {
 		if v, ok := p[k]; !ok || v != nil {
 			t.Errorf("%s = %v (present %v), want an explicit null", k, v, ok)
 		}
@@ -473,6 +493,7 @@ func TestFieldMapper(t *testing.T) {
 		"spec.memoryMB":                   "memory_mb",
 		"spec.scale.containerConcurrency": "scale.container_concurrency",
 		"spec.scale":                      "scale",
+		"spec.async.maxEventAgeSeconds":   "async.max_event_age_sec",
 		"spec.source.image":               "image",
 		"metadata.name":                   "name",
 	} {

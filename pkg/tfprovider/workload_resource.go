@@ -52,8 +52,8 @@ type workloadKind struct {
 	validate func(ctx context.Context, m model, skip map[string]bool, diags *diag.Diagnostics)
 	mapper   func(env []path.Path) fieldMapper
 	state    func(ctx context.Context, w workload, prior model) (model, diag.Diagnostics)
-	// scaleChanged says whether the kind's own attributes differ.
-	scaleChanged func(plan, state model) bool
+	// ownChanged says whether the kind's own attributes differ.
+	ownChanged func(plan, state model) bool
 	// patch is the merge patch that makes the server's spec what s says.
 	patch func(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any
 
@@ -321,7 +321,7 @@ func (r *workloadResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		plan.Phase = types.StringUnknown()
 	default:
 		rebuild := codeChanged(plan, state)
-		redeploy := specChanged(plan, state) || r.kind.scaleChanged(planM, stateM)
+		redeploy := specChanged(plan, state) || r.kind.ownChanged(planM, stateM)
 		// One that is not Ready (its build failed, or the last apply
 		// stopped waiting for it) is not what the configuration asks for:
 		// the plan says so, and the apply waits for Ready again and reports
@@ -523,7 +523,7 @@ func (r *workloadResource) Update(ctx context.Context, req resource.UpdateReques
 	if !ok {
 		return
 	}
-	if !specChanged(plan, state) && !k.scaleChanged(planM, stateM) {
+	if !specChanged(plan, state) && !k.ownChanged(planM, stateM) {
 		// Nothing to write: a patch would at best change nothing, and on a
 		// server that leaves defaults unset it would write them out and
 		// make a new generation the plan did not show.

@@ -19,6 +19,17 @@ func (fn *Function) SetDefaults() {
 	if s.BuildTimeoutSeconds == nil {
 		s.BuildTimeoutSeconds = ptr.To[int32](DefaultBuildTimeoutSeconds)
 	}
+	if a := s.Async; a != nil {
+		if a.Concurrency == nil {
+			a.Concurrency = ptr.To[int32](DefaultAsyncConcurrency)
+		}
+		if a.MaxRetries == nil {
+			a.MaxRetries = ptr.To[int32](DefaultAsyncMaxRetries)
+		}
+		if a.MaxEventAgeSeconds == nil {
+			a.MaxEventAgeSeconds = ptr.To[int32](DefaultAsyncMaxEventAgeSeconds)
+		}
+	}
 }
 
 // SetDefaults fills what the CRD schema defaults.
