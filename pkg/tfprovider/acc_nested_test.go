@@ -28,7 +28,7 @@ func TestAccRemovedNestedSettingsGo(t *testing.T) {
 		scale, queue, payload := `{ min = 1, max = 2 }`, `{ connection_secret = "amqp", queue = "orders" }`, `{ keep = 1, nested = { keep = 2 } }`
 		if full {
 			scale = `{ min = 1, max = 2, target = 5, container_concurrency = 3 }`
-			async = `{ concurrency = 3, max_retries = 0, max_event_age_sec = 600 }`
+			async = `{ concurrency = 3, max_retries = 0, max_event_age_sec = 600, on_failure = "https://hooks.example.com/failed" }`
 			queue = `{ connection_secret = "amqp", queue = "orders", prefetch = 50, max_retries = 7, dead_letter_queue = "orders-dead" }`
 			payload = `{ keep = 1, drop = 2, nested = { keep = 2, drop = 3 } }`
 		}
@@ -68,7 +68,7 @@ resource "sless_job" "j" {
 		ProtoV6ProviderFactories: providerFactories(),
 		CheckDestroy:             functionGone(api, api.Namespace, "tf-nest-"+suffix),
 		Steps: []resource.TestStep{
-			{Config: cfg(true), Check: serverAsync(api, "tf-nest-"+suffix, "3/0/600")},
+			{Config: cfg(true), Check: serverAsync(api, "tf-nest-"+suffix, "3/0/600 onFailure https://hooks.example.com/failed")},
 			{
 				// The refresh after the apply reads the server: these hold
 				// only if the server dropped what the configuration dropped.
@@ -78,6 +78,7 @@ resource "sless_job" "j" {
 					statecheck.ExpectKnownValue("sless_function.f", tfjsonpath.New("scale").AtMapKey("container_concurrency"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("sless_function.f", tfjsonpath.New("async").AtMapKey("max_retries"), knownvalue.Int64Exact(2)),
 					statecheck.ExpectKnownValue("sless_function.f", tfjsonpath.New("async").AtMapKey("max_event_age_sec"), knownvalue.Int64Exact(21600)),
+					statecheck.ExpectKnownValue("sless_function.f", tfjsonpath.New("async").AtMapKey("on_failure"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("sless_trigger.queue", tfjsonpath.New("queue").AtMapKey("dead_letter_queue"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("sless_trigger.queue", tfjsonpath.New("queue").AtMapKey("prefetch"), knownvalue.Int64Exact(10)),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("payload"), knownvalue.StringExact(`{"keep":1,"nested":{"keep":2}}`)),
@@ -106,6 +107,9 @@ func serverAsync(api *accAPI, name, want string) resource.TestCheckFunc {
 		got := "none"
 		if a := fn.Spec.Async; a != nil {
 			got = show(a.Concurrency) + "/" + show(a.MaxRetries) + "/" + show(a.MaxEventAgeSeconds)
+			if a.OnFailure != "" {
+				got += " onFailure " + a.OnFailure
+			}
 		}
 		if got != want {
 			return fmt.Errorf("server's spec.async = %s, want %s", got, want)

@@ -66,13 +66,16 @@ var scaleAttrTypes = map[string]attr.Type{
 }
 
 type asyncModel struct {
-	Concurrency    types.Int64 `tfsdk:"concurrency"`
-	MaxRetries     types.Int64 `tfsdk:"max_retries"`
-	MaxEventAgeSec types.Int64 `tfsdk:"max_event_age_sec"`
+	Concurrency    types.Int64  `tfsdk:"concurrency"`
+	MaxRetries     types.Int64  `tfsdk:"max_retries"`
+	MaxEventAgeSec types.Int64  `tfsdk:"max_event_age_sec"`
+	OnSuccess      types.String `tfsdk:"on_success"`
+	OnFailure      types.String `tfsdk:"on_failure"`
 }
 
 var asyncAttrTypes = map[string]attr.Type{
 	"concurrency": types.Int64Type, "max_retries": types.Int64Type, "max_event_age_sec": types.Int64Type,
+	"on_success": types.StringType, "on_failure": types.StringType,
 }
 
 type secretRefModel struct {
@@ -115,6 +118,8 @@ func functionMapper(env []path.Path) fieldMapper {
 		"spec.async.concurrency":          path.Root("async").AtName("concurrency"),
 		"spec.async.maxRetries":           path.Root("async").AtName("max_retries"),
 		"spec.async.maxEventAgeSeconds":   path.Root("async").AtName("max_event_age_sec"),
+		"spec.async.onSuccess":            path.Root("async").AtName("on_success"),
+		"spec.async.onFailure":            path.Root("async").AtName("on_failure"),
 	})
 }
 
@@ -137,6 +142,7 @@ func specFromModel(ctx context.Context, m *functionModel) (slessv1alpha1.Functio
 		s.Async = &slessv1alpha1.AsyncSpec{
 			Concurrency: int32Ptr(a.Concurrency), MaxRetries: int32Ptr(a.MaxRetries),
 			MaxEventAgeSeconds: int32Ptr(a.MaxEventAgeSec),
+			OnSuccess:          a.OnSuccess.ValueString(), OnFailure: a.OnFailure.ValueString(),
 		}
 	}
 	return s, paths, diags
@@ -257,6 +263,7 @@ func asyncPatch(a *slessv1alpha1.AsyncSpec) any {
 	return map[string]any{
 		"concurrency": nullable(a.Concurrency), "maxRetries": nullable(a.MaxRetries),
 		"maxEventAgeSeconds": nullable(a.MaxEventAgeSeconds),
+		"onSuccess":          nullableString(a.OnSuccess), "onFailure": nullableString(a.OnFailure),
 	}
 }
 
@@ -295,6 +302,7 @@ func asyncState(a *slessv1alpha1.AsyncSpec, diags *diag.Diagnostics) types.Objec
 	obj, d := types.ObjectValue(asyncAttrTypes, map[string]attr.Value{
 		"concurrency": optInt32(a.Concurrency), "max_retries": optInt32(a.MaxRetries),
 		"max_event_age_sec": optInt32(a.MaxEventAgeSeconds),
+		"on_success":        optString(a.OnSuccess), "on_failure": optString(a.OnFailure),
 	})
 	diags.Append(d...)
 	return obj

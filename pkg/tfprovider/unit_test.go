@@ -234,7 +234,8 @@ func baseFunction() functionModel {
 
 func asyncObj(concurrency, retries, age int64) types.Object {
 	return types.ObjectValueMust(asyncAttrTypes, map[string]attr.Value{"concurrency": types.Int64Value(concurrency),
-		"max_retries": types.Int64Value(retries), "max_event_age_sec": types.Int64Value(age)})
+		"max_retries": types.Int64Value(retries), "max_event_age_sec": types.Int64Value(age),
+		"on_success": types.StringNull(), "on_failure": types.StringNull()})
 }
 
 func scaleObj(min, max, target, cc types.Int64) types.Object {
@@ -301,6 +302,11 @@ func TestValidateFunctionConfig(t *testing.T) {
 		{"async retries above 10", func(m *functionModel) { m.Async = asyncObj(10, 11, 3600) }, []string{"async.max_retries"}},
 		{"async event age below a minute", func(m *functionModel) { m.Async = asyncObj(10, 2, 59) }, []string{"async.max_event_age_sec"}},
 		{"async event age above 6 hours", func(m *functionModel) { m.Async = asyncObj(10, 2, 21601) }, []string{"async.max_event_age_sec"}},
+		{"async callback not http", func(m *functionModel) {
+			a := asyncObj(10, 2, 600).Attributes()
+			a["on_failure"] = types.StringValue("ftp://example.com/hook")
+			m.Async = types.ObjectValueMust(asyncAttrTypes, a)
+		}, []string{"async.on_failure"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := baseFunction()
