@@ -42,9 +42,6 @@ var notApplicable = map[string]string{
 // what it lacks: skipped so the rest stay asserted, listed as failing in
 // docs/testing.md. Drop a name once its feature lands.
 var knownGaps = map[string]string{
-	"grpc": "sless-api's listener takes no h2c (prior-knowledge HTTP/2) from clients: " +
-		"its request framing reads HTTP/1.1 only",
-	"grpc/split": "as grpc",
 	"visibility": "sless-api has one door and serves ClusterLocal rules to callers from " +
 		"outside the cluster too; the suite wants 404 there",
 	"visibility/split": "as visibility",
