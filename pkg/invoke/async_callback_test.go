@@ -259,3 +259,31 @@ func TestAsyncCallbackResumesAfterRestart(t *testing.T) {
 		t.Fatalf("still unfinished: %+v", left)
 	}
 }
+
+// A runner given no signing keys posts nothing, so it refuses to promise a
+// callback (501) and keeps nothing.
+func TestAsyncCallbackWithoutKeys(t *testing.T) {
+	fn := function(t, func(w http.ResponseWriter, r *http.Request) {})
+	st, err := asynccalls.Open(filepath.Join(t.TempDir(), "async.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &async.Runner{Store: st}
+	r := newRig(t, invoke.Options{Async: runner})
+	runner.Run = r.proxy.RunAsync
+	if err := runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runner.Close(); _ = st.Close() })
+	r.targets.set("team-a", "fn", invoke.Target{Address: fn, Ready: true, Public: true})
+	resp := do(t, "POST", r.url+"/fn/team-a/fn", "", "Prefer", "respond-async", "X-Callback-Url", "https://hooks.example.com/done")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var p invoke.Problem
+	if resp.StatusCode != 501 || json.Unmarshal(b, &p) != nil || p.Reason != invoke.ReasonNoCallbacks {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if jobs, _ := st.List(context.Background(), "team-a", "fn", "", 10); len(jobs) != 0 {
+		t.Fatalf("kept %d calls", len(jobs))
+	}
+}
