@@ -55,7 +55,9 @@ type Options struct {
 	Invoke http.Handler
 	// Logs streams functions' output to the live logs panel, in process;
 	// nil hides the panel.
-	Logs   logs.Source
+	Logs logs.Source
+	// Async lists asynchronous calls; nil hides their panel.
+	Async  AsyncCalls
 	Logger *slog.Logger
 }
 
@@ -108,6 +110,7 @@ func (c *Console) routes() *http.ServeMux {
 	m.HandleFunc("GET /console/namespaces/{ns}/functions/{$}", c.inNamespace(c.functionList))
 	m.HandleFunc("GET "+fn, c.inNamespace(c.functionPage))
 	m.HandleFunc("GET "+fn+"/invocations", c.inNamespace(c.invocationsPanel))
+	m.HandleFunc("GET "+fn+"/async", c.inNamespace(c.asyncPanel))
 	m.HandleFunc("GET "+fn+"/source/{file...}", c.inNamespace(c.sourcePage))
 	m.HandleFunc("POST "+fn+"/invoke", c.inNamespace(c.checkForm(c.invokeFunction)))
 	m.HandleFunc("GET "+fn+"/logs", c.inNamespace(c.logStream))

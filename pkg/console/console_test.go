@@ -28,6 +28,8 @@ import (
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/serving"
@@ -143,8 +145,28 @@ func newEnv(t *testing.T) *env {
 			"2026-12-05T14:25:26Z <img src=x onerror=alert(5)>\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	calls, err := asynccalls.Open(filepath.Join(dir, "async-calls.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { calls.Close() })
+	for _, j := range []async.Job{
+		{Submission: invoke.Submission{Namespace: "tenant-a", Function: "hello", RequestID: "req-async-ok", AcceptedAt: now.Add(-time.Minute)},
+			State: async.StateSucceeded, Attempts: 1,
+			Response: &async.Response{Status: 200, Body: []byte("<b>done</b>"), Bytes: 11},
+			Callback: &async.Callback{URL: "https://hooks.test/ok", State: async.CallbackDelivered, Attempts: 1, Status: 204}},
+		{Submission: invoke.Submission{Namespace: "tenant-a", Function: "hello", RequestID: "req-async-dead", AcceptedAt: now.Add(-2 * time.Minute)},
+			State: async.StateDeadLettered, Attempts: 3, LastError: "the function answered 500",
+			Callback: &async.Callback{URL: "https://hooks.test/failed", State: async.CallbackFailed, Attempts: 5, LastError: "refused <by> policy"}},
+		{Submission: invoke.Submission{Namespace: "tenant-b", Function: "secret", RequestID: "req-async-b", AcceptedAt: now},
+			State: async.StateQueued},
+	} {
+		if _, _, err := calls.Create(ctx, &j, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c, err := console.New(console.Options{
-		Objects: store, Auth: verifier, History: recs, Invoke: proxy, Logs: &serving.Logs{LogDir: logDir},
+		Objects: store, Auth: verifier, History: recs, Invoke: proxy, Logs: &serving.Logs{LogDir: logDir}, Async: calls,
 		TenantNamespaces: &kube.Tenants{Client: store, Prefixes: []string{"tenant-"}},
 	})
 	if err != nil {

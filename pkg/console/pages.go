@@ -21,6 +21,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/async"
 )
 
 // maxListed bounds the functions one list page shows.
@@ -119,6 +120,8 @@ type functionData struct {
 	Result    *invokeResult
 	// Logs is the live logs panel; nil when the server keeps no logs.
 	Logs *logsView
+	// Async is the asynchronous calls panel; nil when the server runs none.
+	Async *asyncData
 }
 
 type logsView struct {
@@ -152,7 +155,7 @@ func (c *Console) functionPage(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	d := c.functionData(r, s, fn)
 	status := http.StatusOK
-	if d.Inv.Error != "" {
+	if d.Inv.Error != "" || (d.Async != nil && d.Async.Error != "") {
 		status = http.StatusBadRequest
 	}
 	c.render(w, r, status, "function", d)
@@ -165,6 +168,7 @@ func (c *Console) functionData(r *http.Request, s *session, fn *slessv1alpha1.Fu
 		Conditions: fn.Status.Conditions,
 		Source:     c.sourceOf(r.Context(), fn, ""),
 		Inv:        c.invocations(r, fn),
+		Async:      c.asyncCalls(r, fn),
 		CanInvoke:  c.opts.Invoke != nil,
 		Invoke:     invokeForm{Method: http.MethodPost, Path: "/", ContentType: "application/json", Body: "{}"},
 	}
@@ -371,7 +375,7 @@ func parsePages() (map[string]*template.Template, error) {
 		}
 		pages[base] = t
 	}
-	for _, want := range []string{"login", "error", "list", "function", "source", "invocations"} {
+	for _, want := range []string{"login", "error", "list", "function", "source", "invocations", "async"} {
 		if pages[want] == nil {
 			return nil, errors.New("console: no template " + want)
 		}
@@ -390,6 +394,14 @@ var funcs = template.FuncMap{
 	"methods":     func() []string { return []string{"POST", "GET", "PUT", "PATCH", "DELETE"} },
 	"ms":          func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" },
 	"int32":       func(p *int32) string { return deref(p) },
+	"text": func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	},
+	"asyncStates":     func() []async.State { return asyncStates },
+	"asyncStateClass": asyncStateClass,
 }
 
 func deref(p *int32) string {

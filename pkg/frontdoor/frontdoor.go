@@ -178,10 +178,14 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	if o.Console {
 		// The console reads what the API reads and calls functions through
 		// the same handler, with the caller's own token.
-		con, err := console.New(console.Options{
+		co := console.Options{
 			Objects: a.Objects, Auth: o.Auth, TenantNamespaces: a.TenantNamespaces, Blobs: a.Blobs, Limits: a.Limits,
 			History: d.records.history, Invoke: a.Invoke, Logs: a.Logs, Logger: log,
-		})
+		}
+		if o.Async != nil {
+			co.Async = o.Async.Store
+		}
+		con, err := console.New(co)
 		if err != nil {
 			return err
 		}
