@@ -44,14 +44,8 @@ func (r *Runner) deliver(j *Job) {
 		return
 	}
 	for {
-		if wait := time.Until(cb.NextAttemptAt); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if !waitUntil(ctx, cb.NextAttemptAt) {
+			return
 		}
 		key, err := r.Keys.SigningKey(ctx, j.Namespace)
 		status := 0

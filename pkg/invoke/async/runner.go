@@ -214,19 +214,29 @@ func (r *Runner) pendingStats() (int, time.Duration) {
 	return len(r.pending), time.Since(oldest)
 }
 
+// waitUntil waits for t, false when ctx ends first.
+func waitUntil(ctx context.Context, t time.Time) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
 // loop runs j until it reaches a final state or the runner stops.
 func (r *Runner) loop(j *Job) {
 	ctx := r.ctx
 	g := r.gate(j.Namespace + "/" + j.Function)
 	for {
-		if wait := time.Until(j.NextAttemptAt); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if !waitUntil(ctx, j.NextAttemptAt) {
+			return
 		}
 		pol := r.policy(j)
 		if age := time.Since(j.AcceptedAt); age > pol.MaxEventAge {
