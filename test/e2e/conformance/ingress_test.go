@@ -41,17 +41,7 @@ var notApplicable = map[string]string{
 // knownGaps are the suite's tests sless's ingress fails today, each with
 // what it lacks: skipped so the rest stay asserted, listed as failing in
 // docs/testing.md. Drop a name once its feature lands.
-var knownGaps = map[string]string{
-	"visibility": "sless-api has one door and serves ClusterLocal rules to callers from " +
-		"outside the cluster too; the suite wants 404 there",
-	"visibility/split": "as visibility",
-	"visibility/path":  "as visibility",
-	"update": "flaky with sless-api as pods: some calls right after a roll-out get 502 " +
-		"(backend not reachable yet); sless-api dials the Service's cluster IP, not its " +
-		"endpoints, so it depends on kube-proxy having programmed a new Service",
-	"host-rewrite": "flaky with sless-api as pods: 502 dialling the ExternalName alias " +
-		"(sless-api's own Service) from a sless-api pod; not yet diagnosed",
-}
+var knownGaps = map[string]string{}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
