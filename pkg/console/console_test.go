@@ -29,8 +29,8 @@ import (
 	"github.com/sless-dev/sless/pkg/console"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
-	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
+	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/serving"
 )
