@@ -1,6 +1,7 @@
 // Package proc holds what local mode's builder, process server and job
-// runs share about the processes they start: process groups killed whole,
-// the tail of their output.
+// runs share about the processes they start: a Supervisor that contains
+// them (process groups killed whole, a parent-death signal, a cgroup each
+// with its limits, reaping after a crash), the tail of their output.
 package proc
 
 import (
@@ -8,30 +9,22 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 )
 
-// RunGroup runs cmd in its own process group and kills the whole group when
-// ctx ends (npm and go start children of their own).
-func RunGroup(ctx context.Context, cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
+// Run runs cmd as Start does and waits for it, killing it and all it
+// started when ctx ends (npm and go start children of their own).
+func (s *Supervisor) Run(ctx context.Context, cmd *exec.Cmd, spec Spec) (Exit, error) {
+	p, err := s.Start(cmd, spec)
+	if err != nil {
+		return Exit{}, err
 	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		case <-done:
-		}
-	}()
-	err := cmd.Wait()
-	close(done)
+	stop := context.AfterFunc(ctx, p.Kill)
+	exit, err := p.Wait()
+	stop()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return exit, ctx.Err()
 	}
-	return err
+	return exit, err
 }
 
 // Tail keeps the last Max bytes written to it.
