@@ -62,6 +62,7 @@ func parseDev(args []string) (local.Options, string, error) {
 	spoolMax := fs.String("spool-max-size", "1Gi", "with --database-url: most bytes of records kept in <data-dir>/invocation-spool.db while PostgreSQL is down or slow; past it new records are dropped")
 	quiet := fs.Bool("quiet", false, "do not echo the functions' output")
 	withConsole := fs.Bool("console", true, "serve the web console at /console/")
+	cgroups := fs.Bool("cgroups", true, "run each function process in a cgroup of its own (where sless dev may make them) that enforces memoryMB, cpu and a process count; false: memory falls back to RLIMIT_DATA, the rest is not enforced")
 	logFormat := fs.String("log-format", logs.FormatAuto, "how sless dev writes its events and echoes the functions' output: pretty (short lines for a person), text or json (slog's, for machines); auto: pretty on a terminal, else text")
 	logMaxSize := fs.String("log-max-size", "10Mi", "rotate a function's log file at this size (a quantity: 512Ki, 10Mi, 1Gi)")
 	logMaxFiles := fs.Int("log-max-files", local.DefaultLogMaxFiles, "files of a function's log to keep, the current one included")
@@ -92,7 +93,7 @@ func parseDev(args []string) (local.Options, string, error) {
 		DatabaseURL: *databaseURL, RecordsMaxAge: *maxAge, LogMaxFiles: *logMaxFiles,
 		Tools:         runtimes.LocalOptions{Python: *python, Node: *node, Go: *goTool},
 		SourceGCGrace: *gcGrace, SourceGCInterval: *gcInterval,
-		AMQPURL: *amqpURL, Console: *withConsole, Out: os.Stderr,
+		AMQPURL: *amqpURL, Console: *withConsole, Out: os.Stderr, NoCgroups: !*cgroups,
 	}
 	var err error
 	if opts.CallbackPolicy, err = callback.ParseAllowList(strings.Split(*callbackAllow, ",")); err != nil {

@@ -467,6 +467,7 @@ type call struct {
 	start           time.Time
 	target          Target
 	addr            *url.URL
+	lost            func() string // Activation.Lost
 	forwardStart    time.Time
 	cold            bool
 	coldCounted     bool
@@ -642,6 +643,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 		if act.Address != nil {
 			c.addr = act.Address
 		}
+		c.lost = act.Lost
 		if act.Cold {
 			c.cold = true
 			c.coldCounted = true
@@ -808,10 +810,15 @@ func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		// A malformed answer's error quotes it, up to the whole head the
 		// function sent: the log and the record take the error cut short.
-		msg := cleanText("unreachable: "+err.Error(), MaxErrorLength)
+		msg, detail := "unreachable: "+err.Error(), c.named()+" could not be reached"
+		if c.lost != nil {
+			if why := c.lost(); why != "" {
+				msg, detail = "unreachable: "+why+" ("+err.Error()+")", detail+": "+why
+			}
+		}
+		msg = cleanText(msg, MaxErrorLength)
 		c.p.opts.Logger.Warn("cannot reach function", "namespace", c.ns, "function", c.name, "requestId", c.reqID, "error", msg)
-		c.fail(w, Problem{Status: http.StatusBadGateway, Reason: ReasonUnreachable,
-			Detail: c.named() + " could not be reached"}, msg)
+		c.fail(w, Problem{Status: http.StatusBadGateway, Reason: ReasonUnreachable, Detail: detail}, msg)
 	}
 }
 

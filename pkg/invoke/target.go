@@ -107,6 +107,10 @@ type Activation struct {
 	// copied to the caller, or the forward failed): the instance may take
 	// another call, and counts as idle again when none is left.
 	Done func()
+	// Lost, when not nil, tells why the instance went away when the
+	// forward failed ("" if it did not, or no one knows): an instance
+	// OOM-killed under the call, say. The record and answer say it.
+	Lost func() string
 }
 
 // Identity is who sent a request, as an Authenticator tells it. Its fields

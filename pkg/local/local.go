@@ -29,6 +29,7 @@ import (
 	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/blobs"
 	"github.com/sless-dev/sless/pkg/local/build"
+	"github.com/sless-dev/sless/pkg/local/proc"
 	"github.com/sless-dev/sless/pkg/local/runs"
 	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
@@ -84,6 +85,10 @@ type Options struct {
 	AMQPURL string
 	// Console serves the web console at /console/.
 	Console bool
+	// NoCgroups makes no cgroups for the functions' processes even where
+	// sless dev may: memory limits fall back to RLIMIT_DATA, CPU and the
+	// process count go unenforced (a warning at start says so).
+	NoCgroups bool
 	// AsyncRetention is how long a finished asynchronous call stays
 	// readable; 0 takes DefaultAsyncRetention.
 	AsyncRetention time.Duration
@@ -156,6 +161,9 @@ func (d *Dev) Run(ctx context.Context, ln net.Listener) error {
 	if err := p.openObjects(); err != nil {
 		return err
 	}
+	if err := p.startSupervisor(); err != nil {
+		return err
+	}
 	if err := p.startServing(ctx); err != nil {
 		return err
 	}
@@ -194,6 +202,7 @@ type platform struct {
 	sealer  *sealed.Sealer
 	blobs   *blobs.Store
 	builder *build.Builder
+	procs   *proc.Supervisor
 	fns     *servingKind
 	svcs    *servingKind
 	runs    *runs.Runs
@@ -203,6 +212,33 @@ type platform struct {
 func (p *platform) onClose(f func()) { p.closers.Add(f) }
 
 func (p *platform) close() { p.closers.Close() }
+
+// startSupervisor stops what an earlier sless dev of this data directory
+// left running (it was killed) and sets up the containment of this run's
+// processes. The store's lock, taken first, says no other sless dev uses
+// the directory.
+func (p *platform) startSupervisor() error {
+	procs, err := proc.NewSupervisor(filepath.Join(p.opts.DataDir, "run"), proc.SupervisorOptions{NoCgroups: p.opts.NoCgroups})
+	if err != nil {
+		return fmt.Errorf("process supervisor: %w", err)
+	}
+	p.procs = procs
+	// Closed after the servers and builder (closers run last first), once
+	// no process is left.
+	p.onClose(func() {
+		if err := procs.Close(); err != nil {
+			p.opts.Logger.Warn("cgroups left for the next start to remove", "error", err)
+		}
+	})
+	if n := procs.Reaped(); n > 0 {
+		fmt.Fprintf(p.opts.Out, "sless dev: stopped %d process(es) an earlier sless dev of %s left running\n", n, p.opts.DataDir)
+	}
+	if w := procs.Warning(); w != "" {
+		fmt.Fprintf(p.opts.Out, "sless dev: warning: %s\n", w)
+		p.opts.Logger.Warn("limits not enforced", "detail", w)
+	}
+	return nil
+}
 
 // openObjects opens the object store, the secrets sealed in it and the
 // blob directory.

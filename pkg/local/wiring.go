@@ -61,6 +61,7 @@ func (p *platform) startServing(ctx context.Context) error {
 	p.builder = builder
 	p.onClose(builder.Close)
 	builder.Logger = p.opts.Logger
+	builder.Procs = p.procs
 	// Functions and SlessServices run on two servers, so that one of each
 	// of a name in a namespace keep their revisions, state and logs apart
 	// (on a cluster they would contend for one Knative Service).
@@ -110,6 +111,7 @@ func (p *platform) serve(ctx context.Context, s *servingKind, kind, sub string) 
 		OnChange:    s.enqueue,
 		StateDir:    filepath.Join(data, "serving", sub),
 		Logger:      p.opts.Logger,
+		Procs:       p.procs,
 		// The state records env values resolved from secrets.
 		SealState: func(k types.NamespacedName, plain []byte) []byte {
 			return p.sealer.SealFile(path.Join("serving", sub, k.String()), plain)

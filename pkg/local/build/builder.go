@@ -53,6 +53,9 @@ type Builder struct {
 	// Logger, when set, is told when a build starts and ends (sless dev's
 	// terminal lines); set it before the first EnsureBuild.
 	Logger *slog.Logger
+	// Procs starts the build steps (contained, no limits); set it before
+	// the first EnsureBuild. nil: started without a Supervisor.
+	Procs *proc.Supervisor
 
 	mu      sync.Mutex
 	running map[string]*build
@@ -337,7 +340,7 @@ func (b *Builder) build(ctx context.Context, hexd, location string) buildResult 
 		fmt.Fprintf(stamped, "$ %s\n", strings.Join(cmd.Args, " "))
 		cmd.Stdout = io.MultiWriter(stamped, tail)
 		cmd.Stderr = cmd.Stdout
-		err := proc.RunGroup(ctx, cmd)
+		_, err := b.Procs.Run(ctx, cmd, proc.Spec{Name: "build." + hexd[:12]})
 		stamped.Flush()
 		if err != nil {
 			msg := strings.TrimSpace(tail.String())

@@ -892,7 +892,8 @@ func (r *Runs) execJob(key types.NamespacedName, spec serving.JobRun, revision, 
 		case <-ctx.Done():
 		}
 	}()
-	runErr := proc.RunGroup(ctx, cmd)
+	exit, runErr := r.server.Procs().Run(ctx, cmd, proc.Spec{Name: "job." + key.Namespace + "." + revision,
+		Limits: spec.Limits, TempDir: true})
 	result := readTermination(term)
 	switch {
 	case runErr == nil:
@@ -905,6 +906,10 @@ func (r *Runs) execJob(key types.NamespacedName, spec serving.JobRun, revision, 
 		// kubelet reports for a killed container; the run fails as a Job
 		// whose Pod is evicted does (backoffLimit 0).
 		return "", 137, "the run was stopped: sless dev shut down while it ran (a new runID runs it again)", false
+	case exit.OOMKilled:
+		// A kubelet's words for the container, as the cluster's runner
+		// reports them.
+		return strings.TrimSpace(string(result)), 137, fmt.Sprintf("the function's container exited with code 137 (OOMKilled): it exceeded its memory limit of memoryMB %d", spec.Limits.MemoryBytes>>20), false
 	default:
 		code := 1
 		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {

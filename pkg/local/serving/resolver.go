@@ -154,7 +154,7 @@ func (r *Resolver) Resolve(_ context.Context, namespace, name string) (invoke.Ta
 		if err != nil {
 			return invoke.Activation{}, err
 		}
-		return invoke.Activation{Address: call.URL, Cold: call.Cold, Done: call.Done}, nil
+		return invoke.Activation{Address: call.URL, Cold: call.Cold, Done: call.Done, Lost: call.Lost}, nil
 	}
 	return t, nil
 }

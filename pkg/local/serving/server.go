@@ -109,7 +109,17 @@ type ServerOptions struct {
 	// served again (the reconciler asks for a revision anew).
 	SealState func(key types.NamespacedName, plain []byte) []byte
 	OpenState func(key types.NamespacedName, sealed []byte) ([]byte, error)
+	// Procs starts the processes, contained and limited by the function's
+	// memoryMB and cpu (see proc.Supervisor); nil: no limits, no records.
+	Procs *proc.Supervisor
+	// PidsLimit bounds the processes and threads of one instance. Default
+	// DefaultPidsLimit.
+	PidsLimit int64
 }
+
+// DefaultPidsLimit is ServerOptions.PidsLimit's default: room for any
+// runtime's threads and a handler's children, not for a fork bomb.
+const DefaultPidsLimit = 1024
 
 // Server is adapter.Server for one machine: every revision of a function is a
 // runtime wrapper process (runtimes.LocalCommand) on a free loopback port.
@@ -163,7 +173,15 @@ const (
 	ReasonRevisionFailed    = "RevisionFailed"
 	ReasonImageNotSupported = "ImageNotSupported"
 	ReasonEnvUnresolved     = "EnvUnresolved"
+	// ReasonOOMKilled: the process exceeded its memory limit and the
+	// kernel killed it, as a container's termination reason says.
+	ReasonOOMKilled = "OOMKilled"
 )
+
+// memoryOf words a memory limit.
+func memoryOf(l proc.Limits) string {
+	return fmt.Sprintf("memoryMB %d", l.MemoryBytes>>20)
+}
 
 // crashLoopAfter is how many crashes in a row make a serving revision
 // report Ready=False: one crash restarted at once is a blip, a second
@@ -214,6 +232,9 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	if opts.LogMaxFiles <= 0 {
 		opts.LogMaxFiles = DefaultLogMaxFiles
+	}
+	if opts.PidsLimit <= 0 {
+		opts.PidsLimit = DefaultPidsLimit
 	}
 	s := &Server{opts: opts, fns: map[types.NamespacedName]*service{}, done: make(chan struct{}), procs: map[*instance]struct{}{},
 		logs: map[string]*logFile{}}
@@ -348,6 +369,11 @@ func (s *Server) stateLocked(key types.NamespacedName) adapter.ServeState {
 		crash := r.crash
 		r.mu.Unlock()
 		switch {
+		case svc.active == r && crash.count >= crashLoopAfter && crash.oom:
+			st.Failed = true
+			st.Reason = ReasonOOMKilled
+			st.Message = fmt.Sprintf("revision %s: the process exceeded its memory limit (%s) and was killed (OOMKilled, exit code %d), %d times in a row; restarting with backoff",
+				r.name, memoryOf(r.spec.limits), crash.code, crash.count)
 		case svc.active == r && crash.count >= crashLoopAfter:
 			// As Knative's ContainerHealthy=False: the revision still takes
 			// calls (each starts an instance), but it does not stay up.
@@ -388,17 +414,21 @@ type JobRun struct {
 	Dir            string
 	Env            []string
 	TimeoutSeconds int32
+	Limits         proc.Limits
 }
 
 // ServingRun is how a job runs revision name of function key, which must
 // be the revision it serves; false when it is not.
 func (s *Server) ServingRun(key types.NamespacedName, name string) (JobRun, bool) {
 	spec, ok := s.servingSpec(key, name)
-	return JobRun{Dir: spec.dir, Env: spec.env, TimeoutSeconds: spec.timeout}, ok
+	return JobRun{Dir: spec.dir, Env: spec.env, TimeoutSeconds: spec.timeout, Limits: spec.limits}, ok
 }
 
 // Tools are the runtimes' tools the server starts processes with.
 func (s *Server) Tools() runtimes.LocalOptions { return s.opts.Tools }
+
+// Procs is the supervisor the server starts processes with.
+func (s *Server) Procs() *proc.Supervisor { return s.opts.Procs }
 
 // revisionSpec is what a revision runs, and a hash of it that tells whether
 // fn and image still match the latest revision.
@@ -411,7 +441,10 @@ type revisionSpec struct {
 	// concurrency is spec.containerConcurrency: the calls the instance
 	// takes at once; 0 is no limit.
 	concurrency int64
-	hash        string
+	// limits are memoryMB, cpu (a request, as on a cluster) and the
+	// process count.
+	limits proc.Limits
+	hash   string
 }
 
 func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, image string) (revisionSpec, string, error) {
@@ -419,7 +452,7 @@ func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, im
 	if err != nil {
 		return revisionSpec{}, ReasonImageNotSupported, err
 	}
-	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout()}
+	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout(), limits: s.limitsOf(fn.BuildSpec())}
 	if sc := fn.BuildSpec().Scale; sc != nil {
 		if sc.Min != nil {
 			spec.minScale = *sc.Min
@@ -444,6 +477,19 @@ func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, im
 	return spec, "", nil
 }
 
+// limitsOf is what a revision of sp may use: memoryMB as its memory limit
+// and cpu as its CPU request, as the Knative Service asks for them.
+func (s *Server) limitsOf(sp *slessv1alpha1.FunctionSpec) proc.Limits {
+	l := proc.Limits{MemoryBytes: slessv1alpha1.DefaultMemoryMB << 20, Pids: s.opts.PidsLimit}
+	if sp.MemoryMB != nil {
+		l.MemoryBytes = int64(*sp.MemoryMB) << 20
+	}
+	if sp.CPU != nil {
+		l.CPURequestMilli = sp.CPU.MilliValue()
+	}
+	return l
+}
+
 // specHash tells revisions apart by what they run. minScale is left out:
 // changing it changes how many instances run, not what they run (Knative
 // makes a new revision for it; locally there is no need).
@@ -454,7 +500,7 @@ func ofGeneration(r *revision, base string) bool {
 }
 
 func specHash(spec revisionSpec) string {
-	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout, spec.concurrency})
+	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout, spec.concurrency, spec.limits})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }
@@ -525,7 +571,23 @@ type Call struct {
 	Cold bool
 
 	r    *revision
+	inst *instance
 	once sync.Once
+}
+
+// Lost tells why the call's instance went away under it, once it has
+// exited ("" if it runs on, or was stopped on purpose): for the record of
+// a call whose forward failed.
+func (c *Call) Lost() string {
+	if c.inst == nil {
+		return ""
+	}
+	select {
+	case <-c.inst.exited:
+	case <-time.After(time.Second):
+		return "" // still up: the connection failed for another reason
+	}
+	return c.inst.exitReason()
 }
 
 // Done ends the call's hold; later calls, and calls on a Call that
@@ -555,7 +617,7 @@ func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, e
 		if r == nil {
 			return nil, ErrNoRevision
 		}
-		u, cold, err := r.acquire(ctx)
+		inst, cold, err := r.acquire(ctx)
 		if errors.Is(err, errRetired) {
 			continue // traffic moved on between the lookup and the acquire
 		}
@@ -566,7 +628,7 @@ func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, e
 			s.logf(slog.LevelInfo, "cold start", s.opts.Kind, key.String(), "revision", r.name,
 				"took", time.Since(begin).Round(time.Millisecond))
 		}
-		return &Call{URL: u, Revision: r.name, Cold: cold, r: r}, nil
+		return &Call{URL: inst.url, Revision: r.name, Cold: cold, r: r, inst: inst}, nil
 	}
 }
 
@@ -650,12 +712,13 @@ func (s *Server) Functions() []types.NamespacedName {
 // enough to run it again without the Function's spec, which by then may
 // describe a revision that fails.
 type savedRevision struct {
-	Name        string   `json:"name"`
-	Image       string   `json:"image"`
-	Env         []string `json:"env,omitempty"`
-	Timeout     int32    `json:"timeoutSeconds"`
-	Concurrency int64    `json:"containerConcurrency,omitempty"`
-	MinScale    int32    `json:"minScale,omitempty"`
+	Name        string      `json:"name"`
+	Image       string      `json:"image"`
+	Env         []string    `json:"env,omitempty"`
+	Timeout     int32       `json:"timeoutSeconds"`
+	Concurrency int64       `json:"containerConcurrency,omitempty"`
+	MinScale    int32       `json:"minScale,omitempty"`
+	Limits      proc.Limits `json:"limits"`
 }
 
 func (s *Server) statePath(key types.NamespacedName) string {
@@ -672,7 +735,7 @@ func (s *Server) save(key types.NamespacedName, r *revision) {
 	minScale := r.minScale
 	r.mu.Unlock()
 	raw, err := json.Marshal(savedRevision{Name: r.name, Image: r.spec.image, Env: r.spec.env,
-		Timeout: r.spec.timeout, Concurrency: r.spec.concurrency, MinScale: minScale})
+		Timeout: r.spec.timeout, Concurrency: r.spec.concurrency, MinScale: minScale, Limits: r.spec.limits})
 	if err != nil {
 		return
 	}
@@ -735,7 +798,7 @@ func (s *Server) restore() {
 				continue
 			}
 			spec := revisionSpec{dir: dir, image: saved.Image, env: saved.Env, timeout: saved.Timeout,
-				minScale: saved.MinScale, concurrency: saved.Concurrency}
+				minScale: saved.MinScale, concurrency: saved.Concurrency, limits: saved.Limits}
 			spec.hash = specHash(spec)
 			r := newRevision(s, key, saved.Name, spec)
 			s.fns[key] = &service{key: key, active: r, latest: r}
@@ -905,28 +968,33 @@ type crashState struct {
 	// last line the process wrote.
 	code   int
 	output string
+	// oom: the kernel killed it for exceeding its memory limit.
+	oom bool
 	// restartAt is the earliest the reaper starts a kept-up revision again.
 	restartAt time.Time
 }
 
 // noteCrash counts a crash of r's instance that had been up for up, and
 // returns the wait before the reaper starts another. Call it with r.mu held.
-func (r *revision) noteCrash(code int, output string, up time.Duration) time.Duration {
+func (r *revision) noteCrash(code int, oom bool, output string, up time.Duration) time.Duration {
 	o := r.s.opts
 	if up >= o.CrashReset {
 		r.crash.count = 0
 	}
 	r.crash.count++
 	wait := min(o.CrashBackoff<<min(r.crash.count-1, 16), o.CrashBackoffMax)
-	r.crash.code, r.crash.output, r.crash.restartAt = code, output, time.Now().Add(wait)
+	r.crash.code, r.crash.oom, r.crash.output, r.crash.restartAt = code, oom, output, time.Now().Add(wait)
 	return wait
 }
 
 // crashed tells the server's log and, once the crashes make a loop, the
 // reconciler (through OnChange) of a crash noteCrash counted.
-func (r *revision) crashed(code int, count int, wait time.Duration, keptUp bool, output string) {
+func (r *revision) crashed(code int, oom bool, count int, wait time.Duration, keptUp bool, output string) {
 	s := r.s
 	args := []any{s.opts.Kind, r.key.String(), "revision", r.name, "exitCode", code, "crashes", count}
+	if oom {
+		args = append(args, "reason", ReasonOOMKilled, "limit", memoryOf(r.spec.limits))
+	}
 	if keptUp {
 		args = append(args, "restartIn", wait.Round(time.Millisecond))
 	} else {
@@ -955,7 +1023,7 @@ var errRetired = errors.New("revision retired")
 // taken, as Knative's queue-proxy queues calls past containerConcurrency)
 // and returns the address of a running instance, counting the call in
 // flight until release.
-func (r *revision) acquire(ctx context.Context) (*url.URL, bool, error) {
+func (r *revision) acquire(ctx context.Context) (*instance, bool, error) {
 	if r.slots != nil {
 		select {
 		case r.slots <- struct{}{}:
@@ -967,11 +1035,11 @@ func (r *revision) acquire(ctx context.Context) (*url.URL, bool, error) {
 	r.mu.Lock()
 	r.inFlight++
 	r.mu.Unlock()
-	u, cold, err := r.ensure(ctx)
+	inst, cold, err := r.ensure(ctx)
 	if err != nil {
 		r.release()
 	}
-	return u, cold, err
+	return inst, cold, err
 }
 
 // release ends a call acquire began.
@@ -985,9 +1053,9 @@ func (r *revision) release() {
 	}
 }
 
-// ensure returns the address of a running instance, starting one (and
-// waiting for it) when none runs.
-func (r *revision) ensure(ctx context.Context) (*url.URL, bool, error) {
+// ensure returns a running instance, starting one (and waiting for it)
+// when none runs.
+func (r *revision) ensure(ctx context.Context) (*instance, bool, error) {
 	r.mu.Lock()
 	if r.retired {
 		r.mu.Unlock()
@@ -995,9 +1063,9 @@ func (r *revision) ensure(ctx context.Context) (*url.URL, bool, error) {
 	}
 	r.lastActivity = time.Now()
 	if r.inst != nil && r.starting == nil {
-		u := r.inst.url
+		inst := r.inst
 		r.mu.Unlock()
-		return u, false, nil
+		return inst, false, nil
 	}
 	if r.starting == nil {
 		r.starting = make(chan struct{})
@@ -1019,7 +1087,7 @@ func (r *revision) ensure(ctx context.Context) (*url.URL, bool, error) {
 	if r.inst == nil {
 		return nil, true, errors.New("the instance stopped right after it started")
 	}
-	return r.inst.url, true, nil
+	return r.inst, true, nil
 }
 
 // start runs one instance and waits for its health check; a port taken
@@ -1056,14 +1124,14 @@ func (r *revision) start(done chan struct{}) {
 		// A revision that served once and now fails to start again (a
 		// dependency it needs at start is down) crash-loops like one
 		// whose instance exits.
-		code, output := -1, proc.LastLines(err.Error(), 1)
+		code, oom, output := -1, false, proc.LastLines(err.Error(), 1)
 		var ee *exitError
 		if errors.As(err, &ee) {
-			code, output = ee.code, ee.output
+			code, oom, output = ee.code, ee.oom, ee.output
 		}
-		wait := r.noteCrash(code, output, 0)
+		wait := r.noteCrash(code, oom, output, 0)
 		count, keptUp := r.crash.count, r.minScale > 0
-		crash = func() { r.crashed(code, count, wait, keptUp, output) }
+		crash = func() { r.crashed(code, oom, count, wait, keptUp, output) }
 	}
 	r.starting = nil
 	r.mu.Unlock()
@@ -1077,6 +1145,7 @@ func (r *revision) start(done chan struct{}) {
 // code and last line of output.
 type exitError struct {
 	code   int
+	oom    bool
 	output string
 	err    error
 }
@@ -1114,10 +1183,10 @@ func (r *revision) watch(inst *instance) {
 		return
 	}
 	output := lastMessage(inst.logs.String())
-	wait := r.noteCrash(inst.code, output, up)
+	wait := r.noteCrash(inst.code, inst.oomKilled, output, up)
 	count, keptUp := r.crash.count, r.minScale > 0 && !r.retired
 	r.mu.Unlock()
-	r.crashed(inst.code, count, wait, keptUp, output)
+	r.crashed(inst.code, inst.oomKilled, count, wait, keptUp, output)
 }
 
 // stop stops the revision's instance, if any, and waits for it.
@@ -1144,6 +1213,7 @@ var (
 // instance is one wrapper process.
 type instance struct {
 	cmd     *exec.Cmd
+	p       *proc.Process
 	url     *url.URL
 	exited  chan struct{}
 	logs    *proc.Tail
@@ -1157,9 +1227,13 @@ type instance struct {
 	fn, revision string
 	// code is the exit code, set before exited is closed: 128+signal
 	// when a signal ended the process, as a container runtime reports it.
-	code   int
-	mu     sync.Mutex
-	reason string
+	code int
+	// oomKilled: the kernel killed it for exceeding its memory limit; set
+	// with code.
+	oomKilled bool
+	limits    proc.Limits
+	mu        sync.Mutex
+	reason    string
 	// up is when the instance answered its health check (zero until then).
 	up time.Time
 }
@@ -1172,6 +1246,22 @@ func (inst *instance) upFor(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(inst.up)
+}
+
+// exitReason says why an exited instance ended, "" when it was stopped on
+// purpose.
+func (inst *instance) exitReason() string {
+	inst.mu.Lock()
+	stopped := inst.reason != ""
+	inst.mu.Unlock()
+	switch {
+	case stopped:
+		return ""
+	case inst.oomKilled:
+		return fmt.Sprintf("OOMKilled: the function's process exceeded its memory limit (%s) and was killed", memoryOf(inst.limits))
+	default:
+		return fmt.Sprintf("the function's process exited with code %d", inst.code)
+	}
 }
 
 // because records why the instance is being stopped; the first reason
@@ -1200,12 +1290,9 @@ func (r *revision) spawn() (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Its own process group: a Ctrl-C at the terminal reaches sless dev,
-	// which then drains the functions, not the functions directly.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &proc.Tail{Max: 4096},
 		url:   &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
-		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name}
+		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name, limits: r.spec.limits}
 	out, closeOut := s.Output(r.key)
 	inst.closeFn = closeOut
 	w := io.MultiWriter(out, inst.logs)
@@ -1218,21 +1305,34 @@ func (r *revision) spawn() (*instance, error) {
 		closeOut()
 		return nil, errServerClosed
 	}
-	if err := cmd.Start(); err != nil {
+	// A private TMPDIR, as a container's /tmp; the process group keeps a
+	// Ctrl-C at the terminal from reaching it: sless dev drains it.
+	p, err := s.opts.Procs.Start(cmd, proc.Spec{Name: s.opts.Kind + "." + r.key.Namespace + "." + r.name,
+		Limits: r.spec.limits, TempDir: true})
+	if err != nil {
 		s.procMu.Unlock()
 		closeOut()
 		return nil, err
 	}
+	inst.p = p
 	s.procs[inst] = struct{}{}
 	s.procMu.Unlock()
 	began := time.Now()
 	go func() {
-		_ = cmd.Wait()
+		exit, _ := p.Wait()
+		if exit.OOMKilled {
+			// The kubelet keeps this in the container's status; here the
+			// log is where a developer looks first.
+			msg, _ := json.Marshal(map[string]string{"level": "error", "source": "sless",
+				"msg": fmt.Sprintf("OOMKilled: process %d of revision %s exceeded its memory limit (%s) and was killed",
+					cmd.Process.Pid, inst.revision, memoryOf(inst.limits))})
+			_, _ = out.Write(append(msg, '\n'))
+		}
 		closeOut()
 		s.procMu.Lock()
 		delete(s.procs, inst)
 		s.procMu.Unlock()
-		inst.code = exitCode(cmd.ProcessState)
+		inst.code, inst.oomKilled = exitCode(cmd.ProcessState), exit.OOMKilled
 		inst.mu.Lock()
 		reason, up := inst.reason, inst.up
 		inst.mu.Unlock()
@@ -1241,7 +1341,11 @@ func (r *revision) spawn() (*instance, error) {
 			s.logf(slog.LevelInfo, "process stopped", s.opts.Kind, inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "reason", reason)
 		case up.IsZero():
 			// A healthy instance's exit is a crash, which watch tells.
-			s.logf(slog.LevelWarn, "process exited", s.opts.Kind, inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "status", cmd.ProcessState.String())
+			args := []any{s.opts.Kind, inst.fn, "revision", inst.revision, "pid", cmd.Process.Pid, "status", cmd.ProcessState.String()}
+			if exit.OOMKilled {
+				args = append(args, "reason", ReasonOOMKilled, "limit", memoryOf(inst.limits))
+			}
+			s.logf(slog.LevelWarn, "process exited", args...)
 		}
 		close(inst.exited)
 	}()
@@ -1258,7 +1362,10 @@ func (r *revision) spawn() (*instance, error) {
 			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
 		}
 		if exited {
-			return nil, &exitError{code: inst.code, output: lastMessage(inst.logs.String()), err: err}
+			if inst.oomKilled {
+				err = fmt.Errorf("OOMKilled: the process exceeded its memory limit (%s) and was killed: %w", memoryOf(inst.limits), err)
+			}
+			return nil, &exitError{code: inst.code, oom: inst.oomKilled, output: lastMessage(inst.logs.String()), err: err}
 		}
 		return nil, err
 	}
@@ -1332,7 +1439,7 @@ func (inst *instance) stop(grace, timeout time.Duration) {
 	select {
 	case <-inst.exited:
 	case <-time.After(timeout + 5*time.Second):
-		_ = syscall.Kill(-inst.cmd.Process.Pid, syscall.SIGKILL)
+		inst.p.Kill()
 		<-inst.exited
 	}
 }
