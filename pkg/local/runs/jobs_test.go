@@ -21,6 +21,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/localtest"
+	"github.com/sless-dev/sless/pkg/local/proc"
 	"github.com/sless-dev/sless/pkg/local/serving"
 )
 
@@ -396,5 +397,55 @@ func TestFunctionJobPayloadAtTheLimit(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// A run over its function's memoryMB is killed by the kernel and fails
+// in a kubelet's words: exit code 137, OOMKilled.
+func TestFunctionJobOverMemoryIsOOMKilled(t *testing.T) {
+	procs, err := proc.NewSupervisor(t.TempDir(), proc.SupervisorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := procs.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if strings.Contains(procs.Warning(), "RLIMIT_DATA") {
+		t.Skip("no memory cgroup here: " + procs.Warning())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute, Procs: procs})
+	fn := localtest.Function("ns", "hog")
+	fn.Spec.MemoryMB = ptr.To[int32](64)
+	rig.serve(ctx, t, fn, `def handler(event, context):
+    b = bytearray(200 * 1024 * 1024)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    return len(b)
+`)
+	jobLoop := apiserver.NewLoop("job", rig.store, slessv1alpha1.SchemeGroupVersion.WithKind("FunctionJob").GroupKind(), rig.runs.JobReconciler(), nil)
+	go jobLoop.Run(ctx, nil, 1)
+	j := &slessv1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"},
+		Spec: slessv1alpha1.FunctionJobSpec{Function: "hog", RunID: 1}}
+	if err := rig.store.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for j.Status.Phase != slessv1alpha1.JobPhaseFailed && j.Status.Phase != slessv1alpha1.JobPhaseSucceeded {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not end: %+v", j.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := rig.store.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "big"}, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := meta.FindStatusCondition(j.Status.Conditions, slessv1alpha1.JobConditionComplete)
+	if j.Status.Phase != slessv1alpha1.JobPhaseFailed || j.Status.ExitCode == nil || *j.Status.ExitCode != 137 || c == nil ||
+		!strings.Contains(c.Message, "exited with code 137 (OOMKilled)") {
+		t.Errorf("status %+v; want Failed, exit code 137, a message saying OOMKilled", j.Status)
 	}
 }
