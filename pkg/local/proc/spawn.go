@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // The kernel sends a child's parent-death signal when the thread that
@@ -47,7 +45,7 @@ func spawn(c spawnCall) error {
 	if len(c.into) == 0 {
 		return c.cmd.Start()
 	}
-	tid := []byte(strconv.Itoa(unix.Gettid()))
+	tid := []byte(strconv.Itoa(gettid()))
 	back := func() error {
 		var errs []error
 		for _, d := range c.home {
@@ -85,7 +83,7 @@ func start(cmd *exec.Cmd, into, home []string) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	setDeathSignal(cmd.SysProcAttr)
 	c := spawnCall{cmd: cmd, into: into, home: home, done: make(chan error, 1)}
 	spawnReq <- c
 	return <-c.done

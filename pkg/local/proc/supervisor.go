@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Supervisor starts the processes of one sless dev and keeps them
@@ -70,9 +68,12 @@ func NewSupervisor(dir string, opts SupervisorOptions) (*Supervisor, error) {
 	if s.reaped, err = s.reap(); err != nil {
 		return nil, err
 	}
-	if opts.NoCgroups {
+	switch {
+	case opts.NoCgroups:
 		s.cg = &cgroups{missing: map[string]string{"": "cgroups are turned off"}}
-	} else {
+	case !haveCgroups:
+		s.cg = &cgroups{missing: map[string]string{"": "cgroups are Linux's"}}
+	default:
 		sum := sha256.Sum256([]byte(abs))
 		s.cg = openCgroups("sless-dev-" + hex.EncodeToString(sum[:6]))
 		raw, _ := json.Marshal(s.cg.subtrees())
@@ -80,7 +81,7 @@ func NewSupervisor(dir string, opts SupervisorOptions) (*Supervisor, error) {
 			return nil, err
 		}
 	}
-	s.rlimitMemory = !s.cg.has(ctlMemory)
+	s.rlimitMemory = haveCgroups && !s.cg.has(ctlMemory)
 	s.warning = s.cg.warning()
 	return s, nil
 }
@@ -91,8 +92,11 @@ func (c *cgroups) has(ctl string) bool { return c.v2ctl[ctl] || c.v1[ctl] != "" 
 // warning says what is not enforced, "" when all is.
 func (c *cgroups) warning() string {
 	var lost []string
-	if !c.has(ctlMemory) {
+	switch {
+	case !c.has(ctlMemory) && haveCgroups:
 		lost = append(lost, "memory limits are enforced by RLIMIT_DATA (an allocation past memoryMB fails; nothing is OOM-killed)")
+	case !c.has(ctlMemory):
+		lost = append(lost, "memoryMB is not enforced")
 	}
 	if !c.has(ctlCPU) {
 		lost = append(lost, "cpu is not enforced")
@@ -100,7 +104,10 @@ func (c *cgroups) warning() string {
 	if !c.has(ctlPids) {
 		lost = append(lost, "the process count is not limited")
 	}
-	if c.v2 == "" && len(c.v1) == 0 {
+	switch {
+	case !haveCgroups:
+		lost = append(lost, "a function's processes may outlive sless dev if it is killed")
+	case c.v2 == "" && len(c.v1) == 0:
 		lost = append(lost, "a function's children may outlive it if sless dev is killed (they are stopped at its next start)")
 	}
 	if len(lost) == 0 {
@@ -232,8 +239,7 @@ func (s *Supervisor) Start(cmd *exec.Cmd, spec Spec) (*Process, error) {
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(fd.Fd())
+		setCgroupFD(cmd.SysProcAttr, int(fd.Fd()))
 	}
 	var into, home []string
 	if p.cg != nil {
@@ -256,8 +262,7 @@ func (s *Supervisor) Start(cmd *exec.Cmd, spec Spec) (*Process, error) {
 	raw, _ := json.Marshal(rec)
 	werr := writeFileAtomic(p.record, raw)
 	if werr == nil && s.rlimitMemory && spec.Limits.MemoryBytes > 0 {
-		lim := uint64(spec.Limits.MemoryBytes)
-		if err := unix.Prlimit(pid, unix.RLIMIT_DATA, &unix.Rlimit{Cur: lim, Max: lim}, nil); err != nil {
+		if err := limitData(pid, spec.Limits.MemoryBytes); err != nil {
 			werr = fmt.Errorf("limit the memory of process %d: %w", pid, err)
 		}
 	}
@@ -288,9 +293,7 @@ func (p *Process) Wait() (Exit, error) {
 		// processes end with it), which also closes the output pipes
 		// its children held, on which Cmd.Wait waits.
 		pid := p.Cmd.Process.Pid
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
+		awaitExit(pid)
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		if p.cg != nil {
 			p.cg.kill()
