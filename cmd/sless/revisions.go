@@ -45,6 +45,16 @@ func (f *trafficFlags) register(name, synopsis string, outputs, waits bool) *fla
 	return fs
 }
 
+// parse parses args and wants one NAME, of a function or, with --service,
+// a service.
+func (f *trafficFlags) parse(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", err
+	}
+	return onePositionalOf(fs, pos, f.kind())
+}
+
 func (f *trafficFlags) kind() string {
 	if f.service {
 		return client.KindService
@@ -61,11 +71,7 @@ its tags.`
 func runRevisions(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {
 	var f trafficFlags
 	fs := f.register("revisions", revisionsSynopsis, true, false)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	name, err := onePositionalOf(fs, pos, f.kind())
+	name, err := f.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -132,11 +138,7 @@ func runRollout(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	fs := f.register("rollout", rolloutSynopsis, false, true)
 	percent := fs.Int64("percent", -1, "the latest revision's share of the calls, 0 to 100")
 	promote := fs.Bool("promote", false, "send every call to the latest revision")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	name, err := onePositionalOf(fs, pos, f.kind())
+	name, err := f.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -189,11 +191,7 @@ func runRollback(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	var f trafficFlags
 	fs := f.register("rollback", rollbackSynopsis, false, true)
 	to := fs.String("to", "", "the revision to send every call to (sless revisions NAME lists them)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	name, err := onePositionalOf(fs, pos, f.kind())
+	name, err := f.parse(fs, args)
 	if err != nil {
 		return err
 	}

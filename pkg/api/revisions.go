@@ -3,39 +3,20 @@ package api
 import (
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter"
+	"github.com/sless-dev/sless/pkg/api/wire"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-// Revision is one entry of GET …/functions/{name}/revisions: a revision,
-// what it runs and the share of the calls it takes now.
-type Revision struct {
-	Name         string    `json:"name"`
-	Created      time.Time `json:"created,omitzero"`
-	SourceDigest string    `json:"sourceDigest,omitempty"`
-	Image        string    `json:"image,omitempty"`
-	Ready        bool      `json:"ready"`
-	Reason       string    `json:"reason,omitempty"`
-	Message      string    `json:"message,omitempty"`
-	// Percent is the share of the calls the revision takes, summed over the
-	// traffic targets that resolve to it.
-	Percent int64 `json:"percent"`
-	// Latest marks the revision the latest-revision target follows.
-	Latest bool `json:"latest,omitempty"`
-	// Tags are the tagged targets that reach it, each with its URL.
-	Tags []RevisionTag `json:"tags,omitempty"`
-}
-
-// RevisionTag is a tagged traffic target of a revision.
-type RevisionTag struct {
-	Tag string `json:"tag"`
-	URL string `json:"url,omitempty"`
-}
+// Revision and RevisionTag are the JSON of …/revisions.
+type (
+	Revision    = wire.Revision
+	RevisionTag = wire.RevisionTag
+)
 
 // revisions serves GET …/functions/{name}/revisions and the services'
 // route: the workload's revisions, newest first, with its status.traffic

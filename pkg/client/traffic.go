@@ -4,32 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"time"
 
 	"k8s.io/utils/ptr"
 
+	"github.com/sless-dev/sless/pkg/api/wire"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-// Revision is one of a workload's revisions as GET …/revisions lists it.
-type Revision struct {
-	Name         string        `json:"name"`
-	Created      time.Time     `json:"created,omitzero"`
-	SourceDigest string        `json:"sourceDigest,omitempty"`
-	Image        string        `json:"image,omitempty"`
-	Ready        bool          `json:"ready"`
-	Reason       string        `json:"reason,omitempty"`
-	Message      string        `json:"message,omitempty"`
-	Percent      int64         `json:"percent"`
-	Latest       bool          `json:"latest,omitempty"`
-	Tags         []RevisionTag `json:"tags,omitempty"`
-}
-
-// RevisionTag is a tagged traffic target of a revision and its URL.
-type RevisionTag struct {
-	Tag string `json:"tag"`
-	URL string `json:"url,omitempty"`
-}
+// Revision and RevisionTag are what GET …/revisions lists.
+type (
+	Revision    = wire.Revision
+	RevisionTag = wire.RevisionTag
+)
 
 // ListRevisions lists the revisions of a Function, or of a SlessService
 // when service is true, newest first.
