@@ -11,27 +11,40 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/natsq"
 )
 
 func init() {
-	register("consume", "deliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer)", runConsume)
+	register("consume", "deliver the messages of a RabbitMQ queue or a NATS JetStream stream to a function (a trigger's consumer)", runConsume)
 }
 
 // consumeOptions is what `sless consume` runs with.
 type consumeOptions struct {
-	queue queue.Config
+	// broker is amqp (queue) or nats (nats), whose configuration is used.
+	broker string
+	queue  queue.Config
+	nats   natsq.Config
 	// healthAddr is where readiness and liveness are served; "" serves none.
 	healthAddr string
 }
 
 // parseConsume reads the flags and environment of `sless consume`. The
 // broker URL (with its password) and the credential come from the
-// environment: SLESS_AMQP_URL and SLESS_TOKEN.
+// environment: SLESS_AMQP_URL (or SLESS_BROKER_URL and its SLESS_BROKER_*
+// companions for --broker=nats) and SLESS_TOKEN.
 func parseConsume(args []string, getenv func(string) string) (consumeOptions, error) {
-	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n\nDeliver the messages of a RabbitMQ queue to a function (a queue trigger's consumer).\nThe broker URL comes from $"+kube.EnvAMQPURL+", the credential from $"+kube.EnvToken+".")
+	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n"+
+		"sless consume --broker=nats --url URL --stream S --subject S --durable D --dead-letter-subject S --timeout D [flags]\n\n"+
+		"Deliver the messages of a RabbitMQ queue or a NATS JetStream stream to a function (a trigger's consumer).\n"+
+		"The broker URL comes from $"+kube.EnvAMQPURL+" (amqp) or $"+kube.EnvBrokerURL+" (nats), the credential from $"+kube.EnvToken+".")
+	broker := fs.String("broker", "amqp", "amqp (RabbitMQ) or nats (JetStream)")
 	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
-	q := fs.String("queue", "", "queue to consume")
-	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (default <queue>.dlq)")
+	q := fs.String("queue", "", "queue to consume (amqp)")
+	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (amqp; default <queue>.dlq)")
+	stream := fs.String("stream", "", "JetStream stream to consume (nats)")
+	subject := fs.String("subject", "", "subject filter of the stream's messages (nats)")
+	durable := fs.String("durable", "", "name of the durable JetStream consumer (nats)")
+	dls := fs.String("dead-letter-subject", "", "subject for messages whose retries ran out (nats)")
 	prefetch := fs.Int("prefetch", 10, "unacknowledged messages held at once (1-1000)")
 	concurrency := fs.Int("concurrency", 1, "calls at once (1-100)")
 	retries := fs.Int("max-retries", 3, "retries before a message is dead-lettered (0-100)")
@@ -49,16 +62,9 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 	if err := checkFunctionURL(*fnURL); err != nil {
 		errs = append(errs, err)
 	}
-	amqpURL := getenv(kube.EnvAMQPURL)
-	if amqpURL == "" {
-		errs = append(errs, errors.New("$"+kube.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
-	}
 	token := getenv(kube.EnvToken)
 	if token == "" {
 		errs = append(errs, errors.New("$"+kube.EnvToken+" (the trigger's credential) is required"))
-	}
-	if *q == "" {
-		errs = append(errs, errors.New("--queue is required"))
 	}
 	if *prefetch < 1 || *prefetch > 1000 {
 		errs = append(errs, fmt.Errorf("--prefetch must be between 1 and 1000, got %d", *prefetch))
@@ -80,14 +86,67 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 			errs = append(errs, fmt.Errorf("--health-addr must be host:port or :port, got %q", *health))
 		}
 	}
+	invoker := &queue.Invoker{URL: *fnURL, Token: token, Timeout: *timeout}
+	o := consumeOptions{broker: *broker, healthAddr: *health}
+	switch *broker {
+	case "amqp":
+		amqpURL := getenv(kube.EnvAMQPURL)
+		if amqpURL == "" {
+			errs = append(errs, errors.New("$"+kube.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
+		}
+		if *q == "" {
+			errs = append(errs, errors.New("--queue is required"))
+		}
+		o.queue = queue.Config{
+			URL: amqpURL, Queue: *q, DeadLetterQueue: *dlq, Prefetch: *prefetch, Concurrency: *concurrency,
+			MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff, Invoker: invoker,
+		}
+	case "nats":
+		natsURL := getenv(kube.EnvBrokerURL)
+		if natsURL == "" {
+			errs = append(errs, errors.New("$"+kube.EnvBrokerURL+" (the server's nats:// URL) is required"))
+		}
+		for _, f := range []struct{ name, value string }{{"stream", *stream}, {"subject", *subject}, {"durable", *durable}, {"dead-letter-subject", *dls}} {
+			if f.value == "" {
+				errs = append(errs, fmt.Errorf("--%s is required with --broker=nats", f.name))
+			}
+		}
+		o.nats = natsq.Config{
+			URL: natsURL, Auth: brokerAuth(getenv), Stream: *stream, Subject: *subject, Durable: *durable, DeadLetterSubject: *dls,
+			Prefetch: *prefetch, Concurrency: *concurrency, MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff,
+			// JetStream delivers a message again if no acknowledgement
+			// came within AckWait: longer than the longest call.
+			AckWait: *timeout + ackWaitMargin, Invoker: invoker,
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--broker must be amqp or nats, got %q", *broker))
+	}
 	if len(errs) > 0 {
 		return consumeOptions{}, errors.Join(errs...)
 	}
-	return consumeOptions{healthAddr: *health, queue: queue.Config{
-		URL: amqpURL, Queue: *q, DeadLetterQueue: *dlq, Prefetch: *prefetch, Concurrency: *concurrency,
-		MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff,
-		Invoker: &queue.Invoker{URL: *fnURL, Token: token, Timeout: *timeout},
-	}}, nil
+	return o, nil
+}
+
+// source makes the consumer the options describe, logging to log.
+func (o consumeOptions) source(log *slog.Logger) (queue.Source, error) {
+	if o.broker == "nats" {
+		o.nats.Logger = log
+		return natsq.New(o.nats)
+	}
+	o.queue.Logger = log
+	return queue.New(o.queue)
+}
+
+// ackWaitMargin is added to the call's timeout for JetStream's AckWait, so
+// that a call that takes all its time is settled before a redelivery.
+const ackWaitMargin = 30 * time.Second
+
+// brokerAuth reads the optional credentials of the connection Secret.
+func brokerAuth(getenv func(string) string) queue.Auth {
+	return queue.Auth{
+		Username: getenv(kube.EnvBrokerUsername), Password: getenv(kube.EnvBrokerPassword), Token: getenv(kube.EnvBrokerToken),
+		CA: []byte(getenv(kube.EnvBrokerCA)), Cert: []byte(getenv(kube.EnvBrokerCert)), Key: []byte(getenv(kube.EnvBrokerKey)),
+	}
 }
 
 // runConsume consumes until SIGTERM, then finishes the calls in flight.
@@ -96,8 +155,7 @@ func runConsume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o.queue.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	c, err := queue.New(o.queue)
+	c, err := o.source(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
 	if err != nil {
 		return err
 	}
@@ -110,5 +168,5 @@ func runConsume(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve health on %s: %w", o.healthAddr, err)
 	}
-	return c.RunWithHealth(ctx, ln, kube.ConsumerReadyPath, kube.ConsumerLivePath)
+	return queue.RunWithHealth(ctx, c, ln, kube.ConsumerReadyPath, kube.ConsumerLivePath)
 }

@@ -75,6 +75,7 @@ func parseDev(args []string) (local.Options, string, error) {
 	fnDomain := fs.String("fn-domain", envOr("SLESS_FN_DOMAIN", defaultDevDomain), "serve each function at its own host, {name}.{namespace}.<domain>; curl and browsers resolve *.localhost to this machine without DNS; \"\" serves functions at /fn/ only")
 	bodyIdle := fs.Duration("body-idle-timeout", invoke.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408")
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
+	natsURL := fs.String("nats-url", os.Getenv("SLESS_NATS_URL"), "NATS URL (nats://[user:password@]host:4222) that nats triggers consume from; without one they are not consumed")
 	callbackAllow := fs.String("callback-allow", os.Getenv("SLESS_CALLBACK_ALLOW"), "comma-separated CIDRs, addresses and host names the results of asynchronous calls may be posted to although they are loopback, private or cluster-internal (e.g. 127.0.0.1,10.0.0.0/8,hooks.internal)")
 	if err := parseFlags(fs, args); err != nil {
 		return local.Options{}, "", err
@@ -93,7 +94,7 @@ func parseDev(args []string) (local.Options, string, error) {
 		DatabaseURL: *databaseURL, RecordsMaxAge: *maxAge, LogMaxFiles: *logMaxFiles,
 		Tools:         runtimes.LocalOptions{Python: *python, Node: *node, Go: *goTool},
 		SourceGCGrace: *gcGrace, SourceGCInterval: *gcInterval,
-		AMQPURL: *amqpURL, Console: *withConsole, Out: os.Stderr, NoCgroups: !*cgroups,
+		AMQPURL: *amqpURL, NATSURL: *natsURL, Console: *withConsole, Out: os.Stderr, NoCgroups: !*cgroups,
 	}
 	var err error
 	if opts.CallbackPolicy, err = callback.ParseAllowList(strings.Split(*callbackAllow, ",")); err != nil {

@@ -238,4 +238,26 @@ func TestConsumeFlags(t *testing.T) {
 	if o.healthAddr != ":8080" {
 		t.Errorf("health address %q, want :8080", o.healthAddr)
 	}
+	natsEnv := map[string]string{"SLESS_TOKEN": "t", "SLESS_BROKER_URL": "nats://n:4222"}
+	natsBase := []string{"--broker=nats", "--url=http://proxy/fn/a/b", "--timeout=90s", "--stream=S", "--subject=s.>", "--durable=d", "--dead-letter-subject=dead"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown broker", []string{"--broker=kafka", "--url=http://proxy/fn/a/b", "--timeout=1s"}, natsEnv, "--broker must be amqp or nats"},
+		{"no server", natsBase, map[string]string{"SLESS_TOKEN": "t"}, "SLESS_BROKER_URL"},
+		{"no stream", append(append([]string{}, natsBase...), "--stream="), natsEnv, "--stream is required with --broker=nats"},
+		{"no dead-letter subject", append(append([]string{}, natsBase...), "--dead-letter-subject="), natsEnv, "--dead-letter-subject is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := parseConsume(tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if o, err := parseConsume(natsBase, env(natsEnv)); err != nil || o.broker != "nats" || o.nats.AckWait != 120*time.Second {
+		t.Fatalf("nats flags: %+v %v", o.nats, err)
+	}
 }

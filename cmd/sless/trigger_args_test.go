@@ -61,7 +61,7 @@ func TestDeploymentRunsSlessConsume(t *testing.T) {
 	tr := &slessv1alpha1.Trigger{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns"},
 		Spec: slessv1alpha1.TriggerSpec{Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
-			Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", MaxRetries: ptr.To[int32](7), BackoffSeconds: ptr.To[int32](3), Concurrency: ptr.To[int32](4)}},
+			Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", Delivery: slessv1alpha1.Delivery{MaxRetries: ptr.To[int32](7), BackoffSeconds: ptr.To[int32](3), Concurrency: ptr.To[int32](4)}}},
 	}
 	d := kube.MakeConsumerDeployment(tr, fn, kube.TriggerConfig{Image: "sless", InvokeURL: "http://proxy"})
 	c := d.Spec.Template.Spec.Containers[0]
@@ -100,5 +100,38 @@ func TestDeploymentRunsSlessConsume(t *testing.T) {
 		cfg.Backoff != 3*time.Second || cfg.Concurrency != 4 || cfg.Prefetch != 10 || iv.URL != "http://proxy/fn/ns/worker" ||
 		iv.Token != "tok" || iv.Timeout != 90*time.Second {
 		t.Errorf("sless consume would run with %+v (invoker %+v)", cfg, iv)
+	}
+}
+
+// A nats trigger's Deployment runs sless consume with --broker=nats, and
+// the connection Secret's keys reach it through the environment.
+func TestDeploymentRunsSlessConsumeForNATS(t *testing.T) {
+	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "ns"}}
+	tr := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "events", Namespace: "ns"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "worker", Type: slessv1alpha1.TriggerTypeNATS,
+			NATS: &slessv1alpha1.NATSSpec{ConnectionSecret: "nats", Stream: "EVENTS", Subject: "events.>",
+				Delivery: slessv1alpha1.Delivery{MaxRetries: ptr.To[int32](5), Prefetch: ptr.To[int32](20)}}},
+	}
+	c := kube.MakeConsumerDeployment(tr, fn, kube.TriggerConfig{Image: "sless", InvokeURL: "http://proxy"}).Spec.Template.Spec.Containers[0]
+	o, err := parseConsume(c.Args[1:], containerEnv(c, map[string]string{"nats/url": "nats://n:4222", "nats/username": "u", "nats/password": "p",
+		"events-trigger-token/token": "tok"}))
+	if err != nil {
+		t.Fatalf("sless consume refuses the Deployment's command line: %v", err)
+	}
+	cfg := o.nats
+	if o.broker != "nats" || cfg.URL != "nats://n:4222" || cfg.Auth.Username != "u" || cfg.Auth.Password != "p" || cfg.Stream != "EVENTS" ||
+		cfg.Subject != "events.>" || cfg.Durable != "events" || cfg.DeadLetterSubject != "dlq.EVENTS.events" || cfg.MaxRetries != 5 ||
+		cfg.Prefetch != 20 || cfg.AckWait != 120*time.Second {
+		t.Errorf("sless consume would run with %+v", cfg)
+	}
+	src, err := o.source(nil)
+	if err != nil || src.What() != "subject events.> of stream EVENTS" {
+		t.Errorf("consumer %v, %v", src, err)
+	}
+	for _, e := range c.Env {
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil && ref.Name == "nats" && ref.Key != "url" && (ref.Optional == nil || !*ref.Optional) {
+			t.Errorf("%s from key %s is not optional: a Secret without it would keep the pod from starting", e.Name, ref.Key)
+		}
 	}
 }

@@ -83,6 +83,8 @@ type Options struct {
 	SourceGCGrace, SourceGCInterval time.Duration
 	// AMQPURL is the broker queue triggers consume from; "": not consumed.
 	AMQPURL string
+	// NATSURL is the server nats triggers consume from; "": not consumed.
+	NATSURL string
 	// Console serves the web console at /console/.
 	Console bool
 	// NoCgroups makes no cgroups for the functions' processes even where

@@ -22,3 +22,19 @@ func DeadLetterQueue(q *slessv1alpha1.QueueSpec) string {
 	}
 	return q.Queue + ".dlq"
 }
+
+// NATSDurable is the JetStream consumer a nats trigger consumes through.
+func NATSDurable(t *slessv1alpha1.Trigger) string {
+	if d := t.Spec.NATS.Durable; d != "" {
+		return d
+	}
+	return t.Name
+}
+
+// NATSDeadLetterSubject is where a nats trigger's exhausted messages go.
+func NATSDeadLetterSubject(t *slessv1alpha1.Trigger) string {
+	if s := t.Spec.NATS.DeadLetterSubject; s != "" {
+		return s
+	}
+	return "dlq." + t.Spec.NATS.Stream + "." + NATSDurable(t)
+}

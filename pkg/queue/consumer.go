@@ -124,10 +124,7 @@ func (c *Config) RetryDelay(n int) time.Duration {
 	if limit <= 0 {
 		limit = DefaultMaxBackoff
 	}
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+	return Backoff(d, limit, n)
 }
 
 // RetryQueue is the delay queue of retry n.
@@ -178,7 +175,7 @@ func (c *Config) queue(name string) queueDecl {
 // Consumer consumes one queue for one function.
 type Consumer struct {
 	cfg   Config
-	state *state
+	state *Tracker
 }
 
 // New checks cfg and makes a Consumer.
@@ -186,58 +183,23 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, state: newState()}, nil
+	return &Consumer{cfg: cfg, state: NewTracker()}, nil
 }
 
 // State is what the consumer does now, and a channel closed at the next
 // change of it. Safe to call from any goroutine, before, during and after Run.
-func (c *Consumer) State() (State, <-chan struct{}) { return c.state.get() }
+func (c *Consumer) State() (State, <-chan struct{}) { return c.state.Get() }
+
+// What implements Source.
+func (c *Consumer) What() string { return "queue " + c.cfg.Queue }
 
 // Run consumes until ctx ends, reconnecting when the broker goes away. On
 // ctx's end it stops taking messages, returns the prefetched ones not yet
 // called to the queue, lets the calls in flight finish and settles them,
 // and returns nil.
 func (c *Consumer) Run(ctx context.Context) error {
-	delay := c.cfg.ReconnectDelay
-	for {
-		consumed, err := c.session(ctx)
-		if ctx.Err() != nil {
-			c.state.set(false, nil, true)
-			return nil
-		}
-		var perm *permanentError
-		if errors.As(err, &perm) {
-			c.state.set(false, perm.err, true)
-			return perm.err
-		}
-		// Until a session consumes again, the state names what ended the
-		// last one or kept it from starting, not only the log.
-		c.state.set(false, err, false)
-		// A session that got as far as consuming ended a good spell: this
-		// outage starts from the first delay again. Keeping the doubled
-		// delay of outages before would leave a consumer whose broker
-		// flapped a few times idle for 30 s after each later restart.
-		if consumed {
-			delay = c.cfg.ReconnectDelay
-		}
-		c.cfg.Logger.Warn("queue: connection lost, reconnecting", "queue", c.cfg.Queue, "error", err, "in", delay)
-		select {
-		case <-ctx.Done():
-			c.state.set(false, nil, true)
-			return nil
-		case <-time.After(delay):
-		}
-		if delay *= 2; delay > 30*time.Second {
-			delay = 30 * time.Second
-		}
-	}
+	return Sessions(ctx, c.state, c.cfg.ReconnectDelay, c.cfg.Logger, c.What(), c.session)
 }
-
-// permanentError ends Run: retrying cannot help (the queue's declaration
-// conflicts with ours, access refused).
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
 
 // link is one connection's channels. Republishing goes through pub one
 // message at a time: a copy the broker cannot route (its queue was deleted
@@ -259,7 +221,7 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 		err = fmt.Errorf("connect to the broker at %s: %w", brokerAddress(c.cfg.URL), err)
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
-			return false, &permanentError{fmt.Errorf("queue: %w", err)}
+			return false, Permanent(fmt.Errorf("queue: %w", err))
 		}
 		return false, err
 	}
@@ -291,7 +253,7 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	pubClosed := pub.NotifyClose(make(chan *amqp.Error, 1))
 	subClosed := sub.NotifyClose(make(chan *amqp.Error, 1))
 	c.cfg.Logger.Info("queue: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
-	c.state.set(true, nil, false)
+	c.state.Set(true, nil, false)
 
 	// Workers take deliveries one at a time; calls in flight are not
 	// cancelled by ctx (a shutdown lets them finish, within the
@@ -324,7 +286,7 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	case <-ctx.Done():
 		// Not ready from here: the calls in flight finish, but no new
 		// message is taken.
-		c.state.set(false, nil, true)
+		c.state.Set(false, nil, true)
 		// Stop the flow; deliveries already prefetched still arrive on the
 		// channel and are returned to the queue, then Cancel closes it.
 		_ = sub.Cancel(tag, false)
@@ -403,7 +365,7 @@ func declareQueue(conn *amqp.Connection, q queueDecl) error {
 	if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
-			return &permanentError{fmt.Errorf("queue: %s exists with other arguments than sless declares (%v); delete it or choose another queue name", q.name, err)}
+			return Permanent(fmt.Errorf("queue: %s exists with other arguments than sless declares (%v); delete it or choose another queue name", q.name, err))
 		}
 		return fmt.Errorf("queue: declare %s: %w", q.name, err)
 	}
@@ -419,7 +381,7 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 	}
 	h := http.Header{}
 	if d.MessageId != "" {
-		h.Set(MessageIDHeader, headerValue(d.MessageId))
+		h.Set(MessageIDHeader, HeaderValue(d.MessageId))
 	}
 	h.Set(AttemptHeader, strconv.Itoa(retries+1))
 	// A content type or encoding that is no header value says nothing an
@@ -431,7 +393,7 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 	if !httpguts.ValidHeaderFieldValue(ct) {
 		ct = ""
 	}
-	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: ct, RequestID: headerValue(reqID), Header: h})
+	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: ct, RequestID: HeaderValue(reqID), Header: h})
 	if out.OK() {
 		c.settle(d.Ack(false), d)
 		return
@@ -458,16 +420,6 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 		log.Info("queue: call failed, message will be retried", "to", target, "delay", c.cfg.RetryDelay(next))
 	}
 	c.settle(d.Ack(false), d)
-}
-
-// headerValue is id as an HTTP header value. AMQP ids are any bytes, and
-// an HTTP client refuses a header with control characters: such an id goes
-// Go-quoted ("order\n42") rather than fail every call of its message.
-func headerValue(id string) string {
-	if httpguts.ValidHeaderFieldValue(id) {
-		return id
-	}
-	return strconv.Quote(id)
 }
 
 // move puts msg in queue. A queue deleted since it was declared is
@@ -542,13 +494,7 @@ func republished(d amqp.Delivery, retries int, out Outcome) amqp.Publishing {
 	}
 	h[RetriesHeader] = int32(retries)
 	h[LastStatusHeader] = int32(out.Status)
-	if out.Err != nil {
-		h[LastErrorHeader] = truncate(out.Err.Error(), 512)
-	} else if out.PlatformError != "" {
-		h[LastErrorHeader] = out.PlatformError
-	} else {
-		h[LastErrorHeader] = truncate(string(out.Body), 512)
-	}
+	h[LastErrorHeader] = out.Why()
 	return amqp.Publishing{
 		Headers:         h,
 		ContentType:     d.ContentType,
@@ -564,13 +510,6 @@ func republished(d amqp.Delivery, retries int, out Outcome) amqp.Publishing {
 		AppId:           d.AppId,
 		Body:            d.Body,
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // retriesOf reads the retry count a message carries: 0 when none, or when

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -53,55 +51,9 @@ func TestMain(m *testing.M) {
 	testbed.Main(m)
 }
 
-// function is a local HTTP server standing in for the invoke proxy and the
-// function behind it: it records every call and answers as behave says.
-type function struct {
-	*httptest.Server
-	mu     sync.Mutex
-	calls  map[string][]time.Time
-	header map[string]http.Header
-	behave func(id string, attempt int, body string) int
-	delay  time.Duration
-}
+type function = queuetest.Function
 
-func newFunction(t *testing.T, behave func(id string, attempt int, body string) int) *function {
-	f := &function{calls: map[string][]time.Time{}, header: map[string]http.Header{}, behave: behave}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		id := r.Header.Get(queue.MessageIDHeader)
-		f.mu.Lock()
-		f.calls[id] = append(f.calls[id], time.Now())
-		f.header[id] = r.Header.Clone()
-		attempt := len(f.calls[id])
-		delay := f.delay
-		f.mu.Unlock()
-		time.Sleep(delay)
-		status := http.StatusOK
-		if f.behave != nil {
-			status = f.behave(id, attempt, string(body))
-		}
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"status": %d}`, status)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *function) count(id string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.calls[id])
-}
-
-func (f *function) distinct() (ids, calls int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range f.calls {
-		ids++
-		calls += len(c)
-	}
-	return ids, calls
-}
+var newFunction = queuetest.NewFunction
 
 type broker struct {
 	t    *testing.T
@@ -215,14 +167,14 @@ func TestDeliversEachMessageToTheFunction(t *testing.T) {
 	}
 	run(t, cfg)
 	eventually(t, 60*time.Second, "every message delivered", func() (bool, string) {
-		ids, calls := fn.distinct()
+		ids, calls := fn.Distinct()
 		return ids == n, fmt.Sprintf("%d of %d messages, %d calls", ids, n, calls)
 	})
 	eventually(t, 10*time.Second, "queue empty", func() (bool, string) { d := b.depth(cfg.Queue); return d == 0, strconv.Itoa(d) })
-	if ids, calls := fn.distinct(); calls != ids {
+	if ids, calls := fn.Distinct(); calls != ids {
 		t.Errorf("%d calls for %d messages: a message that succeeded was delivered again", calls, ids)
 	}
-	h := fn.header["m7"]
+	h := fn.Headers["m7"]
 	for k, want := range map[string]string{
 		"Authorization": "Bearer trigger-token", queue.TriggerHeader: "queue", "Content-Type": "application/json",
 		queue.AttemptHeader: "1", queue.RequestIDHeader: "m7",
@@ -259,27 +211,27 @@ func TestRetriesWithBackoffThenDeadLetters(t *testing.T) {
 	dlq := cfg.Queue + ".dlq"
 	eventually(t, 60*time.Second, "the failing message in the dead-letter queue", func() (bool, string) {
 		d := b.depth(dlq)
-		return d == 1, fmt.Sprintf("dlq depth %d, attempts %d", d, fn.count("always-fails"))
+		return d == 1, fmt.Sprintf("dlq depth %d, attempts %d", d, fn.Count("always-fails"))
 	})
-	if got := fn.count("always-fails"); got != 3 {
+	if got := fn.Count("always-fails"); got != 3 {
 		t.Errorf("the failing message was tried %d times, want 3 (1 + maxRetries 2)", got)
 	}
-	fn.mu.Lock()
-	at := append([]time.Time(nil), fn.calls["always-fails"]...)
-	fn.mu.Unlock()
+	fn.Mu.Lock()
+	at := append([]time.Time(nil), fn.Calls["always-fails"]...)
+	fn.Mu.Unlock()
 	for i := 1; i < len(at); i++ {
 		want := backoff << (i - 1)
 		if gap := at[i].Sub(at[i-1]); gap < want {
 			t.Errorf("retry %d came %v after the try before, want at least %v (doubling backoff)", i, gap, want)
 		}
 	}
-	if got := fn.count("fails-once"); got != 2 {
+	if got := fn.Count("fails-once"); got != 2 {
 		t.Errorf("the flaky message was tried %d times, want 2", got)
 	}
-	if got := fn.count("ok"); got != 1 {
+	if got := fn.Count("ok"); got != 1 {
 		t.Errorf("the good message was tried %d times, want 1", got)
 	}
-	if h := fn.header["always-fails"]; h.Get(queue.AttemptHeader) != "3" {
+	if h := fn.Headers["always-fails"]; h.Get(queue.AttemptHeader) != "3" {
 		t.Errorf("last attempt header %q, want 3", h.Get(queue.AttemptHeader))
 	}
 
@@ -314,7 +266,7 @@ func TestRetriesWithBackoffThenDeadLetters(t *testing.T) {
 func TestConsumerKilledMidBatchLosesNothing(t *testing.T) {
 	b := newBroker(t)
 	fn := newFunction(t, nil)
-	fn.delay = 20 * time.Millisecond
+	fn.Delay = 20 * time.Millisecond
 	cfg := queue.Config{URL: b.url, Prefetch: 20, Concurrency: 4, MaxRetries: 3, Backoff: time.Second,
 		Invoker: &queue.Invoker{URL: fn.URL, Timeout: 10 * time.Second}}
 	b.queueFor(&cfg)
@@ -333,14 +285,14 @@ func TestConsumerKilledMidBatchLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "the child consumer to be mid-batch", func() (bool, string) {
-		ids, _ := fn.distinct()
+		ids, _ := fn.Distinct()
 		return ids >= 60, strconv.Itoa(ids)
 	})
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = child.Wait()
-	before, _ := fn.distinct()
+	before, _ := fn.Distinct()
 	t.Logf("killed the consumer after %d of %d messages", before, n)
 	if before >= n {
 		t.Fatalf("the child finished all %d messages before it was killed; the test proves nothing", n)
@@ -348,11 +300,11 @@ func TestConsumerKilledMidBatchLosesNothing(t *testing.T) {
 
 	run(t, cfg)
 	eventually(t, 120*time.Second, "every message delivered", func() (bool, string) {
-		ids, calls := fn.distinct()
+		ids, calls := fn.Distinct()
 		return ids == n, fmt.Sprintf("%d of %d messages, %d calls", ids, n, calls)
 	})
 	eventually(t, 10*time.Second, "queue empty", func() (bool, string) { d := b.depth(cfg.Queue); return d == 0, strconv.Itoa(d) })
-	ids, calls := fn.distinct()
+	ids, calls := fn.Distinct()
 	t.Logf("%d messages, %d calls: %d delivered again after the crash (at least once)", ids, calls, calls-ids)
 	if d := b.depth(cfg.Queue + ".dlq"); d != 0 {
 		t.Errorf("%d messages dead-lettered", d)

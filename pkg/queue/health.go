@@ -14,17 +14,15 @@ import (
 // body (the last connection error, or that it is still connecting). A
 // broker that is away makes the consumer not ready, so its Deployment and
 // Trigger say so; it is not a reason to restart it (see LiveHandler).
-func (c *Consumer) ReadyHandler() http.Handler {
+func ReadyHandler(c Source) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s, _ := c.State()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if s.Ready() {
-			fmt.Fprintf(w, "consuming queue %s\n", c.cfg.Queue)
-			return
+		if !s.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, s.Reason(c.cfg.Queue))
+		fmt.Fprintln(w, s.Reason(c.What()))
 	})
 }
 
@@ -33,7 +31,7 @@ func (c *Consumer) ReadyHandler() http.Handler {
 // restart would not bring the broker back, and a pod restarted in a loop
 // only backs off longer before it consumes again; a consumer that can no
 // longer work ends `sless consume` by itself.
-func (c *Consumer) LiveHandler() http.Handler {
+func LiveHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
@@ -41,29 +39,30 @@ func (c *Consumer) LiveHandler() http.Handler {
 	})
 }
 
-// Reason says in words why a consumer of queue is not consuming, or that it is.
-func (s State) Reason(queue string) string {
+// Reason says in words why a consumer of what (Source.What) is not
+// consuming, or that it is.
+func (s State) Reason(what string) string {
 	switch {
 	case s.Ready():
-		return "consuming queue " + queue
+		return "consuming " + what
 	case s.Stopped && s.Err != nil:
 		return "stopped: " + s.Err.Error()
 	case s.Stopped:
 		return "stopped"
 	case s.Err != nil:
-		return "not consuming queue " + queue + ", reconnecting: " + s.Err.Error()
+		return "not consuming " + what + ", reconnecting: " + s.Err.Error()
 	}
-	return "connecting to the broker to consume queue " + queue
+	return "connecting to the broker to consume " + what
 }
 
-// RunWithHealth runs the consumer while ln serves its readiness at
+// RunWithHealth runs the consumer c while ln serves its readiness at
 // readyPath and its liveness at livePath, the paths its Deployment's
 // probes ask. Probes are answered (not ready) until the calls in flight
 // are done; then the server goes with the process.
-func (c *Consumer) RunWithHealth(ctx context.Context, ln net.Listener, readyPath, livePath string) error {
+func RunWithHealth(ctx context.Context, c Source, ln net.Listener, readyPath, livePath string) error {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+readyPath, c.ReadyHandler())
-	mux.Handle("GET "+livePath, c.LiveHandler())
+	mux.Handle("GET "+readyPath, ReadyHandler(c))
+	mux.Handle("GET "+livePath, LiveHandler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -25,7 +25,7 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	fn.delay = 10 * time.Millisecond
+	fn.Delay = 10 * time.Millisecond
 	relay, relayURL := testbed.NewRelay(t, b.url)
 	cfg := queue.Config{URL: relayURL, Prefetch: 20, Concurrency: 4, MaxRetries: 3, Backoff: 100 * time.Millisecond,
 		ReconnectDelay: 100 * time.Millisecond, Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
@@ -40,7 +40,7 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 	// not a delay doubled by every outage before (30 s after a few flaps).
 	for round := 0; round < 4; round++ {
 		eventually(t, 60*time.Second, "progress before the outage", func() (bool, string) {
-			ids, _ := fn.distinct()
+			ids, _ := fn.Distinct()
 			return ids >= (round+1)*50, strconv.Itoa(ids)
 		})
 		before := relay.Refusals()
@@ -60,7 +60,7 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 		}
 	}
 	eventually(t, 120*time.Second, "every message delivered", func() (bool, string) {
-		ids, calls := fn.distinct()
+		ids, calls := fn.Distinct()
 		return ids == n, fmt.Sprintf("%d of %d messages, %d calls", ids, n, calls)
 	})
 	eventually(t, 30*time.Second, "main and retry queues empty", func() (bool, string) {
@@ -77,8 +77,8 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 	})
 	for i := 0; i < n; i += 10 {
 		id := "m" + strconv.Itoa(i)
-		if fn.count(id) < 2 {
-			t.Errorf("%s was called %d times; it fails its first try, so it must have been retried", id, fn.count(id))
+		if fn.Count(id) < 2 {
+			t.Errorf("%s was called %d times; it fails its first try, so it must have been retried", id, fn.Count(id))
 		}
 	}
 	if d := b.depth(cfg.Queue + ".dlq"); d != 0 {
@@ -93,7 +93,7 @@ func TestBrokerUnreachableMidRunLosesNothing(t *testing.T) {
 func TestShutdownStartsNoPrefetchedCall(t *testing.T) {
 	b := newBroker(t)
 	fn := newFunction(t, nil)
-	fn.delay = 300 * time.Millisecond
+	fn.Delay = 300 * time.Millisecond
 	cfg := queue.Config{URL: b.url, Prefetch: 10, Concurrency: 2, Invoker: &queue.Invoker{URL: fn.URL, Timeout: 5 * time.Second}}
 	b.queueFor(&cfg)
 	const n = 10
@@ -108,14 +108,14 @@ func TestShutdownStartsNoPrefetchedCall(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	eventually(t, 30*time.Second, "two calls in flight", func() (bool, string) {
-		_, calls := fn.distinct()
+		_, calls := fn.Distinct()
 		return calls == 2, strconv.Itoa(calls)
 	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, calls := fn.distinct(); calls != 2 {
+	if _, calls := fn.Distinct(); calls != 2 {
 		t.Errorf("%d calls after the shutdown began with 2 in flight, want 2", calls)
 	}
 	eventually(t, 10*time.Second, "the rest back in the queue", func() (bool, string) {

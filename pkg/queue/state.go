@@ -25,27 +25,29 @@ type State struct {
 // Ready says whether the consumer takes messages now.
 func (s State) Ready() bool { return s.Consuming && !s.Stopped }
 
-// state holds a consumer's State for readers on other goroutines, and wakes
-// them on each change.
-type state struct {
+// Tracker holds a consumer's State for readers on other goroutines, and
+// wakes them on each change. Every broker's consumer keeps one.
+type Tracker struct {
 	mu      sync.Mutex
 	cur     State
 	changed chan struct{}
 }
 
-func newState() *state {
-	return &state{cur: State{Since: time.Now()}, changed: make(chan struct{})}
+// NewTracker is a Tracker of a consumer that has not tried to connect yet.
+func NewTracker() *Tracker {
+	return &Tracker{cur: State{Since: time.Now()}, changed: make(chan struct{})}
 }
 
-func (s *state) get() (State, <-chan struct{}) {
+// Get is the current state and a channel closed at its next change.
+func (s *Tracker) Get() (State, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur, s.changed
 }
 
-// set records a new state; one equal to the current one (the same error
+// Set records a new state; one equal to the current one (the same error
 // again on every reconnect) wakes no one.
-func (s *state) set(consuming bool, err error, stopped bool) {
+func (s *Tracker) Set(consuming bool, err error, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur.Consuming == consuming && s.cur.Stopped == stopped && errorText(s.cur.Err) == errorText(err) {

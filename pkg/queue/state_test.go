@@ -141,7 +141,7 @@ func TestStateFollowsTheBroker(t *testing.T) {
 		t.Errorf("consuming with an error: %+v", s)
 	}
 	b.publish(cfg.Queue, "after", `{}`)
-	eventually(t, 20*time.Second, "a message after the outage", func() (bool, string) { return fn.count("after") == 1, "" })
+	eventually(t, 20*time.Second, "a message after the outage", func() (bool, string) { return fn.Count("after") == 1, "" })
 
 	cancel()
 	if err := wait(); err != nil {

@@ -49,7 +49,7 @@ func TestConsumesAgainAfterItsQueueIsDeleted(t *testing.T) {
 	run(t, cfg)
 	b.publish(cfg.Queue, "before", "1")
 	eventually(t, 30*time.Second, "the first message delivered", func() (bool, string) {
-		return fn.count("before") == 1, strconv.Itoa(fn.count("before"))
+		return fn.Count("before") == 1, strconv.Itoa(fn.Count("before"))
 	})
 
 	b.deleteQueue(cfg.Queue)
@@ -60,7 +60,7 @@ func TestConsumesAgainAfterItsQueueIsDeleted(t *testing.T) {
 	}
 	b.publish(cfg.Queue, "after", "2")
 	eventually(t, 30*time.Second, "the message published after the queue came back delivered", func() (bool, string) {
-		return fn.count("after") == 1, fmt.Sprintf("calls %d, queue depth %d", fn.count("after"), b.depth(cfg.Queue))
+		return fn.Count("after") == 1, fmt.Sprintf("calls %d, queue depth %d", fn.Count("after"), b.depth(cfg.Queue))
 	})
 }
 
@@ -93,9 +93,9 @@ func TestMovesNoMessageIntoAQueueThatIsGone(t *testing.T) {
 			b.publish(cfg.Queue, "fails", "x")
 			dlq := cfg.Queue + ".dlq"
 			eventually(t, 30*time.Second, "the failing message in the dead-letter queue", func() (bool, string) {
-				return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, queue %d, calls %d", b.depth(dlq), b.depth(cfg.Queue), fn.count("fails"))
+				return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, queue %d, calls %d", b.depth(dlq), b.depth(cfg.Queue), fn.Count("fails"))
 			})
-			if got, want := fn.count("fails"), 1+tc.maxRetries; got != want {
+			if got, want := fn.Count("fails"), 1+tc.maxRetries; got != want {
 				t.Errorf("%d calls, want %d", got, want)
 			}
 		})
@@ -117,7 +117,7 @@ func TestUsesADeadLetterQueueDeclaredWithOtherArguments(t *testing.T) {
 	b.publish(cfg.Queue, "bad", "x")
 	run(t, cfg)
 	eventually(t, 30*time.Second, "the message in the user's dead-letter queue", func() (bool, string) {
-		return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, queue %d, calls %d", b.depth(dlq), b.depth(cfg.Queue), fn.count("bad"))
+		return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, queue %d, calls %d", b.depth(dlq), b.depth(cfg.Queue), fn.Count("bad"))
 	})
 }
 
@@ -135,15 +135,15 @@ func TestDeliversAMessageWhoseIdIsNoHeaderValue(t *testing.T) {
 	b.publishWith(cfg.Queue, amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: []byte("x")})
 	run(t, cfg)
 	eventually(t, 30*time.Second, "the message delivered and acknowledged", func() (bool, string) {
-		ids, calls := fn.distinct()
+		ids, calls := fn.Distinct()
 		return calls == 1 && b.depth(cfg.Queue) == 0, fmt.Sprintf("calls %d (%d ids), queue %d, dlq %d", calls, ids, b.depth(cfg.Queue), b.depth(cfg.Queue+".dlq"))
 	})
-	fn.mu.Lock()
+	fn.Mu.Lock()
 	var h http.Header
-	for _, hh := range fn.header {
+	for _, hh := range fn.Headers {
 		h = hh
 	}
-	fn.mu.Unlock()
+	fn.Mu.Unlock()
 	if got, want := h.Get(queue.MessageIDHeader), strconv.Quote(id); got != want {
 		t.Errorf("%s = %s, want the id quoted: %s", queue.MessageIDHeader, got, want)
 	}
@@ -177,9 +177,9 @@ func TestRetryCountFromOutsideCannotExtendRetries(t *testing.T) {
 			run(t, cfg)
 			dlq := cfg.Queue + ".dlq"
 			eventually(t, 30*time.Second, "the message dead-lettered", func() (bool, string) {
-				return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, calls %d", b.depth(dlq), fn.count("poison"))
+				return b.depth(dlq) == 1, fmt.Sprintf("dlq %d, calls %d", b.depth(dlq), fn.Count("poison"))
 			})
-			if got := fn.count("poison"); got != tc.calls {
+			if got := fn.Count("poison"); got != tc.calls {
 				t.Errorf("%d calls, want %d", got, tc.calls)
 			}
 		})
@@ -199,15 +199,15 @@ func TestPassesTheContentEncoding(t *testing.T) {
 	b.publishWith(cfg.Queue, amqp.Publishing{MessageId: "plain", ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: []byte("{}")})
 	run(t, cfg)
 	eventually(t, 30*time.Second, "both messages delivered", func() (bool, string) {
-		ids, calls := fn.distinct()
+		ids, calls := fn.Distinct()
 		return ids == 2, fmt.Sprintf("%d ids, %d calls", ids, calls)
 	})
-	fn.mu.Lock()
-	defer fn.mu.Unlock()
-	if got := fn.header["gz"].Get("Content-Encoding"); got != "gzip" {
+	fn.Mu.Lock()
+	defer fn.Mu.Unlock()
+	if got := fn.Headers["gz"].Get("Content-Encoding"); got != "gzip" {
 		t.Errorf("Content-Encoding %q, want gzip", got)
 	}
-	if got := fn.header["plain"].Get("Content-Encoding"); got != "" {
+	if got := fn.Headers["plain"].Get("Content-Encoding"); got != "" {
 		t.Errorf("Content-Encoding %q on a message without one", got)
 	}
 }
@@ -225,11 +225,11 @@ func TestDeliversAMessageWhoseContentTypeIsNoHeaderValue(t *testing.T) {
 		DeliveryMode: amqp.Persistent, Body: []byte("x")})
 	run(t, cfg)
 	eventually(t, 30*time.Second, "the message delivered and acknowledged", func() (bool, string) {
-		return fn.count("ct") == 1 && b.depth(cfg.Queue) == 0, fmt.Sprintf("calls %d, queue %d, dlq %d", fn.count("ct"), b.depth(cfg.Queue), b.depth(cfg.Queue+".dlq"))
+		return fn.Count("ct") == 1 && b.depth(cfg.Queue) == 0, fmt.Sprintf("calls %d, queue %d, dlq %d", fn.Count("ct"), b.depth(cfg.Queue), b.depth(cfg.Queue+".dlq"))
 	})
-	fn.mu.Lock()
-	h := fn.header["ct"]
-	fn.mu.Unlock()
+	fn.Mu.Lock()
+	h := fn.Headers["ct"]
+	fn.Mu.Unlock()
 	if got := h.Get("Content-Type"); got != "application/octet-stream" {
 		t.Errorf("Content-Type %q, want application/octet-stream", got)
 	}

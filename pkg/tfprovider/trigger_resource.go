@@ -3,6 +3,7 @@ package tfprovider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -51,6 +52,7 @@ type triggerModel struct {
 	StartingDeadlineSeconds types.Int64  `tfsdk:"starting_deadline_seconds"`
 	PreWarmSeconds          types.Int64  `tfsdk:"pre_warm_seconds"`
 	Queue                   types.Object `tfsdk:"queue"`
+	NATS                    types.Object `tfsdk:"nats"`
 	URL                     types.String `tfsdk:"url"`
 }
 
@@ -68,6 +70,57 @@ var queueAttrTypes = map[string]attr.Type{
 	"connection_secret": types.StringType, "queue": types.StringType, "prefetch": types.Int64Type,
 	"concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
 	"dead_letter_queue": types.StringType,
+}
+
+type natsModel struct {
+	ConnectionSecret  types.String `tfsdk:"connection_secret"`
+	Stream            types.String `tfsdk:"stream"`
+	Subject           types.String `tfsdk:"subject"`
+	Durable           types.String `tfsdk:"durable"`
+	Prefetch          types.Int64  `tfsdk:"prefetch"`
+	Concurrency       types.Int64  `tfsdk:"concurrency"`
+	MaxRetries        types.Int64  `tfsdk:"max_retries"`
+	BackoffSeconds    types.Int64  `tfsdk:"backoff_seconds"`
+	DeadLetterSubject types.String `tfsdk:"dead_letter_subject"`
+}
+
+var natsAttrTypes = map[string]attr.Type{
+	"connection_secret": types.StringType, "stream": types.StringType, "subject": types.StringType, "durable": types.StringType,
+	"prefetch": types.Int64Type, "concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
+	"dead_letter_subject": types.StringType,
+}
+
+// deliveryAttributes are the delivery settings every consuming trigger's
+// block has, with the CRD's defaults.
+func deliveryAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"prefetch": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(10),
+			Validators: []validator.Int64{between{1, 1000}}, Description: "Unacknowledged messages a consumer holds."},
+		"concurrency": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+			Validators: []validator.Int64{between{1, 100}}, Description: "Messages delivered to the function at once."},
+		"max_retries": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(3),
+			Validators: []validator.Int64{between{0, 100}}, Description: "Retries before a message is dead-lettered."},
+		"backoff_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+			Validators: []validator.Int64{between{1, 3600}}, Description: "First retry delay; it doubles on each retry."},
+	}
+}
+
+func delivery(prefetch, concurrency, maxRetries, backoff types.Int64) slessv1alpha1.Delivery {
+	return slessv1alpha1.Delivery{Prefetch: int32Ptr(prefetch), Concurrency: int32Ptr(concurrency),
+		MaxRetries: int32Ptr(maxRetries), BackoffSeconds: int32Ptr(backoff)}
+}
+
+// deliveryState is d as state, the CRD's defaults for what is unset.
+func deliveryState(d slessv1alpha1.Delivery, into map[string]attr.Value) map[string]attr.Value {
+	orDefault := func(p *int32, def int64) types.Int64 {
+		if p == nil {
+			return types.Int64Value(def)
+		}
+		return types.Int64Value(int64(*p))
+	}
+	into["prefetch"], into["concurrency"] = orDefault(d.Prefetch, 10), orDefault(d.Concurrency, 1)
+	into["max_retries"], into["backoff_seconds"] = orDefault(d.MaxRetries, 3), orDefault(d.BackoffSeconds, 1)
+	return into
 }
 
 var triggerMapper = fieldMapper{prefixes: map[string]path.Path{
@@ -90,6 +143,16 @@ var triggerMapper = fieldMapper{prefixes: map[string]path.Path{
 	"spec.queue.maxRetries":        path.Root("queue").AtName("max_retries"),
 	"spec.queue.backoffSeconds":    path.Root("queue").AtName("backoff_seconds"),
 	"spec.queue.deadLetterQueue":   path.Root("queue").AtName("dead_letter_queue"),
+	"spec.nats":                    path.Root("nats"),
+	"spec.nats.connectionSecret":   path.Root("nats").AtName("connection_secret"),
+	"spec.nats.stream":             path.Root("nats").AtName("stream"),
+	"spec.nats.subject":            path.Root("nats").AtName("subject"),
+	"spec.nats.durable":            path.Root("nats").AtName("durable"),
+	"spec.nats.prefetch":           path.Root("nats").AtName("prefetch"),
+	"spec.nats.concurrency":        path.Root("nats").AtName("concurrency"),
+	"spec.nats.maxRetries":         path.Root("nats").AtName("max_retries"),
+	"spec.nats.backoffSeconds":     path.Root("nats").AtName("backoff_seconds"),
+	"spec.nats.deadLetterSubject":  path.Root("nats").AtName("dead_letter_subject"),
 }}
 
 func (r *triggerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -102,7 +165,7 @@ func (r *triggerResource) Configure(_ context.Context, req resource.ConfigureReq
 
 func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A sless trigger: an HTTP route, a cron schedule or a RabbitMQ queue that calls a function.",
+		Description: "A sless trigger: an HTTP route, a cron schedule, a RabbitMQ queue or a NATS JetStream stream that calls a function.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "namespace/name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -115,7 +178,7 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"function": schema.StringAttribute{Required: true, Description: "Name of the function in the same namespace.",
 				Validators: []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}},
 			"type": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
-				Description: "http, cron or queue.", Validators: []validator.String{oneOf{"http", "cron", "queue"}}},
+				Description: "http, cron, queue or nats.", Validators: []validator.String{oneOf{"http", "cron", "queue", "nats"}}},
 			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				Description: "false stops every invocation from this trigger (and closes an http trigger's route) without deleting it."},
 			"schedule": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
@@ -131,21 +194,24 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"pre_warm_seconds": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{between{0, slessv1alpha1.MaxPreWarmSeconds}},
 				Description: "Wake the function this many seconds before each cron run so the run has no cold start."},
 			"queue": schema.SingleNestedAttribute{Optional: true, Description: "The queue of a queue trigger.",
-				Attributes: map[string]schema.Attribute{
+				Attributes: withAttributes(deliveryAttributes(), map[string]schema.Attribute{
 					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}},
 						Description: "Secret in the namespace whose key \"url\" holds the amqp:// URL."},
 					"queue": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}}, Description: "Queue to consume."},
-					"prefetch": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(10),
-						Validators: []validator.Int64{between{1, 1000}}, Description: "Unacknowledged messages a consumer holds."},
-					"concurrency": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
-						Validators: []validator.Int64{between{1, 100}}, Description: "Messages delivered to the function at once."},
-					"max_retries": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(3),
-						Validators: []validator.Int64{between{0, 100}}, Description: "Retries before a message is dead-lettered."},
-					"backoff_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
-						Validators: []validator.Int64{between{1, 3600}}, Description: "First retry delay; it doubles on each retry."},
 					"dead_letter_queue": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
 						Description: "Queue for messages whose retries ran out; <queue>.dlq when unset."},
-				}},
+				})},
+			"nats": schema.SingleNestedAttribute{Optional: true, Description: "The JetStream stream of a nats trigger.",
+				Attributes: withAttributes(deliveryAttributes(), map[string]schema.Attribute{
+					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}},
+						Description: "Secret in the namespace whose key \"url\" holds the nats:// URL (optional keys username, password, token, ca.crt, tls.crt, tls.key)."},
+					"stream":  schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}}, Description: "JetStream stream to consume; it must exist."},
+					"subject": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}}, Description: "Subject filter of the stream's messages; * and > allowed."},
+					"durable": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Name of the durable JetStream consumer; the trigger's name when unset."},
+					"dead_letter_subject": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Subject for messages whose retries ran out; dlq.<stream>.<durable> when unset."},
+				})},
 			"url": schema.StringAttribute{Computed: true, Description: "Public URL of an enabled http trigger.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		},
@@ -176,9 +242,18 @@ func (m *triggerModel) object(ctx context.Context, ns string) (*slessv1alpha1.Tr
 		diags.Append(m.Queue.As(ctx, &q, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
 		t.Spec.Queue = &slessv1alpha1.QueueSpec{
 			ConnectionSecret: q.ConnectionSecret.ValueString(), Queue: q.Queue.ValueString(),
-			Prefetch: int32Ptr(q.Prefetch), Concurrency: int32Ptr(q.Concurrency),
-			MaxRetries: int32Ptr(q.MaxRetries), BackoffSeconds: int32Ptr(q.BackoffSeconds),
+			Delivery:        delivery(q.Prefetch, q.Concurrency, q.MaxRetries, q.BackoffSeconds),
 			DeadLetterQueue: q.DeadLetterQueue.ValueString(),
+		}
+	}
+	if !m.NATS.IsNull() && !m.NATS.IsUnknown() {
+		var n natsModel
+		diags.Append(m.NATS.As(ctx, &n, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		t.Spec.NATS = &slessv1alpha1.NATSSpec{
+			ConnectionSecret: n.ConnectionSecret.ValueString(), Stream: n.Stream.ValueString(), Subject: n.Subject.ValueString(),
+			Durable:           n.Durable.ValueString(),
+			Delivery:          delivery(n.Prefetch, n.Concurrency, n.MaxRetries, n.BackoffSeconds),
+			DeadLetterSubject: n.DeadLetterSubject.ValueString(),
 		}
 	}
 	return t, diags
@@ -201,23 +276,25 @@ func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, 
 		StartingDeadlineSeconds: optInt64(s.StartingDeadlineSeconds),
 		PreWarmSeconds:          optInt32(s.PreWarmSeconds),
 		Queue:                   types.ObjectNull(queueAttrTypes),
+		NATS:                    types.ObjectNull(natsAttrTypes),
 		URL:                     optString(t.Status.URL),
 	}
 	if q := s.Queue; q != nil {
-		orDefault := func(p *int32, def int64) types.Int64 {
-			if p == nil {
-				return types.Int64Value(def)
-			}
-			return types.Int64Value(int64(*p))
-		}
-		obj, d := types.ObjectValue(queueAttrTypes, map[string]attr.Value{
+		obj, d := types.ObjectValue(queueAttrTypes, deliveryState(q.Delivery, map[string]attr.Value{
 			"connection_secret": types.StringValue(q.ConnectionSecret), "queue": types.StringValue(q.Queue),
-			"prefetch": orDefault(q.Prefetch, 10), "concurrency": orDefault(q.Concurrency, 1),
-			"max_retries": orDefault(q.MaxRetries, 3), "backoff_seconds": orDefault(q.BackoffSeconds, 1),
 			"dead_letter_queue": optString(q.DeadLetterQueue),
-		})
+		}))
 		diags.Append(d...)
 		m.Queue = obj
+	}
+	if n := s.NATS; n != nil {
+		obj, d := types.ObjectValue(natsAttrTypes, deliveryState(n.Delivery, map[string]attr.Value{
+			"connection_secret": types.StringValue(n.ConnectionSecret), "stream": types.StringValue(n.Stream),
+			"subject": types.StringValue(n.Subject), "durable": optString(n.Durable),
+			"dead_letter_subject": optString(n.DeadLetterSubject),
+		}))
+		diags.Append(d...)
+		m.NATS = obj
 	}
 	return m, diags
 }
@@ -239,11 +316,11 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 	for _, e := range slessv1alpha1.ValidateTrigger(t) {
 		if (e.Field == "metadata.name" && m.Name.IsUnknown()) || (e.Field == "spec.function" && m.Function.IsUnknown()) ||
 			(e.Field == "spec.type" && m.Type.IsUnknown()) || (e.Field == "spec.schedule" && m.Schedule.IsUnknown()) ||
-			(e.Field == "spec.queue" && m.Queue.IsUnknown()) {
+			(e.Field == "spec.queue" && m.Queue.IsUnknown()) || (e.Field == "spec.nats" && m.NATS.IsUnknown()) {
 			continue
 		}
 		cronOnly, isCronOnly := cronOnlyAttributes[e.Field]
-		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue") {
+		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue" || e.Field == "spec.nats") {
 			if m.Type.IsUnknown() {
 				// Which settings a trigger may have depends on its type,
 				// which is not known yet.
@@ -407,4 +484,10 @@ func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest
 
 func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importInto(ctx, r.api, req, resp)
+}
+
+// withAttributes adds more to attrs and returns it.
+func withAttributes(attrs, more map[string]schema.Attribute) map[string]schema.Attribute {
+	maps.Copy(attrs, more)
+	return attrs
 }

@@ -116,6 +116,16 @@ func TestValidateResourceConfig(t *testing.T) {
 			`^starting_deadline_seconds: 0 is out of range: must be between 1 and 86400$`},
 		{"queue prefetch zero", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
 			"queue": map[string]any{"connection_secret": "amqp", "queue": "q", "prefetch": 0}}, `^queue\.prefetch: 0 is out of range: must be between 1 and 1000$`},
+		{"nats", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "nats",
+			"nats": map[string]any{"connection_secret": "nats", "stream": "ORDERS", "subject": "orders.>"}}, ""},
+		{"nats subject with > inside", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "nats",
+			"nats": map[string]any{"connection_secret": "nats", "stream": "ORDERS", "subject": "orders.>.eu"}}, `^nats\.subject: Invalid value: "orders\.>\.eu": subject must be tokens`},
+		{"nats dead letters consumed again", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "nats",
+			"nats": map[string]any{"connection_secret": "nats", "stream": "ORDERS", "subject": "orders.>", "dead_letter_subject": "orders.dead"}}, `^nats\.dead_letter_subject: .*must not match subject orders\.>`},
+		{"nats concurrency zero", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "nats",
+			"nats": map[string]any{"connection_secret": "nats", "stream": "ORDERS", "subject": "o", "concurrency": 0}}, `^nats\.concurrency: 0 is out of range: must be between 1 and 100$`},
+		{"nats block on a queue trigger", "sless_trigger", map[string]any{"name": "t", "function": "f", "type": "queue",
+			"queue": map[string]any{"connection_secret": "amqp", "queue": "q"}, "nats": map[string]any{"connection_secret": "nats", "stream": "S", "subject": "s"}}, `^nats: .*nats applies only to nats triggers`},
 		{"job name too long", "sless_job", map[string]any{"name": strings.Repeat("a", 41), "function": "f"}, `^name: "a+" must be a DNS label of at most 40 characters`},
 		// Secret names are DNS-1123 subdomains: dots are fine.
 		{"secret name with dots", "sless_function", fn(map[string]any{"secret_env": map[string]any{

@@ -129,7 +129,7 @@ func (r *Carrier) Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *sle
 	if reader == nil {
 		reader = r.Client
 	}
-	secret := t.Spec.Queue.ConnectionSecret
+	secret := t.ConnectionSecret()
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: secret}, conn); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return adapter.ConsumerState{}, 0, err
@@ -146,7 +146,7 @@ func (r *Carrier) Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *sle
 	}
 	// The Deployment's status events bring the trigger back (Owns), so a
 	// consumer that connects, or loses its broker, shows without a requeue.
-	s, msg := consumerReadiness(d, t.Spec.Queue.Queue)
+	s, msg := consumerReadiness(d, t.Source())
 	return adapter.ConsumerState{Status: s, Message: msg}, renew, nil
 }
 
@@ -304,7 +304,7 @@ func (r *Carrier) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) e
 			cj.Spec.Suspend = ptr.To(true)
 			return true
 		}
-	case slessv1alpha1.TriggerTypeQueue:
+	case slessv1alpha1.TriggerTypeQueue, slessv1alpha1.TriggerTypeNATS:
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: names.ConsumerDeployment(t)}}
 		child = d
 		pause = func() bool {
@@ -343,7 +343,7 @@ func (r *Carrier) Tidy(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {
 		stale = append(stale, &batchv1.CronJob{})
 	}
-	if t.Spec.Type != slessv1alpha1.TriggerTypeQueue {
+	if !t.Spec.Type.Consumes() {
 		stale = append(stale, &appsv1.Deployment{})
 	}
 	if t.Spec.Type == slessv1alpha1.TriggerTypeHTTP {

@@ -24,13 +24,13 @@ const (
 // taken as the trigger now says. Unknown while the Deployment rolls out;
 // False when the rollout ran out of its progress deadline, or when a
 // rolled-out consumer lost its readiness (the broker went away).
-func consumerReadiness(d *appsv1.Deployment, queue string) (metav1.ConditionStatus, string) {
+func consumerReadiness(d *appsv1.Deployment, what string) (metav1.ConditionStatus, string) {
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	st := d.Status
 	if st.ObservedGeneration < d.Generation {
 		return metav1.ConditionUnknown, fmt.Sprintf("the consumer Deployment %s is rolling out: its controller has yet to see generation %d", d.Name, d.Generation)
 	}
-	why := fmt.Sprintf("a consumer is ready once connected to the broker and consuming queue %s; `kubectl logs deployment/%s` says why not", queue, d.Name)
+	why := fmt.Sprintf("a consumer is ready once connected to the broker and consuming %s; `kubectl logs deployment/%s` says why not", what, d.Name)
 	progressing := deploymentCondition(st, appsv1.DeploymentProgressing)
 	if progressing != nil && progressing.Status == corev1.ConditionFalse && progressing.Reason == deploymentDeadlineExceeded {
 		return metav1.ConditionFalse, fmt.Sprintf("the consumer Deployment %s did not roll out within its progress deadline: %d of %d replicas ready; %s",

@@ -47,7 +47,7 @@ func TestConsumerReadiness(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "orders-consumer", Generation: tc.gen},
 				Spec: appsv1.DeploymentSpec{Replicas: tc.replicas}, Status: tc.status}
-			got, msg := consumerReadiness(d, "orders")
+			got, msg := consumerReadiness(d, "queue orders")
 			if got != tc.want || !strings.Contains(msg, tc.message) {
 				t.Errorf("%s %q, want %s with %q", got, msg, tc.want, tc.message)
 			}

@@ -36,6 +36,16 @@ const (
 	EnvToken   = "SLESS_TOKEN"
 	EnvPayload = "SLESS_PAYLOAD"
 	EnvAMQPURL = "SLESS_AMQP_URL"
+	// EnvBrokerURL is the URL of a nats trigger's server, from the
+	// connection Secret's "url"; the EnvBroker* below come from its
+	// optional keys (BrokerAuthKeys).
+	EnvBrokerURL      = "SLESS_BROKER_URL"
+	EnvBrokerUsername = "SLESS_BROKER_USERNAME"
+	EnvBrokerPassword = "SLESS_BROKER_PASSWORD"
+	EnvBrokerToken    = "SLESS_BROKER_TOKEN"
+	EnvBrokerCA       = "SLESS_BROKER_CA"
+	EnvBrokerCert     = "SLESS_BROKER_CERT"
+	EnvBrokerKey      = "SLESS_BROKER_KEY"
 
 	// TokenKey is the key of the token in the trigger's Secret; the
 	// connection Secret of a queue trigger holds its URL under ConnectionURLKey.
@@ -206,35 +216,70 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Trigg
 	}
 }
 
+// BrokerAuthKeys are the optional keys of a nats trigger's connection
+// Secret and the environment variables `sless consume` reads them from.
+var BrokerAuthKeys = []struct{ Key, Env string }{
+	{"username", EnvBrokerUsername}, {"password", EnvBrokerPassword}, {"token", EnvBrokerToken},
+	{"ca.crt", EnvBrokerCA}, {"tls.crt", EnvBrokerCert}, {"tls.key", EnvBrokerKey},
+}
+
+func secretEnv(name, secret, key string, optional bool) corev1.EnvVar {
+	sel := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
+	if optional {
+		sel.Optional = ptr.To(true)
+	}
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: sel}}
+}
+
+// consumerArgs are the flags and environment of `sless consume` for what
+// the (defaulted) trigger consumes.
+func consumerArgs(t *slessv1alpha1.Trigger) ([]string, []corev1.EnvVar) {
+	d := t.Delivery()
+	delivery := []string{
+		"--prefetch=" + strconv.Itoa(int(*d.Prefetch)),
+		"--concurrency=" + strconv.Itoa(int(*d.Concurrency)),
+		"--max-retries=" + strconv.Itoa(int(*d.MaxRetries)),
+		"--backoff=" + strconv.Itoa(int(*d.BackoffSeconds)) + "s",
+	}
+	if n := t.Spec.NATS; t.Spec.Type == slessv1alpha1.TriggerTypeNATS {
+		env := []corev1.EnvVar{secretEnv(EnvBrokerURL, n.ConnectionSecret, ConnectionURLKey, false)}
+		for _, k := range BrokerAuthKeys {
+			env = append(env, secretEnv(k.Env, n.ConnectionSecret, k.Key, true))
+		}
+		return append([]string{
+			"--broker=nats",
+			"--stream=" + n.Stream,
+			"--subject=" + n.Subject,
+			"--durable=" + names.NATSDurable(t),
+			"--dead-letter-subject=" + names.NATSDeadLetterSubject(t),
+		}, delivery...), env
+	}
+	q := t.Spec.Queue
+	return append([]string{
+		"--queue=" + q.Queue,
+		"--dead-letter-queue=" + names.DeadLetterQueue(q),
+	}, delivery...), []corev1.EnvVar{secretEnv(EnvAMQPURL, q.ConnectionSecret, ConnectionURLKey, false)}
+}
+
 // MakeConsumerDeployment builds the Deployment that runs `sless consume` for
-// a queue trigger: one consumer process per replica, competing on the queue.
-// A disabled trigger scales it to zero; messages wait in the queue.
+// a queue or nats trigger: one consumer process per replica, competing for
+// the messages. A disabled trigger scales it to zero; messages wait.
 func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg TriggerConfig) *appsv1.Deployment {
 	// The builder sees what the apiserver would store, also for a Trigger
 	// built in Go without the CRD's defaults.
 	def := t.DeepCopy()
 	def.SetDefaults()
-	q := def.Spec.Queue
 	timeout := fn.Timeout()
-	args := []string{
+	brokerArgs, env := consumerArgs(def)
+	args := append([]string{
 		"consume",
 		"--url=" + FunctionURL(cfg.InvokeURL, t.Namespace, t.Spec.Function),
-		"--queue=" + q.Queue,
-		"--dead-letter-queue=" + names.DeadLetterQueue(q),
-		"--prefetch=" + strconv.Itoa(int(*q.Prefetch)),
-		"--concurrency=" + strconv.Itoa(int(*q.Concurrency)),
-		"--max-retries=" + strconv.Itoa(int(*q.MaxRetries)),
-		"--backoff=" + strconv.Itoa(int(*q.BackoffSeconds)) + "s",
-		"--timeout=" + strconv.Itoa(int(timeout)+CallerStartupAllowanceSeconds) + "s",
-		"--health-addr=:" + strconv.Itoa(ConsumerHealthPort),
-	}
-	env := []corev1.EnvVar{
-		{Name: EnvAMQPURL, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: q.ConnectionSecret},
-			Key:                  ConnectionURLKey,
-		}}},
-		tokenEnv(t),
-	}
+	}, brokerArgs...)
+	args = append(args,
+		"--timeout="+strconv.Itoa(int(timeout)+CallerStartupAllowanceSeconds)+"s",
+		"--health-addr=:"+strconv.Itoa(ConsumerHealthPort),
+	)
+	env = append(env, tokenEnv(t))
 	labels := TriggerLabels(t, "trigger-consumer")
 	selector := map[string]string{LabelTrigger: t.Name, LabelComponent: "trigger-consumer"}
 	replicas := int32(1)

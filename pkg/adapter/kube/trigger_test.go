@@ -173,8 +173,7 @@ func TestMakeConsumerDeployment(t *testing.T) {
 	}{
 		{"CRD defaults applied when built from Go", queueTrigger(true, slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"}),
 			want(1, []string{"consume", url, "--queue=orders", "--dead-letter-queue=orders.dlq", "--prefetch=10", "--concurrency=1", "--max-retries=3", "--backoff=1s", "--timeout=105s", "--health-addr=:8080"})},
-		{"everything set, disabled", queueTrigger(false, slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", DeadLetterQueue: "dead",
-			Prefetch: ptr.To[int32](50), Concurrency: ptr.To[int32](8), MaxRetries: ptr.To[int32](0), BackoffSeconds: ptr.To[int32](30)}),
+		{"everything set, disabled", queueTrigger(false, slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", DeadLetterQueue: "dead", Delivery: slessv1alpha1.Delivery{Prefetch: ptr.To[int32](50), Concurrency: ptr.To[int32](8), MaxRetries: ptr.To[int32](0), BackoffSeconds: ptr.To[int32](30)}}),
 			want(0, []string{"consume", url, "--queue=orders", "--dead-letter-queue=dead", "--prefetch=50", "--concurrency=8", "--max-retries=0", "--backoff=30s", "--timeout=105s", "--health-addr=:8080"})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,11 +37,11 @@ func TestQueueMessageOverTheBodyCap(t *testing.T) {
 	r.serve(ctx, t, fn, "def handler(event, context):\n    return {'ok': True}\n")
 	caller := &localCaller{r: r.runs, namespace: "ns", function: "worker"}
 
-	at := caller.Invoke(ctx, queue.Call{Body: []byte(`{"n": 1}`), ContentType: "application/json", RequestID: "small"})
+	at := caller.Invoke(ctx, queue.Call{Trigger: invoke.TriggerQueue, Body: []byte(`{"n": 1}`), ContentType: "application/json", RequestID: "small"})
 	if at.Status != http.StatusOK {
 		t.Fatalf("a small message: %+v, want 200 from the function", at)
 	}
-	over := caller.Invoke(ctx, queue.Call{Body: make([]byte, invoke.DefaultMaxRequestBytes+1), ContentType: "application/octet-stream", RequestID: "big"})
+	over := caller.Invoke(ctx, queue.Call{Trigger: invoke.TriggerQueue, Body: make([]byte, invoke.DefaultMaxRequestBytes+1), ContentType: "application/octet-stream", RequestID: "big"})
 	if over.Status != http.StatusRequestEntityTooLarge || !strings.Contains(over.PlatformError, "over the") {
 		t.Fatalf("a message one byte over the cap: status %d, platform error %q; want 413 from sless", over.Status, over.PlatformError)
 	}

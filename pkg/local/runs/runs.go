@@ -34,6 +34,7 @@ import (
 	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/natsq"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
 	"github.com/sless-dev/sless/runtimes"
@@ -59,6 +60,8 @@ type Runs struct {
 	// has no Secrets for their connectionSecret); empty, they are not
 	// consumed and say so. Set it before the Trigger loop starts.
 	Broker string
+	// NATS is the server URL nats Triggers are consumed from, alike.
+	NATS   string
 	Logger *slog.Logger
 
 	mu     sync.Mutex
@@ -79,7 +82,7 @@ type Runs struct {
 type queueEntry struct {
 	hash     string
 	stop     context.CancelFunc
-	consumer *queue.Consumer
+	consumer queue.Source
 	// after is the end of the trigger's previous consumer, which this one
 	// waits for; nil when there was none.
 	after <-chan struct{}
@@ -186,30 +189,22 @@ const consumerRestart = 10 * time.Second
 // Consume implements adapter.Consumer: one consumer per enabled queue
 // Trigger, made again when what it consumes or calls changes; it consumes
 // only once connected to the broker and consuming.
-func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *slessv1alpha1.Function) (adapter.ConsumerState, time.Duration, error) {
+func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (adapter.ConsumerState, time.Duration, error) {
 	r := (*Runs)(l)
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	if !t.IsEnabled() {
 		r.stopConsuming(key)
 		return adapter.ConsumerState{}, 0, nil
 	}
-	if r.Broker == "" {
-		r.stopConsuming(key)
-		// Say so rather than look Ready: nothing consumes the queue.
-		return adapter.ConsumerState{Mark: (*slessv1alpha1.TriggerStatus).MarkQueueNotSupported}, 0, nil
-	}
 	t = t.DeepCopy()
 	t.SetDefaults()
-	q := t.Spec.Queue
-	cfg := queue.Config{
-		URL: r.Broker, Queue: q.Queue, DeadLetterQueue: names.DeadLetterQueue(q),
-		Prefetch: int(*q.Prefetch), Concurrency: int(*q.Concurrency), MaxRetries: int(*q.MaxRetries),
-		Backoff: time.Duration(*q.BackoffSeconds) * time.Second,
-		Invoker: &localCaller{r: r, namespace: key.Namespace, function: t.Spec.Function},
-		Logger:  r.Logger.With("trigger", key.String()),
+	src, hash, err := r.source(t, fn)
+	if errors.Is(err, errNoBroker) {
+		r.stopConsuming(key)
+		// Say so rather than look Ready: nothing consumes the messages.
+		return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) { s.MarkQueueNotSupported(t.Spec.Type) }}, 0, nil
 	}
-	raw, _ := json.Marshal([]any{cfg.Queue, cfg.DeadLetterQueue, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
-	hash := string(raw)
+	logger := r.Logger.With("trigger", key.String())
 	r.mu.Lock()
 	e := r.queues[key]
 	r.mu.Unlock()
@@ -220,10 +215,10 @@ func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *
 	}
 	if e == nil || e.hash != hash {
 		r.stopConsuming(key)
-		c, err := queue.New(cfg)
 		if err != nil {
 			return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) { s.MarkInvalidQueue(err) }}, 0, nil
 		}
+		c := src
 		cctx, cancel := context.WithCancel(context.Background())
 		e = &queueEntry{hash: hash, stop: cancel, consumer: c, started: make(chan struct{}), done: make(chan struct{})}
 		r.mu.Lock()
@@ -253,18 +248,66 @@ func (l *localTriggers) Consume(_ context.Context, t *slessv1alpha1.Trigger, _ *
 			}
 			close(e.started)
 			if err := c.Run(cctx); err != nil && cctx.Err() == nil {
-				cfg.Logger.Error("queue consumer stopped", "error", err)
+				logger.Error("queue consumer stopped", "error", err)
 			}
 		}()
 		go r.followConsumer(cctx, key, e)
 	}
-	return consumerState(e, q.Queue), 0, nil
+	return consumerState(e), 0, nil
 }
+
+// errNoBroker: sless dev was given no broker of the trigger's type.
+var errNoBroker = errors.New("no broker of this type given")
+
+// source makes the consumer of a consuming trigger (defaulted), and a hash
+// of what it consumes and calls: a consumer is made again when it changes.
+func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (queue.Source, string, error) {
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	d := t.Delivery()
+	caller := &localCaller{r: r, namespace: key.Namespace, function: t.Spec.Function}
+	logger := r.Logger.With("trigger", key.String())
+	switch t.Spec.Type {
+	case slessv1alpha1.TriggerTypeNATS:
+		if r.NATS == "" {
+			return nil, "", errNoBroker
+		}
+		cfg := natsq.Config{
+			URL: r.NATS, Stream: t.Spec.NATS.Stream, Subject: t.Spec.NATS.Subject, Durable: names.NATSDurable(t),
+			DeadLetterSubject: names.NATSDeadLetterSubject(t),
+			Prefetch:          int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
+			Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
+			AckWait: time.Duration(fn.Timeout())*time.Second + ackWaitAllowance,
+			Invoker: caller, Logger: logger,
+		}
+		raw, _ := json.Marshal([]any{cfg.Stream, cfg.Subject, cfg.Durable, cfg.DeadLetterSubject, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, cfg.AckWait, t.Spec.Function})
+		c, err := natsq.New(cfg)
+		return c, string(raw), err
+	}
+	if r.Broker == "" {
+		return nil, "", errNoBroker
+	}
+	q := t.Spec.Queue
+	cfg := queue.Config{
+		URL: r.Broker, Queue: q.Queue, DeadLetterQueue: names.DeadLetterQueue(q),
+		Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
+		Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
+		Invoker: caller, Logger: logger,
+	}
+	raw, _ := json.Marshal([]any{cfg.Queue, cfg.DeadLetterQueue, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
+	c, err := queue.New(cfg)
+	return c, string(raw), err
+}
+
+// ackWaitAllowance is added to the function's timeout for how long
+// JetStream waits for a message's acknowledgement: a call may wait for a
+// cold start first.
+const ackWaitAllowance = 90 * time.Second
 
 // consumerState is where the trigger's consumer stands, as on a cluster:
 // Unknown while it starts or connects, False with the error that keeps it
 // from consuming.
-func consumerState(e *queueEntry, q string) adapter.ConsumerState {
+func consumerState(e *queueEntry) adapter.ConsumerState {
+	what := e.consumer.What()
 	select {
 	case <-e.started:
 	case <-e.after:
@@ -272,7 +315,7 @@ func consumerState(e *queueEntry, q string) adapter.ConsumerState {
 	default:
 		if e.after != nil {
 			return adapter.ConsumerState{Status: metav1.ConditionUnknown,
-				Message: "waiting for the calls in flight of the trigger's previous consumer to finish before consuming queue " + q}
+				Message: "waiting for the calls in flight of the trigger's previous consumer to finish before consuming " + what}
 		}
 	}
 	s, _ := e.consumer.State()
@@ -280,11 +323,11 @@ func consumerState(e *queueEntry, q string) adapter.ConsumerState {
 	case s.Ready():
 		return adapter.ConsumerState{Status: metav1.ConditionTrue}
 	case s.Err != nil:
-		return adapter.ConsumerState{Status: metav1.ConditionFalse, Message: s.Reason(q)}
+		return adapter.ConsumerState{Status: metav1.ConditionFalse, Message: s.Reason(what)}
 	case s.Stopped:
-		return adapter.ConsumerState{Status: metav1.ConditionUnknown, Message: "the consumer of queue " + q + " is stopping"}
+		return adapter.ConsumerState{Status: metav1.ConditionUnknown, Message: "the consumer of " + what + " is stopping"}
 	default:
-		return adapter.ConsumerState{Status: metav1.ConditionUnknown, Message: s.Reason(q)}
+		return adapter.ConsumerState{Status: metav1.ConditionUnknown, Message: s.Reason(what)}
 	}
 }
 
@@ -310,10 +353,10 @@ func (r *Runs) followConsumer(ctx context.Context, key types.NamespacedName, e *
 		// (sless dev's loop looks again only every few seconds, a test not at all).
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			t := &slessv1alpha1.Trigger{}
-			if err := r.store.Get(ctx, key, t); err != nil || t.Spec.Queue == nil || !t.IsEnabled() {
+			if err := r.store.Get(ctx, key, t); err != nil || !t.Spec.Type.Consumes() || !t.IsEnabled() {
 				return client0(err)
 			}
-			cs := consumerState(e, t.Spec.Queue.Queue)
+			cs := consumerState(e)
 			return r.writeTriggerStatus(ctx, t, func(st *slessv1alpha1.TriggerStatus) { trigger.MarkConsumer(st, t, cs) }, nil, "")
 		})
 		if err != nil && ctx.Err() == nil {
@@ -341,8 +384,8 @@ func (r *Runs) stopConsuming(key types.NamespacedName) {
 	}
 }
 
-// localCaller delivers a queue message to a function in process, as the
-// invoke proxy would, and records the call with trigger "queue".
+// localCaller delivers a message to a function in process, as the invoke
+// proxy would, and records the call with the consumer's trigger type.
 type localCaller struct {
 	r                   *Runs
 	namespace, function string
@@ -353,7 +396,7 @@ func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome
 		// On a cluster the consumer's call goes through the proxy, which
 		// answers 413: the message is retried and dead-lettered there, and
 		// is here alike rather than reaching the function.
-		rec := invoke.Record{Namespace: c.namespace, Function: c.function, Trigger: invoke.TriggerQueue, RequestID: call.RequestID,
+		rec := invoke.Record{Namespace: c.namespace, Function: c.function, Trigger: call.Trigger, RequestID: call.RequestID,
 			StartedAt: c.r.now(), Status: http.StatusRequestEntityTooLarge, BytesIn: int64(n), Error: "request body too large"}
 		c.r.recorder.Record(rec)
 		return queue.Outcome{Status: rec.Status, PlatformError: fmt.Sprintf("the message is %d bytes, over the %d a function can be sent", n, invoke.DefaultMaxRequestBytes)}
@@ -364,7 +407,7 @@ func (c *localCaller) Invoke(ctx context.Context, call queue.Call) queue.Outcome
 		ct = "application/octet-stream"
 	}
 	rec, body := c.r.call(ctx, c.namespace, c.function, callRequest{body: call.Body, contentType: ct, header: call.Header, requestID: call.RequestID}, timeout)
-	rec.Trigger = invoke.TriggerQueue
+	rec.Trigger = call.Trigger
 	c.r.recorder.Record(rec)
 	out := queue.Outcome{Status: rec.Status, Body: body}
 	if rec.Error != "" {
@@ -388,7 +431,7 @@ var _ adapter.Carrier = (*localTriggers)(nil)
 func (l *localTriggers) Tidy(_ context.Context, t *slessv1alpha1.Trigger) error {
 	r := (*Runs)(l)
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
-	if t.Spec.Type != slessv1alpha1.TriggerTypeQueue {
+	if !t.Spec.Type.Consumes() {
 		r.stopConsuming(key)
 	}
 	if t.Spec.Type != slessv1alpha1.TriggerTypeCron {

@@ -171,7 +171,7 @@ func TestRunsJobsAndCron(t *testing.T) {
 	}
 	qt := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
 		Function: "calc", Type: slessv1alpha1.TriggerTypeQueue,
-		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "unused-locally", Queue: qname, MaxRetries: ptr.To[int32](1), BackoffSeconds: ptr.To[int32](1)},
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "unused-locally", Queue: qname, Delivery: slessv1alpha1.Delivery{MaxRetries: ptr.To[int32](1), BackoffSeconds: ptr.To[int32](1)}},
 	}}
 	if err := store.Create(ctx, qt); err != nil {
 		t.Fatal(err)

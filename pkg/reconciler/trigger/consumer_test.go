@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -88,4 +90,56 @@ func TestQueueTriggerReadyFollowsConsumer(t *testing.T) {
 	})
 	sim.SetReady(e.ns, consumer, true)
 	e.awaitReady("orders", "enabled again, consuming", func(c metav1.Condition) bool { return c.Status == metav1.ConditionTrue })
+}
+
+// A nats trigger runs the same consumer Deployment, with sless consume's
+// nats flags and the connection Secret's keys in its environment; its
+// missing Secret and its consumer's readiness show as a queue trigger's do.
+func TestNATSTriggerRunsConsumer(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	sim := testbed.SharedDeployments(t)
+	sim.Manage(e.ns)
+	const consumer = "events-consumer"
+	sim.SetReady(e.ns, consumer, false)
+	e.function("worker")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "events"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "worker", Type: slessv1alpha1.TriggerTypeNATS,
+		NATS: &slessv1alpha1.NATSSpec{ConnectionSecret: "nats", Stream: "EVENTS", Subject: "events.>"},
+	}})
+	e.awaitReady("events", "the missing Secret", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.TriggerReasonConnectionSecretNotFound &&
+			c.Message == "Secret nats (key url) does not exist"
+	})
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nats", Namespace: e.ns}, StringData: map[string]string{"url": "nats://nowhere:4222"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.awaitReady("events", "a consumer not yet connected", func(c metav1.Condition) bool {
+		return c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable
+	})
+	if !strings.Contains(c.Message, "consuming subject events.> of stream EVENTS") && !strings.Contains(c.Message, "rolling out") {
+		t.Errorf("Ready %+v", c)
+	}
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("events", "consuming", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Message == "consuming subject events.> of stream EVENTS"
+	})
+	d := &appsv1.Deployment{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: consumer}, d); err != nil {
+		t.Fatal(err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--broker=nats", "--stream=EVENTS", "--subject=events.>", "--durable=events", "--dead-letter-subject=dlq.EVENTS.events"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("consumer args %q lack %s", args, want)
+		}
+	}
+	// Back to a queue trigger: the same Deployment, rebuilt for RabbitMQ.
+	e.update("events", func(tr *slessv1alpha1.Trigger) {
+		tr.Spec.Type, tr.Spec.NATS = slessv1alpha1.TriggerTypeQueue, nil
+		tr.Spec.Queue = &slessv1alpha1.QueueSpec{ConnectionSecret: "nats", Queue: "events"}
+	})
+	e.awaitReady("events", "consuming the queue", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Message == "consuming queue events"
+	})
 }

@@ -116,7 +116,7 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		return 0, nil
 	case slessv1alpha1.TriggerTypeCron:
 		return r.reconcileCron(ctx, t, fn)
-	case slessv1alpha1.TriggerTypeQueue:
+	case slessv1alpha1.TriggerTypeQueue, slessv1alpha1.TriggerTypeNATS:
 		cs, after, err := r.Carrier.Consume(ctx, t, fn)
 		if err != nil {
 			return 0, err
@@ -176,7 +176,7 @@ func MarkConsumer(st *slessv1alpha1.TriggerStatus, t *slessv1alpha1.Trigger, cs 
 	case cs.Mark != nil:
 		cs.Mark(st)
 	case cs.Status == metav1.ConditionTrue:
-		st.MarkConsuming(t.Spec.Queue.Queue)
+		st.MarkConsuming(t.Source())
 	case cs.Status == metav1.ConditionFalse:
 		st.MarkConsumerFailed(cs.Message)
 	default:

@@ -392,7 +392,7 @@ func TestQueueTriggerDeployment(t *testing.T) {
 	e.function("worker")
 	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
 		Function: "worker", Type: slessv1alpha1.TriggerTypeQueue,
-		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", MaxRetries: ptr.To[int32](5)},
+		Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders", Delivery: slessv1alpha1.Delivery{MaxRetries: ptr.To[int32](5)}},
 	}})
 	res := e.reconcile("orders")
 	tr := e.get("orders")

@@ -37,20 +37,65 @@ func (t *Trigger) SetDefaults() {
 	if t.Spec.Enabled == nil {
 		t.Spec.Enabled = ptr.To(true)
 	}
-	if q := t.Spec.Queue; q != nil {
-		if q.Prefetch == nil {
-			q.Prefetch = ptr.To[int32](10)
-		}
-		if q.Concurrency == nil {
-			q.Concurrency = ptr.To[int32](1)
-		}
-		if q.MaxRetries == nil {
-			q.MaxRetries = ptr.To[int32](3)
-		}
-		if q.BackoffSeconds == nil {
-			q.BackoffSeconds = ptr.To[int32](1)
-		}
+	if d := t.Delivery(); d != nil {
+		d.setDefaults()
 	}
+}
+
+func (d *Delivery) setDefaults() {
+	if d.Prefetch == nil {
+		d.Prefetch = ptr.To[int32](10)
+	}
+	if d.Concurrency == nil {
+		d.Concurrency = ptr.To[int32](1)
+	}
+	if d.MaxRetries == nil {
+		d.MaxRetries = ptr.To[int32](3)
+	}
+	if d.BackoffSeconds == nil {
+		d.BackoffSeconds = ptr.To[int32](1)
+	}
+}
+
+// Delivery is the delivery settings of a trigger that consumes a broker's
+// messages, nil for any other (or one whose broker block is missing).
+func (t *Trigger) Delivery() *Delivery {
+	switch {
+	case t.Spec.Type == TriggerTypeQueue && t.Spec.Queue != nil:
+		return &t.Spec.Queue.Delivery
+	case t.Spec.Type == TriggerTypeNATS && t.Spec.NATS != nil:
+		return &t.Spec.NATS.Delivery
+	}
+	return nil
+}
+
+// ConnectionSecret is the Secret a consumer's broker connection is read
+// from; "" for triggers that consume nothing.
+func (t *Trigger) ConnectionSecret() string {
+	switch {
+	case t.Spec.Type == TriggerTypeQueue && t.Spec.Queue != nil:
+		return t.Spec.Queue.ConnectionSecret
+	case t.Spec.Type == TriggerTypeNATS && t.Spec.NATS != nil:
+		return t.Spec.NATS.ConnectionSecret
+	}
+	return ""
+}
+
+// Source names what a consuming trigger consumes, for status messages:
+// "queue orders", "subject orders.> of stream ORDERS".
+func (t *Trigger) Source() string {
+	switch {
+	case t.Spec.Type == TriggerTypeQueue && t.Spec.Queue != nil:
+		return "queue " + t.Spec.Queue.Queue
+	case t.Spec.Type == TriggerTypeNATS && t.Spec.NATS != nil:
+		return NATSSource(t.Spec.NATS.Subject, t.Spec.NATS.Stream)
+	}
+	return ""
+}
+
+// NATSSource names what a nats consumer consumes, as Trigger.Source does.
+func NATSSource(subject, stream string) string {
+	return "subject " + subject + " of stream " + stream
 }
 
 // IsEnabled says whether the trigger may call its function.

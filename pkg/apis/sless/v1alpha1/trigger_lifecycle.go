@@ -26,7 +26,7 @@ const (
 	// policy) refused a child as the trigger asks for it.
 	TriggerReasonRejected = "Rejected"
 	// TriggerReasonQueueNotSupported: sless dev was started without a
-	// broker to consume queues from.
+	// broker to consume the trigger's messages from.
 	TriggerReasonQueueNotSupported = "QueueNotSupportedLocally"
 	// TriggerReasonInvalidQueue: local mode cannot make a consumer of the
 	// queue as given.
@@ -55,9 +55,10 @@ func (s *TriggerStatus) MarkScheduled(schedule, tz string) {
 	s.conditions().markTrue(TriggerConditionReady, TriggerReasonScheduled, "runs on schedule "+schedule+" ("+tz+")")
 }
 
-// MarkConsuming: the queue trigger's consumer is connected and consumes.
-func (s *TriggerStatus) MarkConsuming(queue string) {
-	s.conditions().markTrue(TriggerConditionReady, TriggerReasonConsuming, "consuming queue "+queue)
+// MarkConsuming: the trigger's consumer is connected and consumes what
+// (Trigger.Source).
+func (s *TriggerStatus) MarkConsuming(what string) {
+	s.conditions().markTrue(TriggerConditionReady, TriggerReasonConsuming, "consuming "+what)
 }
 
 // MarkConsumerStarting: the consumer is on its way (rolling out,
@@ -80,6 +81,8 @@ func (s *TriggerStatus) MarkDisabled(typ TriggerType) {
 		what = "the function is private"
 	case TriggerTypeQueue:
 		what = "messages wait in the queue"
+	case TriggerTypeNATS:
+		what = "messages wait in the stream"
 	}
 	s.conditions().markFalse(TriggerConditionReady, TriggerReasonDisabled, "the trigger is disabled: "+what)
 }
@@ -144,10 +147,13 @@ func (s *TriggerStatus) MarkRejected(kind, name string, err error) {
 		fmt.Sprintf("%s %s was refused: %v", kind, name, err))
 }
 
-// MarkQueueNotSupported: local mode was given no broker to consume from.
-func (s *TriggerStatus) MarkQueueNotSupported() {
-	s.conditions().markFalse(TriggerConditionReady, TriggerReasonQueueNotSupported,
-		"sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)")
+// MarkQueueNotSupported: local mode was given no broker of typ to consume from.
+func (s *TriggerStatus) MarkQueueNotSupported(typ TriggerType) {
+	msg := "sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)"
+	if typ == TriggerTypeNATS {
+		msg = "sless dev consumes nats triggers only from a server it is given (-nats-url or SLESS_NATS_URL)"
+	}
+	s.conditions().markFalse(TriggerConditionReady, TriggerReasonQueueNotSupported, msg)
 }
 
 // MarkInvalidQueue: local mode cannot consume the queue as given.

@@ -10,14 +10,26 @@ import (
 const DefaultStartingDeadlineSeconds = 300
 
 // TriggerType says what calls the function.
-// +kubebuilder:validation:Enum=http;cron;queue
+// +kubebuilder:validation:Enum=http;cron;queue;nats
 type TriggerType string
 
 const (
 	TriggerTypeHTTP  TriggerType = "http"
 	TriggerTypeCron  TriggerType = "cron"
 	TriggerTypeQueue TriggerType = "queue"
+	// TriggerTypeNATS consumes a NATS JetStream stream.
+	TriggerTypeNATS TriggerType = "nats"
 )
+
+// Consumes says whether triggers of type typ take messages from a broker
+// through a consumer (`sless consume` on a cluster).
+func (typ TriggerType) Consumes() bool {
+	switch typ {
+	case TriggerTypeQueue, TriggerTypeNATS:
+		return true
+	}
+	return false
+}
 
 // ConcurrencyPolicy says what a cron trigger does when a run is still going
 // at the next scheduled time; the values are batch/v1 CronJob's.
@@ -73,6 +85,8 @@ type Trigger struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'cron' || !has(self.concurrencyPolicy)",message="concurrencyPolicy applies only to cron triggers",fieldPath=".concurrencyPolicy",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="self.type != 'queue' || has(self.queue)",message="queue is required for queue triggers",fieldPath=".queue",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="self.type == 'queue' || !has(self.queue)",message="queue applies only to queue triggers",fieldPath=".queue",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'nats' || has(self.nats)",message="nats is required for nats triggers",fieldPath=".nats",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type == 'nats' || !has(self.nats)",message="nats applies only to nats triggers",fieldPath=".nats",reason="FieldValueForbidden"
 type TriggerSpec struct {
 	// Function names the Function in the same namespace.
 	// +kubebuilder:validation:MinLength=1
@@ -82,8 +96,9 @@ type TriggerSpec struct {
 	Function string `json:"function"`
 
 	// Type is http (anyone may call the function through the invoke
-	// proxy), cron (sless calls it on a schedule) or queue (sless calls it
-	// for each message of a RabbitMQ queue).
+	// proxy), cron (sless calls it on a schedule), or queue or nats (sless
+	// calls it for each message of a RabbitMQ queue or a NATS JetStream
+	// stream).
 	// +required
 	Type TriggerType `json:"type"`
 
@@ -135,6 +150,39 @@ type TriggerSpec struct {
 	// Queue configures a queue trigger.
 	// +optional
 	Queue *QueueSpec `json:"queue,omitempty"`
+
+	// NATS configures a nats trigger.
+	// +optional
+	NATS *NATSSpec `json:"nats,omitempty"`
+}
+
+// Delivery is how a consumer hands a broker's messages to the function,
+// the same for every broker.
+type Delivery struct {
+	// Prefetch is how many unacknowledged messages a consumer holds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=10
+	// +optional
+	Prefetch *int32 `json:"prefetch,omitempty"`
+	// Concurrency is how many messages are delivered to the function at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	Concurrency *int32 `json:"concurrency,omitempty"`
+	// MaxRetries before a message is dead-lettered.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	// +optional
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+	// BackoffSeconds is the first retry delay; it doubles on each retry.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=1
+	// +optional
+	BackoffSeconds *int32 `json:"backoffSeconds,omitempty"`
 }
 
 // MaxQueueNameBytes bounds a queue trigger's queue name: RabbitMQ takes
@@ -162,35 +210,55 @@ type QueueSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	// +required
-	Queue string `json:"queue"`
-	// Prefetch is how many unacknowledged messages a consumer holds.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1000
-	// +kubebuilder:default=10
-	// +optional
-	Prefetch *int32 `json:"prefetch,omitempty"`
-	// Concurrency is how many messages are delivered to the function at once.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=100
-	// +kubebuilder:default=1
-	// +optional
-	Concurrency *int32 `json:"concurrency,omitempty"`
-	// MaxRetries before a message is dead-lettered.
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=100
-	// +kubebuilder:default=3
-	// +optional
-	MaxRetries *int32 `json:"maxRetries,omitempty"`
-	// BackoffSeconds is the first retry delay; it doubles on each retry.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=3600
-	// +kubebuilder:default=1
-	// +optional
-	BackoffSeconds *int32 `json:"backoffSeconds,omitempty"`
+	Queue    string `json:"queue"`
+	Delivery `json:",inline"`
 	// DeadLetterQueue receives messages whose retries ran out; "<queue>.dlq" if unset.
 	// +kubebuilder:validation:MaxLength=255
 	// +optional
 	DeadLetterQueue string `json:"deadLetterQueue,omitempty"`
+}
+
+// NATSSpec is a NATS JetStream stream whose messages call the function,
+// through a durable pull consumer that sless creates or updates. Failed
+// calls are redelivered by JetStream after a delay (nak); a message
+// delivered maxRetries+1 times is copied to the dead-letter subject.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.deadLetterSubject) || self.deadLetterSubject != self.subject",message="deadLetterSubject must differ from subject, or dead letters would be consumed again",fieldPath=".deadLetterSubject"
+type NATSSpec struct {
+	// ConnectionSecret names a Secret in the trigger's namespace: key "url"
+	// holds the server URL(s), nats://[user:password@]host:4222 or tls://,
+	// comma-separated; optional keys "username", "password", "token",
+	// "ca.crt", "tls.crt" and "tls.key" as nats.go's options.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	ConnectionSecret string `json:"connectionSecret"`
+	// Stream is the JetStream stream to consume; it must exist.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[^\s.*>/\\]+$`
+	// +required
+	Stream string `json:"stream"`
+	// Subject filters the stream's messages; wildcards * and > allowed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^(>|(\*|[^\s.*>]+)(\.(\*|[^\s.*>]+))*(\.>)?)$`
+	// +required
+	Subject string `json:"subject"`
+	// Durable is the name of the JetStream consumer; the trigger's name if unset.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[^\s.*>/\\]+$`
+	// +optional
+	Durable  string `json:"durable,omitempty"`
+	Delivery `json:",inline"`
+	// DeadLetterSubject receives a copy of each message whose retries ran
+	// out; "dlq.<stream>.<durable>" if unset. A stream must capture it:
+	// the consumer creates one (DLQ_<stream>_<durable>) if none does.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[^\s.*>]+(\.[^\s.*>]+)*$`
+	// +optional
+	DeadLetterSubject string `json:"deadLetterSubject,omitempty"`
 }
 
 // Condition types of a Trigger.

@@ -290,11 +290,11 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 	s := &t.Spec
 	errs = append(errs, validateRef(p.Child("function"), s.Function)...)
 	switch s.Type {
-	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue:
+	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS:
 	case "":
 		errs = append(errs, field.Required(p.Child("type"), ""))
 	default:
-		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue}))
+		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS}))
 	}
 	// Checked whatever the type, as the schema does (it only matters to cron).
 	if d := s.StartingDeadlineSeconds; d != nil && (*d < 1 || *d > 86400) {
@@ -337,18 +337,113 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 	} else if s.Queue != nil {
 		errs = append(errs, field.Forbidden(p.Child("queue"), "queue applies only to queue triggers"))
 	}
+	if s.Type == TriggerTypeNATS {
+		if s.NATS == nil {
+			errs = append(errs, field.Required(p.Child("nats"), "nats is required for nats triggers"))
+		} else {
+			errs = append(errs, validateNATS(s.NATS, p.Child("nats"))...)
+		}
+	} else if s.NATS != nil {
+		errs = append(errs, field.Forbidden(p.Child("nats"), "nats applies only to nats triggers"))
+	}
+	return errs
+}
+
+// The shapes of NATS names, as the CRD's patterns have them: a stream or
+// consumer name has no whitespace, dots, wildcards or path separators; a
+// subject is dot-separated tokens, * a whole token, > only the last.
+var (
+	natsNameRE          = regexp.MustCompile(`^[^\s.*>/\\]+$`)
+	natsSubjectRE       = regexp.MustCompile(`^(>|(\*|[^\s.*>]+)(\.(\*|[^\s.*>]+))*(\.>)?)$`)
+	natsPlainSubjectRE  = regexp.MustCompile(`^[^\s.*>]+(\.[^\s.*>]+)*$`)
+	maxNATSNameBytes    = 255
+	maxNATSSubjectBytes = 255
+)
+
+// ValidateNATS checks a nats trigger's block alone, as `sless consume`
+// takes it: field paths start at its fields.
+func ValidateNATS(n *NATSSpec) field.ErrorList { return validateNATS(n, nil) }
+
+func validateNATS(n *NATSSpec, p *field.Path) field.ErrorList {
+	errs := validateConnectionSecret(n.ConnectionSecret, p.Child("connectionSecret"))
+	errs = append(errs, validateNATSName(p.Child("stream"), n.Stream, "stream", true)...)
+	errs = append(errs, validateNATSName(p.Child("durable"), n.Durable, "durable", false)...)
+	switch {
+	case n.Subject == "":
+		errs = append(errs, field.Required(p.Child("subject"), ""))
+	case len(n.Subject) > maxNATSSubjectBytes:
+		errs = append(errs, field.TooLong(p.Child("subject"), n.Subject, maxNATSSubjectBytes))
+	case !natsSubjectRE.MatchString(n.Subject):
+		errs = append(errs, field.Invalid(p.Child("subject"), n.Subject, "subject must be tokens separated by dots, without whitespace; * and > only as whole tokens, > only last"))
+	}
+	errs = append(errs, validateDelivery(&n.Delivery, p)...)
+	switch dl := n.DeadLetterSubject; {
+	case dl == "":
+	case len(dl) > maxNATSSubjectBytes:
+		errs = append(errs, field.TooLong(p.Child("deadLetterSubject"), dl, maxNATSSubjectBytes))
+	case !natsPlainSubjectRE.MatchString(dl):
+		errs = append(errs, field.Invalid(p.Child("deadLetterSubject"), dl, "deadLetterSubject must be tokens separated by dots, without whitespace or wildcards"))
+	case NATSSubjectMatches(n.Subject, dl):
+		errs = append(errs, field.Invalid(p.Child("deadLetterSubject"), dl, "deadLetterSubject must not match subject "+n.Subject+", or dead letters would be consumed again"))
+	}
+	return errs
+}
+
+func validateNATSName(p *field.Path, name, what string, required bool) field.ErrorList {
+	switch {
+	case name == "" && required:
+		return field.ErrorList{field.Required(p, "")}
+	case name == "":
+		return nil
+	case len(name) > maxNATSNameBytes:
+		return field.ErrorList{field.TooLong(p, name, maxNATSNameBytes)}
+	case !natsNameRE.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, what+" must be a NATS name: no whitespace, ., *, >, / or \\")}
+	}
+	return nil
+}
+
+// NATSSubjectMatches says whether the literal subject is one the filter
+// (with * and > wildcards) matches.
+func NATSSubjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
+
+func validateConnectionSecret(name string, p *field.Path) field.ErrorList {
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(p, "")}
+	case len(name) > 253:
+		return field.ErrorList{field.TooLong(p, name, 253)}
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, name, "must name a Secret: "+strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+// validateDelivery checks the delivery settings every consuming trigger
+// has, at p (they are inline in its broker's block).
+func validateDelivery(d *Delivery, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, inRange(p.Child("prefetch"), d.Prefetch, 1, 1000)...)
+	errs = append(errs, inRange(p.Child("concurrency"), d.Concurrency, 1, 100)...)
+	errs = append(errs, inRange(p.Child("maxRetries"), d.MaxRetries, 0, 100)...)
+	errs = append(errs, inRange(p.Child("backoffSeconds"), d.BackoffSeconds, 1, 3600)...)
 	return errs
 }
 
 func validateQueue(q *QueueSpec, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if q.ConnectionSecret == "" {
-		errs = append(errs, field.Required(p.Child("connectionSecret"), ""))
-	} else if len(q.ConnectionSecret) > 253 {
-		errs = append(errs, field.TooLong(p.Child("connectionSecret"), q.ConnectionSecret, 253))
-	} else if msgs := validation.IsDNS1123Subdomain(q.ConnectionSecret); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(p.Child("connectionSecret"), q.ConnectionSecret, "must name a Secret: "+strings.Join(msgs, "; ")))
-	}
+	errs := validateConnectionSecret(q.ConnectionSecret, p.Child("connectionSecret"))
 	switch {
 	case q.Queue == "":
 		errs = append(errs, field.Required(p.Child("queue"), ""))
@@ -357,10 +452,7 @@ func validateQueue(q *QueueSpec, p *field.Path) field.ErrorList {
 	case strings.HasPrefix(q.Queue, "amq."):
 		errs = append(errs, field.Invalid(p.Child("queue"), q.Queue, "queue names starting with amq. are reserved by RabbitMQ"))
 	}
-	errs = append(errs, inRange(p.Child("prefetch"), q.Prefetch, 1, 1000)...)
-	errs = append(errs, inRange(p.Child("concurrency"), q.Concurrency, 1, 100)...)
-	errs = append(errs, inRange(p.Child("maxRetries"), q.MaxRetries, 0, 100)...)
-	errs = append(errs, inRange(p.Child("backoffSeconds"), q.BackoffSeconds, 1, 3600)...)
+	errs = append(errs, validateDelivery(&q.Delivery, p)...)
 	switch dlq := q.DeadLetterQueue; {
 	case dlq == "":
 	case dlq == q.Queue:

@@ -1,0 +1,98 @@
+// Package queuetest has what the tests of every broker's consumer share: a
+// function that records its calls, behind a real HTTP server.
+package queuetest
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sless-dev/sless/pkg/queue"
+)
+
+// Function is a local HTTP server standing in for the invoke proxy and the
+// function behind it: it records every call by message id and answers as
+// Behave says (200 when nil).
+type Function struct {
+	*httptest.Server
+	Mu      sync.Mutex
+	Calls   map[string][]time.Time
+	Headers map[string]http.Header
+	Bodies  map[string]string
+	Behave  func(id string, attempt int, body string) int
+	// Delay is how long each call takes.
+	Delay time.Duration
+	// running and Peak count calls at once.
+	running, Peak int
+}
+
+// NewFunction starts one until the test ends.
+func NewFunction(t testing.TB, behave func(id string, attempt int, body string) int) *Function {
+	f := &Function{Calls: map[string][]time.Time{}, Headers: map[string]http.Header{}, Bodies: map[string]string{}, Behave: behave}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get(queue.MessageIDHeader)
+		f.Mu.Lock()
+		f.Calls[id] = append(f.Calls[id], time.Now())
+		f.Headers[id] = r.Header.Clone()
+		f.Bodies[id] = string(body)
+		attempt := len(f.Calls[id])
+		delay := f.Delay
+		f.running++
+		f.Peak = max(f.Peak, f.running)
+		f.Mu.Unlock()
+		time.Sleep(delay)
+		status := http.StatusOK
+		if f.Behave != nil {
+			status = f.Behave(id, attempt, string(body))
+		}
+		f.Mu.Lock()
+		f.running--
+		f.Mu.Unlock()
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"status": %d}`, status)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Invoker calls f as a trigger's consumer calls the proxy.
+func (f *Function) Invoker() *queue.Invoker {
+	return &queue.Invoker{URL: f.URL, Token: "t", Timeout: 10 * time.Second}
+}
+
+// Count is how often the message id was called.
+func (f *Function) Count(id string) int {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return len(f.Calls[id])
+}
+
+// Header is the headers of the last call of id.
+func (f *Function) Header(id string) http.Header {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return f.Headers[id]
+}
+
+// SetDelay makes each later call take d.
+func (f *Function) SetDelay(d time.Duration) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Delay = d
+}
+
+// Distinct is how many message ids were called, and how many calls there were.
+func (f *Function) Distinct() (ids, calls int) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	for _, c := range f.Calls {
+		ids++
+		calls += len(c)
+	}
+	return ids, calls
+}
