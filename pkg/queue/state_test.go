@@ -9,25 +9,13 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-// awaitState waits, on the consumer's change channel rather than a poll,
-// until its state satisfies ok, and returns that state.
 func awaitState(t *testing.T, c *queue.Consumer, limit time.Duration, what string, ok func(queue.State) bool) queue.State {
 	t.Helper()
-	timeout := time.After(limit)
-	for {
-		s, changed := c.State()
-		if ok(s) {
-			return s
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s; state %+v", what, s)
-		}
-	}
+	return queuetest.AwaitState(t, c, limit, what, ok)
 }
 
 // start runs c until the test ends; wait returns what Run returned.

@@ -182,9 +182,11 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 		// consumer carries on; the state says when it is away.
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(c.cfg.ReconnectDelay),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err == nil {
-				err = errors.New("disconnected")
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			// Closing the connection ourselves (a session ending on its own
+			// error) is no outage: Sessions records why it ended.
+			if err == nil || nc.IsClosed() {
+				return
 			}
 			c.state.Set(false, fmt.Errorf("connection to the server lost: %w", err), false)
 		}),

@@ -48,21 +48,9 @@ func start(t *testing.T, cfg natsq.Config) (c *natsq.Consumer, stop func() error
 	return c, stop
 }
 
-// awaitState waits on the consumer's change channel until ok holds.
 func awaitState(t *testing.T, c queue.Source, what string, ok func(queue.State) bool) queue.State {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		s, changed := c.State()
-		if ok(s) {
-			return s
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s; state %+v", what, s)
-		}
-	}
+	return queuetest.AwaitState(t, c, 20*time.Second, what, ok)
 }
 
 // eventually polls cond: what it waits for (calls a function server

@@ -96,3 +96,21 @@ func (f *Function) Distinct() (ids, calls int) {
 	}
 	return ids, calls
 }
+
+// AwaitState waits, on the consumer's change channel rather than a poll,
+// until its state satisfies ok, and returns that state.
+func AwaitState(t testing.TB, c queue.Source, limit time.Duration, what string, ok func(queue.State) bool) queue.State {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		s, changed := c.State()
+		if ok(s) {
+			return s
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s; state %+v", what, s)
+		}
+	}
+}
