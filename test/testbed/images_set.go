@@ -53,10 +53,54 @@ var koPackages = map[string]string{
 	"sidecarlogresults": "github.com/tektoncd/pipeline/cmd/sidecarlogresults",
 }
 
-// PushNodeImages builds every image the node runs and pushes each to the
-// registry at host with auth: pause (as pause:3.10), the shell, kaniko,
-// sless, Tekton's step programs and Knative's data plane under tekton/ and
-// knative/, and the runtimes' base stand-ins under library/.
+// nodeImage is one image the node pulls: where it goes, how it is built,
+// and where its reference lands in NodeImages.
+type nodeImage struct {
+	repo, tag string
+	build     func() (v1.Image, error)
+	set       func(out *NodeImages, ref string)
+}
+
+// nodeImageSet lists the node's images but the runtimes' base stand-ins
+// (BaseImages): pause (as pause:3.10), the shell, kaniko, sless, and
+// Tekton's step programs and Knative's data plane under tekton/ and
+// knative/.
+func nodeImageSet(in NodeImageInputs) []nodeImage {
+	set := []nodeImage{
+		{"pause", "3.10", func() (v1.Image, error) { return PauseImage(in.Pause) }, func(o *NodeImages, r string) { o.Pause = r }},
+		{"shell", "latest", func() (v1.Image, error) { return ShellImage(in.Busybox) }, func(o *NodeImages, r string) { o.Shell = r }},
+		{"kaniko/executor", "v1.23.2", func() (v1.Image, error) { return KanikoImage(in.Kaniko) }, func(o *NodeImages, r string) { o.Kaniko = r }},
+		{"sless", "testbed", func() (v1.Image, error) { return SlessImage(in.Sless) }, func(o *NodeImages, r string) { o.Sless = r }},
+	}
+	for _, group := range []struct {
+		repo  string
+		names []string
+	}{{"tekton/", TektonStepPrograms}, {"knative/", KnativePrograms}} {
+		for _, name := range group.names {
+			set = append(set, nodeImage{group.repo + name, "testbed",
+				func() (v1.Image, error) { return ProgramImage(in.Programs, name) },
+				func(o *NodeImages, r string) { o.Programs[name] = r }})
+		}
+	}
+	return set
+}
+
+// BuildNodeImages builds every image PushNodeImages pushes into the asset
+// cache. Cold this takes many minutes (the stand-ins' Debian packages,
+// Node.js, Go), so it runs under no deadline of its own.
+func BuildNodeImages(in NodeImageInputs) error {
+	for _, img := range nodeImageSet(in) {
+		if _, err := img.build(); err != nil {
+			return fmt.Errorf("image %s: %w", img.repo, err)
+		}
+	}
+	_, err := BaseImages()
+	return err
+}
+
+// PushNodeImages builds every image the node runs (from the asset cache
+// once BuildNodeImages ran) and pushes each to the registry at host with
+// auth: nodeImageSet's, and the runtimes' base stand-ins under library/.
 func PushNodeImages(ctx context.Context, in NodeImageInputs, host string, auth authn.Authenticator) (*NodeImages, error) {
 	out := &NodeImages{Registry: host, Programs: map[string]string{}, Bases: map[string]string{},
 		Timings: map[string]time.Duration{}, Sizes: map[string]int64{}}
@@ -74,30 +118,12 @@ func PushNodeImages(ctx context.Context, in NodeImageInputs, host string, auth a
 		out.Sizes[repo], err = compressedSize(img)
 		return ref, err
 	}
-	var err error
-	if out.Pause, err = push("pause", "3.10", func() (v1.Image, error) { return PauseImage(in.Pause) }); err != nil {
-		return nil, err
-	}
-	if out.Shell, err = push("shell", "latest", func() (v1.Image, error) { return ShellImage(in.Busybox) }); err != nil {
-		return nil, err
-	}
-	if out.Kaniko, err = push("kaniko/executor", "v1.23.2", func() (v1.Image, error) { return KanikoImage(in.Kaniko) }); err != nil {
-		return nil, err
-	}
-	if out.Sless, err = push("sless", "testbed", func() (v1.Image, error) { return SlessImage(in.Sless) }); err != nil {
-		return nil, err
-	}
-	for _, group := range []struct {
-		repo  string
-		names []string
-	}{{"tekton/", TektonStepPrograms}, {"knative/", KnativePrograms}} {
-		for _, name := range group.names {
-			ref, err := push(group.repo+name, "testbed", func() (v1.Image, error) { return ProgramImage(in.Programs, name) })
-			if err != nil {
-				return nil, err
-			}
-			out.Programs[name] = ref
+	for _, img := range nodeImageSet(in) {
+		ref, err := push(img.repo, img.tag, img.build)
+		if err != nil {
+			return nil, err
 		}
+		img.set(out, ref)
 	}
 	start := time.Now()
 	bases, err := BaseImages()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
@@ -58,9 +59,10 @@ func (n *Node) PushSecret(namespace, name string) *corev1.Secret {
 	return n.reg.PushSecret(namespace, name)
 }
 
-// Images builds and pushes every image the node runs (PushNodeImages) the
-// first time it is called and returns their references after that.
-func (n *Node) Images(ctx context.Context) (*NodeImages, error) {
+// Images builds (BuildNodeImages, under no deadline: cold, it takes many
+// minutes) and pushes (within 5 minutes) every image the node runs the
+// first time it is called, and returns their references after that.
+func (n *Node) Images() (*NodeImages, error) {
 	n.imagesMu.Lock()
 	defer n.imagesMu.Unlock()
 	if n.images != nil {
@@ -76,6 +78,11 @@ func (n *Node) Images(ctx context.Context) (*NodeImages, error) {
 	}
 	in := NodeImageInputs{Pause: filepath.Join(n.dir, "pause"), Busybox: BusyboxPath, Kaniko: n.assets.Kaniko,
 		Programs: programs, Sless: slessBin}
+	if err := BuildNodeImages(in); err != nil {
+		return nil, fmt.Errorf("node images: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	if n.images, err = PushNodeImages(ctx, in, n.Registry, n.reg.Auth()); err != nil {
 		return nil, fmt.Errorf("node images: %w", err)
 	}

@@ -66,12 +66,12 @@ func TestMain(m *testing.M) {
 func TestNodeIngressConformance(t *testing.T) {
 	checkSuiteNames(t)
 	n := testbed.StartNodeFor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	images, err := n.Images(ctx)
+	images, err := n.Images()
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	nodeapi.Install(t, n, images)
 	start := time.Now()
 	repo, err := n.PushConformanceImages(ctx)

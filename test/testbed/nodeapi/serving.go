@@ -64,10 +64,8 @@ func StartBuilding(t testing.TB) *Serving {
 func start(t testing.TB, knative bool) *Serving {
 	t.Helper()
 	n := testbed.StartNodeFor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
 	begin := time.Now()
-	images, err := n.Images(ctx)
+	images, err := n.Images()
 	if err != nil {
 		t.Fatal(err)
 	}
