@@ -134,8 +134,10 @@ ctrl_dir="$cache/serving-$SERVING_VERSION-pipeline-$PIPELINE_VERSION"
 # ctrl_build builds one command of Knative or Tekton into $3/$name ($3 is
 # $ctrl_dir when absent), unless it is there, in a throwaway module holding
 # sless's go.mod and go.sum, so shared dependencies resolve to the versions
-# sless itself uses; -mod=mod adds what only the commands need. Callers hold
-# the lock on the directory.
+# sless itself uses; -mod=mod adds what only the commands need. Static
+# and path-trimmed, as Knative's and Tekton's releases are (ko's defaults):
+# the controllers and the images' programs then compile the libraries they
+# share once. Callers hold the lock on the directory.
 ctrl_build() {
   local name=$1 pkg=$2 ctrl_dir=${3:-$ctrl_dir}
   [ -x "$ctrl_dir/$name" ] && return
@@ -146,7 +148,7 @@ ctrl_build() {
     cd "$work"
     sed 's|^module .*|module sless.local/controllers-build|' "$root/go.mod" > go.mod
     cp "$root/go.sum" go.sum
-    go build -mod=mod -ldflags "-s -w" -o "$ctrl_dir/$name.tmp" "$pkg" >&2
+    CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$ctrl_dir/$name.tmp" "$pkg" >&2
     mv "$ctrl_dir/$name.tmp" "$ctrl_dir/$name"
   )
   rm -rf "$work"
@@ -243,7 +245,47 @@ build_node() {
   GO_INSTALL_LDFLAGS="-X $ctrd/version.Version=v$CONTAINERD_VERSION" go_install "$node_dir" "v$CONTAINERD_VERSION" \
     "$ctrd/cmd/containerd" "$ctrd/cmd/containerd-shim-runc-v2" "$ctrd/cmd/ctr"
   kaniko_build
-  go_install "$node_dir" "v$COREDNS_VERSION" github.com/coredns/coredns
+  coredns_build
+}
+
+# coredns_build builds CoreDNS with only the plugins the node's Corefile
+# names (test/testbed/node_cluster.go), CoreDNS's own way of choosing
+# plugins at compile time: its main with every plugin also compiles the
+# cloud providers' SDKs the node never calls. Callers hold the lock on
+# $node_dir.
+COREDNS_PLUGINS="bind errors kubernetes"
+coredns_build() {
+  [ -x "$node_dir/coredns" ] && return
+  local work; work=$(mktemp -d)
+  local start=$SECONDS coredns=github.com/coredns/coredns p
+  log "building coredns v$COREDNS_VERSION ($COREDNS_PLUGINS) from the Go module proxy"
+  (
+    cd "$work"
+    go mod init sless.local/coredns-build >/dev/null 2>&1
+    {
+      echo "package main"
+      echo
+      echo "import ("
+      echo "	\"$coredns/core/dnsserver\""
+      echo "	\"$coredns/coremain\""
+      for p in $COREDNS_PLUGINS; do echo "	_ \"$coredns/plugin/$p\""; done
+      echo ")"
+      echo
+      echo "func init() {"
+      echo "	if err := dnsserver.SetDirectives([]string{$(printf '"%s", ' $COREDNS_PLUGINS)}); err != nil {"
+      echo "		panic(err)"
+      echo "	}"
+      echo "}"
+      echo
+      echo "func main() { coremain.Run() }"
+    } > main.go
+    go get "$coredns@v$COREDNS_VERSION" >&2
+    go mod tidy >&2
+    CGO_ENABLED=0 go build -ldflags "-s -w" -o "$node_dir/coredns.tmp" . >&2
+    mv "$node_dir/coredns.tmp" "$node_dir/coredns"
+  )
+  rm -rf "$work"
+  log "coredns built in $((SECONDS - start)) s"
 }
 
 # The real node's images (test/testbed/images*.go) are assembled from static
@@ -260,10 +302,10 @@ build_image_programs() {
   flock 6
   local p
   for p in activator autoscaler queue; do
-    CGO_ENABLED=0 ctrl_build "$p" "knative.dev/serving/cmd/$p" "$img_dir"
+    ctrl_build "$p" "knative.dev/serving/cmd/$p" "$img_dir"
   done
   for p in entrypoint nop workingdirinit sidecarlogresults; do
-    CGO_ENABLED=0 ctrl_build "$p" "github.com/tektoncd/pipeline/cmd/$p" "$img_dir"
+    ctrl_build "$p" "github.com/tektoncd/pipeline/cmd/$p" "$img_dir"
   done
 }
 
@@ -280,7 +322,7 @@ build_conformance_programs() {
   flock 3
   local p
   for p in runtime wsserver grpc-ping timeout httpproxy retry; do
-    CGO_ENABLED=0 ctrl_build "$p" "knative.dev/networking/test/test_images/$p" "$conf_dir"
+    ctrl_build "$p" "knative.dev/networking/test/test_images/$p" "$conf_dir"
   done
 }
 
@@ -310,7 +352,8 @@ build_sless_static() {
   mkdir -p "$out"
   exec 5>"$out/.lock"
   flock 5
-  # The build line of the Dockerfile at the root.
+  # The build line of the Dockerfile at the root. hack/test.sh vets with
+  # these flags, so that a fresh run compiles the libraries once.
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags timetzdata \
     -ldflags "-s -w -X main.version=testbed -X main.commit=unknown" -o "$out/sless.tmp" ./cmd/sless) >&2
   mv "$out/sless.tmp" "$out/sless"
