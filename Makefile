@@ -23,8 +23,8 @@ generate:
 	$(CONTROLLER_GEN) rbac:roleName=sless-controller paths=./pkg/reconciler/... output:rbac:dir=config/rbac
 
 # Builds kube-apiserver, kubectl, etcd, versitygw and Knative's and Tekton's
-# controllers from the Go module proxy once (about 10 minutes on 2 cores), then
-# reuses them.
+# controllers and a real node's programs from the Go module proxy once (24
+# minutes cold on 2 idle cores), then reuses them.
 test-assets:
 	@bash hack/test-assets.sh >/dev/null
 
