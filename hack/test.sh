@@ -32,26 +32,10 @@ assets=$(bash hack/test-assets.sh)
 bash hack/test-assets.sh images >/dev/null
 bash hack/test-assets.sh conformance-images >/dev/null
 bash hack/test-assets.sh registry >/dev/null
-# The packages that start the node (testbed.StartNode…, nodeapi.Start…)
-# share the machine's one node, a lock taking them in turn: they run one
-# at a time beside the others. Under one `go test` two of them would hold
-# both of its slots while one waits, and the rest would queue behind them.
-node_pkgs=$(go list $(grep -rlE 'testbed\.StartNode|nodeapi\.Start' --include='*_test.go' . | xargs -n1 dirname | sort -u))
-rest_pkgs=$(go list ./... | grep -vxF "$node_pkgs")
-# One compile of the race-built libraries for both runs: two go commands
-# would each compile them, at once, on a cold cache.
-go build -race ./...
-node_log=$(mktemp)
 set +e
-KUBEBUILDER_ASSETS=$assets go test -race -count=1 -p 1 -timeout "${TEST_TIMEOUT:-45m}" -v $node_pkgs >"$node_log" 2>&1 &
-node_run=$!
-KUBEBUILDER_ASSETS=$assets go test -race -count=1 -timeout "${TEST_TIMEOUT:-45m}" -v $rest_pkgs >"$log" 2>&1
+KUBEBUILDER_ASSETS=$assets go test -race -count=1 -timeout "${TEST_TIMEOUT:-45m}" -v ./... >"$log" 2>&1
 status=$?
-wait "$node_run"
-node_status=$?
 set -e
-cat "$node_log" >>"$log"
-[ "$status" -ne 0 ] || status=$node_status
 grep -vE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" | grep -vE '^\s*$' || true
 passed=$(grep -cE '^(    )*--- PASS' "$log" || true)
 failed=$(grep -cE '^(    )*--- FAIL' "$log" || true)
