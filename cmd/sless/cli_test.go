@@ -43,6 +43,9 @@ func TestCLIRefusesBadInput(t *testing.T) {
 		"delete":    func(a []string) error { return runDelete(ctx, &bytes.Buffer{}, noEnv, a) },
 		"version":   func(a []string) error { return commands["version"].run(ctx, a) },
 		"callbacks": func(a []string) error { return runCallbacks(ctx, &bytes.Buffer{}, noEnv, a) },
+		"revisions": func(a []string) error { return runRevisions(ctx, &bytes.Buffer{}, noEnv, a) },
+		"rollout":   func(a []string) error { return runRollout(ctx, &bytes.Buffer{}, noEnv, a) },
+		"rollback":  func(a []string) error { return runRollback(ctx, &bytes.Buffer{}, noEnv, a) },
 	}
 	cases := []struct {
 		cmd  string
@@ -104,6 +107,22 @@ func TestCLIRefusesBadInput(t *testing.T) {
 		{"delete", []string{"f", "--timeout", "-1s"}, "--timeout must be positive"},
 		{"delete", []string{"f"}, "not logged in"},
 		{"version", []string{"now"}, "unexpected arguments"},
+		{"revisions", nil, "the function's NAME is required"},
+		{"revisions", []string{"--service"}, "the service's NAME is required"},
+		{"revisions", []string{"f", "g"}, "one NAME"},
+		{"revisions", []string{"f", "-o", "wide"}, `-o "wide"`},
+		{"revisions", []string{"f"}, "not logged in"},
+		{"rollout", []string{"f"}, "--percent P (0 to 100) or --promote is required"},
+		{"rollout", []string{"f", "--percent", "10", "--promote"}, "--percent and --promote: give one"},
+		{"rollout", []string{"f", "--percent", "101"}, "--percent 101: want 0 to 100"},
+		{"rollout", []string{"f", "--percent", "ten"}, `invalid value "ten"`},
+		{"rollout", []string{"f", "--promote", "--timeout", "0s"}, "--timeout must be positive"},
+		{"rollout", []string{"--promote"}, "NAME is required"},
+		{"rollout", []string{"f", "--promote"}, "not logged in"},
+		{"rollback", nil, "NAME is required"},
+		{"rollback", []string{"f", "--timeout", "-1s"}, "--timeout must be positive"},
+		{"rollback", []string{"f", "--to"}, "flag needs an argument"},
+		{"rollback", []string{"f", "--to", "f-00001"}, "not logged in"},
 	}
 	t.Setenv(client.EnvConfig, filepath.Join(dir, "no-config"))
 	for _, c := range cases {

@@ -306,14 +306,14 @@ func oneLine(s string) string {
 
 func invocationTable(w io.Writer, indent string, items []client.Invocation) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "%sSTARTED\tSTATUS\tDURATION\tTRIGGER\tCOLD\tIN\tOUT\tREQUEST ID\tERROR\n", indent)
+	fmt.Fprintf(tw, "%sSTARTED\tSTATUS\tDURATION\tTRIGGER\tREVISION\tCOLD\tIN\tOUT\tREQUEST ID\tERROR\n", indent)
 	for _, iv := range items {
 		cold := ""
 		if iv.ColdStart {
 			cold = "yes"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, iv.StartedAt.Local().Format("2006-01-02 15:04:05"), iv.Status,
-			(time.Duration(iv.DurationMs * float64(time.Millisecond))).Round(time.Millisecond/10), iv.Trigger, cold,
+		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, iv.StartedAt.Local().Format("2006-01-02 15:04:05"), iv.Status,
+			(time.Duration(iv.DurationMs * float64(time.Millisecond))).Round(time.Millisecond/10), iv.Trigger, orNone(iv.Revision), cold,
 			client.HumanBytes(int(iv.BytesIn)), client.HumanBytes(int(iv.BytesOut)), iv.RequestID, oneLine(iv.Error))
 	}
 	return tw.Flush()

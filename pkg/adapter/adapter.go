@@ -83,6 +83,9 @@ type ServeState struct {
 	// Image when that is the revision asked for, else the older revision's
 	// own (empty when no revision is ready, or its image is not known).
 	ServingImage string
+	// Traffic is the split that serves: each target with the revision it
+	// resolved to, its percent and tag, and a tagged target's address.
+	Traffic []slessv1alpha1.TrafficTarget
 	// Created and Updated say what this call changed: it created the
 	// service, or updated it to match the function (a new revision). Both
 	// are false when the service already matched.
@@ -103,6 +106,27 @@ type ServeState struct {
 type Server interface {
 	EnsureService(ctx context.Context, fn slessv1alpha1.Workload, image string) (ServeState, error)
 	Observe(ctx context.Context, fn slessv1alpha1.Workload) (st ServeState, found bool, err error)
+}
+
+// RevisionInfo is what sless tells of one of a workload's revisions.
+type RevisionInfo struct {
+	Name    string
+	Created time.Time
+	// Image is the image it runs, pinned by digest ("" while unknown).
+	Image string
+	// SourceDigest is the digest of the build context it was built from;
+	// empty for a prebuilt image.
+	SourceDigest string
+	// Ready says it serves, or can when called; Reason and Message say
+	// why not.
+	Ready           bool
+	Reason, Message string
+}
+
+// RevisionLister lists a workload's revisions, oldest first: Knative's
+// Revisions on a cluster, the process server's in local mode.
+type RevisionLister interface {
+	ListRevisions(ctx context.Context, w slessv1alpha1.Workload) ([]RevisionInfo, error)
 }
 
 // RevisionSettings are what a revision runs with besides its image, as

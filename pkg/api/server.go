@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/logs"
@@ -130,6 +131,10 @@ type Options struct {
 	// …/functions/{name}/builds/{build}/logs, and the same of
 	// …/services/{name}; nil answers them 501.
 	Logs logs.Source
+
+	// Revisions, when set, lists the revisions of …/functions/{name}/revisions
+	// and …/services/{name}/revisions; nil answers them 501.
+	Revisions adapter.RevisionLister
 
 	// Console, when set, serves the web console under /console/ (see
 	// pkg/console). It authenticates its own callers, from a cookie.
@@ -319,6 +324,8 @@ func (s *Server) routes() *gin.Engine {
 	get(nsr, "/functions/:name/logs", fnNamed, s.query(logParams...), s.instanceLogs(newFunction))
 	get(nsr, "/functions/:name/builds/:build/logs", fnNamed, s.query(logParams...), s.buildLogs(newFunction))
 	svcNamed := s.named(services)
+	get(nsr, "/functions/:name/revisions", fnNamed, none, s.revisions(newFunction))
+	get(nsr, "/services/:name/revisions", svcNamed, none, s.revisions(newService))
 	get(nsr, "/services/:name/logs", svcNamed, s.query(logParams...), s.instanceLogs(newService))
 	get(nsr, "/services/:name/builds/:build/logs", svcNamed, s.query(logParams...), s.buildLogs(newService))
 	if s.opts.Console != nil {

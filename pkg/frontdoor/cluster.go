@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sless-dev/sless/pkg/adapter/knative"
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
@@ -91,6 +92,7 @@ func NewCluster(ctx context.Context, c Cluster) (*Door, error) {
 	a := c.API
 	a.Objects, a.Live, a.Secrets, a.TenantNamespaces, a.Auth = cl, cl, cl, tenants, verifier
 	a.Blobs, a.Bucket, a.Logs = blobs, c.S3.Bucket, &kube.Logs{Pods: core}
+	a.Revisions = &knative.Server{Client: cl, APIReader: cl}
 	if c.ProvisionNamespaces {
 		a.Tenants = tenants
 	}

@@ -27,8 +27,30 @@ func TestMain(m *testing.M) { testbed.Main(m) }
 type targets struct {
 	mu sync.Mutex
 	m  map[string]invoke.Target
+	// tags are the tagged targets, by ns/name@tag.
+	tags map[string]invoke.Target
 	// err, when set, is returned for every lookup.
 	err error
+}
+
+// tag sets the target tagged tag of ns/name.
+func (ts *targets) tag(ns, name, tag string, t invoke.Target) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.tags == nil {
+		ts.tags = map[string]invoke.Target{}
+	}
+	ts.tags[ns+"/"+name+"@"+tag] = t
+}
+
+func (ts *targets) ResolveTag(_ context.Context, ns, name, tag string) (invoke.Target, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.tags[ns+"/"+name+"@"+tag]
+	if !ok {
+		return invoke.Target{}, invoke.ErrNotFound
+	}
+	return t, nil
 }
 
 func (ts *targets) set(ns, name string, t invoke.Target) {

@@ -86,7 +86,7 @@ func (p *Proxy) underDomain(host string) (labels string, under bool) {
 }
 
 // serveHost serves a request to a host below the domain: labels must be
-// {name}.{namespace}.
+// {name}.{namespace} or {tag}-{name}.{namespace}.
 func (p *Proxy) serveHost(w http.ResponseWriter, r *http.Request, labels string) {
 	start := time.Now()
 	if refuseMethod(r.Method) {
@@ -100,7 +100,10 @@ func (p *Proxy) serveHost(w http.ResponseWriter, r *http.Request, labels string)
 			Detail: "the host " + r.Host + " is not a DNS name; " + shape})
 		return
 	}
-	if strings.IndexByte(ns, '.') >= 0 || !validFunctionName(name) || !validNamespace(ns) {
+	// The first label is a function's name, or {tag}-{name} of one of its
+	// traffic targets, which may be longer.
+	tagged := dnsLabel(name, 63, true) && strings.IndexByte(name, '-') > 0
+	if strings.IndexByte(ns, '.') >= 0 || !(validFunctionName(name) || tagged) || !validNamespace(ns) {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
 			Detail: "no function is served at the host " + r.Host + "; " + shape})
 		return

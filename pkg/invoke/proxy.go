@@ -263,23 +263,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.serveService(w, r, start, escaped)
 		return
 	}
-	ns, name, rest, ok := splitPath(escaped, PathPrefix)
+	ns, name, tag, rest, ok := splitPath(escaped, PathPrefix)
 	if !ok {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
-			Detail: "no function at this path; functions are called at /fn/{namespace}/{name}[/path]"})
+			Detail: "no function at this path; functions are called at /fn/{namespace}/{name}[@{tag}][/path]"})
 		return
 	}
-	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerHTTP, start: start, reqID: RequestID(r)})
+	p.serve(w, r, &call{p: p, ns: ns, name: name, tag: tag, rest: rest, trigger: TriggerHTTP, start: start, reqID: RequestID(r)})
 }
 
 // serveService serves /svc/{namespace}/{name}[/*path]: a SlessService,
 // under the access policy of a private function (no Trigger makes a
 // service public) and the shared origin's isolation.
 func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, start time.Time, escaped string) {
-	ns, name, rest, ok := splitPath(escaped, ServicePrefix)
+	ns, name, tag, rest, ok := splitPath(escaped, ServicePrefix)
 	if !ok {
 		p.refuse(w, r, start, Problem{Status: http.StatusNotFound, Reason: ReasonNotFound,
-			Detail: "no service at this path; services are served at /svc/{namespace}/{name}[/path]"})
+			Detail: "no service at this path; services are served at /svc/{namespace}/{name}[@{tag}][/path]"})
 		return
 	}
 	if p.opts.Services == nil {
@@ -287,7 +287,7 @@ func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, start time.
 			Detail: "this server runs no services: sless api on a cluster and sless dev serve SlessServices"})
 		return
 	}
-	p.serve(w, r, &call{p: p, ns: ns, name: name, rest: rest, trigger: TriggerService, start: start, reqID: RequestID(r)})
+	p.serve(w, r, &call{p: p, ns: ns, name: name, tag: tag, rest: rest, trigger: TriggerService, start: start, reqID: RequestID(r)})
 }
 
 // serve applies the access policy to a call of the public invoke path, by
@@ -297,7 +297,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	if c.service() {
 		resolver = p.opts.Services
 	}
-	target, err := p.resolve(r.Context(), resolver, c.ns, c.name)
+	target, err := p.resolveCall(r.Context(), resolver, c)
 	if err != nil {
 		// An unknown function is refused as a private one is to a caller
 		// who may not call in its namespace: a 404 there would tell anyone
@@ -377,6 +377,45 @@ func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, 
 	c.forward(w, r)
 }
 
+// resolveCall resolves what c calls: a function, or the traffic target
+// tagged c.tag. A call on a host below the domain whose first label names
+// no function may be {tag}-{name}: each split of the label at a '-' is
+// tried, the function's own name first.
+func (p *Proxy) resolveCall(ctx context.Context, resolver Resolver, c *call) (Target, error) {
+	if c.tag != "" {
+		return p.resolveTag(ctx, resolver, c.ns, c.name, c.tag)
+	}
+	t, err := p.resolve(ctx, resolver, c.ns, c.name)
+	if !errors.Is(err, ErrNotFound) || !c.byHost || c.route != nil {
+		return t, err
+	}
+	for i := 1; i < len(c.name)-1; i++ {
+		if c.name[i] != '-' || !validFunctionName(c.name[i+1:]) {
+			continue
+		}
+		if tt, terr := p.resolveTag(ctx, resolver, c.ns, c.name[i+1:], c.name[:i]); terr == nil {
+			c.name, c.tag = c.name[i+1:], c.name[:i]
+			return tt, nil
+		}
+	}
+	return t, err
+}
+
+func (p *Proxy) resolveTag(ctx context.Context, resolver Resolver, ns, name, tag string) (Target, error) {
+	tr, ok := resolver.(TagResolver)
+	if !ok {
+		return Target{}, fmt.Errorf("%w: %s/%s has no traffic target tagged %s", ErrNotFound, ns, name, tag)
+	}
+	t, err := tr.ResolveTag(ctx, ns, name, tag)
+	if err != nil {
+		return Target{}, err
+	}
+	if t.Timeout <= 0 {
+		t.Timeout = 30 * time.Second
+	}
+	return t, nil
+}
+
 func (p *Proxy) resolve(ctx context.Context, resolver Resolver, ns, name string) (Target, error) {
 	t, err := resolver.Resolve(ctx, ns, name)
 	if err != nil {
@@ -412,14 +451,14 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, start time.Time, 
 // so an encoded slash cannot move a boundary, and then requires the
 // unescaped namespace and name to be valid names: "..", "." or an empty
 // segment never are. rest is escaped and starts with "/".
-func splitPath(escaped, prefix string) (ns, name, rest string, ok bool) {
+func splitPath(escaped, prefix string) (ns, name, tag, rest string, ok bool) {
 	s, found := strings.CutPrefix(escaped, prefix)
 	if !found {
-		return "", "", "", false
+		return "", "", "", "", false
 	}
 	i := strings.IndexByte(s, '/')
 	if i < 0 {
-		return "", "", "", false
+		return "", "", "", "", false
 	}
 	nsEsc, s := s[:i], s[i+1:]
 	nameEsc, rest := s, "/"
@@ -428,13 +467,17 @@ func splitPath(escaped, prefix string) (ns, name, rest string, ok bool) {
 	}
 	ns, err := url.PathUnescape(nsEsc)
 	if err != nil || !validNamespace(ns) {
-		return "", "", "", false
+		return "", "", "", "", false
 	}
 	name, err = url.PathUnescape(nameEsc)
-	if err != nil || !validFunctionName(name) {
-		return "", "", "", false
+	if err != nil {
+		return "", "", "", "", false
 	}
-	return ns, name, rest, true
+	name, tag, tagged := strings.Cut(name, "@")
+	if !validFunctionName(name) || (tagged && !dnsLabel(tag, 63, true)) {
+		return "", "", "", "", false
+	}
+	return ns, name, tag, rest, true
 }
 
 // RequestID is the id of a call: the caller's X-Request-Id when it is a sane
@@ -460,6 +503,7 @@ func safeToken(s string) bool {
 type call struct {
 	p               *Proxy
 	ns, name, rest  string
+	tag             string // the traffic target called, by @tag or its host
 	trigger, reqID  string
 	subject         string
 	private         bool
@@ -505,6 +549,14 @@ func (c *call) kind() string {
 		return "Ingress"
 	}
 	return "function"
+}
+
+// atTag is "@tag" for a call of a tagged traffic target, as its path has it.
+func (c *call) atTag() string {
+	if c.tag == "" {
+		return ""
+	}
+	return "@" + c.tag
 }
 
 // named is the kind and name of what the call is for, in problems.
@@ -644,6 +696,9 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 			c.addr = act.Address
 		}
 		c.lost = act.Lost
+		if act.Revision != "" {
+			c.target.Revision = act.Revision
+		}
 		if act.Cold {
 			c.cold = true
 			c.coldCounted = true
@@ -744,9 +799,9 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 	case c.byHost:
 		delete(h, PrefixHeader) // nothing was removed from the path
 	case c.trigger == TriggerHTTP || c.trigger == TriggerAsync:
-		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name)
+		h.Set(PrefixHeader, PathPrefix+c.ns+"/"+c.name+c.atTag())
 	case c.service():
-		h.Set(PrefixHeader, ServicePrefix+c.ns+"/"+c.name)
+		h.Set(PrefixHeader, ServicePrefix+c.ns+"/"+c.name+c.atTag())
 	}
 	h.Set(RequestIDHeader, c.reqID)
 	c.rewriteRoute(out)

@@ -29,6 +29,15 @@ type Resolver interface {
 	Resolve(ctx context.Context, namespace, name string) (Target, error)
 }
 
+// TagResolver is a Resolver that also finds a function's traffic target
+// by its tag (spec.traffic[].tag), for calls at /fn/{ns}/{name}@{tag} and
+// {tag}-{name}.{ns}.<domain>. It returns ErrNotFound for a function with
+// no such tag. A Resolver that is no TagResolver has no tags.
+type TagResolver interface {
+	Resolver
+	ResolveTag(ctx context.Context, namespace, name, tag string) (Target, error)
+}
+
 // ResolverFunc lets an ordinary function serve as a Resolver.
 type ResolverFunc func(ctx context.Context, namespace, name string) (Target, error)
 
@@ -84,6 +93,11 @@ type Target struct {
 	// function's timeout.
 	Idle bool
 
+	// Tagged are the function's tagged traffic targets by tag, for a
+	// resolver that keeps Targets in a cache and answers ResolveTag from
+	// it; nil when it has none.
+	Tagged map[string]Target
+
 	// Activate, when not nil, is called before each forward, after the
 	// access check. It makes sure an instance is running (local mode starts
 	// a stopped process here and waits until it listens) and returns where
@@ -100,6 +114,9 @@ type Target struct {
 type Activation struct {
 	// Address replaces Target.Address for this call when not nil.
 	Address *url.URL
+	// Revision, when not empty, is the revision Activate chose for the call
+	// (from a traffic split); it replaces Target.Revision in the record.
+	Revision string
 	// Cold is true when the call had to wait for an instance to start. The
 	// proxy counts it as a cold start and records the time Activate took.
 	Cold bool

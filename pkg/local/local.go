@@ -289,12 +289,13 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 	}
 	door, err := frontdoor.New(ctx, frontdoor.Options{
 		API: api.Options{
-			Objects: p.store,
-			Secrets: p.secrets,
-			Auth:    verifier,
-			Blobs:   p.blobs,
-			Bucket:  Bucket,
-			Logs:    &serving.Logs{LogDir: filepath.Join(p.opts.DataDir, "logs"), Builder: p.builder},
+			Objects:   p.store,
+			Secrets:   p.secrets,
+			Auth:      verifier,
+			Blobs:     p.blobs,
+			Bucket:    Bucket,
+			Logs:      &serving.Logs{LogDir: filepath.Join(p.opts.DataDir, "logs"), Builder: p.builder},
+			Revisions: revisions{fns: p.fns.server, svcs: p.svcs.server},
 		},
 		Auth: verifier,
 		Proxy: invoke.Options{

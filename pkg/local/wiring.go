@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sless-dev/sless/pkg/adapter"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
@@ -258,4 +259,14 @@ func enqueueReferring(ctx context.Context, store *apiserver.Store, secret types.
 			enqueueSvc(svcs.Items[i].Namespace, svcs.Items[i].Name)
 		}
 	}
+}
+
+// revisions lists a workload's revisions from the server of its kind.
+type revisions struct{ fns, svcs *serving.Server }
+
+func (r revisions) ListRevisions(ctx context.Context, w slessv1alpha1.Workload) ([]adapter.RevisionInfo, error) {
+	if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return r.svcs.ListRevisions(ctx, w)
+	}
+	return r.fns.ListRevisions(ctx, w)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -130,8 +131,13 @@ func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image st
 		upd.Labels = merge(upd.Labels, want.Labels)
 		upd.Annotations = merge(upd.Annotations, want.Annotations)
 		upd.OwnerReferences = want.OwnerReferences
-		upd.Spec.Template = want.Spec.Template
+		upd.Spec.Traffic = want.Spec.Traffic
+		// The template is replaced only when it changed: a new name alone
+		// (a Function whose traffic changed has a new generation) would make
+		// Knative roll out a copy of the serving revision, which then takes
+		// the latest target's share.
 		if TemplateDiffers(&want.Spec.Template, &svc.Spec.Template) {
+			upd.Spec.Template = want.Spec.Template
 			taken, err := s.nameTaken(ctx, fn.GetNamespace(), &want.Spec.Template, &svc.Spec.Template)
 			if err != nil {
 				return adapter.ServeState{}, err
@@ -274,7 +280,7 @@ func (s *Server) ReadRevision(ctx context.Context, fn slessv1alpha1.Workload, na
 
 // Differs says whether the existing Service must be updated to want. It
 // compares only what sless sets: fields Knative's webhook defaults (probe
-// periods, the port's protocol, traffic) are unset in want and ignored,
+// periods, the port's protocol, the default traffic) are unset in want and ignored,
 // and the revision name is ignored so that a Function change that leaves
 // the template alone (say, its build timeout) rolls out no new revision.
 // Env, annotations, resources and labels are compared exactly, because an
@@ -291,6 +297,9 @@ func Differs(want, have *servingv1.Service) bool {
 		}
 	}
 	if !equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) {
+		return true
+	}
+	if resources.TrafficDiffers(want.Spec.Traffic, have.Spec.Traffic) {
 		return true
 	}
 	return TemplateDiffers(&want.Spec.Template, &have.Spec.Template)
@@ -424,6 +433,7 @@ func State(svc *servingv1.Service) adapter.ServeState {
 		Revision:              svc.Spec.Template.Name,
 		LatestCreatedRevision: svc.Status.LatestCreatedRevisionName,
 		LatestReadyRevision:   svc.Status.LatestReadyRevisionName,
+		Traffic:               resources.TrafficStatus(svc),
 	}
 	if a := svc.Status.Address; a != nil && a.URL != nil {
 		st.Address = a.URL.String()
@@ -455,3 +465,49 @@ func State(svc *servingv1.Service) adapter.ServeState {
 // OutOfDate is the Service's own while its Configuration or Route has not
 // caught up with its spec.
 var rollingOut = map[string]bool{"": true, "RevisionMissing": true, "IngressNotConfigured": true, "Deploying": true, "OutOfDate": true}
+
+var _ adapter.RevisionLister = (*Server)(nil)
+
+// ListRevisions lists w's Knative Revisions, oldest first, read past the
+// cache as revision reads are.
+func (s *Server) ListRevisions(ctx context.Context, w slessv1alpha1.Workload) ([]adapter.RevisionInfo, error) {
+	list := &servingv1.RevisionList{}
+	if err := s.APIReader.List(ctx, list, client.InNamespace(w.GetNamespace()),
+		client.MatchingLabels{serving.ServiceLabelKey: names.Service(w)}); err != nil {
+		return nil, fmt.Errorf("list Knative Revisions of %s/%s: %w", w.GetNamespace(), w.GetName(), err)
+	}
+	out := make([]adapter.RevisionInfo, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, RevisionInfo(&list.Items[i]))
+	}
+	slices.SortFunc(out, func(a, b adapter.RevisionInfo) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// RevisionInfo is what sless tells of a Knative Revision.
+func RevisionInfo(rev *servingv1.Revision) adapter.RevisionInfo {
+	info := adapter.RevisionInfo{Name: rev.Name, Created: rev.CreationTimestamp.Time,
+		SourceDigest: rev.Annotations[resources.AnnotationSourceDigest]}
+	for _, cs := range rev.Status.ContainerStatuses {
+		if cs.Name == resources.ContainerName && adapter.Pinned(cs.ImageDigest) {
+			info.Image = cs.ImageDigest
+		}
+	}
+	for _, c := range rev.Spec.Containers {
+		if info.Image == "" && c.Name == resources.ContainerName && adapter.Pinned(c.Image) {
+			info.Image = c.Image
+		}
+	}
+	if c := rev.Status.GetCondition(servingv1.RevisionConditionReady); c != nil {
+		info.Ready = c.IsTrue()
+		if !info.Ready {
+			info.Reason, info.Message = c.Reason, c.Message
+		}
+	}
+	return info
+}

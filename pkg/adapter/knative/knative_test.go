@@ -79,6 +79,12 @@ func TestDiffers(t *testing.T) {
 		{name: "probe path changed by hand", have: func(s *servingv1.Service) { s.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path = "/" }, diff: true},
 		{name: "visibility label removed", have: func(s *servingv1.Service) { delete(s.Labels, resources.LabelVisibility) }, diff: true},
 		{name: "extra label kept", have: func(s *servingv1.Service) { s.Labels["team"] = "x" }, diff: false},
+		{name: "traffic split", want: func(f *slessv1alpha1.Function) {
+			f.Spec.Traffic = []slessv1alpha1.TrafficTarget{{RevisionName: "f-00001", Percent: ptr.To[int64](100)}, {Tag: "next"}}
+		}, diff: true},
+		{name: "traffic changed by hand", have: func(s *servingv1.Service) {
+			s.Spec.Traffic = []servingv1.TrafficTarget{{RevisionName: "f-00001", Percent: ptr.To[int64](100)}}
+		}, diff: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,8 @@ const (
 	LabelTenant    = "sless.dev/tenant"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "sless"
-	// AnnotationSourceDigest on a PipelineRun is the build context's digest.
+	// AnnotationSourceDigest on a PipelineRun, and on the revision template
+	// of what it built, is the build context's digest.
 	AnnotationSourceDigest = "sless.dev/source-digest"
 	// AnnotationSupersededBy on a PipelineRun sless cancelled is the
 	// Function's generation that no longer builds its source. It tells such

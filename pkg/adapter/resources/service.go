@@ -37,10 +37,18 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 	if cfg.IngressClass != "" {
 		svc.Annotations = map[string]string{AnnotationIngressClass: cfg.IngressClass}
 	}
+	svc.Spec.Traffic = MakeTraffic(fn)
 	tmpl := &svc.Spec.Template
 	tmpl.Name = names.Revision(fn)
 	tmpl.Labels = labels
 	tmpl.Annotations = scaleAnnotations(fn.BuildSpec().Scale)
+	if d := fn.WorkloadStatus().SourceDigest; d != "" && fn.BuildSpec().Source.Image == "" {
+		// Each Revision tells the source it was built from (sless revisions).
+		if tmpl.Annotations == nil {
+			tmpl.Annotations = map[string]string{}
+		}
+		tmpl.Annotations[AnnotationSourceDigest] = d
+	}
 	tmpl.Spec.TimeoutSeconds = ptr.To(int64(fn.Timeout()))
 	if s := fn.BuildSpec().Scale; s != nil && s.ContainerConcurrency != nil {
 		tmpl.Spec.ContainerConcurrency = ptr.To(*s.ContainerConcurrency)

@@ -219,22 +219,60 @@ func (r *Resolver) Resolve(_ context.Context, namespace, name string) (invoke.Ta
 	return t, nil
 }
 
+// ResolveTag implements invoke.TagResolver: the function's traffic target
+// tagged tag, at the address Knative gave the tag.
+func (r *Resolver) ResolveTag(_ context.Context, namespace, name, tag string) (invoke.Target, error) {
+	if !r.Synced() {
+		return invoke.Target{}, ErrNotSynced
+	}
+	k := key{namespace, name}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.tagged(r.functions, k, tag, r.public[k] > 0)
+}
+
+// tagged is the target tagged tag of the workload at k in m; call it
+// with r.mu held.
+func (r *Resolver) tagged(m map[key]invoke.Target, k key, tag string, public bool) (invoke.Target, error) {
+	t, ok := m[k].Tagged[tag]
+	if !ok {
+		return invoke.Target{}, fmt.Errorf("%w: %s/%s has no traffic target tagged %s", invoke.ErrNotFound, k.ns, k.name, tag)
+	}
+	replicas, known := r.replicas[key{k.ns, t.Revision}]
+	t.Public = public
+	t.Idle = known && replicas == 0 && t.Revision != ""
+	return t, nil
+}
+
 // Services resolves SlessServices, for invoke.Options.Services.
-func (r *Resolver) Services() invoke.Resolver {
-	return invoke.ResolverFunc(func(_ context.Context, namespace, name string) (invoke.Target, error) {
-		if !r.Synced() {
-			return invoke.Target{}, ErrNotSynced
-		}
-		r.mu.RLock()
-		t, ok := r.services[key{namespace, name}]
-		replicas, known := r.replicas[key{namespace, t.Revision}]
-		r.mu.RUnlock()
-		if !ok {
-			return invoke.Target{}, invoke.ErrNotFound
-		}
-		t.Idle = known && replicas == 0 && t.Revision != ""
-		return t, nil
-	})
+func (r *Resolver) Services() invoke.Resolver { return services{r} }
+
+type services struct{ r *Resolver }
+
+func (s services) Resolve(_ context.Context, namespace, name string) (invoke.Target, error) {
+	r := s.r
+	if !r.Synced() {
+		return invoke.Target{}, ErrNotSynced
+	}
+	r.mu.RLock()
+	t, ok := r.services[key{namespace, name}]
+	replicas, known := r.replicas[key{namespace, t.Revision}]
+	r.mu.RUnlock()
+	if !ok {
+		return invoke.Target{}, invoke.ErrNotFound
+	}
+	t.Idle = known && replicas == 0 && t.Revision != ""
+	return t, nil
+}
+
+func (s services) ResolveTag(_ context.Context, namespace, name, tag string) (invoke.Target, error) {
+	r := s.r
+	if !r.Synced() {
+		return invoke.Target{}, ErrNotSynced
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.tagged(r.services, key{namespace, name}, tag, false)
 }
 
 // TargetOfService is what the proxy needs of s, all but Idle; ok is false
@@ -260,6 +298,20 @@ func target(st *slessv1alpha1.FunctionStatus, timeoutSeconds int32, ready bool) 
 		}
 	}
 	t.Ready = t.Address != nil && (ready || t.Revision != "")
+	for _, tt := range st.Traffic {
+		if tt.Tag == "" {
+			continue
+		}
+		tag := invoke.Target{Timeout: t.Timeout, Revision: tt.RevisionName}
+		if u, err := url.Parse(tt.Address); err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https") {
+			tag.Address = u
+		}
+		tag.Ready = tag.Address != nil && tag.Revision != ""
+		if t.Tagged == nil {
+			t.Tagged = map[string]invoke.Target{}
+		}
+		t.Tagged[tt.Tag] = tag
+	}
 	return t
 }
 
@@ -382,3 +434,5 @@ func (r *Resolver) deleteRevision(obj any) {
 	delete(r.replicas, key{rev.Namespace, rev.Name})
 	r.mu.Unlock()
 }
+
+var _ invoke.TagResolver = (*Resolver)(nil)

@@ -33,7 +33,7 @@ type Resolver struct {
 	cancel   func()
 }
 
-var _ invoke.Resolver = (*Resolver)(nil)
+var _ invoke.TagResolver = (*Resolver)(nil)
 
 // liveFunction is what the resolver keeps of a live Function.
 type liveFunction struct {
@@ -150,11 +150,32 @@ func (r *Resolver) Resolve(_ context.Context, namespace, name string) (invoke.Ta
 	}
 	t.Ready, t.Revision, t.Idle = true, rev, !running
 	t.Activate = func(ctx context.Context) (invoke.Activation, error) {
-		call, err := r.server.Activate(ctx, namespace, name)
-		if err != nil {
-			return invoke.Activation{}, err
-		}
-		return invoke.Activation{Address: call.URL, Cold: call.Cold, Done: call.Done, Lost: call.Lost}, nil
+		return activation(r.server.Activate(ctx, namespace, name))
 	}
 	return t, nil
+}
+
+// ResolveTag implements invoke.TagResolver: the revision of the traffic
+// target tagged tag, started by Activate as any call's.
+func (r *Resolver) ResolveTag(ctx context.Context, namespace, name, tag string) (invoke.Target, error) {
+	t, err := r.Resolve(ctx, namespace, name)
+	if err != nil {
+		return t, err
+	}
+	if !r.server.HasTag(namespace, name, tag) {
+		return invoke.Target{}, fmt.Errorf("%w: %s/%s has no traffic target tagged %s", invoke.ErrNotFound, namespace, name, tag)
+	}
+	t.Ready, t.Idle = true, false
+	t.Activate = func(ctx context.Context) (invoke.Activation, error) {
+		return activation(r.server.ActivateTag(ctx, namespace, name, tag))
+	}
+	return t, nil
+}
+
+// activation is what the proxy needs of a Call.
+func activation(call *Call, err error) (invoke.Activation, error) {
+	if err != nil {
+		return invoke.Activation{}, err
+	}
+	return invoke.Activation{Address: call.URL, Revision: call.Revision, Cold: call.Cold, Done: call.Done, Lost: call.Lost}, nil
 }

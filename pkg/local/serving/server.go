@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,6 +167,15 @@ type service struct {
 	active *revision
 	// latest is the newest revision: active, starting, or failed.
 	latest *revision
+	// routes split the calls as spec.traffic asks; none sends them all to
+	// active. pinned are the revisions they name besides active, kept out
+	// of rotation; past the revisions that served, which they may name.
+	routes []route
+	pinned map[string]*revision
+	past   []pastRevision
+	// trafficReason and trafficMessage say why spec.traffic is not served
+	// (it names a revision that never served); the routes before serve.
+	trafficReason, trafficMessage string
 }
 
 // Reasons a local server reports.
@@ -314,6 +325,7 @@ func (s *Server) EnsureService(ctx context.Context, fn slessv1alpha1.Workload, i
 			go s.rollout(svc, r)
 		}
 	}
+	svc.trafficReason, svc.trafficMessage = s.setTraffic(svc, fn.BuildSpec().Traffic)
 	s.mu.Unlock()
 	st := s.state(key)
 	st.Created, st.Updated = created, updated
@@ -362,6 +374,7 @@ func (s *Server) stateLocked(key types.NamespacedName) adapter.ServeState {
 		st.LatestReadyRevision = svc.active.name
 		st.ServingImage = pinnedOrNone(svc.active.spec.image)
 	}
+	st.Traffic = svc.trafficState()
 	if r := svc.latest; r != nil {
 		st.Revision, st.LatestCreatedRevision = r.name, r.name
 		r.mu.Lock()
@@ -389,6 +402,10 @@ func (s *Server) stateLocked(key types.NamespacedName) adapter.ServeState {
 		default:
 			st.Reason, st.Message = ReasonDeploying, fmt.Sprintf("starting revision %s", r.name)
 		}
+	}
+	if svc.trafficReason != "" && !st.Failed {
+		st.Ready, st.Failed = false, svc.trafficReason == ReasonRevisionMissing
+		st.Reason, st.Message = svc.trafficReason, svc.trafficMessage
 	}
 	return st
 }
@@ -445,6 +462,9 @@ type revisionSpec struct {
 	// process count.
 	limits proc.Limits
 	hash   string
+	// sourceDigest is the build context's digest, when built from source;
+	// it is told, and not part of hash: image already differs with it.
+	sourceDigest string
 }
 
 func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, image string) (revisionSpec, string, error) {
@@ -452,7 +472,8 @@ func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, im
 	if err != nil {
 		return revisionSpec{}, ReasonImageNotSupported, err
 	}
-	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout(), limits: s.limitsOf(fn.BuildSpec())}
+	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout(), limits: s.limitsOf(fn.BuildSpec()),
+		sourceDigest: fn.WorkloadStatus().SourceDigest}
 	if sc := fn.BuildSpec().Scale; sc != nil {
 		if sc.Min != nil {
 			spec.minScale = *sc.Min
@@ -529,6 +550,14 @@ func (s *Server) rollout(svc *service, r *revision) {
 	if err == nil {
 		old = svc.active
 		svc.active = r
+		svc.remember(r)
+		if old != nil && old != r && svc.named(old.name) {
+			// Its traffic names it: it keeps serving its share.
+			if svc.pinned == nil {
+				svc.pinned = map[string]*revision{}
+			}
+			svc.pinned[old.name], old = old, nil
+		}
 		r.mu.Lock()
 		r.failures = 0
 		r.mu.Unlock()
@@ -604,16 +633,27 @@ func (c *Call) Done() {
 // ctx ends; a call that found every slot of the instance taken until then
 // fails with invoke.ErrBusy.
 func (s *Server) Activate(ctx context.Context, namespace, name string) (*Call, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
+	return s.activate(ctx, types.NamespacedName{Namespace: namespace, Name: name}, func(svc *service) (*revision, error) {
+		return svc.pick(), nil
+	})
+}
+
+// activate is Activate of the revision choose picks, under s.mu, from the
+// function's service.
+func (s *Server) activate(ctx context.Context, key types.NamespacedName, choose func(*service) (*revision, error)) (*Call, error) {
 	begin := time.Now()
 	for {
 		s.mu.Lock()
 		svc := s.fns[key]
 		var r *revision
+		var err error
 		if svc != nil {
-			r = svc.active
+			r, err = choose(svc)
 		}
 		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		if r == nil {
 			return nil, ErrNoRevision
 		}
@@ -656,10 +696,7 @@ func (s *Server) Processes(namespace, name string) []int {
 	svc := s.fns[types.NamespacedName{Namespace: namespace, Name: name}]
 	var revs []*revision
 	if svc != nil {
-		revs = append(revs, svc.active)
-		if svc.latest != svc.active {
-			revs = append(revs, svc.latest)
-		}
+		revs = svc.revisions()
 	}
 	s.mu.Unlock()
 	var pids []int
@@ -688,12 +725,21 @@ func (s *Server) Remove(namespace, name string) {
 	if svc == nil {
 		return
 	}
-	if svc.active != nil {
-		s.retire(svc.active, 0)
+	for _, r := range svc.revisions() {
+		s.retire(r, 0)
 	}
-	if svc.latest != nil && svc.latest != svc.active {
-		s.retire(svc.latest, 0)
+}
+
+// revisions are the revisions of svc that may run: active, latest and
+// pinned, each once.
+func (svc *service) revisions() []*revision {
+	var out []*revision
+	for _, r := range append([]*revision{svc.active, svc.latest}, slices.Collect(maps.Values(svc.pinned))...) {
+		if r != nil && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
 	}
+	return out
 }
 
 // Functions lists the functions the server serves or deploys, restored
@@ -712,13 +758,35 @@ func (s *Server) Functions() []types.NamespacedName {
 // enough to run it again without the Function's spec, which by then may
 // describe a revision that fails.
 type savedRevision struct {
-	Name        string      `json:"name"`
-	Image       string      `json:"image"`
-	Env         []string    `json:"env,omitempty"`
-	Timeout     int32       `json:"timeoutSeconds"`
-	Concurrency int64       `json:"containerConcurrency,omitempty"`
-	MinScale    int32       `json:"minScale,omitempty"`
-	Limits      proc.Limits `json:"limits"`
+	Name         string      `json:"name"`
+	Created      time.Time   `json:"created,omitzero"`
+	Image        string      `json:"image"`
+	SourceDigest string      `json:"sourceDigest,omitempty"`
+	Env          []string    `json:"env,omitempty"`
+	Timeout      int32       `json:"timeoutSeconds"`
+	Concurrency  int64       `json:"containerConcurrency,omitempty"`
+	MinScale     int32       `json:"minScale,omitempty"`
+	Limits       proc.Limits `json:"limits"`
+	// Past are the revisions that served before, oldest first, which
+	// traffic may name again.
+	Past []savedRevision `json:"past,omitempty"`
+}
+
+func savedOf(name string, created time.Time, spec revisionSpec) savedRevision {
+	return savedRevision{Name: name, Created: created, Image: spec.image, SourceDigest: spec.sourceDigest, Env: spec.env,
+		Timeout: spec.timeout, Concurrency: spec.concurrency, Limits: spec.limits}
+}
+
+// spec is what a saved revision runs, nil when its build is gone.
+func (s *Server) savedSpec(saved savedRevision) (revisionSpec, bool) {
+	dir, err := s.opts.Dir(saved.Image)
+	if err != nil {
+		return revisionSpec{}, false
+	}
+	spec := revisionSpec{dir: dir, image: saved.Image, env: saved.Env, timeout: saved.Timeout,
+		minScale: saved.MinScale, concurrency: saved.Concurrency, limits: saved.Limits, sourceDigest: saved.SourceDigest}
+	spec.hash = specHash(spec)
+	return spec, true
 }
 
 func (s *Server) statePath(key types.NamespacedName) string {
@@ -734,8 +802,16 @@ func (s *Server) save(key types.NamespacedName, r *revision) {
 	r.mu.Lock()
 	minScale := r.minScale
 	r.mu.Unlock()
-	raw, err := json.Marshal(savedRevision{Name: r.name, Image: r.spec.image, Env: r.spec.env,
-		Timeout: r.spec.timeout, Concurrency: r.spec.concurrency, MinScale: minScale, Limits: r.spec.limits})
+	saved := savedOf(r.name, r.created, r.spec)
+	saved.MinScale = minScale
+	if svc := s.fns[key]; svc != nil {
+		for _, p := range svc.past {
+			if p.name != r.name {
+				saved.Past = append(saved.Past, savedOf(p.name, p.created, p.spec))
+			}
+		}
+	}
+	raw, err := json.Marshal(saved)
 	if err != nil {
 		return
 	}
@@ -793,15 +869,22 @@ func (s *Server) restore() {
 			if err != nil || json.Unmarshal(raw, &saved) != nil || saved.Name == "" {
 				continue
 			}
-			dir, err := s.opts.Dir(saved.Image)
-			if err != nil {
+			spec, ok := s.savedSpec(saved)
+			if !ok {
 				continue
 			}
-			spec := revisionSpec{dir: dir, image: saved.Image, env: saved.Env, timeout: saved.Timeout,
-				minScale: saved.MinScale, concurrency: saved.Concurrency, limits: saved.Limits}
-			spec.hash = specHash(spec)
 			r := newRevision(s, key, saved.Name, spec)
-			s.fns[key] = &service{key: key, active: r, latest: r}
+			if !saved.Created.IsZero() {
+				r.created = saved.Created
+			}
+			svc := &service{key: key, active: r, latest: r}
+			for _, p := range saved.Past {
+				if ps, ok := s.savedSpec(p); ok {
+					svc.past = append(svc.past, pastRevision{name: p.Name, spec: ps, created: p.Created})
+				}
+			}
+			svc.remember(r)
+			s.fns[key] = svc
 		}
 	}
 }
@@ -820,7 +903,7 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	var revs []*revision
 	for _, svc := range s.fns {
-		revs = append(revs, svc.active, svc.latest)
+		revs = append(revs, svc.revisions()...)
 	}
 	s.fns = map[types.NamespacedName]*service{}
 	s.mu.Unlock()
@@ -881,12 +964,7 @@ func (s *Server) reap() {
 		s.mu.Lock()
 		var revs []*revision
 		for _, svc := range s.fns {
-			if svc.active != nil {
-				revs = append(revs, svc.active)
-			}
-			if svc.latest != nil && svc.latest != svc.active {
-				revs = append(revs, svc.latest)
-			}
+			revs = append(revs, svc.revisions()...)
 		}
 		s.mu.Unlock()
 		now := time.Now()
@@ -932,6 +1010,7 @@ type revision struct {
 	s        *Server
 	key      types.NamespacedName
 	name     string
+	created  time.Time
 	spec     revisionSpec
 	hash     string
 	minScale int32
@@ -1010,7 +1089,7 @@ func (r *revision) crashed(code int, oom bool, count int, wait time.Duration, ke
 }
 
 func newRevision(s *Server, key types.NamespacedName, name string, spec revisionSpec) *revision {
-	r := &revision{s: s, key: key, name: name, spec: spec, hash: spec.hash, minScale: spec.minScale}
+	r := &revision{s: s, key: key, name: name, created: time.Now(), spec: spec, hash: spec.hash, minScale: spec.minScale}
 	if spec.concurrency > 0 {
 		r.slots = make(chan struct{}, spec.concurrency)
 	}

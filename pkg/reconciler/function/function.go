@@ -80,6 +80,22 @@ func (c Config) InvokeURL(namespace, name string) string {
 	return strings.TrimSuffix(c.PublicBaseURL, "/") + "/fn/" + namespace + "/" + name
 }
 
+// TagURL is the public URL of w's traffic target tag: the host
+// {tag}-{name}.{ns}.{FunctionDomain} of a function when the proxy serves
+// hosts, else the path of w's URL with @tag after the name.
+func (c Config) TagURL(w slessv1alpha1.Workload, tag string) string {
+	ns, name := w.GetNamespace(), w.GetName()
+	if w.WorkloadKind() == slessv1alpha1.KindSlessService {
+		return strings.TrimSuffix(c.PublicBaseURL, "/") + "/svc/" + ns + "/" + name + "@" + tag + "/"
+	}
+	if c.FunctionDomain != "" {
+		if u, err := url.Parse(c.PublicBaseURL); err == nil && u.Host != "" {
+			return c.InvokeURL(ns, tag+"-"+name)
+		}
+	}
+	return c.InvokeURL(ns, name) + "@" + tag
+}
+
 // Reconciler makes a Function's world match its spec.
 type Reconciler struct {
 	Client  client.Client
@@ -376,6 +392,13 @@ func (r *Reconciler) copyServing(fn slessv1alpha1.Workload, ss adapter.ServeStat
 	}
 	if st.LatestReadyRevision != "" {
 		st.URL = r.Config.URL(fn)
+	}
+	st.Traffic = nil
+	for _, t := range ss.Traffic {
+		if t.Tag != "" {
+			t.URL = r.Config.TagURL(fn, t.Tag)
+		}
+		st.Traffic = append(st.Traffic, t)
 	}
 }
 

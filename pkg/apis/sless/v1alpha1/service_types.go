@@ -34,6 +34,8 @@ const (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="name must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="name must be at most 52 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.traffic) || self.spec.traffic.all(t, !has(t.revisionName) || (size(t.revisionName) > size(self.metadata.name) && t.revisionName.startsWith(self.metadata.name) && t.revisionName.charAt(size(self.metadata.name)) == '-'))",message="revisionName must name a revision of this service: <name>-…",fieldPath=".spec.traffic"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.traffic) || self.spec.traffic.all(t, !has(t.tag) || size(t.tag) + size(self.metadata.name) < 63)",message="a tag and the name, joined by '-', must make a DNS label of at most 63 characters",fieldPath=".spec.traffic"
 type SlessService struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -54,7 +54,8 @@ func SupportedRuntimes() []string {
 // ValidateFunction checks a Function as the CRD schema does.
 func ValidateFunction(fn *Function) field.ErrorList {
 	errs := validateName(fn.Name, functionNameRE, MaxNameLength, "a DNS-1035 label")
-	return append(errs, ValidateFunctionSpec(&fn.Spec, field.NewPath("spec"))...)
+	errs = append(errs, ValidateFunctionSpec(&fn.Spec, field.NewPath("spec"))...)
+	return append(errs, ValidateTraffic(fn.Name, "function", fn.Spec.Traffic, field.NewPath("spec", "traffic"))...)
 }
 
 // ValidateFunctionSpec checks a FunctionSpec as the CRD schema does.
@@ -531,6 +532,7 @@ func ValidateSlessService(s *SlessService) field.ErrorList {
 	bs := s.BuildSpec()
 	bs.Scale = nil // checked below under the service's own field names
 	errs = append(errs, ValidateFunctionSpec(bs, p)...)
+	errs = append(errs, ValidateTraffic(s.Name, "service", s.Spec.Traffic, p.Child("traffic"))...)
 	sp := &s.Spec
 	errs = append(errs, inRange(p.Child("minScale"), sp.MinScale, 0, MaxScale)...)
 	errs = append(errs, inRange(p.Child("maxScale"), sp.MaxScale, 1, MaxScale)...)
@@ -563,4 +565,74 @@ func CheckCallbackURL(u string) string {
 		return "must name a host"
 	}
 	return ""
+}
+
+// ValidateTraffic checks a workload's spec.traffic as Knative checks a
+// Service's traffic block, and as the CRD schema does: each target follows
+// the latest revision or names one of the workload's own (<name>-…), the
+// percents lie in 0..100 and sum to 100, at most one target follows the
+// latest revision, and tags are DNS-1035 labels, unique, and short enough
+// that {tag}-{name} is a DNS label. An empty list is no split: every call
+// goes to the latest ready revision. what names the workload's kind in
+// messages.
+func ValidateTraffic(name, what string, traffic []TrafficTarget, p *field.Path) field.ErrorList {
+	if len(traffic) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	if len(traffic) > MaxTrafficTargets {
+		errs = append(errs, field.TooMany(p, len(traffic), MaxTrafficTargets))
+	}
+	var sum int64
+	latest := -1
+	tags := map[string]int{}
+	for i, t := range traffic {
+		tp := p.Index(i)
+		if t.LatestRevision != nil && *t.LatestRevision == (t.RevisionName != "") {
+			errs = append(errs, field.Invalid(tp.Child("latestRevision"), *t.LatestRevision,
+				"latestRevision: true takes no revisionName, and latestRevision: false needs one"))
+		}
+		if r := t.RevisionName; r != "" {
+			switch {
+			case len(r) > 63 || !labelNameRE.MatchString(r):
+				errs = append(errs, field.Invalid(tp.Child("revisionName"), r, "must be a revision name: a DNS-1123 label"))
+			case name != "" && !strings.HasPrefix(r, name+"-"):
+				errs = append(errs, field.Invalid(tp.Child("revisionName"), r, fmt.Sprintf("revisionName must name a revision of this %s: %s-…", what, name)))
+			}
+		} else {
+			if latest >= 0 {
+				errs = append(errs, field.Invalid(tp, "latestRevision", fmt.Sprintf("at most one traffic target may follow the latest revision; %s also does", p.Index(latest))))
+			}
+			latest = i
+		}
+		if pc := t.Percent; pc != nil {
+			if *pc < 0 || *pc > 100 {
+				errs = append(errs, field.Invalid(tp.Child("percent"), *pc, "must be between 0 and 100"))
+			}
+			sum += *pc
+		}
+		if t.URL != "" {
+			errs = append(errs, field.Forbidden(tp.Child("url"), "url and address are set in status only"))
+		}
+		if t.Address != "" {
+			errs = append(errs, field.Forbidden(tp.Child("address"), "url and address are set in status only"))
+		}
+		if tag := t.Tag; tag != "" {
+			switch {
+			case len(tag) > 63 || !functionNameRE.MatchString(tag):
+				errs = append(errs, field.Invalid(tp.Child("tag"), tag, "a tag must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"))
+			case len(tag)+1+len(name) > 63:
+				errs = append(errs, field.Invalid(tp.Child("tag"), tag, "a tag and the name, joined by '-', must make a DNS label of at most 63 characters"))
+			}
+			if j, dup := tags[tag]; dup {
+				errs = append(errs, field.Duplicate(tp.Child("tag"), fmt.Sprintf("%s, as %s", tag, p.Index(j).Child("tag"))))
+			} else {
+				tags[tag] = i
+			}
+		}
+	}
+	if sum != 100 {
+		errs = append(errs, field.Invalid(p, sum, fmt.Sprintf("traffic targets sum to %d, want 100", sum)))
+	}
+	return errs
 }

@@ -64,4 +64,74 @@ type WorkloadSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._:+-]*[A-Za-z0-9])?$`
 	// +optional
 	Rebuild string `json:"rebuild,omitempty"`
+
+	// Traffic splits calls among the revisions, as a Knative Service's
+	// traffic block does: the percents sum to 100, at most one target
+	// follows the latest ready revision, tags are unique. Unset, every call
+	// goes to the latest ready revision. A change of traffic alone makes
+	// no new revision and starts no build.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || self.map(t, has(t.percent) ? t.percent : 0).sum() == 100",message="traffic targets must sum to 100: their percents add up to another total, want 100"
+	// +kubebuilder:validation:XValidation:rule="self.filter(t, !has(t.revisionName)).size() <= 1",message="at most one traffic target may follow the latest revision"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tag) || self.filter(u, has(u.tag) && u.tag == t.tag).size() == 1)",message="each tag may name one traffic target only"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.url) && !has(t.address))",message="url and address are set in status only"
+	// +optional
+	Traffic []TrafficTarget `json:"traffic,omitempty"`
+}
+
+// MaxTrafficTargets bounds spec.traffic, as its CRD marker does.
+const MaxTrafficTargets = 20
+
+// TrafficTarget is one entry of a Function's or a SlessService's traffic
+// split, as in a Knative Service's traffic block: a revision (named, or the
+// latest ready one) takes Percent of the calls, and a Tag gives it a URL of
+// its own. In status it also carries the revision the latest entry
+// resolved to and the tag's URL.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.latestRevision) || self.latestRevision != has(self.revisionName)",message="latestRevision: true takes no revisionName, and latestRevision: false needs one",fieldPath=".latestRevision"
+type TrafficTarget struct {
+	// Tag names the target: it answers at {tag}-{name}.{namespace}.<domain>
+	// and /fn/{namespace}/{name}@{tag} (/svc/… for a service). A DNS-1035 label.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Tag string `json:"tag,omitempty"`
+	// RevisionName pins the target to one of the workload's revisions
+	// (sless revisions NAME lists them); unset means the latest ready one.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	RevisionName string `json:"revisionName,omitempty"`
+	// LatestRevision, true, makes the target follow the latest ready
+	// revision; it is true when RevisionName is unset.
+	// +optional
+	LatestRevision *bool `json:"latestRevision,omitempty"`
+	// Percent of the calls the target takes; unset is 0 (a tag alone).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Percent *int64 `json:"percent,omitempty"`
+	// URL is where a tagged target answers through sless; status only.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Address is the cluster-local address of a tagged target, where the
+	// invoke proxy forwards its calls; status only.
+	// +optional
+	Address string `json:"address,omitempty"`
+}
+
+// IsLatest tells a target that follows the latest ready revision.
+func (t *TrafficTarget) IsLatest() bool {
+	if t.LatestRevision != nil {
+		return *t.LatestRevision
+	}
+	return t.RevisionName == ""
+}
+
+// PercentOf is the target's percent, 0 when unset.
+func (t *TrafficTarget) PercentOf() int64 {
+	if t.Percent == nil {
+		return 0
+	}
+	return *t.Percent
 }
