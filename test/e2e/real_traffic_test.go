@@ -80,7 +80,7 @@ func TestTrafficOnRealKnative(t *testing.T) {
 
 	// Admission refuses what Knative would.
 	out, err := s.kubectl("patch", "function", name, "--type", "merge", "-p", `{"spec":{"traffic":[{"revisionName":"`+old+`","percent":60}]}}`)
-	if err == nil || !strings.Contains(out, "traffic targets sum to 60, want 100") {
+	if err == nil || !strings.Contains(out, "traffic targets must sum to 100") {
 		t.Errorf("a split that sums to 60: %v\n%s", err, out)
 	}
 }

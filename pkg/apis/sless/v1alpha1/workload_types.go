@@ -75,6 +75,7 @@ type WorkloadSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.filter(t, !has(t.revisionName)).size() <= 1",message="at most one traffic target may follow the latest revision"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tag) || self.filter(u, has(u.tag) && u.tag == t.tag).size() == 1)",message="each tag may name one traffic target only"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.url) && !has(t.address))",message="url and address are set in status only"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.latestRevision) || t.latestRevision != has(t.revisionName))",message="latestRevision: true takes no revisionName, and latestRevision: false needs one"
 	// +optional
 	Traffic []TrafficTarget `json:"traffic,omitempty"`
 }
@@ -87,8 +88,6 @@ const MaxTrafficTargets = 20
 // latest ready one) takes Percent of the calls, and a Tag gives it a URL of
 // its own. In status it also carries the revision the latest entry
 // resolved to and the tag's URL.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.latestRevision) || self.latestRevision != has(self.revisionName)",message="latestRevision: true takes no revisionName, and latestRevision: false needs one",fieldPath=".latestRevision"
 type TrafficTarget struct {
 	// Tag names the target: it answers at {tag}-{name}.{namespace}.<domain>
 	// and /fn/{namespace}/{name}@{tag} (/svc/… for a service). A DNS-1035 label.
