@@ -7,14 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
@@ -178,33 +176,21 @@ func runInvoke(ctx context.Context, stdout, stderr io.Writer, stdin io.Reader, g
 		fmt.Fprintln(stderr, "sless invoke: the server ran the call at once (it keeps no asynchronous calls)")
 	}
 	if o.include {
-		writeHead(stdout, ans.Status, ans.Header)
+		printers.Head(stdout, ans.Status, ans.Header)
 	}
 	if ans.SlessError() {
 		if o.include {
-			writeBody(stdout, ans.Body)
+			printers.Body(stdout, ans.Body)
 		}
-		fmt.Fprintf(stderr, "sless invoke: %s\n", problemLine(ans))
+		fmt.Fprintf(stderr, "sless invoke: %s\n", printers.Problem(ans))
 		return errSilent
 	}
-	writeBody(stdout, ans.Body)
+	printers.Body(stdout, ans.Body)
 	if o.fail && ans.Status >= 400 {
 		fmt.Fprintf(stderr, "sless invoke: the function answered %d %s\n", ans.Status, http.StatusText(ans.Status))
 		return errSilent
 	}
 	return nil
-}
-
-// writeHead prints a response's status line and headers, sorted, as
-// --include shows them.
-func writeHead(w io.Writer, status int, header http.Header) {
-	fmt.Fprintf(w, "HTTP %d %s\n", status, http.StatusText(status))
-	for _, k := range slices.Sorted(maps.Keys(header)) {
-		for _, v := range header[k] {
-			fmt.Fprintf(w, "%s: %s\n", k, v)
-		}
-	}
-	fmt.Fprintln(w)
 }
 
 // followAsync prints an accepted asynchronous call's id and, with --wait,
@@ -216,63 +202,16 @@ func followAsync(ctx context.Context, stdout, stderr io.Writer, api *client.Clie
 		return nil
 	}
 	fmt.Fprintf(stderr, "sless invoke: accepted as %s\n", id)
-	for {
-		rec, err := api.GetAsyncInvocation(ctx, ns, o.name, id, 30*time.Second)
-		if err != nil {
-			return err
-		}
-		if !rec.Done() {
-			continue
-		}
-		if r := rec.Response; r != nil {
-			if o.include {
-				h := http.Header{}
-				for k, v := range r.Headers {
-					h.Set(k, v)
-				}
-				writeHead(stdout, r.Status, h)
-			}
-			if r.Body != nil {
-				writeBody(stdout, []byte(*r.Body))
-			} else {
-				writeBody(stdout, r.BodyBase64)
-			}
-		}
-		// A dead-lettered call is sless giving up; a failed one is the
-		// function's own 4xx, an error only with --fail, as for sync calls.
-		if rec.State == "dead-lettered" || o.fail && rec.State != "succeeded" {
-			fmt.Fprintf(stderr, "sless invoke: the call %s after %d attempts: %s\n", rec.State, rec.Attempts, rec.LastError)
-			return errSilent
-		}
-		return nil
+	rec, err := api.AwaitAsyncInvocation(ctx, ns, o.name, id)
+	if err != nil {
+		return err
 	}
-}
-
-// writeBody ends the body with a line break, so the shell's prompt does
-// not follow it on the same line.
-func writeBody(w io.Writer, b []byte) {
-	w.Write(b)
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		fmt.Fprintln(w)
+	printers.AsyncAnswer(stdout, rec, o.include)
+	// A dead-lettered call is sless giving up; a failed one is the
+	// function's own 4xx, an error only with --fail, as for sync calls.
+	if rec.State == "dead-lettered" || o.fail && rec.State != "succeeded" {
+		fmt.Fprintf(stderr, "sless invoke: the call %s after %d attempts: %s\n", rec.State, rec.Attempts, rec.LastError)
+		return errSilent
 	}
-}
-
-// problemLine is the one-line form of a problem+json answer sless made.
-func problemLine(a *client.Answer) string {
-	var p struct {
-		Title  string `json:"title"`
-		Detail string `json:"detail"`
-	}
-	_ = json.Unmarshal(a.Body, &p)
-	line := fmt.Sprintf("%d %s", a.Status, http.StatusText(a.Status))
-	if p.Title != "" && !strings.EqualFold(p.Title, http.StatusText(a.Status)) {
-		line += ": " + p.Title
-	}
-	if p.Detail != "" {
-		line += ": " + p.Detail
-	}
-	if r := a.Header.Get(client.ErrorHeader); r != "" {
-		line += " (" + r + ")"
-	}
-	return line
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
@@ -43,7 +45,7 @@ func runCallbacks(ctx context.Context, stdout io.Writer, getenv func(string) str
 		return err
 	}
 	if c.output != "" {
-		return printDoc(stdout, c.output, key)
+		return printers.Doc(stdout, c.output, key)
 	}
 	// The key alone, so that KEY=$(sless callbacks key) works.
 	fmt.Fprintln(stdout, key.Key)

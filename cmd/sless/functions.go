@@ -2,25 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
-
-	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
@@ -104,52 +95,6 @@ func onePositionalOf(fs *flag.FlagSet, args []string, what string) (string, erro
 	return "", fmt.Errorf("one NAME, got %q", pos)
 }
 
-// printDoc writes v as JSON or YAML.
-func printDoc(w io.Writer, format string, v any) error {
-	if format == "yaml" {
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// newTable is kubectl's table layout.
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0) }
-
-func age(t time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(t))
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
-}
-
-func readyStatus(fn slessv1alpha1.Workload) string {
-	if c := meta.FindStatusCondition(fn.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionReady); c != nil {
-		return string(c.Status)
-	}
-	return "Unknown"
-}
-
-func phaseOf(fn slessv1alpha1.Workload) string {
-	if p := fn.WorkloadStatus().Phase; p != "" {
-		return string(p)
-	}
-	return "Pending"
-}
-
 const listSynopsis = `sless list [-n NAMESPACE] [-l SELECTOR] [-o json|yaml]`
 
 func runList(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {
@@ -168,23 +113,7 @@ func runList(ctx context.Context, stdout io.Writer, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if c.output == "json" || c.output == "yaml" {
-		if fns == nil {
-			fns = []slessv1alpha1.Function{}
-		}
-		return printDoc(stdout, c.output, client.List[slessv1alpha1.Function]{Items: fns})
-	}
-	if len(fns) == 0 {
-		fmt.Fprintf(stdout, "No functions in namespace %s.\n", s.ns)
-		return nil
-	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tPHASE\tREADY\tURL\tAGE")
-	for i := range fns {
-		fn := &fns[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fn.Name, orNone(fn.Spec.Runtime), phaseOf(fn), readyStatus(fn), orNone(fn.Status.URL), age(fn.CreationTimestamp.Time))
-	}
-	return tw.Flush()
+	return printers.Functions(stdout, c.output, s.ns, fns)
 }
 
 const describeSynopsis = `sless describe NAME [-n NAMESPACE] [-o json|yaml]
@@ -208,115 +137,14 @@ func runDescribe(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	if c.output == "json" || c.output == "yaml" {
-		return printDoc(stdout, c.output, fn)
+	if printers.IsDoc(c.output) {
+		return printers.Doc(stdout, c.output, fn)
 	}
-	tw := newTable(stdout)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("Name", fn.Name)
-	row("Namespace", fn.Namespace)
-	row("Runtime", orNone(fn.Spec.Runtime))
-	row("Entrypoint", orNone(fn.Spec.Entrypoint))
-	row("Source", sourceSummary(fn))
-	row("Memory", fmt.Sprintf("%d MiB", ptr.Deref(fn.Spec.MemoryMB, int32(slessv1alpha1.DefaultMemoryMB))))
-	row("Timeout", fmt.Sprintf("%ds", fn.Timeout()))
-	if sc := fn.Spec.Scale; sc != nil {
-		row("Scale", scaleSummary(sc))
-	}
-	if len(fn.Spec.Env) > 0 {
-		names := make([]string, len(fn.Spec.Env))
-		for i, e := range fn.Spec.Env {
-			names[i] = e.Name
-		}
-		row("Env", strings.Join(names, ", "))
-	}
-	row("Phase", phaseOf(fn))
-	row("URL", orNone(fn.Status.URL))
-	row("Image", orNone(fn.Status.Image))
-	row("Revision", orNone(fn.Status.LatestReadyRevision))
-	row("Created", fmt.Sprintf("%s (%s ago)", fn.CreationTimestamp.UTC().Format(time.RFC3339), age(fn.CreationTimestamp.Time)))
-	if err := tw.Flush(); err != nil {
+	if err := printers.Function(stdout, fn); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "\nConditions:")
-	if len(fn.Status.Conditions) == 0 {
-		fmt.Fprintln(stdout, "  <none>")
-	} else {
-		tw = newTable(stdout)
-		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
-		for _, cd := range fn.Status.Conditions {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cd.Type, cd.Status, orNone(cd.Reason), age(cd.LastTransitionTime.Time), oneLine(cd.Message))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(stdout, "\nLast invocations:")
 	page, err := s.api.ListInvocations(ctx, s.ns, name, client.InvocationQuery{Limit: 5})
-	switch {
-	case client.StatusOf(err) == http.StatusNotImplemented:
-		fmt.Fprintln(stdout, "  <this server keeps no invocation history>")
-		return nil
-	case err != nil:
-		return err
-	case len(page.Items) == 0:
-		fmt.Fprintln(stdout, "  <none>")
-		return nil
-	}
-	return invocationTable(stdout, "  ", page.Items)
-}
-
-func sourceSummary(fn *slessv1alpha1.Function) string {
-	src := fn.Spec.Source
-	switch {
-	case src.Image != "":
-		return "image " + src.Image
-	case src.Archive != nil:
-		sum := src.Archive.SHA256
-		if len(sum) > 12 {
-			sum = sum[:12]
-		}
-		return "archive sha256:" + sum
-	case src.Inline != nil:
-		return fmt.Sprintf("inline, %d files", len(src.Inline.Files))
-	}
-	return "<none>"
-}
-
-func scaleSummary(sc *slessv1alpha1.ScaleSpec) string {
-	var parts []string
-	if sc.Min != nil {
-		parts = append(parts, fmt.Sprintf("min %d", *sc.Min))
-	}
-	if sc.Max != nil {
-		parts = append(parts, fmt.Sprintf("max %d", *sc.Max))
-	}
-	if sc.Target != nil {
-		parts = append(parts, fmt.Sprintf("target %d", *sc.Target))
-	}
-	if sc.ContainerConcurrency != nil {
-		parts = append(parts, fmt.Sprintf("containerConcurrency %d", *sc.ContainerConcurrency))
-	}
-	return orNone(strings.Join(parts, ", "))
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
-func invocationTable(w io.Writer, indent string, items []client.Invocation) error {
-	tw := newTable(w)
-	fmt.Fprintf(tw, "%sSTARTED\tSTATUS\tDURATION\tTRIGGER\tREVISION\tCOLD\tIN\tOUT\tREQUEST ID\tERROR\n", indent)
-	for _, iv := range items {
-		cold := ""
-		if iv.ColdStart {
-			cold = "yes"
-		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, iv.StartedAt.Local().Format("2006-01-02 15:04:05"), iv.Status,
-			(time.Duration(iv.DurationMs * float64(time.Millisecond))).Round(time.Millisecond/10), iv.Trigger, orNone(iv.Revision), cold,
-			client.HumanBytes(int(iv.BytesIn)), client.HumanBytes(int(iv.BytesOut)), iv.RequestID, oneLine(iv.Error))
-	}
-	return tw.Flush()
+	return printers.LastInvocations(stdout, page, err)
 }
 
 const historySynopsis = `sless history NAME [-n NAMESPACE] [--service] [--status 2xx|4xx|5xx] [--trigger T] [--since 1h] [--limit N] [-o json|yaml]
@@ -367,55 +195,17 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 		return err
 	}
 	if *asyncCalls {
-		return asyncHistory(ctx, stdout, s.api, s.ns, name, *state, q.Limit, c.output)
+		items, err := s.api.ListAsyncInvocations(ctx, s.ns, name, *state, q.Limit)
+		if err != nil {
+			return err
+		}
+		return printers.AsyncInvocations(stdout, c.output, s.ns, name, items)
 	}
 	page, err := s.api.ListInvocations(ctx, s.ns, name, q)
 	if err != nil {
 		return err
 	}
-	if c.output == "json" || c.output == "yaml" {
-		if page.Items == nil {
-			page.Items = []client.Invocation{}
-		}
-		return printDoc(stdout, c.output, page)
-	}
-	if len(page.Items) == 0 {
-		fmt.Fprintf(stdout, "No invocations of %s/%s match.\n", s.ns, name)
-		return nil
-	}
-	return invocationTable(stdout, "", page.Items)
-}
-
-// asyncHistory lists a function's asynchronous calls, newest first.
-func asyncHistory(ctx context.Context, stdout io.Writer, api *client.Client, ns, name, state string, limit int, output string) error {
-	items, err := api.ListAsyncInvocations(ctx, ns, name, state, limit)
-	if err != nil {
-		return err
-	}
-	if output == "json" || output == "yaml" {
-		return printDoc(stdout, output, map[string]any{"items": items})
-	}
-	if len(items) == 0 {
-		fmt.Fprintf(stdout, "No asynchronous calls of %s/%s match.\n", ns, name)
-		return nil
-	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "ACCEPTED\tSTATE\tATTEMPTS\tSTATUS\tCALLBACK\tREQUEST ID\tERROR")
-	for _, a := range items {
-		status, cb, errText := "-", "-", a.LastError
-		if a.Response != nil {
-			status = fmt.Sprint(a.Response.Status)
-		}
-		if c := a.Callback; c != nil {
-			cb = c.State
-			if errText == "" && c.LastError != "" {
-				errText = "callback: " + c.LastError
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AcceptedAt.Local().Format("2006-01-02 15:04:05"), a.State, a.Attempts,
-			status, cb, a.RequestID, oneLine(errText))
-	}
-	return tw.Flush()
+	return printers.InvocationPage(stdout, c.output, s.ns, name, page)
 }
 
 const deleteSynopsis = `sless delete NAME [-n NAMESPACE] [--service] [--wait] [--timeout 2m]`

@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
@@ -83,46 +81,7 @@ func runRevisions(ctx context.Context, stdout io.Writer, getenv func(string) str
 	if err != nil {
 		return err
 	}
-	if f.output == "json" || f.output == "yaml" {
-		if revs == nil {
-			revs = []client.Revision{}
-		}
-		return printDoc(stdout, f.output, client.List[client.Revision]{Items: revs})
-	}
-	if len(revs) == 0 {
-		fmt.Fprintf(stdout, "%s %s has no revision yet.\n", f.kind(), name)
-		return nil
-	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "NAME\tTRAFFIC\tTAGS\tREADY\tSOURCE\tIMAGE\tAGE")
-	for _, r := range revs {
-		traffic := strconv.FormatInt(r.Percent, 10) + "%"
-		if r.Latest {
-			traffic += " (latest)"
-		}
-		var tags []string
-		for _, t := range r.Tags {
-			tags = append(tags, t.Tag+" "+t.URL)
-		}
-		ready := "True"
-		if !r.Ready {
-			ready = "False"
-			if r.Reason != "" {
-				ready += " (" + r.Reason + ")"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, traffic, orNone(strings.Join(tags, ", ")), ready,
-			orNone(shortDigest(r.SourceDigest)), orNone(r.Image), age(r.Created))
-	}
-	return tw.Flush()
-}
-
-// shortDigest is sha256:<12 hex digits> of a digest, as a table shows it.
-func shortDigest(d string) string {
-	if len(d) > len("sha256:")+12 {
-		return d[:len("sha256:")+12]
-	}
-	return d
+	return printers.Revisions(stdout, f.output, f.kind(), name, revs)
 }
 
 const rolloutSynopsis = `sless rollout NAME --percent P [-n NAMESPACE] [--service] [--timeout 2m]
@@ -210,19 +169,12 @@ func runRollback(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	target := *to
-	if target == "" {
-		if target, err = client.PreviousRevision(revs); err != nil {
-			return fmt.Errorf("%s %s: nothing to roll back to: %w", f.kind(), name, err)
-		}
-	} else if i := slices.IndexFunc(revs, func(r client.Revision) bool { return r.Name == target }); i < 0 {
-		names := make([]string, len(revs))
-		for i, r := range revs {
-			names[i] = r.Name
-		}
-		return fmt.Errorf("--to %s: %s %s has no such revision; it has %s", target, f.kind(), name, strings.Join(names, ", "))
-	} else if !revs[i].Ready {
-		return fmt.Errorf("--to %s: the revision is not ready (%s)", target, revs[i].Reason)
+	target, err := client.RollbackTarget(revs, *to)
+	switch {
+	case err != nil && *to == "":
+		return fmt.Errorf("%s %s: nothing to roll back to: %w", f.kind(), name, err)
+	case err != nil:
+		return fmt.Errorf("--to %s: %s %s: %w", *to, f.kind(), name, err)
 	}
 	return setTraffic(ctx, stdout, s, &f, name, client.Rollback(spec, target))
 }
@@ -238,14 +190,6 @@ func setTraffic(ctx context.Context, stdout io.Writer, s *session, f *trafficFla
 		}
 		return err
 	}
-	var parts []string
-	for _, t := range w.WorkloadStatus().Traffic {
-		p := fmt.Sprintf("%d%% %s", t.PercentOf(), t.RevisionName)
-		if t.Tag != "" {
-			p += " (" + t.Tag + ")"
-		}
-		parts = append(parts, p)
-	}
-	fmt.Fprintf(stdout, "%s %s: %s\n", f.kind(), name, strings.Join(parts, ", "))
+	printers.Traffic(stdout, f.kind(), name, w.WorkloadStatus().Traffic)
 	return nil
 }

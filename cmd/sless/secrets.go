@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/sless-dev/sless/pkg/printers"
 	"github.com/sless-dev/sless/pkg/secrets"
 )
 
@@ -195,23 +195,7 @@ func runSecretList(ctx context.Context, stdout io.Writer, getenv func(string) st
 	if err != nil {
 		return err
 	}
-	if c.output == "json" || c.output == "yaml" {
-		if all == nil {
-			all = []secrets.Info{}
-		}
-		return printDoc(stdout, c.output, map[string]any{"items": all})
-	}
-	if len(all) == 0 {
-		fmt.Fprintf(stdout, "No secrets in namespace %s.\n", s.ns)
-		return nil
-	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "NAME\tKEYS\tVERSION\tUPDATED\tAGE")
-	for _, in := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Metadata.Name, strings.Join(in.Keys, ","), in.Metadata.ResourceVersion,
-			age(in.UpdatedAt.Time), age(in.Metadata.CreationTimestamp.Time))
-	}
-	return tw.Flush()
+	return printers.Secrets(stdout, c.output, s.ns, all)
 }
 
 func runSecretDescribe(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {
@@ -230,19 +214,7 @@ func runSecretDescribe(ctx context.Context, stdout io.Writer, getenv func(string
 	if err != nil {
 		return err
 	}
-	if c.output == "json" || c.output == "yaml" {
-		return printDoc(stdout, c.output, in)
-	}
-	keys := append([]string(nil), in.Keys...)
-	sort.Strings(keys)
-	tw := newTable(stdout)
-	fmt.Fprintf(tw, "Name:\t%s\n", in.Metadata.Name)
-	fmt.Fprintf(tw, "Namespace:\t%s\n", in.Metadata.Namespace)
-	fmt.Fprintf(tw, "Keys:\t%s\n", strings.Join(keys, ", "))
-	fmt.Fprintf(tw, "Version:\t%s\n", in.Metadata.ResourceVersion)
-	fmt.Fprintf(tw, "Created:\t%s (%s ago)\n", in.Metadata.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), age(in.Metadata.CreationTimestamp.Time))
-	fmt.Fprintf(tw, "Updated:\t%s (%s ago)\n", in.UpdatedAt.UTC().Format("2006-01-02T15:04:05Z"), age(in.UpdatedAt.Time))
-	return tw.Flush()
+	return printers.Secret(stdout, c.output, in)
 }
 
 func runSecretDelete(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {

@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 
-	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
@@ -36,26 +35,5 @@ func runServices(ctx context.Context, stdout io.Writer, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	return printServices(stdout, c.output, s.ns, svcs)
-}
-
-func printServices(stdout io.Writer, output, ns string, svcs []slessv1alpha1.SlessService) error {
-	if output == "json" || output == "yaml" {
-		if svcs == nil {
-			svcs = []slessv1alpha1.SlessService{}
-		}
-		return printDoc(stdout, output, client.List[slessv1alpha1.SlessService]{Items: svcs})
-	}
-	if len(svcs) == 0 {
-		fmt.Fprintf(stdout, "No services in namespace %s.\n", ns)
-		return nil
-	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tPHASE\tREADY\tMIN\tURL\tAGE")
-	for i := range svcs {
-		sv := &svcs[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sv.Name, orNone(sv.Spec.Runtime), phaseOf(sv), readyStatus(sv),
-			*sv.BuildSpec().Scale.Min, orNone(sv.Status.URL), age(sv.CreationTimestamp.Time))
-	}
-	return tw.Flush()
+	return printers.Services(stdout, c.output, s.ns, svcs)
 }

@@ -222,6 +222,20 @@ func (c *Client) GetAsyncInvocation(ctx context.Context, ns, name, id string, wa
 	return &out, nil
 }
 
+// AwaitAsyncInvocation follows an asynchronous call's record, a long
+// poll at a time, until the call reaches a final state or ctx ends.
+func (c *Client) AwaitAsyncInvocation(ctx context.Context, ns, name, id string) (*AsyncInvocation, error) {
+	for {
+		rec, err := c.GetAsyncInvocation(ctx, ns, name, id, 30*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Done() {
+			return rec, nil
+		}
+	}
+}
+
 // ListAsyncInvocations lists a function's asynchronous calls, newest
 // first, those in state only unless it is empty, at most limit (the API's
 // default when 0).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 
 	"k8s.io/utils/ptr"
 
@@ -128,6 +130,26 @@ func PreviousRevision(revs []Revision) (string, error) {
 		return "", fmt.Errorf("no revision yet")
 	}
 	return previousReady(revs, serving)
+}
+
+// RollbackTarget is the revision a rollback goes to: to, which must be
+// a ready revision of revs, or when to is empty PreviousRevision's.
+func RollbackTarget(revs []Revision, to string) (string, error) {
+	if to == "" {
+		return PreviousRevision(revs)
+	}
+	i := slices.IndexFunc(revs, func(r Revision) bool { return r.Name == to })
+	if i < 0 {
+		names := make([]string, len(revs))
+		for i, r := range revs {
+			names[i] = r.Name
+		}
+		return "", fmt.Errorf("no such revision; it has %s", strings.Join(names, ", "))
+	}
+	if !revs[i].Ready {
+		return "", fmt.Errorf("the revision is not ready (%s)", revs[i].Reason)
+	}
+	return to, nil
 }
 
 func previousReady(revs []Revision, than string) (string, error) {

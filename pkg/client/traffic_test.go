@@ -1,6 +1,7 @@
 package client
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -70,5 +71,27 @@ func TestStableAndPreviousRevision(t *testing.T) {
 	}
 	if _, err := PreviousRevision([]Revision{{Name: "f-00001", Ready: true, Percent: 100}}); err == nil {
 		t.Error("PreviousRevision of a single revision: no error")
+	}
+}
+
+func TestRollbackTarget(t *testing.T) {
+	revs := []Revision{
+		{Name: "f-00003", Ready: true, Percent: 100, Latest: true},
+		{Name: "f-00002", Ready: false, Reason: "BuildFailed"},
+		{Name: "f-00001", Ready: true},
+	}
+	for _, tc := range []struct{ to, want, err string }{
+		{"", "f-00001", ""},
+		{"f-00003", "f-00003", ""},
+		{"f-00009", "", "no such revision; it has f-00003, f-00002, f-00001"},
+		{"f-00002", "", "not ready (BuildFailed)"},
+	} {
+		got, err := RollbackTarget(revs, tc.to)
+		if tc.err == "" && (err != nil || got != tc.want) {
+			t.Errorf("RollbackTarget(%q) = %q, %v; want %q", tc.to, got, err, tc.want)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("RollbackTarget(%q) = %q, %v; want an error saying %q", tc.to, got, err, tc.err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package printers
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
-func TestPrintServices(t *testing.T) {
+func TestServices(t *testing.T) {
 	var out bytes.Buffer
-	if err := printServices(&out, "", "team", nil); err != nil || out.String() != "No services in namespace team.\n" {
+	if err := Services(&out, "", "team", nil); err != nil || out.String() != "No services in namespace team.\n" {
 		t.Fatalf("empty: %q %v", out.String(), err)
 	}
 	svcs := []slessv1alpha1.SlessService{{
@@ -27,7 +27,7 @@ func TestPrintServices(t *testing.T) {
 		Spec:       slessv1alpha1.SlessServiceSpec{WorkloadSpec: slessv1alpha1.WorkloadSpec{Runtime: "python3.12"}, MinScale: ptr.To[int32](0)},
 	}}
 	out.Reset()
-	if err := printServices(&out, "", "team", svcs); err != nil {
+	if err := Services(&out, "", "team", svcs); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -48,7 +48,7 @@ func TestPrintServices(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := printServices(&out, "json", "team", nil); err != nil || !strings.Contains(out.String(), `"items": []`) {
+	if err := Services(&out, "json", "team", nil); err != nil || !strings.Contains(out.String(), `"items": []`) {
 		t.Errorf("json of none: %q %v", out.String(), err)
 	}
 }

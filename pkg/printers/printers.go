@@ -1,0 +1,71 @@
+// Package printers writes what the sless CLI shows: kubectl-style tables
+// and describe blocks, and documents as JSON or YAML for -o.
+package printers
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+)
+
+// IsDoc says whether -o asks for a document rather than a table.
+func IsDoc(format string) bool { return format == "json" || format == "yaml" }
+
+// Doc writes v as YAML when format is "yaml", else as indented JSON.
+func Doc(w io.Writer, format string, v any) error {
+	if format == "yaml" {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// newTable is kubectl's table layout.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0) }
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(t))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// oneLine folds a message's white space so it keeps to its table row.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func readyStatus(w slessv1alpha1.Workload) string {
+	if c := meta.FindStatusCondition(w.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionReady); c != nil {
+		return string(c.Status)
+	}
+	return "Unknown"
+}
+
+func phaseOf(w slessv1alpha1.Workload) string {
+	if p := w.WorkloadStatus().Phase; p != "" {
+		return string(p)
+	}
+	return "Pending"
+}
