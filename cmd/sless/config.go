@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sless-dev/sless/pkg/buildinfo"
 	"github.com/sless-dev/sless/pkg/client"
 )
 
@@ -29,12 +30,5 @@ var cliRetry = client.Retry{Budget: 20 * time.Second, Initial: 250 * time.Millis
 
 // cliOptions are the CLI's client options.
 func cliOptions() []client.Option {
-	return []client.Option{client.WithUserAgent("sless-cli/" + versionShort()), client.WithRetry(cliRetry)}
-}
-
-func versionShort() string {
-	if version != "" {
-		return version
-	}
-	return "devel"
+	return []client.Option{client.WithUserAgent("sless-cli/" + buildinfo.Short(version)), client.WithRetry(cliRetry)}
 }

@@ -17,11 +17,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"syscall"
 
+	"github.com/sless-dev/sless/pkg/buildinfo"
 	"github.com/sless-dev/sless/pkg/client"
 )
 
@@ -52,41 +51,9 @@ func init() {
 		if fs.NArg() > 0 {
 			return fmt.Errorf("unexpected arguments %q", fs.Args())
 		}
-		fmt.Println(versionString())
+		fmt.Println(buildinfo.String("sless", version, commit))
 		return nil
 	})
-}
-
-// versionString is "sless VERSION (commit C[, modified], GOVERSION)": the
-// stamped values first, then the build info's module version and VCS
-// stamps (absent with -buildvcs=false or outside a checkout).
-func versionString() string {
-	v, c, modified := version, commit, false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				if c == "" {
-					c = s.Value
-				}
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	if c == "" {
-		c = "unknown"
-	}
-	if modified {
-		c += ", modified"
-	}
-	return fmt.Sprintf("sless %s (commit %s, %s)", v, c, runtime.Version())
 }
 
 // errSilent fails a command whose message is printed already.
