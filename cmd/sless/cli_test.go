@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/source"
 )
 
 // noEnv is an environment with nothing set.
@@ -22,13 +23,13 @@ func TestCLIRefusesBadInput(t *testing.T) {
 	dir := t.TempDir()
 	fn := filepath.Join(dir, "fn")
 	os.MkdirAll(fn, 0o755)
-	os.WriteFile(filepath.Join(fn, manifestName), []byte("name: ok\nruntime: python3.12\nentrypoint: main.handler\n"), 0o644)
+	os.WriteFile(filepath.Join(fn, source.ManifestFile), []byte("name: ok\nruntime: python3.12\nentrypoint: main.handler\n"), 0o644)
 	badManifest := filepath.Join(dir, "badmanifest")
 	os.MkdirAll(badManifest, 0o755)
-	os.WriteFile(filepath.Join(badManifest, manifestName), []byte("name: ok\nruntme: python3.12\n"), 0o644)
+	os.WriteFile(filepath.Join(badManifest, source.ManifestFile), []byte("name: ok\nruntme: python3.12\n"), 0o644)
 	noManifest := filepath.Join(dir, "nomanifest")
 	os.MkdirAll(noManifest, 0o755)
-	aFile := filepath.Join(fn, manifestName)
+	aFile := filepath.Join(fn, source.ManifestFile)
 	emptyToken := filepath.Join(dir, "empty-token")
 	os.WriteFile(emptyToken, []byte("\n"), 0o600)
 	ctx := context.Background()

@@ -18,11 +18,6 @@ func init() {
 	})
 }
 
-const (
-	manifestName = source.ManifestFile
-	ignoreFile   = source.IgnoreFile
-)
-
 const deploySynopsis = `sless deploy [DIR] [-n NAMESPACE] [--name N] [--runtime R] [--entrypoint E] [--service] [--no-wait]
 
 Zip DIR (default .), leaving out .git, __pycache__, node_modules, .venv and

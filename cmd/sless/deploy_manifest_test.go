@@ -10,6 +10,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/source"
 )
 
 // sless.yaml's secretEnv names secrets' keys; what cannot be one is refused
@@ -31,7 +32,7 @@ func TestManifestSecretEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(tc.yaml), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, source.ManifestFile), []byte(tc.yaml), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			o, err := parseDeploy([]string{dir})
@@ -95,7 +96,7 @@ func TestManifestKind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(tc.yaml), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, source.ManifestFile), []byte(tc.yaml), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			o, err := parseDeploy(append([]string{dir}, tc.args...))

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/sless-dev/sless/pkg/client"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -70,27 +70,9 @@ func runNew(stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("%s exists and is not empty: pick another NAME or --dir", dir)
-	}
-	t := runtimes.Starters[lang]
-	files := map[string]string{
-		manifestName: fmt.Sprintf("# sless deploy reads this file; sless.yaml and .slessignore are not uploaded.\nname: %s\nruntime: %s\nentrypoint: %s\n# memoryMB: 128\n# timeoutSeconds: 30\n# env:\n#   GREETING: hello\n# secretEnv:                 # NAME: SECRET/KEY, made with sless secret create\n#   DB_PASSWORD: db/password\n",
-			name, t.Runtime, t.Entrypoint),
-		"README.md": fmt.Sprintf("# %s\n\nA sless function (%s, entrypoint `%s`).\n\nDeploy it: `sless deploy %s`, then call it: `sless invoke %s -d '{\"name\": \"Ada\"}'`.\n",
-			name, t.Runtime, t.Entrypoint, dir, name),
-		ignoreFile: "# Paths sless deploy leaves out of the upload, one pattern a line (as .gitignore, without negation).\n",
-	}
-	for f, body := range t.Files {
-		files[f] = body
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	t, err := client.WriteStarter(dir, lang, name)
+	if err != nil {
 		return err
-	}
-	for f, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
-			return err
-		}
 	}
 	fmt.Fprintf(stdout, "Made %s: a %s function %q (entrypoint %s).\nDeploy it with: sless deploy %s\n", dir, t.Runtime, name, t.Entrypoint, dir)
 	return nil
