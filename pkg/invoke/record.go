@@ -20,6 +20,8 @@ const (
 	TriggerQueue = "queue"
 	// TriggerNATS is a message delivered by a nats Trigger.
 	TriggerNATS = "nats"
+	// TriggerMQTT is a message delivered by an mqtt Trigger.
+	TriggerMQTT = "mqtt"
 	// TriggerJob is a FunctionJob run.
 	TriggerJob = "job"
 	// TriggerService is a call of a SlessService at /svc/{ns}/{name}; its
@@ -30,7 +32,7 @@ const (
 // ValidTrigger reports whether t is one of the Trigger constants.
 func ValidTrigger(t string) bool {
 	switch t {
-	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerJob, TriggerService, TriggerAsync:
+	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerMQTT, TriggerJob, TriggerService, TriggerAsync:
 		return true
 	}
 	return false
@@ -55,7 +57,7 @@ type Record struct {
 	Function  string
 	// Revision that served the call; empty when the call never reached one.
 	Revision string
-	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerJob,
+	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerMQTT, TriggerJob,
 	// TriggerService, TriggerAsync (one attempt of an asynchronous call).
 	Trigger string
 	// RequestID is the X-Request-Id the call carried (given or generated).

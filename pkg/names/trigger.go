@@ -38,3 +38,19 @@ func NATSDeadLetterSubject(t *slessv1alpha1.Trigger) string {
 	}
 	return "dlq." + t.Spec.NATS.Stream + "." + NATSDurable(t)
 }
+
+// MQTTClientID is the client id of an mqtt trigger's persistent session.
+func MQTTClientID(t *slessv1alpha1.Trigger) string {
+	if id := t.Spec.MQTT.ClientID; id != "" {
+		return id
+	}
+	return "sless-" + t.Namespace + "-" + t.Name
+}
+
+// MQTTDeadLetterTopic is where an mqtt trigger's exhausted messages go.
+func MQTTDeadLetterTopic(t *slessv1alpha1.Trigger) string {
+	if s := t.Spec.MQTT.DeadLetterTopic; s != "" {
+		return s
+	}
+	return "sless/dlq/" + t.Namespace + "/" + t.Name
+}

@@ -65,6 +65,8 @@ func (t *Trigger) Delivery() *Delivery {
 		return &t.Spec.Queue.Delivery
 	case t.Spec.Type == TriggerTypeNATS && t.Spec.NATS != nil:
 		return &t.Spec.NATS.Delivery
+	case t.Spec.Type == TriggerTypeMQTT && t.Spec.MQTT != nil:
+		return &t.Spec.MQTT.Delivery
 	}
 	return nil
 }
@@ -77,20 +79,33 @@ func (t *Trigger) ConnectionSecret() string {
 		return t.Spec.Queue.ConnectionSecret
 	case t.Spec.Type == TriggerTypeNATS && t.Spec.NATS != nil:
 		return t.Spec.NATS.ConnectionSecret
+	case t.Spec.Type == TriggerTypeMQTT && t.Spec.MQTT != nil:
+		return t.Spec.MQTT.ConnectionSecret
 	}
 	return ""
 }
 
 // Source names what a consuming trigger consumes, for status messages:
-// "queue orders", "subject orders.> of stream ORDERS".
+// "queue orders", "subject orders.> of stream ORDERS", "topic a/+".
 func (t *Trigger) Source() string {
 	switch {
 	case t.Spec.Type == TriggerTypeQueue && t.Spec.Queue != nil:
 		return "queue " + t.Spec.Queue.Queue
 	case t.Spec.Type == TriggerTypeNATS && t.Spec.NATS != nil:
 		return NATSSource(t.Spec.NATS.Subject, t.Spec.NATS.Stream)
+	case t.Spec.Type == TriggerTypeMQTT && t.Spec.MQTT != nil:
+		return MQTTSource(t.Spec.MQTT.Topic, t.Spec.MQTT.ShareGroup)
 	}
 	return ""
+}
+
+// MQTTSource names what an mqtt consumer consumes, as Trigger.Source does:
+// "topic sensors/+/temp", "topic sensors/# in share group g".
+func MQTTSource(topic, group string) string {
+	if group == "" {
+		return "topic " + topic
+	}
+	return "topic " + topic + " in share group " + group
 }
 
 // NATSSource names what a nats consumer consumes, as Trigger.Source does.

@@ -303,6 +303,8 @@ func TestTriggerVerbs(t *testing.T) {
 			want{status: metav1.ConditionFalse, reason: TriggerReasonDisabled, msg: "the trigger is disabled: it is not scheduled"}},
 		{"disabled queue", func(s *TriggerStatus) { s.MarkDisabled(TriggerTypeQueue) },
 			want{status: metav1.ConditionFalse, reason: TriggerReasonDisabled, msg: "the trigger is disabled: messages wait in the queue"}},
+		{"disabled mqtt", func(s *TriggerStatus) { s.MarkDisabled(TriggerTypeMQTT) },
+			want{status: metav1.ConditionFalse, reason: TriggerReasonDisabled, msg: "the trigger is disabled: QoS 1 messages wait in the consumer's session on the broker, up to its queue limit"}},
 		{"function not found", func(s *TriggerStatus) { s.MarkFunctionNotFound("f") },
 			want{status: metav1.ConditionFalse, reason: TriggerReasonFunctionNotFound, msg: "Function f does not exist: the trigger is paused until it does"}},
 		{"invalid schedule", func(s *TriggerStatus) { s.MarkInvalidSchedule(errors.New("bad field")) },
@@ -325,6 +327,8 @@ func TestTriggerVerbs(t *testing.T) {
 			want{status: metav1.ConditionFalse, reason: TriggerReasonRejected, msg: "Deployment t-consumer was refused: quota"}},
 		{"queue not supported", func(s *TriggerStatus) { s.MarkQueueNotSupported(TriggerTypeQueue) },
 			want{status: metav1.ConditionFalse, reason: TriggerReasonQueueNotSupported, msg: "sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)"}},
+		{"mqtt not supported", func(s *TriggerStatus) { s.MarkQueueNotSupported(TriggerTypeMQTT) },
+			want{status: metav1.ConditionFalse, reason: TriggerReasonQueueNotSupported, msg: "sless dev consumes mqtt triggers only from a broker it is given (-mqtt-url or SLESS_MQTT_URL)"}},
 		{"invalid queue", func(s *TriggerStatus) { s.MarkInvalidQueue(errors.New("no queue name")) },
 			want{status: metav1.ConditionFalse, reason: TriggerReasonInvalidQueue, msg: "no queue name"}},
 	}

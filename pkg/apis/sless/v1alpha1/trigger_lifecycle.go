@@ -83,6 +83,8 @@ func (s *TriggerStatus) MarkDisabled(typ TriggerType) {
 		what = "messages wait in the queue"
 	case TriggerTypeNATS:
 		what = "messages wait in the stream"
+	case TriggerTypeMQTT:
+		what = "QoS 1 messages wait in the consumer's session on the broker, up to its queue limit"
 	}
 	s.conditions().markFalse(TriggerConditionReady, TriggerReasonDisabled, "the trigger is disabled: "+what)
 }
@@ -150,8 +152,11 @@ func (s *TriggerStatus) MarkRejected(kind, name string, err error) {
 // MarkQueueNotSupported: local mode was given no broker of typ to consume from.
 func (s *TriggerStatus) MarkQueueNotSupported(typ TriggerType) {
 	msg := "sless dev consumes queues only from a broker it is given (-amqp-url or SLESS_AMQP_URL)"
-	if typ == TriggerTypeNATS {
+	switch typ {
+	case TriggerTypeNATS:
 		msg = "sless dev consumes nats triggers only from a server it is given (-nats-url or SLESS_NATS_URL)"
+	case TriggerTypeMQTT:
+		msg = "sless dev consumes mqtt triggers only from a broker it is given (-mqtt-url or SLESS_MQTT_URL)"
 	}
 	s.conditions().markFalse(TriggerConditionReady, TriggerReasonQueueNotSupported, msg)
 }

@@ -10,7 +10,7 @@ import (
 const DefaultStartingDeadlineSeconds = 300
 
 // TriggerType says what calls the function.
-// +kubebuilder:validation:Enum=http;cron;queue;nats
+// +kubebuilder:validation:Enum=http;cron;queue;nats;mqtt
 type TriggerType string
 
 const (
@@ -19,13 +19,15 @@ const (
 	TriggerTypeQueue TriggerType = "queue"
 	// TriggerTypeNATS consumes a NATS JetStream stream.
 	TriggerTypeNATS TriggerType = "nats"
+	// TriggerTypeMQTT subscribes to an MQTT 3.1.1 topic filter.
+	TriggerTypeMQTT TriggerType = "mqtt"
 )
 
 // Consumes says whether triggers of type typ take messages from a broker
 // through a consumer (`sless consume` on a cluster).
 func (typ TriggerType) Consumes() bool {
 	switch typ {
-	case TriggerTypeQueue, TriggerTypeNATS:
+	case TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT:
 		return true
 	}
 	return false
@@ -87,6 +89,8 @@ type Trigger struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'queue' || !has(self.queue)",message="queue applies only to queue triggers",fieldPath=".queue",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="self.type != 'nats' || has(self.nats)",message="nats is required for nats triggers",fieldPath=".nats",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="self.type == 'nats' || !has(self.nats)",message="nats applies only to nats triggers",fieldPath=".nats",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'mqtt' || has(self.mqtt)",message="mqtt is required for mqtt triggers",fieldPath=".mqtt",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type == 'mqtt' || !has(self.mqtt)",message="mqtt applies only to mqtt triggers",fieldPath=".mqtt",reason="FieldValueForbidden"
 type TriggerSpec struct {
 	// Function names the Function in the same namespace.
 	// +kubebuilder:validation:MinLength=1
@@ -96,9 +100,9 @@ type TriggerSpec struct {
 	Function string `json:"function"`
 
 	// Type is http (anyone may call the function through the invoke
-	// proxy), cron (sless calls it on a schedule), or queue or nats (sless
-	// calls it for each message of a RabbitMQ queue or a NATS JetStream
-	// stream).
+	// proxy), cron (sless calls it on a schedule), or queue, nats or mqtt
+	// (sless calls it for each message of a RabbitMQ queue, a NATS
+	// JetStream stream or an MQTT topic filter).
 	// +required
 	Type TriggerType `json:"type"`
 
@@ -154,6 +158,10 @@ type TriggerSpec struct {
 	// NATS configures a nats trigger.
 	// +optional
 	NATS *NATSSpec `json:"nats,omitempty"`
+
+	// MQTT configures an mqtt trigger.
+	// +optional
+	MQTT *MQTTSpec `json:"mqtt,omitempty"`
 }
 
 // Delivery is how a consumer hands a broker's messages to the function,
@@ -259,6 +267,56 @@ type NATSSpec struct {
 	// +kubebuilder:validation:Pattern=`^[^\s.*>]+(\.[^\s.*>]+)*$`
 	// +optional
 	DeadLetterSubject string `json:"deadLetterSubject,omitempty"`
+}
+
+// MQTTSpec is an MQTT 3.1.1 topic filter whose messages call the
+// function, subscribed at QoS 1 in a persistent session (clean session
+// false) under a stable client id, so the broker keeps the messages of a
+// consumer that is away and delivers again those it did not acknowledge.
+// A message is acknowledged after the function answered 2xx; failed calls
+// are retried by the consumer, and after maxRetries the message is
+// published to the dead-letter topic.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.deadLetterTopic) || self.deadLetterTopic != self.topic",message="deadLetterTopic must differ from topic, or dead letters would be consumed again",fieldPath=".deadLetterTopic"
+type MQTTSpec struct {
+	// ConnectionSecret names a Secret in the trigger's namespace: key "url"
+	// holds the broker's URL, tcp://host:1883, ssl://host:8883, ws:// or
+	// wss:// (mqtt:// and mqtts:// too); optional keys "username",
+	// "password", "ca.crt", "tls.crt" and "tls.key".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	ConnectionSecret string `json:"connectionSecret"`
+	// Topic is the topic filter to subscribe to: levels separated by /,
+	// + a whole level, # only as the last level.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^(#|(\+|[^+#/]*)(/(\+|[^+#/]*))*(/#)?)$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('$share/')",message="topic must be a plain filter: set shareGroup for a shared subscription"
+	// +required
+	Topic string `json:"topic"`
+	// ShareGroup subscribes as $share/<shareGroup>/<topic>: the broker
+	// hands each message to one of the group's subscribers, so triggers
+	// (or consumers) in one group split the load.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[^/+#\s]+$`
+	// +optional
+	ShareGroup string `json:"shareGroup,omitempty"`
+	// ClientID is the MQTT client id of the consumer's persistent session;
+	// "sless-<namespace>-<trigger>" if unset. Two clients with one id
+	// take the session from each other: keep it unique on the broker.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z_.:-]+$`
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
+	Delivery `json:",inline"`
+	// DeadLetterTopic receives each message whose retries ran out;
+	// "sless/dlq/<namespace>/<trigger>" if unset. No wildcards.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^[^+#$][^+#]*$`
+	// +optional
+	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
 }
 
 // Condition types of a Trigger.

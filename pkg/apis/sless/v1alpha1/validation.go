@@ -290,11 +290,11 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 	s := &t.Spec
 	errs = append(errs, validateRef(p.Child("function"), s.Function)...)
 	switch s.Type {
-	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS:
+	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT:
 	case "":
 		errs = append(errs, field.Required(p.Child("type"), ""))
 	default:
-		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS}))
+		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT}))
 	}
 	// Checked whatever the type, as the schema does (it only matters to cron).
 	if d := s.StartingDeadlineSeconds; d != nil && (*d < 1 || *d > 86400) {
@@ -346,7 +346,92 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 	} else if s.NATS != nil {
 		errs = append(errs, field.Forbidden(p.Child("nats"), "nats applies only to nats triggers"))
 	}
+	if s.Type == TriggerTypeMQTT {
+		if s.MQTT == nil {
+			errs = append(errs, field.Required(p.Child("mqtt"), "mqtt is required for mqtt triggers"))
+		} else {
+			errs = append(errs, validateMQTT(s.MQTT, p.Child("mqtt"))...)
+		}
+	} else if s.MQTT != nil {
+		errs = append(errs, field.Forbidden(p.Child("mqtt"), "mqtt applies only to mqtt triggers"))
+	}
 	return errs
+}
+
+// The shapes of MQTT names, as the CRD's patterns have them: a topic filter
+// is levels separated by /, + a whole level and # only the whole last one;
+// a topic to publish to has no wildcards and does not start with $, which
+// brokers keep for themselves.
+var (
+	mqttFilterRE      = regexp.MustCompile(`^(#|(\+|[^+#/]*)(/(\+|[^+#/]*))*(/#)?)$`)
+	mqttTopicRE       = regexp.MustCompile(`^[^+#$][^+#]*$`)
+	mqttShareGroupRE  = regexp.MustCompile(`^[^/+#\s]+$`)
+	mqttClientIDRE    = regexp.MustCompile(`^[0-9A-Za-z_.:-]+$`)
+	maxMQTTTopicBytes = 1024
+	maxMQTTNameBytes  = 128
+)
+
+// ValidateMQTT checks an mqtt trigger's block alone, as `sless consume`
+// takes it: field paths start at its fields.
+func ValidateMQTT(m *MQTTSpec) field.ErrorList { return validateMQTT(m, nil) }
+
+func validateMQTT(m *MQTTSpec, p *field.Path) field.ErrorList {
+	errs := validateConnectionSecret(m.ConnectionSecret, p.Child("connectionSecret"))
+	switch {
+	case m.Topic == "":
+		errs = append(errs, field.Required(p.Child("topic"), ""))
+	case len(m.Topic) > maxMQTTTopicBytes:
+		errs = append(errs, field.TooLong(p.Child("topic"), m.Topic, maxMQTTTopicBytes))
+	case strings.HasPrefix(m.Topic, "$share/"):
+		errs = append(errs, field.Invalid(p.Child("topic"), m.Topic, "topic must be a plain filter: set shareGroup for a shared subscription"))
+	case !mqttFilterRE.MatchString(m.Topic) || strings.ContainsRune(m.Topic, 0):
+		errs = append(errs, field.Invalid(p.Child("topic"), m.Topic, "topic must be levels separated by /, with + only as a whole level and # only as the whole last level"))
+	}
+	errs = append(errs, validateMQTTName(p.Child("shareGroup"), m.ShareGroup, mqttShareGroupRE, "shareGroup must not contain /, +, # or whitespace")...)
+	errs = append(errs, validateMQTTName(p.Child("clientID"), m.ClientID, mqttClientIDRE, "clientID must be letters, digits, _, ., : and -")...)
+	errs = append(errs, validateDelivery(&m.Delivery, p)...)
+	switch dl := m.DeadLetterTopic; {
+	case dl == "":
+	case len(dl) > maxMQTTTopicBytes:
+		errs = append(errs, field.TooLong(p.Child("deadLetterTopic"), dl, maxMQTTTopicBytes))
+	case !mqttTopicRE.MatchString(dl) || strings.ContainsRune(dl, 0):
+		errs = append(errs, field.Invalid(p.Child("deadLetterTopic"), dl, "deadLetterTopic must be a topic without wildcards (+, #) that does not start with $"))
+	case MQTTTopicMatches(m.Topic, dl):
+		errs = append(errs, field.Invalid(p.Child("deadLetterTopic"), dl, "deadLetterTopic must not match topic "+m.Topic+", or dead letters would be consumed again"))
+	}
+	return errs
+}
+
+func validateMQTTName(p *field.Path, name string, re *regexp.Regexp, msg string) field.ErrorList {
+	switch {
+	case name == "":
+		return nil
+	case len(name) > maxMQTTNameBytes:
+		return field.ErrorList{field.TooLong(p, name, maxMQTTNameBytes)}
+	case !re.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, msg)}
+	}
+	return nil
+}
+
+// MQTTTopicMatches says whether the topic is one the filter (with + and #
+// wildcards) matches. As brokers do, wildcards at the first level do not
+// match topics starting with $.
+func MQTTTopicMatches(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	f, t := strings.Split(filter, "/"), strings.Split(topic, "/")
+	for i, lvl := range f {
+		if lvl == "#" {
+			// "a/#" matches "a" too: # includes the parent level.
+			return len(t) >= i
+		}
+		if i >= len(t) || (lvl != "+" && lvl != t[i]) {
+			return false
+		}
+	}
+	return len(f) == len(t)
 }
 
 // The shapes of NATS names, as the CRD's patterns have them: a stream or
