@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
@@ -104,23 +101,20 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.publicListen == "" {
-		log.Info("sless api serving", "address", ln.Addr().String(), "bucket", c.s3Bucket, "functionDomain", c.fnDomain)
-		return door.Serve(ctx, ln)
+	// The public door is optional; both are opened before either serves.
+	var pub net.Listener
+	if c.publicListen != "" {
+		if pub, err = net.Listen("tcp", c.publicListen); err != nil {
+			ln.Close()
+			return err
+		}
 	}
-	pub, err := net.Listen("tcp", c.publicListen)
-	if err != nil {
-		ln.Close()
-		return err
+	attrs := []any{"address", ln.Addr().String(), "bucket", c.s3Bucket, "functionDomain", c.fnDomain}
+	if pub != nil {
+		attrs = append(attrs, "publicAddress", pub.Addr().String())
 	}
-	log.Info("sless api serving", "address", ln.Addr().String(), "publicAddress", pub.Addr().String(),
-		"bucket", c.s3Bucket, "functionDomain", c.fnDomain)
-	// Either door failing stops both: a replica with one door would answer
-	// Knative's prober and still fail the other door's callers.
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return door.Serve(gctx, ln) })
-	g.Go(func() error { return door.ServePublic(gctx, pub) })
-	return g.Wait()
+	log.Info("sless api serving", attrs...)
+	return door.ServeDoors(ctx, ln, pub)
 }
 
 // parseAPI reads sless api's flags and checks them.
@@ -206,10 +200,14 @@ func (c *apiConfig) check() error {
 			return fmt.Errorf("-fn-domain: %w", err)
 		}
 	}
-	if c.tenantPrefixes, err = parseTenantPrefixes(c.nsPrefix, c.tenantPrefixFlag); err != nil {
+	more, err := parseList("-tenant-namespace-prefixes", "prefix", c.tenantPrefixFlag)
+	if err != nil {
 		return err
 	}
-	if c.audiences, err = parseAudiences(c.audience); err != nil {
+	if c.tenantPrefixes, err = auth.TenantPrefixes(c.nsPrefix, more); err != nil {
+		return err
+	}
+	if c.audiences, err = parseList("-jwt-audience", "audience", c.audience); err != nil {
 		return err
 	}
 	if (c.jwksFile != "" || c.jwksURL != "") && len(c.audiences) == 0 {
@@ -246,44 +244,17 @@ func (c *apiConfig) authConfig(log *slog.Logger) (auth.Config, error) {
 	return acfg, nil
 }
 
-// parseAudiences reads -jwt-audience: comma-separated, each trimmed, since
-// "sless, other" means two audiences, not "sless" and " other".
-func parseAudiences(flag string) ([]string, error) {
+// parseList reads a comma-separated flag, each item trimmed, since
+// "sless, other" means two items, not "sless" and " other".
+func parseList(flag, what, v string) ([]string, error) {
 	var out []string
-	for _, a := range strings.Split(flag, ",") {
+	for _, a := range strings.Split(v, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			out = append(out, a)
 		}
 	}
-	if strings.TrimSpace(flag) != "" && len(out) == 0 {
-		return nil, fmt.Errorf("-jwt-audience %q names no audience", flag)
-	}
-	return out, nil
-}
-
-// parseTenantPrefixes reads -tenant-namespace-prefixes and adds the prefix
-// of namespaces derived from subjects (with its '-', as auth.NamespaceFor
-// writes it). No prefix may take in default or kube-*.
-func parseTenantPrefixes(derived, flag string) ([]string, error) {
-	if !strings.HasSuffix(derived, "-") {
-		derived += "-"
-	}
-	out := []string{derived}
-	for _, p := range strings.Split(flag, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	if strings.TrimSpace(flag) != "" && len(out) == 1 {
-		return nil, fmt.Errorf("-tenant-namespace-prefixes %q names no prefix", flag)
-	}
-	for _, p := range out {
-		if msgs := validation.IsDNS1123Label(strings.TrimSuffix(p, "-")); len(msgs) > 0 {
-			return nil, fmt.Errorf("tenant namespace prefix %q does not start a namespace name: %s", p, msgs[0])
-		}
-		if strings.HasPrefix("default", p) || strings.HasPrefix("kube-", p) || strings.HasPrefix(p, "kube-") {
-			return nil, fmt.Errorf("tenant namespace prefix %q would make default or kube-* a tenant's namespace", p)
-		}
+	if strings.TrimSpace(v) != "" && len(out) == 0 {
+		return nil, fmt.Errorf("%s %q names no %s", flag, v, what)
 	}
 	return out, nil
 }

@@ -267,16 +267,19 @@ func TestAPIFlagsRefused(t *testing.T) {
 	}
 }
 
-func TestParseAudiences(t *testing.T) {
+func TestParseList(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                nil,
 		"sless":           {"sless"},
 		"sless, other":    {"sless", "other"},
 		" sless ,,other ": {"sless", "other"},
 	} {
-		got, err := parseAudiences(in)
+		got, err := parseList("-jwt-audience", "audience", in)
 		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("parseAudiences(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("parseList(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+	if got, err := parseList("-tenant-namespace-prefixes", "prefix", " , "); err == nil || err.Error() != `-tenant-namespace-prefixes " , " names no prefix` {
+		t.Errorf("parseList of commas = %q, %v; want an error naming the flag", got, err)
 	}
 }

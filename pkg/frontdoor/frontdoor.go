@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
@@ -245,6 +246,19 @@ func (d *Door) ServePublic(ctx context.Context, ln net.Listener) error {
 	public := *d
 	public.handler = d.public
 	return public.Serve(ctx, ln)
+}
+
+// ServeDoors serves the cluster-local door on ln and, unless pub is nil,
+// the public door on pub. Either failing stops both: a replica with one
+// door would answer Knative's prober and still fail the other's callers.
+func (d *Door) ServeDoors(ctx context.Context, ln, pub net.Listener) error {
+	if pub == nil {
+		return d.Serve(ctx, ln)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.Serve(gctx, ln) })
+	g.Go(func() error { return d.ServePublic(gctx, pub) })
+	return g.Wait()
 }
 
 // Close stops the asynchronous calls' attempts, then flushes the recorder

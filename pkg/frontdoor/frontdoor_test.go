@@ -130,3 +130,46 @@ func TestDoorServesAndStops(t *testing.T) {
 		t.Fatal("Serve did not return after its context ended")
 	}
 }
+
+// TestServeDoorsStopsBoth: both doors serve, and one failing stops the
+// other, so no replica keeps answering probes with half its doors.
+func TestServeDoorsStopsBoth(t *testing.T) {
+	ctx := context.Background()
+	none := invoke.ResolverFunc(func(context.Context, string, string) (invoke.Target, error) {
+		return invoke.Target{}, invoke.ErrNotFound
+	})
+	door, _ := openDoor(ctx, t, invoke.Options{Resolver: none, Services: none}, false)
+	defer door.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- door.ServeDoors(ctx, ln, pub) }()
+	for _, l := range []net.Listener{ln, pub} {
+		resp, err := http.Get("http://" + l.Addr().String() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz at %s: %d", l.Addr(), resp.StatusCode)
+		}
+	}
+	pub.Close()
+	select {
+	case err := <-served:
+		if err == nil {
+			t.Fatal("ServeDoors after the public door failed: nil error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cluster-local door kept serving after the public door failed")
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		t.Error("the cluster-local door still answers")
+	}
+}
