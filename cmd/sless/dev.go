@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/local"
@@ -100,7 +98,7 @@ func parseDev(args []string) (local.Options, string, error) {
 	if opts.CallbackPolicy, err = callback.ParseAllowList(strings.Split(*callbackAllow, ",")); err != nil {
 		return local.Options{}, "", fmt.Errorf("--callback-allow: %w", err)
 	}
-	if opts.LogMaxBytes, err = logSize(*logMaxSize); err != nil {
+	if opts.LogMaxBytes, err = byteSize("--log-max-size", *logMaxSize, 1<<10, false); err != nil {
 		return local.Options{}, "", err
 	}
 	if opts.RecordsMaxBytes, err = byteSize("--records-max-size", *maxSize, 1<<20, true); err != nil {
@@ -117,18 +115,4 @@ func parseDev(args []string) (local.Options, string, error) {
 		opts.Echo = echo
 	}
 	return opts, *addr, nil
-}
-
-// logSize reads --log-max-size: a quantity of bytes, at least 1 KiB so
-// that a file holds some lines.
-func logSize(v string) (int64, error) {
-	q, err := resource.ParseQuantity(v)
-	if err != nil {
-		return 0, fmt.Errorf("--log-max-size %q: want a size such as 512Ki, 10Mi or 1Gi: %w", v, err)
-	}
-	n, ok := q.AsInt64()
-	if !ok || n < 1<<10 {
-		return 0, fmt.Errorf("--log-max-size %q: want a whole number of bytes, at least 1Ki", v)
-	}
-	return n, nil
 }
