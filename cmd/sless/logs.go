@@ -56,17 +56,7 @@ func runLogs(ctx context.Context, stdout io.Writer, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	rc, err := s.api.Logs(ctx, s.ns, name, q)
-	if !q.Service && client.IsNotFound(err) {
-		// No such function (or no such build of one): a service of that
-		// name, if there is one, is what was meant.
-		q.Service = true
-		if src, serr := s.api.Logs(ctx, s.ns, name, q); serr == nil {
-			rc, err = src, nil
-		} else if !client.IsNotFound(serr) {
-			err = serr
-		}
-	}
+	rc, err := s.api.WorkloadLogs(ctx, s.ns, name, q)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,22 @@ type LogQuery struct {
 	Timestamps bool
 }
 
+// WorkloadLogs is Logs, but when q.Service is unset and no function (or
+// no such build of one) is named name, it opens the log of the service
+// of that name, if there is one: what a NAME means when it is a service's.
+func (c *Client) WorkloadLogs(ctx context.Context, ns, name string, q LogQuery) (io.ReadCloser, error) {
+	rc, err := c.Logs(ctx, ns, name, q)
+	if q.Service || !IsNotFound(err) {
+		return rc, err
+	}
+	q.Service = true
+	src, serr := c.Logs(ctx, ns, name, q)
+	if serr == nil || !IsNotFound(serr) {
+		return src, serr
+	}
+	return nil, err
+}
+
 // Logs opens a function's (or service's) log, or a build's, as text, one line each; the
 // caller closes it. It is one request, never retried: a stream half read
 // would be read twice. The Client's timeout does not apply (a followed log
