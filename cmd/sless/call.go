@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -129,12 +128,6 @@ func parseInvokeCall(args []string, stdin io.Reader) (invokeCallOptions, error) 
 		}
 	}
 	return o, errors.Join(errs...)
-}
-
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // readData is -d's body: the text itself, @FILE's content or @- stdin.

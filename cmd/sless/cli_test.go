@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/cliflags"
 	"github.com/sless-dev/sless/pkg/source"
 )
 
@@ -180,8 +181,8 @@ func TestInvokeTellsTheCronRunner(t *testing.T) {
 // main (exit 0).
 func TestHelpIsNoError(t *testing.T) {
 	var out bytes.Buffer
-	helpOut = &out
-	defer func() { helpOut = os.Stdout }()
+	cliflags.HelpOut = &out
+	defer func() { cliflags.HelpOut = os.Stdout }()
 	fs := newFlags("list", listSynopsis)
 	var c common
 	c.register(fs, true)

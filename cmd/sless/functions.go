@@ -59,42 +59,6 @@ func (c *common) connect(ctx context.Context, getenv func(string) string) (*sess
 	return connect(ctx, getenv, c.ns)
 }
 
-// noPositionals parses args of a subcommand that takes no NAME; hint, if
-// any, says which one does.
-func noPositionals(fs *flag.FlagSet, args []string, hint string) error {
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 {
-		return nil
-	}
-	if hint != "" {
-		return fmt.Errorf("unexpected arguments %q (%s)", pos, hint)
-	}
-	return fmt.Errorf("unexpected arguments %q", pos)
-}
-
-// onePositional parses args and wants exactly one NAME, a function's.
-func onePositional(fs *flag.FlagSet, args []string) (string, error) {
-	return onePositionalOf(fs, args, "function")
-}
-
-// onePositionalOf parses args and wants exactly one NAME of a what.
-func onePositionalOf(fs *flag.FlagSet, args []string, what string) (string, error) {
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return "", err
-	}
-	switch len(pos) {
-	case 0:
-		return "", fmt.Errorf("the %s's NAME is required", what)
-	case 1:
-		return pos[0], nil
-	}
-	return "", fmt.Errorf("one NAME, got %q", pos)
-}
-
 const listSynopsis = `sless list [-n NAMESPACE] [-l SELECTOR] [-o json|yaml]`
 
 func runList(ctx context.Context, stdout io.Writer, getenv func(string) string, args []string) error {

@@ -1,4 +1,4 @@
-package main
+package cliflags
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// byteSize reads a size flag: a quantity of bytes (512Ki, 10Mi, 1Gi), 0 when
-// zero is allowed (it then turns the bound off), else at least least.
-func byteSize(flag, v string, least int64, zeroOK bool) (int64, error) {
+// ByteSize reads a size flag: a quantity of bytes (512Ki, 10Mi, 1Gi), 0
+// when zero is allowed (it then turns the bound off), else at least least.
+func ByteSize(flag, v string, least int64, zeroOK bool) (int64, error) {
 	q, err := resource.ParseQuantity(v)
 	if err != nil {
 		return 0, fmt.Errorf("%s %q: want a size such as 512Ki, 10Mi or 1Gi: %w", flag, v, err)

@@ -1,4 +1,4 @@
-package main
+package cliflags
 
 import (
 	"flag"
@@ -13,7 +13,7 @@ func TestBindEnv(t *testing.T) {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		n := fs.Int("workers", 2, "")
 		b := fs.Bool("path-style", true, "")
-		if err := bindEnv(fs, "workers", "SLESS_T_WORKERS", "path-style", "SLESS_T_PATH_STYLE"); err != nil {
+		if err := BindEnv(fs, "workers", "SLESS_T_WORKERS", "path-style", "SLESS_T_PATH_STYLE"); err != nil {
 			return 0, false, err
 		}
 		err := fs.Parse(args)
@@ -35,7 +35,7 @@ func TestBindEnv(t *testing.T) {
 		t.Fatalf("bad value: %v", err)
 	}
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	if err := bindEnv(fs, "missing", "SLESS_T_WORKERS"); err == nil {
+	if err := BindEnv(fs, "missing", "SLESS_T_WORKERS"); err == nil {
 		t.Fatal("a variable bound to no flag was accepted")
 	}
 }
