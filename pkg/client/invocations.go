@@ -151,47 +151,15 @@ func (c *Client) Invoke(ctx context.Context, ns, name string, call Call) (*Answe
 	return &Answer{Status: res.StatusCode, Header: res.Header, Body: b}, nil
 }
 
-// AsyncInvocation is the record of a call made with Prefer: respond-async,
-// as GET …/functions/{name}/invocations/{id} writes it.
-type AsyncInvocation struct {
-	RequestID     string     `json:"requestId"`
-	Namespace     string     `json:"namespace"`
-	Function      string     `json:"function"`
-	Mode          string     `json:"mode"`
-	State         string     `json:"state"`
-	Attempts      int        `json:"attempts"`
-	AcceptedAt    time.Time  `json:"acceptedAt"`
-	StartedAt     *time.Time `json:"startedAt,omitempty"`
-	FinishedAt    *time.Time `json:"finishedAt,omitempty"`
-	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
-	LastError     string     `json:"lastError,omitempty"`
-	Response      *struct {
-		Status     int               `json:"status"`
-		Headers    map[string]string `json:"headers,omitempty"`
-		Body       *string           `json:"body,omitempty"`
-		BodyBase64 []byte            `json:"bodyBase64,omitempty"`
-		Bytes      int64             `json:"bytes"`
-		Truncated  bool              `json:"truncated,omitempty"`
-	} `json:"response,omitempty"`
-	// Callback is the posting of the result to its callback URL.
-	Callback *struct {
-		URL           string     `json:"url"`
-		State         string     `json:"state"`
-		Attempts      int        `json:"attempts"`
-		Status        int        `json:"status,omitempty"`
-		LastError     string     `json:"lastError,omitempty"`
-		NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
-		FinishedAt    *time.Time `json:"finishedAt,omitempty"`
-	} `json:"callback,omitempty"`
-}
-
-// CallbackSigningKey is the key a namespace's callbacks are signed with.
-type CallbackSigningKey struct {
-	Namespace string `json:"namespace"`
-	Key       string `json:"key"`
-	Header    string `json:"header"`
-	Scheme    string `json:"scheme"`
-}
+// AsyncInvocation is the record of a call made with Prefer:
+// respond-async, AsyncResponse the function's answer in it, and
+// CallbackSigningKey the key a namespace's callbacks are signed with, as
+// the server writes them.
+type (
+	AsyncInvocation    = wire.AsyncInvocation
+	AsyncResponse      = wire.AsyncResponse
+	CallbackSigningKey = wire.CallbackSigningKey
+)
 
 // GetCallbackSigningKey reads ns's callback signing key (made on first use).
 func (c *Client) GetCallbackSigningKey(ctx context.Context, ns string) (*CallbackSigningKey, error) {
@@ -200,11 +168,6 @@ func (c *Client) GetCallbackSigningKey(ctx context.Context, ns string) (*Callbac
 		return nil, err
 	}
 	return &out, nil
-}
-
-// Done says whether the call reached a final state.
-func (a *AsyncInvocation) Done() bool {
-	return a.State == "succeeded" || a.State == "failed" || a.State == "dead-lettered"
 }
 
 // GetAsyncInvocation reads an asynchronous call's record; wait > 0 lets

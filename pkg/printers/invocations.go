@@ -76,7 +76,7 @@ func AsyncInvocations(w io.Writer, output, ns, name string, items []client.Async
 			status = fmt.Sprint(a.Response.Status)
 		}
 		if c := a.Callback; c != nil {
-			cb = c.State
+			cb = string(c.State)
 			if errText == "" && c.LastError != "" {
 				errText = "callback: " + c.LastError
 			}

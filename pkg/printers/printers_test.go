@@ -13,6 +13,7 @@ import (
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/invoke/wire"
 	"github.com/sless-dev/sless/pkg/secrets"
 )
 
@@ -157,16 +158,30 @@ func TestAnswers(t *testing.T) {
 	body := "done"
 	rec := &client.AsyncInvocation{}
 	AsyncAnswer(&out, rec, true)
-	rec.Response = &struct {
-		Status     int               `json:"status"`
-		Headers    map[string]string `json:"headers,omitempty"`
-		Body       *string           `json:"body,omitempty"`
-		BodyBase64 []byte            `json:"bodyBase64,omitempty"`
-		Bytes      int64             `json:"bytes"`
-		Truncated  bool              `json:"truncated,omitempty"`
-	}{Status: 201, Headers: map[string]string{"X": "y"}, Body: &body}
+	rec.Response = &client.AsyncResponse{Status: 201, Headers: map[string]string{"X": "y"}, Body: &body}
 	AsyncAnswer(&out, rec, true)
 	if out.String() != "HTTP 201 Created\nX: y\n\ndone\n" {
 		t.Errorf("async answer: %q", out.String())
+	}
+}
+
+func TestAsyncInvocations(t *testing.T) {
+	var out bytes.Buffer
+	if err := AsyncInvocations(&out, "", "team", "f", nil); err != nil || out.String() != "No asynchronous calls of team/f match.\n" {
+		t.Fatalf("none: %q %v", out.String(), err)
+	}
+	items := []client.AsyncInvocation{
+		{RequestID: "r2", State: "dead-lettered", Attempts: 3, LastError: "503\nagain", AcceptedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)},
+		{RequestID: "r1", State: "succeeded", Attempts: 1, Response: &client.AsyncResponse{Status: 200},
+			Callback: &wire.Callback{State: wire.CallbackFailed, LastError: "refused"}, AcceptedAt: time.Date(2026, 1, 2, 3, 4, 0, 0, time.Local)},
+	}
+	out.Reset()
+	if err := AsyncInvocations(&out, "", "team", "f", items); err != nil {
+		t.Fatal(err)
+	}
+	rows := fields(out.String())
+	if len(rows) != 3 || strings.Join(rows[1], " ") != "2026-01-02 03:04:05 dead-lettered 3 - - r2 503 again" ||
+		strings.Join(rows[2], " ") != "2026-01-02 03:04:00 succeeded 1 200 failed r1 callback: refused" {
+		t.Errorf("table:\n%s", out.String())
 	}
 }

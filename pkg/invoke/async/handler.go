@@ -13,42 +13,19 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
+	"github.com/sless-dev/sless/pkg/invoke/wire"
 	"github.com/sless-dev/sless/pkg/problems"
 )
 
 // MaxWait bounds the long poll of ?wait=.
 const MaxWait = 60 * time.Second
 
-// View is an asynchronous call's record as the API shows it.
-type View struct {
-	RequestID      string        `json:"requestId"`
-	Namespace      string        `json:"namespace"`
-	Function       string        `json:"function"`
-	Mode           string        `json:"mode"`
-	State          State         `json:"state"`
-	Attempts       int           `json:"attempts"`
-	Method         string        `json:"method"`
-	Path           string        `json:"path"`
-	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
-	AcceptedAt     time.Time     `json:"acceptedAt"`
-	StartedAt      *time.Time    `json:"startedAt,omitempty"`
-	FinishedAt     *time.Time    `json:"finishedAt,omitempty"`
-	NextAttemptAt  *time.Time    `json:"nextAttemptAt,omitempty"`
-	LastError      string        `json:"lastError,omitempty"`
-	Response       *ResponseView `json:"response,omitempty"`
-	Callback       *Callback     `json:"callback,omitempty"`
-}
-
-// ResponseView is the function's answer: Body when it is UTF-8 text,
-// BodyBase64 otherwise.
-type ResponseView struct {
-	Status     int               `json:"status"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 []byte            `json:"bodyBase64,omitempty"`
-	Bytes      int64             `json:"bytes"`
-	Truncated  bool              `json:"truncated,omitempty"`
-}
+// View is an asynchronous call's record as the API shows it; ResponseView
+// is the function's answer in it.
+type (
+	View         = wire.AsyncInvocation
+	ResponseView = wire.AsyncResponse
+)
 
 // ViewOf is j as the API shows it.
 func ViewOf(j *Job) View {
@@ -197,13 +174,7 @@ func (h Handler) List(w http.ResponseWriter, r *http.Request, ns, name string) {
 }
 
 // SigningKeyView is a namespace's callback signing key as the API shows it.
-type SigningKeyView struct {
-	Namespace string `json:"namespace"`
-	Key       string `json:"key"`
-	// Header and Scheme say how deliveries carry the signature.
-	Header string `json:"header"`
-	Scheme string `json:"scheme"`
-}
+type SigningKeyView = wire.CallbackSigningKey
 
 // SigningKey answers GET /v1/namespaces/{ns}/callbacks/signing-key: the key
 // the namespace's callbacks are signed with, made on first use.

@@ -13,23 +13,19 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/wire"
 )
 
 // State is where an asynchronous call is in its life.
-type State string
+type State = wire.AsyncState
 
 const (
-	StateQueued       State = "queued"
-	StateRunning      State = "running"
-	StateSucceeded    State = "succeeded"
-	StateFailed       State = "failed"
-	StateDeadLettered State = "dead-lettered"
+	StateQueued       = wire.AsyncQueued
+	StateRunning      = wire.AsyncRunning
+	StateSucceeded    = wire.AsyncSucceeded
+	StateFailed       = wire.AsyncFailed
+	StateDeadLettered = wire.AsyncDeadLettered
 )
-
-// Done reports whether s is final.
-func (s State) Done() bool {
-	return s == StateSucceeded || s == StateFailed || s == StateDeadLettered
-}
 
 // ValidState reports whether s is one of the states.
 func ValidState(s State) bool {
@@ -67,30 +63,19 @@ func (j *Job) CallbackPending() bool {
 	return j.Callback != nil && j.Callback.State == CallbackPending
 }
 
-// CallbackState is where the posting of a result stands.
-type CallbackState string
+// Callback is the posting of a call's result to its URL; CallbackState
+// is where it stands.
+type (
+	Callback      = wire.Callback
+	CallbackState = wire.CallbackState
+)
 
 // The states of a Callback.
 const (
-	CallbackPending   CallbackState = "pending"
-	CallbackDelivered CallbackState = "delivered"
-	CallbackFailed    CallbackState = "failed"
+	CallbackPending   = wire.CallbackPending
+	CallbackDelivered = wire.CallbackDelivered
+	CallbackFailed    = wire.CallbackFailed
 )
-
-// Callback is the posting of a call's result to its URL.
-type Callback struct {
-	URL   string        `json:"url"`
-	State CallbackState `json:"state"`
-	// Attempts counts the deliveries tried; Status is what the receiver
-	// answered the last (0: no answer).
-	Attempts  int    `json:"attempts"`
-	Status    int    `json:"status,omitempty"`
-	LastError string `json:"lastError,omitempty"`
-	// NextAttemptAt is when a retry is due; FinishedAt when the result was
-	// delivered or given up on.
-	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
-	FinishedAt    time.Time `json:"finishedAt,omitzero"`
-}
 
 // Response is a function's answer to the last attempt.
 type Response struct {
