@@ -137,20 +137,36 @@ func captureOutput() (flush func()) {
 // Start runs h under the sless contract: it serves HTTP until SIGTERM, or with
 // SLESS_MODE=job calls h once on SLESS_PAYLOAD. It does not return.
 func Start[E, T any](h func(context.Context, E) (T, error)) {
+	run(func(cfg config) int {
+		if cfg.mode == "job" {
+			return runJob(cfg, adapt(h))
+		}
+		return exitCode(serve(cfg, adapt(h), nil))
+	})
+}
+
+// run is a process under the sless contract, a function's or a service's:
+// it reads the contract's environment, turns printed output into log
+// lines, enters the function's folder, runs main, and exits with main's
+// status once the output is flushed.
+func run(main func(cfg config) int) {
 	cfg := configFromEnv(os.Getenv)
 	flush := captureOutput()
 	if cfg.functionDir != "" {
 		_ = os.Chdir(cfg.functionDir)
 	}
-	code := 0
-	if cfg.mode == "job" {
-		code = runJob(cfg, adapt(h))
-	} else if err := serve(cfg, adapt(h), nil); err != nil {
-		baseLogger.Error("server failed", "error", err.Error())
-		code = 1
-	}
+	code := main(cfg)
 	flush()
 	os.Exit(code)
+}
+
+// exitCode logs a server's failure and is the process's exit status.
+func exitCode(err error) int {
+	if err != nil {
+		baseLogger.Error("server failed", "error", err.Error())
+		return 1
+	}
+	return 0
 }
 
 // maxOutputLine is the longest log line a printed line becomes; a longer

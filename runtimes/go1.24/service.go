@@ -1,9 +1,6 @@
 package sless
 
-import (
-	"net/http"
-	"os"
-)
+import "net/http"
 
 // Serve runs a SlessService's web app: every request but GET on
 // HealthPath reaches h as it came, whole path included, with the
@@ -11,18 +8,7 @@ import (
 // upgrades (WebSockets) as it would on its own server. It does not return.
 // The main package sless generates for a service calls it.
 func Serve(h http.Handler) {
-	cfg := configFromEnv(os.Getenv)
-	flush := captureOutput()
-	if cfg.functionDir != "" {
-		_ = os.Chdir(cfg.functionDir)
-	}
-	code := 0
-	if err := serveApp(cfg, h, nil); err != nil {
-		baseLogger.Error("server failed", "error", err.Error())
-		code = 1
-	}
-	flush()
-	os.Exit(code)
+	run(func(cfg config) int { return exitCode(serveApp(cfg, h, nil)) })
 }
 
 func serveApp(cfg config, h http.Handler, ready chan<- string) error {
