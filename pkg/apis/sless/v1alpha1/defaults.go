@@ -67,6 +67,8 @@ func (t *Trigger) Delivery() *Delivery {
 		return &t.Spec.NATS.Delivery
 	case t.Spec.Type == TriggerTypeMQTT && t.Spec.MQTT != nil:
 		return &t.Spec.MQTT.Delivery
+	case t.Spec.Type == TriggerTypeKafka && t.Spec.Kafka != nil:
+		return &t.Spec.Kafka.Delivery
 	}
 	return nil
 }
@@ -81,6 +83,8 @@ func (t *Trigger) ConnectionSecret() string {
 		return t.Spec.NATS.ConnectionSecret
 	case t.Spec.Type == TriggerTypeMQTT && t.Spec.MQTT != nil:
 		return t.Spec.MQTT.ConnectionSecret
+	case t.Spec.Type == TriggerTypeKafka && t.Spec.Kafka != nil:
+		return t.Spec.Kafka.ConnectionSecret
 	}
 	return ""
 }
@@ -95,6 +99,8 @@ func (t *Trigger) Source() string {
 		return NATSSource(t.Spec.NATS.Subject, t.Spec.NATS.Stream)
 	case t.Spec.Type == TriggerTypeMQTT && t.Spec.MQTT != nil:
 		return MQTTSource(t.Spec.MQTT.Topic, t.Spec.MQTT.ShareGroup)
+	case t.Spec.Type == TriggerTypeKafka && t.Spec.Kafka != nil:
+		return KafkaSource(t.Spec.Kafka.Topic)
 	}
 	return ""
 }
@@ -107,6 +113,9 @@ func MQTTSource(topic, group string) string {
 	}
 	return "topic " + topic + " in share group " + group
 }
+
+// KafkaSource names what a kafka consumer consumes, as Trigger.Source does.
+func KafkaSource(topic string) string { return "topic " + topic }
 
 // NATSSource names what a nats consumer consumes, as Trigger.Source does.
 func NATSSource(subject, stream string) string {

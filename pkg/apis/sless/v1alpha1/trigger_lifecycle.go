@@ -85,6 +85,8 @@ func (s *TriggerStatus) MarkDisabled(typ TriggerType) {
 		what = "messages wait in the stream"
 	case TriggerTypeMQTT:
 		what = "QoS 1 messages wait in the consumer's session on the broker, up to its queue limit"
+	case TriggerTypeKafka:
+		what = "records wait in the topic"
 	}
 	s.conditions().markFalse(TriggerConditionReady, TriggerReasonDisabled, "the trigger is disabled: "+what)
 }
@@ -157,6 +159,8 @@ func (s *TriggerStatus) MarkQueueNotSupported(typ TriggerType) {
 		msg = "sless dev consumes nats triggers only from a server it is given (-nats-url or SLESS_NATS_URL)"
 	case TriggerTypeMQTT:
 		msg = "sless dev consumes mqtt triggers only from a broker it is given (-mqtt-url or SLESS_MQTT_URL)"
+	case TriggerTypeKafka:
+		msg = "sless dev consumes kafka triggers only from brokers it is given (-kafka-brokers or SLESS_KAFKA_BROKERS)"
 	}
 	s.conditions().markFalse(TriggerConditionReady, TriggerReasonQueueNotSupported, msg)
 }

@@ -10,7 +10,7 @@ import (
 const DefaultStartingDeadlineSeconds = 300
 
 // TriggerType says what calls the function.
-// +kubebuilder:validation:Enum=http;cron;queue;nats;mqtt
+// +kubebuilder:validation:Enum=http;cron;queue;nats;mqtt;kafka
 type TriggerType string
 
 const (
@@ -21,13 +21,15 @@ const (
 	TriggerTypeNATS TriggerType = "nats"
 	// TriggerTypeMQTT subscribes to an MQTT 3.1.1 topic filter.
 	TriggerTypeMQTT TriggerType = "mqtt"
+	// TriggerTypeKafka consumes a Kafka topic as a consumer group.
+	TriggerTypeKafka TriggerType = "kafka"
 )
 
 // Consumes says whether triggers of type typ take messages from a broker
 // through a consumer (`sless consume` on a cluster).
 func (typ TriggerType) Consumes() bool {
 	switch typ {
-	case TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT:
+	case TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT, TriggerTypeKafka:
 		return true
 	}
 	return false
@@ -91,6 +93,8 @@ type Trigger struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'nats' || !has(self.nats)",message="nats applies only to nats triggers",fieldPath=".nats",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="self.type != 'mqtt' || has(self.mqtt)",message="mqtt is required for mqtt triggers",fieldPath=".mqtt",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="self.type == 'mqtt' || !has(self.mqtt)",message="mqtt applies only to mqtt triggers",fieldPath=".mqtt",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.type != 'kafka' || has(self.kafka)",message="kafka is required for kafka triggers",fieldPath=".kafka",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.type == 'kafka' || !has(self.kafka)",message="kafka applies only to kafka triggers",fieldPath=".kafka",reason="FieldValueForbidden"
 type TriggerSpec struct {
 	// Function names the Function in the same namespace.
 	// +kubebuilder:validation:MinLength=1
@@ -100,9 +104,9 @@ type TriggerSpec struct {
 	Function string `json:"function"`
 
 	// Type is http (anyone may call the function through the invoke
-	// proxy), cron (sless calls it on a schedule), or queue, nats or mqtt
-	// (sless calls it for each message of a RabbitMQ queue, a NATS
-	// JetStream stream or an MQTT topic filter).
+	// proxy), cron (sless calls it on a schedule), or queue, nats, mqtt
+	// or kafka (sless calls it for each message of a RabbitMQ queue, a
+	// NATS JetStream stream, an MQTT topic filter or a Kafka topic).
 	// +required
 	Type TriggerType `json:"type"`
 
@@ -162,6 +166,10 @@ type TriggerSpec struct {
 	// MQTT configures an mqtt trigger.
 	// +optional
 	MQTT *MQTTSpec `json:"mqtt,omitempty"`
+
+	// Kafka configures a kafka trigger.
+	// +optional
+	Kafka *KafkaSpec `json:"kafka,omitempty"`
 }
 
 // Delivery is how a consumer hands a broker's messages to the function,
@@ -315,6 +323,51 @@ type MQTTSpec struct {
 	// "sless/dlq/<namespace>/<trigger>" if unset. No wildcards.
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^[^+#$][^+#]*$`
+	// +optional
+	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
+}
+
+// MaxKafkaTopicBytes is the longest topic name Kafka takes.
+const MaxKafkaTopicBytes = 249
+
+// KafkaSpec is a Kafka topic whose records call the function, read by a
+// consumer group. A record's offset is committed only once it and every
+// record before it in its partition were answered 2xx or dead-lettered; a
+// failed call is tried again after a doubling delay, and a record that
+// failed maxRetries+1 times is produced to the dead-letter topic.
+//
+// +kubebuilder:validation:XValidation:rule="self.topic != '.' && self.topic != '..'",message="topic must not be . or .., which Kafka refuses",fieldPath=".topic"
+// +kubebuilder:validation:XValidation:rule="has(self.deadLetterTopic) || size(self.topic) <= 245",message="topic must be at most 245 characters when deadLetterTopic is unset, leaving room for <topic>.dlq",fieldPath=".topic"
+// +kubebuilder:validation:XValidation:rule="!has(self.deadLetterTopic) || self.deadLetterTopic != self.topic",message="deadLetterTopic must differ from topic, or dead letters would be consumed again",fieldPath=".deadLetterTopic"
+// +kubebuilder:validation:XValidation:rule="!has(self.deadLetterTopic) || (self.deadLetterTopic != '.' && self.deadLetterTopic != '..')",message="deadLetterTopic must not be . or .., which Kafka refuses",fieldPath=".deadLetterTopic"
+type KafkaSpec struct {
+	// ConnectionSecret names a Secret in the trigger's namespace: key
+	// "brokers" holds the seed brokers, host:port separated by commas;
+	// optional keys "sasl.mechanism" (PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512) with "username" and "password", "tls" ("true" dials
+	// TLS), and "ca.crt", "tls.crt" and "tls.key" (which imply it).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	ConnectionSecret string `json:"connectionSecret"`
+	// Topic to consume; it must exist.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=249
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`
+	// +required
+	Topic string `json:"topic"`
+	// Group is the consumer group's id; "sless.<namespace>.<trigger>" if
+	// unset. A group new to the topic starts at its earliest record.
+	// +kubebuilder:validation:MaxLength=249
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`
+	// +optional
+	Group    string `json:"group,omitempty"`
+	Delivery `json:",inline"`
+	// DeadLetterTopic receives the records whose retries ran out;
+	// "<topic>.dlq" if unset. The consumer creates it if it is missing.
+	// +kubebuilder:validation:MaxLength=249
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`
 	// +optional
 	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
 }

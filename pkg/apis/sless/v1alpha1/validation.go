@@ -290,11 +290,11 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 	s := &t.Spec
 	errs = append(errs, validateRef(p.Child("function"), s.Function)...)
 	switch s.Type {
-	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT:
+	case TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT, TriggerTypeKafka:
 	case "":
 		errs = append(errs, field.Required(p.Child("type"), ""))
 	default:
-		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT}))
+		errs = append(errs, field.NotSupported(p.Child("type"), s.Type, []TriggerType{TriggerTypeHTTP, TriggerTypeCron, TriggerTypeQueue, TriggerTypeNATS, TriggerTypeMQTT, TriggerTypeKafka}))
 	}
 	// Checked whatever the type, as the schema does (it only matters to cron).
 	if d := s.StartingDeadlineSeconds; d != nil && (*d < 1 || *d > 86400) {
@@ -328,32 +328,26 @@ func ValidateTrigger(t *Trigger) field.ErrorList {
 			}
 		}
 	}
-	if s.Type == TriggerTypeQueue {
-		if s.Queue == nil {
-			errs = append(errs, field.Required(p.Child("queue"), "queue is required for queue triggers"))
-		} else {
-			errs = append(errs, validateQueue(s.Queue, p.Child("queue"))...)
+	for _, b := range []struct {
+		typ      TriggerType
+		set      bool
+		validate func(*field.Path) field.ErrorList
+	}{
+		{TriggerTypeQueue, s.Queue != nil, func(p *field.Path) field.ErrorList { return validateQueue(s.Queue, p) }},
+		{TriggerTypeNATS, s.NATS != nil, func(p *field.Path) field.ErrorList { return validateNATS(s.NATS, p) }},
+		{TriggerTypeMQTT, s.MQTT != nil, func(p *field.Path) field.ErrorList { return validateMQTT(s.MQTT, p) }},
+		{TriggerTypeKafka, s.Kafka != nil, func(p *field.Path) field.ErrorList { return validateKafka(s.Kafka, p) }},
+	} {
+		// Each broker's block is named like its type.
+		name := string(b.typ)
+		switch {
+		case s.Type == b.typ && !b.set:
+			errs = append(errs, field.Required(p.Child(name), name+" is required for "+name+" triggers"))
+		case s.Type == b.typ:
+			errs = append(errs, b.validate(p.Child(name))...)
+		case b.set:
+			errs = append(errs, field.Forbidden(p.Child(name), name+" applies only to "+name+" triggers"))
 		}
-	} else if s.Queue != nil {
-		errs = append(errs, field.Forbidden(p.Child("queue"), "queue applies only to queue triggers"))
-	}
-	if s.Type == TriggerTypeNATS {
-		if s.NATS == nil {
-			errs = append(errs, field.Required(p.Child("nats"), "nats is required for nats triggers"))
-		} else {
-			errs = append(errs, validateNATS(s.NATS, p.Child("nats"))...)
-		}
-	} else if s.NATS != nil {
-		errs = append(errs, field.Forbidden(p.Child("nats"), "nats applies only to nats triggers"))
-	}
-	if s.Type == TriggerTypeMQTT {
-		if s.MQTT == nil {
-			errs = append(errs, field.Required(p.Child("mqtt"), "mqtt is required for mqtt triggers"))
-		} else {
-			errs = append(errs, validateMQTT(s.MQTT, p.Child("mqtt"))...)
-		}
-	} else if s.MQTT != nil {
-		errs = append(errs, field.Forbidden(p.Child("mqtt"), "mqtt applies only to mqtt triggers"))
 	}
 	return errs
 }
@@ -503,6 +497,45 @@ func NATSSubjectMatches(filter, subject string) bool {
 	return len(f) == len(s)
 }
 
+// kafkaNameRE is the shape of a Kafka topic or group name as the CRD's
+// patterns have it: Kafka's legal topic characters.
+var kafkaNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// ValidateKafka checks a kafka trigger's block alone, as `sless consume`
+// takes it: field paths start at its fields.
+func ValidateKafka(k *KafkaSpec) field.ErrorList { return validateKafka(k, nil) }
+
+func validateKafka(k *KafkaSpec, p *field.Path) field.ErrorList {
+	errs := validateConnectionSecret(k.ConnectionSecret, p.Child("connectionSecret"))
+	errs = append(errs, validateKafkaName(p.Child("topic"), k.Topic, "topic", true)...)
+	errs = append(errs, validateKafkaName(p.Child("group"), k.Group, "group", false)...)
+	errs = append(errs, validateDelivery(&k.Delivery, p)...)
+	errs = append(errs, validateKafkaName(p.Child("deadLetterTopic"), k.DeadLetterTopic, "deadLetterTopic", false)...)
+	switch {
+	case k.DeadLetterTopic == "" && len(k.Topic) > MaxKafkaTopicBytes-len(".dlq"):
+		errs = append(errs, field.Invalid(p.Child("topic"), k.Topic,
+			fmt.Sprintf("topic must be at most %d characters when deadLetterTopic is unset, leaving room for <topic>.dlq", MaxKafkaTopicBytes-len(".dlq"))))
+	case k.DeadLetterTopic != "" && k.DeadLetterTopic == k.Topic:
+		errs = append(errs, field.Invalid(p.Child("deadLetterTopic"), k.DeadLetterTopic, "deadLetterTopic must differ from topic, or dead letters would be consumed again"))
+	}
+	return errs
+}
+
+func validateKafkaName(p *field.Path, name, what string, required bool) field.ErrorList {
+	switch {
+	case name == "" && required:
+		return field.ErrorList{field.Required(p, "")}
+	case name == "":
+		return nil
+	case len(name) > MaxKafkaTopicBytes:
+		return field.ErrorList{field.TooLong(p, name, MaxKafkaTopicBytes)}
+	case !kafkaNameRE.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, what+" must be letters, digits, ., _ and - only")}
+	case name == "." || name == "..":
+		return field.ErrorList{field.Invalid(p, name, what+" must not be . or .., which Kafka refuses")}
+	}
+	return nil
+}
 func validateConnectionSecret(name string, p *field.Path) field.ErrorList {
 	switch {
 	case name == "":
