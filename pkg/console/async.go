@@ -11,7 +11,7 @@ import (
 
 // AsyncCalls lists a function's asynchronous calls, as async.Store does.
 type AsyncCalls interface {
-	List(ctx context.Context, ns, function string, state async.State, limit int) ([]async.Job, error)
+	List(ctx context.Context, q async.ListQuery) (async.ListPage, error)
 }
 
 // asyncShown is how many asynchronous calls the panel shows.
@@ -43,14 +43,14 @@ func (c *Console) asyncCalls(r *http.Request, fn *slessv1alpha1.Function) *async
 			return d
 		}
 	}
-	jobs, err := c.opts.Async.List(r.Context(), fn.Namespace, fn.Name, async.State(d.State), asyncShown)
+	page, err := c.opts.Async.List(r.Context(), async.ListQuery{Namespace: fn.Namespace, Function: fn.Name, State: async.State(d.State), Limit: asyncShown})
 	if err != nil {
 		c.log.Error("console: list asynchronous calls", "namespace", fn.Namespace, "function", fn.Name, "error", err)
 		d.Error = "The asynchronous calls cannot be read now."
 		return d
 	}
-	for i := range jobs {
-		d.Items = append(d.Items, async.ViewOf(&jobs[i]))
+	for i := range page.Items {
+		d.Items = append(d.Items, async.ViewOf(&page.Items[i]))
 	}
 	return d
 }

@@ -38,11 +38,11 @@ func BenchmarkAsyncAccept(b *testing.B) {
 		}
 	}
 	for {
-		jobs, err := a.store.List(context.Background(), "team-a", "fast", async.StateSucceeded, b.N+1)
+		page, err := a.store.List(context.Background(), async.ListQuery{Namespace: "team-a", Function: "fast", State: async.StateSucceeded, Limit: b.N + 1})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(jobs) == b.N {
+		if len(page.Items) == b.N {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)

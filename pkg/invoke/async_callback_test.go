@@ -283,7 +283,7 @@ func TestAsyncCallbackWithoutKeys(t *testing.T) {
 	if resp.StatusCode != 501 || json.Unmarshal(b, &p) != nil || p.Reason != invoke.ReasonNoCallbacks {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
-	if jobs, _ := st.List(context.Background(), "team-a", "fn", "", 10); len(jobs) != 0 {
-		t.Fatalf("kept %d calls", len(jobs))
+	if page, _ := st.List(context.Background(), async.ListQuery{Namespace: "team-a", Function: "fn", Limit: 10}); len(page.Items) != 0 {
+		t.Fatalf("kept %d calls", len(page.Items))
 	}
 }

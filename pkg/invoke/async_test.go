@@ -261,9 +261,9 @@ func TestAsyncRefusals(t *testing.T) {
 	if resp.StatusCode != 400 {
 		t.Fatalf("two callback URLs: %d", resp.StatusCode)
 	}
-	jobs, err := a.store.List(context.Background(), "team-a", "public", "", 100)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("kept %d calls of public, want only the first: %v", len(jobs), err)
+	page, err := a.store.List(context.Background(), async.ListQuery{Namespace: "team-a", Function: "public", Limit: 100})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("kept %d calls of public, want only the first: %v", len(page.Items), err)
 	}
 	if calls.Load() != before {
 		t.Fatalf("a refused call reached the function")
@@ -421,8 +421,8 @@ func TestAsyncIdempotencyKey(t *testing.T) {
 	}
 	a.await(t, "team-a", "once", first)
 	a.records(t, "team-a", "once", 1)
-	if n, _ := a.store.List(context.Background(), "team-a", "once", "", 10); len(n) != 1 {
-		t.Fatalf("%d calls kept", len(n))
+	if page, _ := a.store.List(context.Background(), async.ListQuery{Namespace: "team-a", Function: "once", Limit: 10}); len(page.Items) != 1 {
+		t.Fatalf("%d calls kept", len(page.Items))
 	}
 }
 

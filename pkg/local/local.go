@@ -364,12 +364,7 @@ func (p *platform) asyncCalls() (*frontdoor.Async, error) {
 			if err := p.store.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fn); err != nil {
 				return async.Policy{}, err
 			}
-			c, r, age := fn.AsyncPolicy()
-			pol := async.Policy{Concurrency: c, MaxRetries: r, MaxEventAge: age}
-			if a := fn.Spec.Async; a != nil {
-				pol.OnSuccess, pol.OnFailure = a.OnSuccess, a.OnFailure
-			}
-			return pol, nil
+			return async.PolicyOf(fn), nil
 		}}, nil
 }
 

@@ -1,6 +1,7 @@
 package async
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -33,46 +34,49 @@ func ResultOf(j *Job) Result {
 // no retry mends, CallbackAttempts are spent or the runner stops (then a
 // restart delivers it).
 func (r *Runner) deliver(j *Job) {
-	cb := j.Callback
-	if cb == nil || cb.State != CallbackPending {
-		return
+	for j.CallbackPending() {
+		if !waitUntil(r.ctx, j.Callback.NextAttemptAt) || !r.deliverOnce(r.ctx, j) {
+			return
+		}
 	}
-	ctx := r.ctx
+}
+
+// deliverOnce posts j's result once and records the outcome: delivered,
+// given up, or a retry due at Callback.NextAttemptAt. It is false when a
+// shutdown cut the delivery, which is then made again after a restart.
+func (r *Runner) deliverOnce(ctx context.Context, j *Job) bool {
+	cb := j.Callback
 	body, err := json.Marshal(ResultOf(j))
 	if err != nil {
 		r.endCallback(j, CallbackFailed, "cannot encode the result: "+err.Error(), "failed")
-		return
+		return true
 	}
-	for {
-		if !waitUntil(ctx, cb.NextAttemptAt) {
-			return
-		}
-		key, err := r.Keys.SigningKey(ctx, j.Namespace)
-		status := 0
-		if err == nil {
-			status, err = r.Callbacks.Post(ctx, cb.URL, key, j.RequestID, cb.Attempts+1, body)
-		}
-		if ctx.Err() != nil {
-			return // shutdown cut the delivery: it is made again after a restart
-		}
-		cb.Attempts++
-		cb.Status = status
-		r.metrics.callbackAttempts.Inc()
-		switch {
-		case err == nil:
-			r.endCallback(j, CallbackDelivered, "", "delivered")
-			return
-		case callback.IsRefused(err):
-			r.endCallback(j, CallbackFailed, err.Error(), "refused")
-			return
-		case !callback.Retryable(status, err) || cb.Attempts >= r.CallbackAttempts:
-			r.endCallback(j, CallbackFailed, err.Error(), "failed")
-			return
-		}
-		cb.LastError = err.Error()
-		cb.NextAttemptAt = time.Now().Add(r.Backoff(cb.Attempts))
-		r.save(j)
+	key, err := r.Keys.SigningKey(ctx, j.Namespace)
+	status := 0
+	if err == nil {
+		status, err = r.Callbacks.Post(ctx, cb.URL, key, j.RequestID, cb.Attempts+1, body)
 	}
+	if ctx.Err() != nil {
+		return false
+	}
+	cb.Attempts++
+	cb.Status = status
+	r.metrics.callbackAttempts.Inc()
+	switch {
+	case err == nil:
+		r.endCallback(j, CallbackDelivered, "", "delivered")
+		return true
+	case callback.IsRefused(err):
+		r.endCallback(j, CallbackFailed, err.Error(), "refused")
+		return true
+	case !callback.Retryable(status, err) || cb.Attempts >= r.CallbackAttempts:
+		r.endCallback(j, CallbackFailed, err.Error(), "failed")
+		return true
+	}
+	cb.LastError = err.Error()
+	cb.NextAttemptAt = time.Now().Add(r.Backoff(cb.Attempts))
+	r.save(j)
+	return true
 }
 
 func (r *Runner) endCallback(j *Job, s CallbackState, lastError, outcome string) {

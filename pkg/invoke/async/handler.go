@@ -137,7 +137,7 @@ func parseWait(s string) (time.Duration, error) {
 
 // List answers GET …/functions/{name}/invocations?mode=async.
 func (h Handler) List(w http.ResponseWriter, r *http.Request, ns, name string) {
-	v, errs, err := problems.Query(r.URL.RawQuery, "the asynchronous calls' listing", []string{"mode", "state", "limit"})
+	v, errs, err := problems.Query(r.URL.RawQuery, "the asynchronous calls' listing", []string{"mode", "state", "limit", "cursor"})
 	if err == nil {
 		if m := v.Get("mode"); m != "async" {
 			errs = append(errs, invoke.FieldError{Field: "mode", Detail: "must be async", Type: string(field.ErrorTypeNotSupported)})
@@ -156,19 +156,31 @@ func (h Handler) List(w http.ResponseWriter, r *http.Request, ns, name string) {
 		}
 		limit = n
 	}
+	var after *Cursor
+	if s := v.Get("cursor"); s != "" {
+		if after, err = ParseCursor(s); err != nil {
+			errs = append(errs, invoke.FieldError{Field: "cursor", Type: string(field.ErrorTypeInvalid), Detail: "must be the next value of a previous page"})
+			err = nil
+		}
+	}
 	if bad(w, r, errs, err) {
 		return
 	}
-	jobs, err := h.Runner.Store.List(r.Context(), ns, name, state, limit)
+	page, err := h.Runner.Store.List(r.Context(), ListQuery{Namespace: ns, Function: name, State: state, Limit: limit, After: after})
 	if err != nil {
 		unavailable(w, r, err)
 		return
 	}
 	out := struct {
 		Items []View `json:"items"`
-	}{Items: make([]View, len(jobs))}
-	for i := range jobs {
-		out.Items[i] = ViewOf(&jobs[i])
+		// Next is the cursor of the following page; absent on the last.
+		Next string `json:"next,omitempty"`
+	}{Items: make([]View, len(page.Items))}
+	for i := range page.Items {
+		out.Items[i] = ViewOf(&page.Items[i])
+	}
+	if page.Next != nil {
+		out.Next = page.Next.String()
 	}
 	writeJSON(w, r, out)
 }

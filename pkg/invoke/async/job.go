@@ -8,9 +8,12 @@ package async
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/wire"
@@ -101,9 +104,9 @@ type Store interface {
 	Update(ctx context.Context, j *Job) error
 	// Get reads one call; ErrNotFound when it is not kept.
 	Get(ctx context.Context, ns, function, id string) (*Job, error)
-	// List lists a function's calls newest first, those in state only
-	// unless it is empty, at most limit.
-	List(ctx context.Context, ns, function string, state State, limit int) ([]Job, error)
+	// List lists a function's calls as q asks, newest first, without
+	// their request bodies.
+	List(ctx context.Context, q ListQuery) (ListPage, error)
 	// Unfinished lists every call not yet in a final state, or whose
 	// result is still to be posted (CallbackPending).
 	Unfinished(ctx context.Context) ([]Job, error)
@@ -112,4 +115,58 @@ type Store interface {
 // Keys keeps each namespace's callback signing key, made on first use.
 type Keys interface {
 	SigningKey(ctx context.Context, ns string) (string, error)
+}
+
+// ListQuery picks a page of one function's calls.
+type ListQuery struct {
+	Namespace, Function string
+	// State, when set, keeps only the calls in it.
+	State State
+	Limit int
+	// After continues a listing after the last call of its page.
+	After *Cursor
+}
+
+// ListPage is a page of calls; Next continues after it (nil: the last).
+type ListPage struct {
+	Items []Job
+	Next  *Cursor
+}
+
+// Cursor is a position in a listing, newest first: the last call shown.
+type Cursor struct {
+	AcceptedAt time.Time
+	RequestID  string
+}
+
+// CursorOf is the position of j.
+func CursorOf(j *Job) *Cursor { return &Cursor{AcceptedAt: j.AcceptedAt, RequestID: j.RequestID} }
+
+// Follows reports whether a call accepted at with id comes after c in a
+// listing: accepted earlier, or at the same time with a smaller id.
+func (c *Cursor) Follows(at time.Time, id string) bool {
+	if c == nil {
+		return true
+	}
+	return at.Before(c.AcceptedAt) || at.Equal(c.AcceptedAt) && id < c.RequestID
+}
+
+// String is the cursor as the opaque token clients pass back.
+func (c *Cursor) String() string {
+	b := binary.BigEndian.AppendUint64([]byte{cursorVersion}, uint64(c.AcceptedAt.UnixNano()))
+	return base64.RawURLEncoding.EncodeToString(append(b, c.RequestID...))
+}
+
+const cursorVersion = 1
+
+// ErrBadCursor is ParseCursor's answer for a token no listing gave.
+var ErrBadCursor = errors.New("cursor is not one a listing returned")
+
+// ParseCursor reads a token String made.
+func ParseCursor(s string) (*Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 10 || b[0] != cursorVersion || !utf8.Valid(b[9:]) {
+		return nil, ErrBadCursor
+	}
+	return &Cursor{AcceptedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), RequestID: string(b[9:])}, nil
 }

@@ -26,6 +26,8 @@ type Policy struct {
 	Concurrency int
 	MaxRetries  int
 	MaxEventAge time.Duration
+	// Timeout is the function's timeout: an attempt ends within it.
+	Timeout time.Duration
 	// OnSuccess and OnFailure receive the results of calls that name no
 	// X-Callback-Url.
 	OnSuccess, OnFailure string
@@ -34,7 +36,20 @@ type Policy struct {
 // DefaultPolicy is the Policy of a function that sets none (or is gone):
 // spec.async's defaults.
 var DefaultPolicy = Policy{Concurrency: slessv1alpha1.DefaultAsyncConcurrency, MaxRetries: slessv1alpha1.DefaultAsyncMaxRetries,
-	MaxEventAge: slessv1alpha1.DefaultAsyncMaxEventAgeSeconds * time.Second}
+	MaxEventAge: slessv1alpha1.DefaultAsyncMaxEventAgeSeconds * time.Second, Timeout: slessv1alpha1.MaxTimeoutSeconds * time.Second}
+
+// PolicyOf is fn's spec.async with its defaults, and its timeout.
+func PolicyOf(fn *slessv1alpha1.Function) Policy {
+	c, r, age := fn.AsyncPolicy()
+	pol := Policy{Concurrency: c, MaxRetries: r, MaxEventAge: age, Timeout: slessv1alpha1.DefaultTimeoutSeconds * time.Second}
+	if t := fn.Spec.TimeoutSeconds; t != nil && *t > 0 {
+		pol.Timeout = time.Duration(*t) * time.Second
+	}
+	if a := fn.Spec.Async; a != nil {
+		pol.OnSuccess, pol.OnFailure = a.OnSuccess, a.OnFailure
+	}
+	return pol
+}
 
 // DefaultCallbackAttempts bounds the deliveries of a result.
 const DefaultCallbackAttempts = 5
@@ -66,6 +81,14 @@ type Runner struct {
 	// CallbackAttempts bounds the deliveries of one result (0:
 	// DefaultCallbackAttempts); they are spaced by Backoff.
 	CallbackAttempts int
+	// Queue, when set, makes the Runner one of several sharing the Store
+	// (replicas of sless api; the Store must keep Claims): accepted calls
+	// are queued there and any replica takes their steps. Unset, this
+	// Runner alone runs the Store's calls, scheduling them in memory.
+	Queue Queue
+	// SweepEvery is how often a shared Runner queues again the calls
+	// whose refs were lost (0: DefaultSweepEvery).
+	SweepEvery time.Duration
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -76,6 +99,7 @@ type Runner struct {
 	// pending holds the acceptance time of every call not yet final.
 	pending map[*Job]time.Time
 	metrics *metrics
+	claims  Claims
 }
 
 // Start runs the calls the Store kept unfinished (a restart: those that
@@ -104,6 +128,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	var err error
 	if r.metrics, err = newMetrics(r.Registerer, r.pendingStats); err != nil {
 		return err
+	}
+	if r.Queue != nil {
+		return r.startShared()
 	}
 	jobs, err := r.Store.Unfinished(ctx)
 	if err != nil {
@@ -151,11 +178,21 @@ func (r *Runner) Accept(ctx context.Context, s invoke.Submission) (invoke.Accept
 	if err != nil {
 		return invoke.Accepted{}, err
 	}
-	if !replayed {
-		r.metrics.accepted.Inc()
-		r.drive(j)
+	if replayed {
+		return invoke.Accepted{RequestID: id, Replayed: true}, nil
 	}
-	return invoke.Accepted{RequestID: id, Replayed: replayed}, nil
+	if r.Queue == nil {
+		r.drive(j)
+	} else if err := r.Queue.Enqueue(ctx, RefOf(j), time.Time{}); err != nil {
+		// Not queued, so not promised: the call goes, or it would run
+		// after its caller heard it would not.
+		if aerr := r.claims.Abandon(context.WithoutCancel(ctx), RefOf(j)); aerr != nil {
+			r.Logger.Warn("cannot forget an asynchronous call that was not queued", "call", RefOf(j).String(), "error", aerr)
+		}
+		return invoke.Accepted{}, fmt.Errorf("queue the call: %w", err)
+	}
+	r.metrics.accepted.Inc()
+	return invoke.Accepted{RequestID: id}, nil
 }
 
 // CheckCallbackURL says whether the runner would post a result to raw: a
@@ -167,11 +204,27 @@ func (r *Runner) CheckCallbackURL(raw string) error {
 	return r.Callbacks.Policy.CheckURL(raw)
 }
 
-// Changed is closed at the next change of any call's state.
+// Changed is closed at the next change of any call's state this Runner
+// makes; a shared Runner's is also closed after a short while, since other
+// replicas change calls too.
 func (r *Runner) Changed() <-chan struct{} {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.changed
+	ch := r.changed
+	r.mu.Unlock()
+	if r.Queue == nil {
+		return ch
+	}
+	out := make(chan struct{})
+	go func() {
+		t := time.NewTimer(pollEvery)
+		defer t.Stop()
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		close(out)
+	}()
+	return out
 }
 
 func (r *Runner) notify() {
@@ -200,6 +253,15 @@ func (r *Runner) drive(j *Job) {
 
 // pendingStats is how many calls are not final and the age of the oldest.
 func (r *Runner) pendingStats() (int, time.Duration) {
+	if r.claims != nil {
+		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+		defer cancel()
+		n, oldest, err := r.claims.Pending(ctx)
+		if err != nil || n == 0 {
+			return 0, 0
+		}
+		return n, time.Since(oldest)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var oldest time.Time
@@ -238,64 +300,84 @@ func (r *Runner) loop(j *Job) {
 		if !waitUntil(ctx, j.NextAttemptAt) {
 			return
 		}
-		pol := r.policy(j)
-		if age := time.Since(j.AcceptedAt); age > pol.MaxEventAge {
-			msg := fmt.Sprintf("not run within maxEventAgeSeconds (%s after acceptance)", pol.MaxEventAge)
-			if j.LastError != "" {
-				msg += "; last error: " + j.LastError
-			}
-			j.LastError = msg
-			r.finish(j, StateDeadLettered)
+		pol := r.policy(j.Namespace, j.Function)
+		if r.expire(j, pol) {
 			return
 		}
 		if !g.acquire(ctx, pol.Concurrency) {
 			return
 		}
-		j.State, j.StartedAt, j.NextAttemptAt = StateRunning, time.Now(), time.Time{}
-		j.Attempts++
-		r.save(j)
-		resp, errText := r.attempt(ctx, j)
+		done := r.step(ctx, j, pol)
 		g.release()
-		r.metrics.attempts.Inc()
-		if ctx.Err() != nil {
-			return // shutdown cut the attempt: it runs again after a restart
-		}
-		j.Response = resp
-		switch {
-		case resp.Status < 400:
-			j.LastError = ""
-			r.finish(j, StateSucceeded)
-			return
-		case resp.Status < 500:
-			j.LastError = errText
-			r.finish(j, StateFailed)
+		if done || ctx.Err() != nil {
 			return
 		}
-		j.LastError = errText
-		// A function not serving yet (sless dev restarting, a revision
-		// rolling out) is waited for within maxEventAge, not failed, and
-		// looked at again soon.
-		var wait time.Duration
-		if reason := resp.Header.Get(invoke.ErrorHeader); reason == invoke.ReasonNotReady || reason == invoke.ReasonUnavailable {
-			wait = min(r.Backoff(j.Attempts), notReadyWait)
-		} else {
-			j.Failures++
-			wait = r.Backoff(j.Failures)
-		}
-		if j.Failures > pol.MaxRetries {
-			r.finish(j, StateDeadLettered)
-			return
-		}
-		j.State, j.NextAttemptAt = StateQueued, time.Now().Add(wait)
-		r.save(j)
 	}
 }
 
-func (r *Runner) policy(j *Job) Policy {
+// expire dead-letters j when it waited past its function's
+// maxEventAgeSeconds, and says whether it did.
+func (r *Runner) expire(j *Job, pol Policy) bool {
+	if time.Since(j.AcceptedAt) <= pol.MaxEventAge {
+		return false
+	}
+	msg := fmt.Sprintf("not run within maxEventAgeSeconds (%s after acceptance)", pol.MaxEventAge)
+	if j.LastError != "" {
+		msg += "; last error: " + j.LastError
+	}
+	j.LastError = msg
+	r.finish(j, StateDeadLettered)
+	return true
+}
+
+// step makes one attempt of j and records what came of it: a final state
+// (true), or queued for a retry at j.NextAttemptAt. An attempt cut by a
+// shutdown records nothing more: the call stays running and runs again.
+func (r *Runner) step(ctx context.Context, j *Job, pol Policy) bool {
+	j.State, j.StartedAt, j.NextAttemptAt = StateRunning, time.Now(), time.Time{}
+	j.Attempts++
+	r.save(j)
+	resp, errText := r.attempt(ctx, j)
+	r.metrics.attempts.Inc()
+	if ctx.Err() != nil {
+		return false
+	}
+	j.Response = resp
+	switch {
+	case resp.Status < 400:
+		j.LastError = ""
+		r.finish(j, StateSucceeded)
+		return true
+	case resp.Status < 500:
+		j.LastError = errText
+		r.finish(j, StateFailed)
+		return true
+	}
+	j.LastError = errText
+	// A function not serving yet (sless dev restarting, a revision
+	// rolling out) is waited for within maxEventAge, not failed, and
+	// looked at again soon.
+	var wait time.Duration
+	if reason := resp.Header.Get(invoke.ErrorHeader); reason == invoke.ReasonNotReady || reason == invoke.ReasonUnavailable {
+		wait = min(r.Backoff(j.Attempts), notReadyWait)
+	} else {
+		j.Failures++
+		wait = r.Backoff(j.Failures)
+	}
+	if j.Failures > pol.MaxRetries {
+		r.finish(j, StateDeadLettered)
+		return true
+	}
+	j.State, j.NextAttemptAt = StateQueued, time.Now().Add(wait)
+	r.save(j)
+	return false
+}
+
+func (r *Runner) policy(ns, name string) Policy {
 	if r.Policy == nil {
 		return DefaultPolicy
 	}
-	p, err := r.Policy(r.ctx, j.Namespace, j.Function)
+	p, err := r.Policy(r.ctx, ns, name)
 	if err != nil {
 		return DefaultPolicy
 	}
@@ -329,7 +411,7 @@ func (r *Runner) callbackURL(j *Job) string {
 	if j.CallbackURL != "" {
 		return j.CallbackURL
 	}
-	pol := r.policy(j)
+	pol := r.policy(j.Namespace, j.Function)
 	if j.State == StateSucceeded {
 		return pol.OnSuccess
 	}

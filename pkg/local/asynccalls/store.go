@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -126,29 +127,40 @@ func (s *Store) Get(_ context.Context, ns, fn, id string) (*async.Job, error) {
 	return j, err
 }
 
-// List lists a function's calls, newest first.
-func (s *Store) List(_ context.Context, ns, fn string, state async.State, limit int) ([]async.Job, error) {
+// List lists a page of a function's calls, newest first.
+func (s *Store) List(_ context.Context, q async.ListQuery) (async.ListPage, error) {
 	var out []async.Job
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(callsBucket).Cursor()
-		p := prefix(ns, fn)
+		p := prefix(q.Namespace, q.Function)
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 			var j async.Job
 			if err := json.Unmarshal(v, &j); err != nil {
 				return fmt.Errorf("call %q: %w", k, err)
 			}
-			if state == "" || j.State == state {
+			if (q.State == "" || j.State == q.State) && q.After.Follows(j.AcceptedAt, j.RequestID) {
 				j.Body = nil
 				out = append(out, j)
 			}
 		}
 		return nil
 	})
-	slices.SortFunc(out, func(a, b async.Job) int { return b.AcceptedAt.Compare(a.AcceptedAt) })
-	if len(out) > limit {
-		out = out[:limit]
+	if err != nil {
+		return async.ListPage{}, err
 	}
-	return out, err
+	slices.SortFunc(out, func(a, b async.Job) int {
+		if c := b.AcceptedAt.Compare(a.AcceptedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.RequestID, a.RequestID)
+	})
+	var page async.ListPage
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+		page.Next = async.CursorOf(&out[len(out)-1])
+	}
+	page.Items = out
+	return page, nil
 }
 
 // Unfinished lists every call not in a final state or whose result is

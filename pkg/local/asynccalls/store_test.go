@@ -9,6 +9,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/invoke/async/asynctest"
 	"github.com/sless-dev/sless/pkg/local/asynccalls"
 )
 
@@ -65,11 +66,12 @@ func TestStore(t *testing.T) {
 	if _, err := st.Get(ctx, "team-a", "fn", "zz"); !errors.Is(err, async.ErrNotFound) {
 		t.Fatalf("missing call: %v", err)
 	}
-	list, _ := st.List(ctx, "team-a", "fn", "", 10)
+	page, _ := st.List(ctx, async.ListQuery{Namespace: "team-a", Function: "fn", Limit: 10})
+	list := page.Items
 	if len(list) != 3 || list[0].RequestID != "e" || list[2].RequestID != "a" {
 		t.Fatalf("list: %+v", list)
 	}
-	if list, _ := st.List(ctx, "team-a", "fn", async.StateSucceeded, 10); len(list) != 1 {
+	if page, _ := st.List(ctx, async.ListQuery{Namespace: "team-a", Function: "fn", State: async.StateSucceeded, Limit: 10}); len(page.Items) != 1 {
 		t.Fatalf("succeeded: %+v", list)
 	}
 	if un, _ := st.Unfinished(ctx); len(un) != 3 {
@@ -86,4 +88,13 @@ func TestStore(t *testing.T) {
 	if id, replayed, _ := st.Create(ctx, job("other", "f", "k", time.Now()), async.IdempotencyWindow); id != "f" || replayed {
 		t.Fatalf("expired key: %q %v", id, replayed)
 	}
+}
+
+func TestStoreContract(t *testing.T) {
+	st, err := asynccalls.Open(filepath.Join(t.TempDir(), "async.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	asynctest.StoreContract(t, st)
 }
