@@ -120,7 +120,7 @@ func runHistory(ctx context.Context, stdout io.Writer, getenv func(string) strin
 	c.register(fs, true)
 	var q client.InvocationQuery
 	fs.StringVar(&q.Status, "status", "", "only answers of this status class (2xx, 4xx, 5xx) or status (504)")
-	fs.StringVar(&q.Trigger, "trigger", "", "only calls of this trigger type: http, cron, queue, nats, job or async (attempts of asynchronous calls)")
+	fs.StringVar(&q.Trigger, "trigger", "", "only calls of this trigger type: http, cron, queue, nats, mqtt, kafka, job or async (attempts of asynchronous calls)")
 	asyncCalls := fs.Bool("async", false, "list the asynchronous calls (Prefer: respond-async) with their states instead")
 	state := fs.String("state", "", "with --async, only calls in this state: queued, running, succeeded, failed or dead-lettered")
 	fs.BoolVar(&q.Service, "service", false, "NAME is a service's (SlessService): its calls through /svc/")

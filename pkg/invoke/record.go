@@ -22,6 +22,8 @@ const (
 	TriggerNATS = "nats"
 	// TriggerMQTT is a message delivered by an mqtt Trigger.
 	TriggerMQTT = "mqtt"
+	// TriggerKafka is a record delivered by a kafka Trigger.
+	TriggerKafka = "kafka"
 	// TriggerJob is a FunctionJob run.
 	TriggerJob = "job"
 	// TriggerService is a call of a SlessService at /svc/{ns}/{name}; its
@@ -32,7 +34,7 @@ const (
 // ValidTrigger reports whether t is one of the Trigger constants.
 func ValidTrigger(t string) bool {
 	switch t {
-	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerMQTT, TriggerJob, TriggerService, TriggerAsync:
+	case TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerMQTT, TriggerKafka, TriggerJob, TriggerService, TriggerAsync:
 		return true
 	}
 	return false
@@ -57,7 +59,7 @@ type Record struct {
 	Function  string
 	// Revision that served the call; empty when the call never reached one.
 	Revision string
-	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerMQTT, TriggerJob,
+	// Trigger is one of TriggerHTTP, TriggerCron, TriggerQueue, TriggerNATS, TriggerMQTT, TriggerKafka, TriggerJob,
 	// TriggerService, TriggerAsync (one attempt of an asynchronous call).
 	Trigger string
 	// RequestID is the X-Request-Id the call carried (given or generated).
