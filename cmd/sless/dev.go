@@ -50,8 +50,8 @@ func runDev(ctx context.Context, args []string) error {
 // address to serve on; local.New checks what the options say together.
 func parseDev(args []string) (local.Options, string, error) {
 	fs := newFlags("dev", "sless dev [flags]\n\nRun the REST API, the invoke path, the builder and the functions on this machine, no Kubernetes.\nThe token is written to <data-dir>/dev-token: sless login --dev --data-dir <data-dir>")
-	addr := fs.String("addr", envOr("SLESS_ADDR", "127.0.0.1:8080"), "address of the REST API and the invoke path (host:port; port 0 picks a free one)")
-	dataDir := fs.String("data-dir", envOr("SLESS_DATA_DIR", ".data"), "directory for the object store, blobs, builds and logs")
+	addr := fs.String("addr", envOr("SLESS_ADDR", local.DefaultAddr), "address of the REST API and the invoke path (host:port; port 0 picks a free one)")
+	dataDir := fs.String("data-dir", envOr("SLESS_DATA_DIR", local.DefaultDataDir), "directory for the object store, blobs, builds and logs")
 	idle := fs.Duration("idle-timeout", 60*time.Second, "stop a function's process after this long without a call (scale to zero)")
 	databaseURL := fs.String("database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records (default: kept in the data directory)")
 	token := fs.String("dev-token", os.Getenv("SLESS_DEV_TOKEN"), "static bearer token (at least 16 characters); default: a random one, written to <data-dir>/dev-token")

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/sless-dev/sless/pkg/client"
+	"github.com/sless-dev/sless/pkg/local"
 )
 
 func init() {
@@ -50,19 +51,9 @@ func parseLogin(args []string, getenv func(string) string) (loginOptions, error)
 			return loginOptions{}, errors.New("--dev reads the token from <data-dir>/dev-token: give no --token or --token-file")
 		}
 		if *server == "" {
-			addr := getenv("SLESS_ADDR")
-			if addr == "" {
-				addr = "127.0.0.1:8080"
-			}
-			*server = "http://" + addr
+			*server = "http://" + cmp.Or(getenv("SLESS_ADDR"), local.DefaultAddr)
 		}
-		if *dataDir == "" {
-			*dataDir = getenv("SLESS_DATA_DIR")
-		}
-		if *dataDir == "" {
-			*dataDir = ".data"
-		}
-		*tokenFile = filepath.Join(*dataDir, "dev-token")
+		*tokenFile = local.TokenFile(cmp.Or(*dataDir, getenv("SLESS_DATA_DIR"), local.DefaultDataDir))
 	}
 	if *server == "" {
 		return loginOptions{}, errors.New("--server is required (or --dev for a local sless dev)")

@@ -46,6 +46,16 @@ const DefaultLogMaxFiles = serving.DefaultLogMaxFiles
 // live in a directory.
 const Bucket = "local"
 
+// DefaultAddr and DefaultDataDir are where sless dev serves and keeps its
+// data unless told otherwise; sless login --dev looks there too.
+const (
+	DefaultAddr    = "127.0.0.1:8080"
+	DefaultDataDir = ".data"
+)
+
+// TokenFile is where sless dev writes the token it makes in dataDir.
+func TokenFile(dataDir string) string { return filepath.Join(dataDir, "dev-token") }
+
 // Options configures local mode (`sless dev`). Zero durations and sizes are
 // refused by New where a zero would mean nothing sensible.
 type Options struct {
@@ -143,7 +153,7 @@ func New(opts Options) (*Dev, error) {
 	}
 	d := &Dev{opts: opts, tokenHint: "the one given with --dev-token or SLESS_DEV_TOKEN"}
 	if d.opts.Token == "" {
-		tokenFile := filepath.Join(data, "dev-token")
+		tokenFile := TokenFile(data)
 		if d.opts.Token, err = devToken(tokenFile); err != nil {
 			return nil, err
 		}
@@ -431,7 +441,7 @@ func (p *platform) banner() {
 	if o.FunctionDomain != "" {
 		fmt.Fprintf(out, "sless dev: functions at %s\n", urls.InvokeURL("{namespace}", "{name}"))
 	}
-	fmt.Fprintf(out, "sless dev: data in %s; token in %s\n", o.DataDir, filepath.Join(o.DataDir, "dev-token"))
+	fmt.Fprintf(out, "sless dev: data in %s; token in %s\n", o.DataDir, TokenFile(o.DataDir))
 	if o.Console {
 		fmt.Fprintf(out, "sless dev: web console at %s/console/ (sign in with the token)\n", p.baseURL)
 	}
