@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -81,38 +82,60 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.Concurrency, "trigger-concurrency", 2, "Triggers and FunctionJobs reconciled at once, each")
 }
 
-func (c *controllerFlags) validate() error {
+// options checks the flags and turns them into pkg/reconciler's options.
+func (c *controllerFlags) options() (reconciler.Options, error) {
+	o := c.o
 	var errs []error
-	if c.o.S3.Endpoint == "" {
+	if o.S3.Endpoint == "" {
 		errs = append(errs, errors.New("--s3-endpoint (SLESS_S3_ENDPOINT) is required"))
 	}
-	if c.o.Resources.Registry == "" {
+	if o.Resources.Registry == "" {
 		errs = append(errs, errors.New("--registry (SLESS_REGISTRY) is required"))
 	}
-	if c.o.QPS <= 0 || c.o.Burst < 1 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", c.o.QPS, c.o.Burst))
+	if o.QPS <= 0 || o.Burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.QPS, o.Burst))
 	}
-	if c.o.SourceGCGrace <= 0 || c.o.SourceGCInterval < 0 {
-		errs = append(errs, fmt.Errorf("--source-gc-grace must be positive and --source-gc-interval not negative, got %v and %v", c.o.SourceGCGrace, c.o.SourceGCInterval))
+	if o.SourceGCGrace <= 0 || o.SourceGCInterval < 0 {
+		errs = append(errs, fmt.Errorf("--source-gc-grace must be positive and --source-gc-interval not negative, got %v and %v", o.SourceGCGrace, o.SourceGCInterval))
 	}
-	if c.o.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", c.o.Concurrency))
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency))
 	}
-	if !strings.HasPrefix(c.o.PublicBaseURL, "http://") && !strings.HasPrefix(c.o.PublicBaseURL, "https://") {
-		errs = append(errs, fmt.Errorf("--public-base-url %q must be an http:// or https:// URL", c.o.PublicBaseURL))
+	if !strings.HasPrefix(o.PublicBaseURL, "http://") && !strings.HasPrefix(o.PublicBaseURL, "https://") {
+		errs = append(errs, fmt.Errorf("--public-base-url %q must be an http:// or https:// URL", o.PublicBaseURL))
 	}
-	if ns, name, ok := strings.Cut(c.apiService, "/"); !ok || ns == "" || name == "" {
-		errs = append(errs, fmt.Errorf("--api-service %q must be namespace/name", c.apiService))
+	var err error
+	if o.APIService, err = namespacedName("--api-service", c.apiService); err != nil {
+		errs = append(errs, err)
 	}
-	if ns, name, ok := strings.Cut(c.apiPublicService, "/"); c.apiPublicService != "" && (!ok || ns == "" || name == "") {
-		errs = append(errs, fmt.Errorf("--api-public-service %q must be namespace/name", c.apiPublicService))
+	o.APIPublicService = o.APIService
+	if c.apiPublicService != "" {
+		if o.APIPublicService, err = namespacedName("--api-public-service", c.apiPublicService); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if c.o.FunctionDomain != "" {
-		if err := invoke.CheckDomain(c.o.FunctionDomain); err != nil {
+	if o.FunctionDomain != "" {
+		if err := invoke.CheckDomain(o.FunctionDomain); err != nil {
 			errs = append(errs, fmt.Errorf("--fn-domain: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	o.Resources.S3Endpoint, o.Resources.S3Region = cmp.Or(c.buildS3Endpoint, o.S3.Endpoint), o.S3.Region
+	for _, a := range strings.Split(c.builderArgs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			o.Resources.BuilderArgs = append(o.Resources.BuilderArgs, a)
+		}
+	}
+	o.S3.AccessKey, o.S3.SecretKey = os.Getenv("SLESS_S3_ACCESS_KEY"), os.Getenv("SLESS_S3_SECRET_KEY")
+	return o, errors.Join(errs...)
+}
+
+// namespacedName reads a flag of the form namespace/name.
+func namespacedName(flag, v string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, fmt.Errorf("%s %q must be namespace/name", flag, v)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
 // runController turns the flags into pkg/reconciler's options and runs it.
@@ -129,25 +152,9 @@ func runController(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := c.validate(); err != nil {
+	o, err := c.options()
+	if err != nil {
 		return err
 	}
-	o := c.o
-	if c.buildS3Endpoint == "" {
-		c.buildS3Endpoint = o.S3.Endpoint
-	}
-	o.Resources.S3Endpoint, o.Resources.S3Region = c.buildS3Endpoint, o.S3.Region
-	for _, a := range strings.Split(c.builderArgs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			o.Resources.BuilderArgs = append(o.Resources.BuilderArgs, a)
-		}
-	}
-	ns, name, _ := strings.Cut(c.apiService, "/")
-	o.APIService = types.NamespacedName{Namespace: ns, Name: name}
-	o.APIPublicService = o.APIService
-	if ns, name, ok := strings.Cut(c.apiPublicService, "/"); ok {
-		o.APIPublicService = types.NamespacedName{Namespace: ns, Name: name}
-	}
-	o.S3.AccessKey, o.S3.SecretKey = os.Getenv("SLESS_S3_ACCESS_KEY"), os.Getenv("SLESS_S3_SECRET_KEY")
 	return reconciler.Run(ctx, o)
 }
