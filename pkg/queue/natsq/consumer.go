@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,25 +67,7 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	var errs []error
-	if c.URL == "" {
-		errs = append(errs, errors.New("the server URL is required"))
-	}
-	for _, u := range strings.Split(c.URL, ",") {
-		if c.URL == "" {
-			break
-		}
-		pu, err := url.Parse(strings.TrimSpace(u))
-		if err != nil || pu.Host == "" {
-			errs = append(errs, fmt.Errorf("server URL %q is not a URL like nats://host:4222", redact(u)))
-			continue
-		}
-		switch pu.Scheme {
-		case "nats", "tls", "ws", "wss":
-		default:
-			errs = append(errs, fmt.Errorf("server URL %q: scheme must be nats, tls, ws or wss", redact(u)))
-		}
-	}
+	errs := queue.CheckURLs(c.URL, "nats://host:4222", "nats", "tls", "ws", "wss")
 	spec := &slessv1alpha1.NATSSpec{ConnectionSecret: "x", Stream: c.Stream, Subject: c.Subject, Durable: c.Durable, DeadLetterSubject: c.DeadLetterSubject}
 	for _, fe := range slessv1alpha1.ValidateNATS(spec) {
 		errs = append(errs, errors.New(fe.Error()))
@@ -124,16 +105,6 @@ func (c *Config) defaults() error {
 		c.Logger = slog.Default()
 	}
 	return nil
-}
-
-// redact drops the user information of a URL for messages.
-func redact(raw string) string {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil {
-		return "(an invalid URL)"
-	}
-	u.User = nil
-	return u.String()
 }
 
 // RetryDelay is the wait before retry n (1-based).
@@ -204,7 +175,7 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.cfg.URL, opts...)
 	if err != nil {
-		err = fmt.Errorf("connect to the server at %s: %w", redact(c.cfg.URL), err)
+		err = fmt.Errorf("connect to the server at %s: %w", queue.RedactURL(c.cfg.URL), err)
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
 			return nil, queue.Permanent(fmt.Errorf("nats: %w", err))
 		}
