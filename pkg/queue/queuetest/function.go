@@ -3,6 +3,7 @@
 package queuetest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -112,5 +113,42 @@ func AwaitState(t testing.TB, c queue.Source, limit time.Duration, what string, 
 		case <-timeout:
 			t.Fatalf("timed out waiting for %s; state %+v", what, s)
 		}
+	}
+}
+
+// Start runs c until the test ends; stop ends it and returns what Run
+// returned.
+func Start(t testing.TB, c queue.Source) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var res error
+	stopped := false
+	stop = func() error {
+		if !stopped {
+			cancel()
+			res, stopped = <-done, true
+		}
+		return res
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// Eventually polls cond: what it waits for (calls a function server
+// answered, messages a broker stored) has no channel to wait on.
+func Eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
