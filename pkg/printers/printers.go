@@ -4,6 +4,7 @@ package printers
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/client"
 )
 
 // IsDoc says whether -o asks for a document rather than a table.
@@ -32,6 +34,27 @@ func Doc(w io.Writer, format string, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// list writes items as a list document when output asks for one, else as
+// a table of header and a row each, or the line none when there are none.
+func list[T any](w io.Writer, output string, items []T, none, header string, row func(*T) string) error {
+	if IsDoc(output) {
+		if items == nil {
+			items = []T{}
+		}
+		return Doc(w, output, client.List[T]{Items: items})
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(w, none)
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, header)
+	for i := range items {
+		fmt.Fprintln(tw, row(&items[i]))
+	}
+	return tw.Flush()
 }
 
 // newTable is kubectl's table layout.

@@ -14,38 +14,26 @@ import (
 // as a list document when output is json or yaml. kind and name say whose
 // they are.
 func Revisions(w io.Writer, output, kind, name string, revs []client.Revision) error {
-	if IsDoc(output) {
-		if revs == nil {
-			revs = []client.Revision{}
-		}
-		return Doc(w, output, client.List[client.Revision]{Items: revs})
-	}
-	if len(revs) == 0 {
-		fmt.Fprintf(w, "%s %s has no revision yet.\n", kind, name)
-		return nil
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tTRAFFIC\tTAGS\tREADY\tSOURCE\tIMAGE\tAGE")
-	for _, r := range revs {
-		traffic := strconv.FormatInt(r.Percent, 10) + "%"
-		if r.Latest {
-			traffic += " (latest)"
-		}
-		var tags []string
-		for _, t := range r.Tags {
-			tags = append(tags, t.Tag+" "+t.URL)
-		}
-		ready := "True"
-		if !r.Ready {
-			ready = "False"
-			if r.Reason != "" {
-				ready += " (" + r.Reason + ")"
+	return list(w, output, revs, kind+" "+name+" has no revision yet.", "NAME\tTRAFFIC\tTAGS\tREADY\tSOURCE\tIMAGE\tAGE",
+		func(r *client.Revision) string {
+			traffic := strconv.FormatInt(r.Percent, 10) + "%"
+			if r.Latest {
+				traffic += " (latest)"
 			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, traffic, orNone(strings.Join(tags, ", ")), ready,
-			orNone(shortDigest(r.SourceDigest)), orNone(r.Image), age(r.Created))
-	}
-	return tw.Flush()
+			var tags []string
+			for _, t := range r.Tags {
+				tags = append(tags, t.Tag+" "+t.URL)
+			}
+			ready := "True"
+			if !r.Ready {
+				ready = "False"
+				if r.Reason != "" {
+					ready += " (" + r.Reason + ")"
+				}
+			}
+			return strings.Join([]string{r.Name, traffic, orNone(strings.Join(tags, ", ")), ready,
+				orNone(shortDigest(r.SourceDigest)), orNone(r.Image), age(r.Created)}, "\t")
+		})
 }
 
 // shortDigest is sha256:<12 hex digits> of a digest, as a table shows it.

@@ -12,23 +12,11 @@ import (
 // Secrets writes a namespace's secrets (names, keys and versions, never
 // values) as a table, or as a list document when output is json or yaml.
 func Secrets(w io.Writer, output, ns string, all []secrets.Info) error {
-	if IsDoc(output) {
-		if all == nil {
-			all = []secrets.Info{}
-		}
-		return Doc(w, output, map[string]any{"items": all})
-	}
-	if len(all) == 0 {
-		fmt.Fprintf(w, "No secrets in namespace %s.\n", ns)
-		return nil
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tKEYS\tVERSION\tUPDATED\tAGE")
-	for _, in := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Metadata.Name, strings.Join(in.Keys, ","), in.Metadata.ResourceVersion,
-			age(in.UpdatedAt.Time), age(in.Metadata.CreationTimestamp.Time))
-	}
-	return tw.Flush()
+	return list(w, output, all, "No secrets in namespace "+ns+".", "NAME\tKEYS\tVERSION\tUPDATED\tAGE",
+		func(in *secrets.Info) string {
+			return strings.Join([]string{in.Metadata.Name, strings.Join(in.Keys, ","), in.Metadata.ResourceVersion,
+				age(in.UpdatedAt.Time), age(in.Metadata.CreationTimestamp.Time)}, "\t")
+		})
 }
 
 // Secret writes one secret as describe shows it, or as a document when

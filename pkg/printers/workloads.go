@@ -9,52 +9,25 @@ import (
 	"k8s.io/utils/ptr"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
-	"github.com/sless-dev/sless/pkg/client"
 )
 
 // Functions writes a namespace's functions as a table, or as a list
 // document when output is json or yaml.
 func Functions(w io.Writer, output, ns string, fns []slessv1alpha1.Function) error {
-	if IsDoc(output) {
-		if fns == nil {
-			fns = []slessv1alpha1.Function{}
-		}
-		return Doc(w, output, client.List[slessv1alpha1.Function]{Items: fns})
-	}
-	if len(fns) == 0 {
-		fmt.Fprintf(w, "No functions in namespace %s.\n", ns)
-		return nil
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tPHASE\tREADY\tURL\tAGE")
-	for i := range fns {
-		fn := &fns[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fn.Name, orNone(fn.Spec.Runtime), phaseOf(fn), readyStatus(fn), orNone(fn.Status.URL), age(fn.CreationTimestamp.Time))
-	}
-	return tw.Flush()
+	return list(w, output, fns, "No functions in namespace "+ns+".", "NAME\tRUNTIME\tPHASE\tREADY\tURL\tAGE",
+		func(fn *slessv1alpha1.Function) string {
+			return strings.Join([]string{fn.Name, orNone(fn.Spec.Runtime), phaseOf(fn), readyStatus(fn), orNone(fn.Status.URL), age(fn.CreationTimestamp.Time)}, "\t")
+		})
 }
 
 // Services writes a namespace's SlessServices as a table, or as a list
 // document when output is json or yaml.
 func Services(w io.Writer, output, ns string, svcs []slessv1alpha1.SlessService) error {
-	if IsDoc(output) {
-		if svcs == nil {
-			svcs = []slessv1alpha1.SlessService{}
-		}
-		return Doc(w, output, client.List[slessv1alpha1.SlessService]{Items: svcs})
-	}
-	if len(svcs) == 0 {
-		fmt.Fprintf(w, "No services in namespace %s.\n", ns)
-		return nil
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tRUNTIME\tPHASE\tREADY\tMIN\tURL\tAGE")
-	for i := range svcs {
-		sv := &svcs[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sv.Name, orNone(sv.Spec.Runtime), phaseOf(sv), readyStatus(sv),
-			*sv.BuildSpec().Scale.Min, orNone(sv.Status.URL), age(sv.CreationTimestamp.Time))
-	}
-	return tw.Flush()
+	return list(w, output, svcs, "No services in namespace "+ns+".", "NAME\tRUNTIME\tPHASE\tREADY\tMIN\tURL\tAGE",
+		func(sv *slessv1alpha1.SlessService) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s", sv.Name, orNone(sv.Spec.Runtime), phaseOf(sv), readyStatus(sv),
+				*sv.BuildSpec().Scale.Min, orNone(sv.Status.URL), age(sv.CreationTimestamp.Time))
+		})
 }
 
 // Function writes a function's spec, status and conditions as describe
