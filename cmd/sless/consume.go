@@ -3,54 +3,63 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/kafkaq"
 	"github.com/sless-dev/sless/pkg/queue/natsq"
 )
 
 func init() {
-	register("consume", "deliver the messages of a RabbitMQ queue or a NATS JetStream stream to a function (a trigger's consumer)", runConsume)
+	register("consume", "deliver the messages of a RabbitMQ queue, a NATS JetStream stream or a Kafka topic to a function (a trigger's consumer)", runConsume)
 }
 
 // consumeOptions is what `sless consume` runs with.
 type consumeOptions struct {
-	// broker is amqp (queue) or nats (nats), whose configuration is used.
+	// broker is amqp (queue), nats or kafka, whose configuration is used.
 	broker string
 	queue  queue.Config
 	nats   natsq.Config
+	kafka  kafkaq.Config
 	// healthAddr is where readiness and liveness are served; "" serves none.
 	healthAddr string
 }
 
+// delivery is what every broker's consumer is given besides its own flags.
+type delivery struct {
+	prefetch, concurrency, retries int
+	backoff, maxBackoff, timeout   time.Duration
+	invoker                        *queue.Invoker
+}
+
 // parseConsume reads the flags and environment of `sless consume`. The
-// broker URL (with its password) and the credential come from the
-// environment: SLESS_AMQP_URL (or SLESS_BROKER_URL and its SLESS_BROKER_*
-// companions for --broker=nats) and SLESS_TOKEN.
+// broker's address (with its password) and the credential come from the
+// environment: SLESS_AMQP_URL, SLESS_BROKER_URL (nats) or
+// SLESS_KAFKA_BROKERS, the SLESS_BROKER_* companions, and SLESS_TOKEN.
 func parseConsume(args []string, getenv func(string) string) (consumeOptions, error) {
 	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n"+
-		"sless consume --broker=nats --url URL --stream S --subject S --durable D --dead-letter-subject S --timeout D [flags]\n\n"+
-		"Deliver the messages of a RabbitMQ queue or a NATS JetStream stream to a function (a trigger's consumer).\n"+
-		"The broker URL comes from $"+kube.EnvAMQPURL+" (amqp) or $"+kube.EnvBrokerURL+" (nats), the credential from $"+kube.EnvToken+".")
-	broker := fs.String("broker", "amqp", "amqp (RabbitMQ) or nats (JetStream)")
+		"sless consume --broker=nats --url URL --stream S --subject S --durable D --dead-letter-subject S --timeout D [flags]\n"+
+		"sless consume --broker=kafka --url URL --topic T --group G --dead-letter-topic T --timeout D [flags]\n\n"+
+		"Deliver the messages of a RabbitMQ queue, a NATS JetStream stream or a Kafka topic to a function (a trigger's consumer).\n"+
+		"The broker's address comes from $"+kube.EnvAMQPURL+" (amqp), $"+kube.EnvBrokerURL+" (nats) or $"+kube.EnvKafkaBrokers+
+		" (kafka), the credential from $"+kube.EnvToken+".")
+	broker := fs.String("broker", "amqp", "amqp (RabbitMQ), nats (JetStream) or kafka")
 	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
-	q := fs.String("queue", "", "queue to consume (amqp)")
-	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (amqp; default <queue>.dlq)")
-	stream := fs.String("stream", "", "JetStream stream to consume (nats)")
-	subject := fs.String("subject", "", "subject filter of the stream's messages (nats)")
-	durable := fs.String("durable", "", "name of the durable JetStream consumer (nats)")
-	dls := fs.String("dead-letter-subject", "", "subject for messages whose retries ran out (nats)")
-	prefetch := fs.Int("prefetch", 10, "unacknowledged messages held at once (1-1000)")
-	concurrency := fs.Int("concurrency", 1, "calls at once (1-100)")
-	retries := fs.Int("max-retries", 3, "retries before a message is dead-lettered (0-100)")
-	backoff := fs.Duration("backoff", time.Second, "first retry delay; doubles each retry")
-	maxBackoff := fs.Duration("max-backoff", queue.DefaultMaxBackoff, "longest retry delay")
-	timeout := fs.Duration("timeout", 0, "how long one call may take (the function's timeout plus a cold start)")
+	amqpF, natsF, kafkaF := amqpFlags(fs), natsFlags(fs), kafkaFlags(fs)
+	var d delivery
+	fs.IntVar(&d.prefetch, "prefetch", 10, "unacknowledged messages held at once (1-1000)")
+	fs.IntVar(&d.concurrency, "concurrency", 1, "calls at once (1-100)")
+	fs.IntVar(&d.retries, "max-retries", 3, "retries before a message is dead-lettered (0-100)")
+	fs.DurationVar(&d.backoff, "backoff", time.Second, "first retry delay; doubles each retry")
+	fs.DurationVar(&d.maxBackoff, "max-backoff", queue.DefaultMaxBackoff, "longest retry delay")
+	fs.DurationVar(&d.timeout, "timeout", 0, "how long one call may take (the function's timeout plus a cold start)")
 	health := fs.String("health-addr", "", "address to serve "+kube.ConsumerReadyPath+" (200 while connected and consuming) and "+kube.ConsumerLivePath+" on, e.g. :8080")
 	if err := parseFlags(fs, args); err != nil {
 		return consumeOptions{}, err
@@ -58,68 +67,22 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 	if fs.NArg() > 0 {
 		return consumeOptions{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var errs []error
-	if err := checkFunctionURL(*fnURL); err != nil {
-		errs = append(errs, err)
-	}
+	errs := d.check(*fnURL, *health)
 	token := getenv(kube.EnvToken)
 	if token == "" {
 		errs = append(errs, errors.New("$"+kube.EnvToken+" (the trigger's credential) is required"))
 	}
-	if *prefetch < 1 || *prefetch > 1000 {
-		errs = append(errs, fmt.Errorf("--prefetch must be between 1 and 1000, got %d", *prefetch))
-	}
-	if *concurrency < 1 || *concurrency > 100 {
-		errs = append(errs, fmt.Errorf("--concurrency must be between 1 and 100, got %d", *concurrency))
-	}
-	if *retries < 0 || *retries > 100 {
-		errs = append(errs, fmt.Errorf("--max-retries must be between 0 and 100, got %d", *retries))
-	}
-	if *backoff <= 0 || *maxBackoff < *backoff {
-		errs = append(errs, fmt.Errorf("--backoff must be positive and at most --max-backoff, got %v and %v", *backoff, *maxBackoff))
-	}
-	if *timeout <= 0 {
-		errs = append(errs, errors.New("--timeout is required and must be positive, e.g. --timeout=90s"))
-	}
-	if *health != "" {
-		if _, _, err := net.SplitHostPort(*health); err != nil {
-			errs = append(errs, fmt.Errorf("--health-addr must be host:port or :port, got %q", *health))
-		}
-	}
-	invoker := &queue.Invoker{URL: *fnURL, Token: token, Timeout: *timeout}
+	d.invoker = &queue.Invoker{URL: *fnURL, Token: token, Timeout: d.timeout}
 	o := consumeOptions{broker: *broker, healthAddr: *health}
 	switch *broker {
 	case "amqp":
-		amqpURL := getenv(kube.EnvAMQPURL)
-		if amqpURL == "" {
-			errs = append(errs, errors.New("$"+kube.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
-		}
-		if *q == "" {
-			errs = append(errs, errors.New("--queue is required"))
-		}
-		o.queue = queue.Config{
-			URL: amqpURL, Queue: *q, DeadLetterQueue: *dlq, Prefetch: *prefetch, Concurrency: *concurrency,
-			MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff, Invoker: invoker,
-		}
+		errs = append(errs, amqpF(&o, d, getenv)...)
 	case "nats":
-		natsURL := getenv(kube.EnvBrokerURL)
-		if natsURL == "" {
-			errs = append(errs, errors.New("$"+kube.EnvBrokerURL+" (the server's nats:// URL) is required"))
-		}
-		for _, f := range []struct{ name, value string }{{"stream", *stream}, {"subject", *subject}, {"durable", *durable}, {"dead-letter-subject", *dls}} {
-			if f.value == "" {
-				errs = append(errs, fmt.Errorf("--%s is required with --broker=nats", f.name))
-			}
-		}
-		o.nats = natsq.Config{
-			URL: natsURL, Auth: brokerAuth(getenv), Stream: *stream, Subject: *subject, Durable: *durable, DeadLetterSubject: *dls,
-			Prefetch: *prefetch, Concurrency: *concurrency, MaxRetries: *retries, Backoff: *backoff, MaxBackoff: *maxBackoff,
-			// JetStream delivers a message again if no acknowledgement
-			// came within AckWait: longer than the longest call.
-			AckWait: *timeout + ackWaitMargin, Invoker: invoker,
-		}
+		errs = append(errs, natsF(&o, d, getenv)...)
+	case "kafka":
+		errs = append(errs, kafkaF(&o, d, getenv)...)
 	default:
-		errs = append(errs, fmt.Errorf("--broker must be amqp or nats, got %q", *broker))
+		errs = append(errs, fmt.Errorf("--broker must be amqp, nats or kafka, got %q", *broker))
 	}
 	if len(errs) > 0 {
 		return consumeOptions{}, errors.Join(errs...)
@@ -127,11 +90,124 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 	return o, nil
 }
 
+// check refuses delivery settings and addresses out of range.
+func (d delivery) check(fnURL, health string) []error {
+	var errs []error
+	if err := checkFunctionURL(fnURL); err != nil {
+		errs = append(errs, err)
+	}
+	if d.prefetch < 1 || d.prefetch > 1000 {
+		errs = append(errs, fmt.Errorf("--prefetch must be between 1 and 1000, got %d", d.prefetch))
+	}
+	if d.concurrency < 1 || d.concurrency > 100 {
+		errs = append(errs, fmt.Errorf("--concurrency must be between 1 and 100, got %d", d.concurrency))
+	}
+	if d.retries < 0 || d.retries > 100 {
+		errs = append(errs, fmt.Errorf("--max-retries must be between 0 and 100, got %d", d.retries))
+	}
+	if d.backoff <= 0 || d.maxBackoff < d.backoff {
+		errs = append(errs, fmt.Errorf("--backoff must be positive and at most --max-backoff, got %v and %v", d.backoff, d.maxBackoff))
+	}
+	if d.timeout <= 0 {
+		errs = append(errs, errors.New("--timeout is required and must be positive, e.g. --timeout=90s"))
+	}
+	if health != "" {
+		if _, _, err := net.SplitHostPort(health); err != nil {
+			errs = append(errs, fmt.Errorf("--health-addr must be host:port or :port, got %q", health))
+		}
+	}
+	return errs
+}
+
+// brokerOptions fills a broker's configuration into o from its flags (the
+// function registering them returns it) and the environment.
+type brokerOptions func(o *consumeOptions, d delivery, getenv func(string) string) []error
+
+// required names the flags of broker that are empty.
+func required(broker string, flags map[string]string) []error {
+	var errs []error
+	for _, name := range []string{"queue", "stream", "subject", "durable", "dead-letter-subject", "topic", "group", "dead-letter-topic"} {
+		if v, ok := flags[name]; ok && v == "" {
+			errs = append(errs, fmt.Errorf("--%s is required with --broker=%s", name, broker))
+		}
+	}
+	return errs
+}
+
+func amqpFlags(fs *flag.FlagSet) brokerOptions {
+	q := fs.String("queue", "", "queue to consume (amqp)")
+	dlq := fs.String("dead-letter-queue", "", "queue for messages whose retries ran out (amqp; default <queue>.dlq)")
+	return func(o *consumeOptions, d delivery, getenv func(string) string) []error {
+		errs := required("amqp", map[string]string{"queue": *q})
+		amqpURL := getenv(kube.EnvAMQPURL)
+		if amqpURL == "" {
+			errs = append(errs, errors.New("$"+kube.EnvAMQPURL+" (the broker's amqp:// URL) is required"))
+		}
+		o.queue = queue.Config{
+			URL: amqpURL, Queue: *q, DeadLetterQueue: *dlq, Prefetch: d.prefetch, Concurrency: d.concurrency,
+			MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff, Invoker: d.invoker,
+		}
+		return errs
+	}
+}
+
+func natsFlags(fs *flag.FlagSet) brokerOptions {
+	stream := fs.String("stream", "", "JetStream stream to consume (nats)")
+	subject := fs.String("subject", "", "subject filter of the stream's messages (nats)")
+	durable := fs.String("durable", "", "name of the durable JetStream consumer (nats)")
+	dls := fs.String("dead-letter-subject", "", "subject for messages whose retries ran out (nats)")
+	return func(o *consumeOptions, d delivery, getenv func(string) string) []error {
+		errs := required("nats", map[string]string{"stream": *stream, "subject": *subject, "durable": *durable, "dead-letter-subject": *dls})
+		natsURL := getenv(kube.EnvBrokerURL)
+		if natsURL == "" {
+			errs = append(errs, errors.New("$"+kube.EnvBrokerURL+" (the server's nats:// URL) is required"))
+		}
+		o.nats = natsq.Config{
+			URL: natsURL, Auth: brokerAuth(getenv), Stream: *stream, Subject: *subject, Durable: *durable, DeadLetterSubject: *dls,
+			Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff,
+			// JetStream delivers a message again if no acknowledgement
+			// came within AckWait: longer than the longest call.
+			AckWait: d.timeout + ackWaitMargin, Invoker: d.invoker,
+		}
+		return errs
+	}
+}
+
+func kafkaFlags(fs *flag.FlagSet) brokerOptions {
+	topic := fs.String("topic", "", "topic to consume (kafka)")
+	group := fs.String("group", "", "consumer group id (kafka)")
+	dlt := fs.String("dead-letter-topic", "", "topic for records whose retries ran out (kafka)")
+	return func(o *consumeOptions, d delivery, getenv func(string) string) []error {
+		errs := required("kafka", map[string]string{"topic": *topic, "group": *group, "dead-letter-topic": *dlt})
+		brokers, err := kafkaq.ParseBrokers(getenv(kube.EnvKafkaBrokers))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("$%s (the seed brokers): %w", kube.EnvKafkaBrokers, err))
+		}
+		tlsOn := strings.TrimSpace(getenv(kube.EnvBrokerTLS))
+		switch strings.ToLower(tlsOn) {
+		case "", "false", "true":
+		default:
+			errs = append(errs, fmt.Errorf("$%s (key tls) must be true or false, got %q", kube.EnvBrokerTLS, tlsOn))
+		}
+		o.kafka = kafkaq.Config{
+			Brokers: brokers, Auth: brokerAuth(getenv), SASLMechanism: strings.TrimSpace(getenv(kube.EnvBrokerSASLMechanism)),
+			TLS: strings.EqualFold(tlsOn, "true"), Topic: *topic, Group: *group, DeadLetterTopic: *dlt,
+			Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff,
+			Invoker: d.invoker,
+		}
+		return errs
+	}
+}
+
 // source makes the consumer the options describe, logging to log.
 func (o consumeOptions) source(log *slog.Logger) (queue.Source, error) {
-	if o.broker == "nats" {
+	switch o.broker {
+	case "nats":
 		o.nats.Logger = log
 		return natsq.New(o.nats)
+	case "kafka":
+		o.kafka.Logger = log
+		return kafkaq.New(o.kafka)
 	}
 	o.queue.Logger = log
 	return queue.New(o.queue)

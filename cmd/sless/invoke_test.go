@@ -246,7 +246,7 @@ func TestConsumeFlags(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown broker", []string{"--broker=kafka", "--url=http://proxy/fn/a/b", "--timeout=1s"}, natsEnv, "--broker must be amqp or nats"},
+		{"unknown broker", []string{"--broker=pulsar", "--url=http://proxy/fn/a/b", "--timeout=1s"}, natsEnv, "--broker must be amqp, nats or kafka"},
 		{"no server", natsBase, map[string]string{"SLESS_TOKEN": "t"}, "SLESS_BROKER_URL"},
 		{"no stream", append(append([]string{}, natsBase...), "--stream="), natsEnv, "--stream is required with --broker=nats"},
 		{"no dead-letter subject", append(append([]string{}, natsBase...), "--dead-letter-subject="), natsEnv, "--dead-letter-subject is required"},
@@ -259,5 +259,66 @@ func TestConsumeFlags(t *testing.T) {
 	}
 	if o, err := parseConsume(natsBase, env(natsEnv)); err != nil || o.broker != "nats" || o.nats.AckWait != 120*time.Second {
 		t.Fatalf("nats flags: %+v %v", o.nats, err)
+	}
+}
+
+func TestConsumeFlagsForKafka(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{"SLESS_TOKEN": "t", "SLESS_KAFKA_BROKERS": "k-0:9092,k-1:9092"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	base := []string{"--broker=kafka", "--url=http://proxy/fn/a/b", "--timeout=90s", "--topic=orders", "--group=g", "--dead-letter-topic=orders.dlq"}
+	but := func(flags ...string) []string { return append(append([]string{}, base...), flags...) }
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no brokers", base, map[string]string{"SLESS_TOKEN": "t"}, "$SLESS_KAFKA_BROKERS (the seed brokers): no broker given"},
+		{"broker without port", base, with(map[string]string{"SLESS_KAFKA_BROKERS": "k-0"}), `broker "k-0" is not host:port`},
+		{"no topic", but("--topic="), with(nil), "--topic is required with --broker=kafka"},
+		{"no group", but("--group="), with(nil), "--group is required with --broker=kafka"},
+		{"no dead-letter topic", but("--dead-letter-topic="), with(nil), "--dead-letter-topic is required with --broker=kafka"},
+		{"tls not a boolean", base, with(map[string]string{"SLESS_BROKER_TLS": "yes"}), `$SLESS_BROKER_TLS (key tls) must be true or false, got "yes"`},
+		{"no token", base, map[string]string{"SLESS_KAFKA_BROKERS": "k:9092"}, "SLESS_TOKEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := parseConsume(tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	// What the consumer refuses (a topic Kafka would not take, an unknown
+	// SASL mechanism) comes from kafkaq.New, as for the other brokers.
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"topic with a slash", but("--topic=a/b"), with(nil), "topic must be letters, digits"},
+		{"unknown mechanism", base, with(map[string]string{"SLESS_BROKER_SASL_MECHANISM": "GSSAPI", "SLESS_BROKER_USERNAME": "u", "SLESS_BROKER_PASSWORD": "p"}), `SASL mechanism "GSSAPI"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseConsume(tc.args, env(tc.env))
+			if err == nil {
+				_, err = o.source(nil)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	o, err := parseConsume(base, env(with(map[string]string{"SLESS_BROKER_TLS": "TRUE", "SLESS_BROKER_SASL_MECHANISM": "SCRAM-SHA-512",
+		"SLESS_BROKER_USERNAME": "u", "SLESS_BROKER_PASSWORD": "p"})))
+	cfg := o.kafka
+	if err != nil || o.broker != "kafka" || strings.Join(cfg.Brokers, ",") != "k-0:9092,k-1:9092" || !cfg.TLS || cfg.SASLMechanism != "SCRAM-SHA-512" ||
+		cfg.Auth.Username != "u" || cfg.Topic != "orders" || cfg.Group != "g" || cfg.DeadLetterTopic != "orders.dlq" {
+		t.Fatalf("kafka flags: %+v %v", cfg, err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,40 @@ func TestDeploymentRunsSlessConsumeForNATS(t *testing.T) {
 	}
 	for _, e := range c.Env {
 		if ref := e.ValueFrom.SecretKeyRef; ref != nil && ref.Name == "nats" && ref.Key != "url" && (ref.Optional == nil || !*ref.Optional) {
+			t.Errorf("%s from key %s is not optional: a Secret without it would keep the pod from starting", e.Name, ref.Key)
+		}
+	}
+}
+
+// A kafka trigger's Deployment runs sless consume with --broker=kafka, and
+// the connection Secret's brokers and optional SASL and TLS keys reach it
+// through the environment.
+func TestDeploymentRunsSlessConsumeForKafka(t *testing.T) {
+	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "ns"}}
+	tr := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "worker", Type: slessv1alpha1.TriggerTypeKafka,
+			Kafka: &slessv1alpha1.KafkaSpec{ConnectionSecret: "kafka", Topic: "orders",
+				Delivery: slessv1alpha1.Delivery{MaxRetries: ptr.To[int32](5), Concurrency: ptr.To[int32](4)}}},
+	}
+	c := kube.MakeConsumerDeployment(tr, fn, kube.TriggerConfig{Image: "sless", InvokeURL: "http://proxy"}).Spec.Template.Spec.Containers[0]
+	o, err := parseConsume(c.Args[1:], containerEnv(c, map[string]string{"kafka/brokers": "k-0:9092, k-1:9092", "kafka/sasl.mechanism": "SCRAM-SHA-256",
+		"kafka/username": "u", "kafka/password": "p", "kafka/tls": "true", "orders-trigger-token/token": "tok"}))
+	if err != nil {
+		t.Fatalf("sless consume refuses the Deployment's command line: %v", err)
+	}
+	cfg := o.kafka
+	if o.broker != "kafka" || strings.Join(cfg.Brokers, ",") != "k-0:9092,k-1:9092" || cfg.SASLMechanism != "SCRAM-SHA-256" || cfg.Auth.Username != "u" ||
+		cfg.Auth.Password != "p" || !cfg.TLS || cfg.Topic != "orders" || cfg.Group != "sless.ns.orders" || cfg.DeadLetterTopic != "orders.dlq" ||
+		cfg.MaxRetries != 5 || cfg.Concurrency != 4 || cfg.Prefetch != 10 {
+		t.Errorf("sless consume would run with %+v", cfg)
+	}
+	src, err := o.source(nil)
+	if err != nil || src.What() != "topic orders" {
+		t.Errorf("consumer %v, %v", src, err)
+	}
+	for _, e := range c.Env {
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil && ref.Name == "kafka" && ref.Key != "brokers" && (ref.Optional == nil || !*ref.Optional) {
 			t.Errorf("%s from key %s is not optional: a Secret without it would keep the pod from starting", e.Name, ref.Key)
 		}
 	}

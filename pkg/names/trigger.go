@@ -54,3 +54,20 @@ func MQTTDeadLetterTopic(t *slessv1alpha1.Trigger) string {
 	}
 	return "sless/dlq/" + t.Namespace + "/" + t.Name
 }
+
+// KafkaGroup is the consumer group a kafka trigger reads its topic in:
+// group ids are cluster-wide, so the default names the namespace too.
+func KafkaGroup(t *slessv1alpha1.Trigger) string {
+	if g := t.Spec.Kafka.Group; g != "" {
+		return g
+	}
+	return "sless." + t.Namespace + "." + t.Name
+}
+
+// KafkaDeadLetterTopic is where a kafka trigger's exhausted records go.
+func KafkaDeadLetterTopic(t *slessv1alpha1.Trigger) string {
+	if d := t.Spec.Kafka.DeadLetterTopic; d != "" {
+		return d
+	}
+	return t.Spec.Kafka.Topic + ".dlq"
+}

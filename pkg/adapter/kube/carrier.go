@@ -129,19 +129,19 @@ func (r *Carrier) Consume(ctx context.Context, t *slessv1alpha1.Trigger, fn *sle
 	if reader == nil {
 		reader = r.Client
 	}
-	secret := t.ConnectionSecret()
+	secret, key := t.ConnectionSecret(), ConnectionKey(t)
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: secret}, conn); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return adapter.ConsumerState{}, 0, err
 		}
 		// User Secrets are not watched (the cache holds only sless's own).
 		return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) {
-			s.MarkConnectionSecretNotFound(secret, ConnectionURLKey, false)
+			s.MarkConnectionSecretNotFound(secret, key, false)
 		}}, sooner(renew, connectionRecheck), nil
 	}
-	if _, ok := conn.Data[ConnectionURLKey]; !ok {
+	if _, ok := conn.Data[key]; !ok {
 		return adapter.ConsumerState{Mark: func(s *slessv1alpha1.TriggerStatus) {
-			s.MarkConnectionSecretNotFound(secret, ConnectionURLKey, true)
+			s.MarkConnectionSecretNotFound(secret, key, true)
 		}}, sooner(renew, connectionRecheck), nil
 	}
 	// The Deployment's status events bring the trigger back (Owns), so a
@@ -293,8 +293,8 @@ func (r *Carrier) rejected(t *slessv1alpha1.Trigger, child client.Object, err er
 func (r *Carrier) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) error {
 	var child client.Object
 	var pause func() bool // sets the paused spec and reports whether it changed
-	switch t.Spec.Type {
-	case slessv1alpha1.TriggerTypeCron:
+	switch {
+	case t.Spec.Type == slessv1alpha1.TriggerTypeCron:
 		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: names.CronJob(t)}}
 		child = cj
 		pause = func() bool {
@@ -304,7 +304,7 @@ func (r *Carrier) pauseChildren(ctx context.Context, t *slessv1alpha1.Trigger) e
 			cj.Spec.Suspend = ptr.To(true)
 			return true
 		}
-	case slessv1alpha1.TriggerTypeQueue, slessv1alpha1.TriggerTypeNATS:
+	case t.Spec.Type.Consumes():
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: names.ConsumerDeployment(t)}}
 		child = d
 		pause = func() bool {

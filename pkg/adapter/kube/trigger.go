@@ -46,11 +46,19 @@ const (
 	EnvBrokerCA       = "SLESS_BROKER_CA"
 	EnvBrokerCert     = "SLESS_BROKER_CERT"
 	EnvBrokerKey      = "SLESS_BROKER_KEY"
+	// EnvKafkaBrokers is a kafka trigger's seed brokers, from the
+	// connection Secret's "brokers"; EnvBrokerSASLMechanism and
+	// EnvBrokerTLS come from its keys "sasl.mechanism" and "tls".
+	EnvKafkaBrokers        = "SLESS_KAFKA_BROKERS"
+	EnvBrokerSASLMechanism = "SLESS_BROKER_SASL_MECHANISM"
+	EnvBrokerTLS           = "SLESS_BROKER_TLS"
 
 	// TokenKey is the key of the token in the trigger's Secret; the
 	// connection Secret of a queue trigger holds its URL under ConnectionURLKey.
 	TokenKey         = "token"
 	ConnectionURLKey = "url"
+	// KafkaBrokersKey holds a kafka trigger's seed brokers.
+	KafkaBrokersKey = "brokers"
 )
 
 // Defaults of the cron CronJob.
@@ -223,6 +231,22 @@ var BrokerAuthKeys = []struct{ Key, Env string }{
 	{"ca.crt", EnvBrokerCA}, {"tls.crt", EnvBrokerCert}, {"tls.key", EnvBrokerKey},
 }
 
+// KafkaAuthKeys are the optional keys of a kafka trigger's connection
+// Secret and the environment variables `sless consume` reads them from.
+var KafkaAuthKeys = []struct{ Key, Env string }{
+	{"sasl.mechanism", EnvBrokerSASLMechanism}, {"username", EnvBrokerUsername}, {"password", EnvBrokerPassword},
+	{"tls", EnvBrokerTLS}, {"ca.crt", EnvBrokerCA}, {"tls.crt", EnvBrokerCert}, {"tls.key", EnvBrokerKey},
+}
+
+// ConnectionKey is the key of the trigger's connection Secret that must
+// be there: the broker's address.
+func ConnectionKey(t *slessv1alpha1.Trigger) string {
+	if t.Spec.Type == slessv1alpha1.TriggerTypeKafka {
+		return KafkaBrokersKey
+	}
+	return ConnectionURLKey
+}
+
 func secretEnv(name, secret, key string, optional bool) corev1.EnvVar {
 	sel := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
 	if optional {
@@ -240,6 +264,9 @@ func consumerArgs(t *slessv1alpha1.Trigger) ([]string, []corev1.EnvVar) {
 		"--concurrency=" + strconv.Itoa(int(*d.Concurrency)),
 		"--max-retries=" + strconv.Itoa(int(*d.MaxRetries)),
 		"--backoff=" + strconv.Itoa(int(*d.BackoffSeconds)) + "s",
+	}
+	if t.Spec.Type == slessv1alpha1.TriggerTypeKafka {
+		return kafkaConsumerArgs(t, delivery)
 	}
 	if n := t.Spec.NATS; t.Spec.Type == slessv1alpha1.TriggerTypeNATS {
 		env := []corev1.EnvVar{secretEnv(EnvBrokerURL, n.ConnectionSecret, ConnectionURLKey, false)}
@@ -259,6 +286,20 @@ func consumerArgs(t *slessv1alpha1.Trigger) ([]string, []corev1.EnvVar) {
 		"--queue=" + q.Queue,
 		"--dead-letter-queue=" + names.DeadLetterQueue(q),
 	}, delivery...), []corev1.EnvVar{secretEnv(EnvAMQPURL, q.ConnectionSecret, ConnectionURLKey, false)}
+}
+
+func kafkaConsumerArgs(t *slessv1alpha1.Trigger, delivery []string) ([]string, []corev1.EnvVar) {
+	k := t.Spec.Kafka
+	env := []corev1.EnvVar{secretEnv(EnvKafkaBrokers, k.ConnectionSecret, KafkaBrokersKey, false)}
+	for _, a := range KafkaAuthKeys {
+		env = append(env, secretEnv(a.Env, k.ConnectionSecret, a.Key, true))
+	}
+	return append([]string{
+		"--broker=kafka",
+		"--topic=" + k.Topic,
+		"--group=" + names.KafkaGroup(t),
+		"--dead-letter-topic=" + names.KafkaDeadLetterTopic(t),
+	}, delivery...), env
 }
 
 // MakeConsumerDeployment builds the Deployment that runs `sless consume` for

@@ -143,3 +143,62 @@ func TestNATSTriggerRunsConsumer(t *testing.T) {
 		return c.Status == metav1.ConditionTrue && c.Message == "consuming queue events"
 	})
 }
+
+// A kafka trigger runs the same consumer Deployment with sless consume's
+// kafka flags; its connection Secret must hold "brokers", and its
+// consumer's readiness shows as the other consumers' do.
+func TestKafkaTriggerRunsConsumer(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	sim := testbed.SharedDeployments(t)
+	sim.Manage(e.ns)
+	const consumer = "orders-consumer"
+	sim.SetReady(e.ns, consumer, false)
+	e.function("worker")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "worker", Type: slessv1alpha1.TriggerTypeKafka,
+		Kafka: &slessv1alpha1.KafkaSpec{ConnectionSecret: "kafka", Topic: "orders"},
+	}})
+	e.awaitReady("orders", "the missing Secret", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.TriggerReasonConnectionSecretNotFound &&
+			c.Message == "Secret kafka (key brokers) does not exist"
+	})
+	// A Secret with a url but no brokers is refused by its key.
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Namespace: e.ns}, StringData: map[string]string{"url": "k:9092"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Kafka.MaxRetries = ptr.To[int32](4) })
+	e.awaitReady("orders", "the missing key", func(c metav1.Condition) bool {
+		return c.Reason == slessv1alpha1.TriggerReasonConnectionSecretNotFound && c.Message == "Secret kafka has no key brokers"
+	})
+	sec := &corev1.Secret{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: "kafka"}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data["brokers"] = []byte("k-0:9092")
+	if err := e.c.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Kafka.MaxRetries = ptr.To[int32](5) })
+	e.awaitReady("orders", "a consumer not yet connected", func(c metav1.Condition) bool {
+		return c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable
+	})
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("orders", "consuming", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Message == "consuming topic orders"
+	})
+	d := &appsv1.Deployment{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: consumer}, d); err != nil {
+		t.Fatal(err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--broker=kafka", "--topic=orders", "--group=sless." + e.ns + ".orders", "--dead-letter-topic=orders.dlq", "--max-retries=5"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("consumer args %q lack %s", args, want)
+		}
+	}
+	e.update("orders", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
+	e.awaitReady("orders", "disabled", func(c metav1.Condition) bool {
+		return c.Reason == slessv1alpha1.TriggerReasonDisabled && strings.Contains(c.Message, "records wait in the topic")
+	})
+}

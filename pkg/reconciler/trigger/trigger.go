@@ -116,7 +116,8 @@ func (r *Reconciler) reconcile(ctx context.Context, t *slessv1alpha1.Trigger) (t
 		return 0, nil
 	case slessv1alpha1.TriggerTypeCron:
 		return r.reconcileCron(ctx, t, fn)
-	case slessv1alpha1.TriggerTypeQueue, slessv1alpha1.TriggerTypeNATS:
+	}
+	if t.Spec.Type.Consumes() {
 		cs, after, err := r.Carrier.Consume(ctx, t, fn)
 		if err != nil {
 			return 0, err
