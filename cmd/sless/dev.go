@@ -13,6 +13,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/local"
 	"github.com/sless-dev/sless/pkg/logs"
+	"github.com/sless-dev/sless/pkg/queue/kafkaq"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 	"github.com/sless-dev/sless/runtimes"
 )
@@ -74,6 +75,7 @@ func parseDev(args []string) (local.Options, string, error) {
 	bodyIdle := fs.Duration("body-idle-timeout", invoke.DefaultBodyIdleTimeout, "how long a request body may send nothing before the request is answered 408")
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
 	natsURL := fs.String("nats-url", os.Getenv("SLESS_NATS_URL"), "NATS URL (nats://[user:password@]host:4222) that nats triggers consume from; without one they are not consumed")
+	kafkaBrokers := fs.String("kafka-brokers", os.Getenv("SLESS_KAFKA_BROKERS"), "Kafka seed brokers (host:port, comma-separated) that kafka triggers consume from; without them they are not consumed")
 	callbackAllow := fs.String("callback-allow", os.Getenv("SLESS_CALLBACK_ALLOW"), "comma-separated CIDRs, addresses and host names the results of asynchronous calls may be posted to although they are loopback, private or cluster-internal (e.g. 127.0.0.1,10.0.0.0/8,hooks.internal)")
 	if err := parseFlags(fs, args); err != nil {
 		return local.Options{}, "", err
@@ -95,6 +97,11 @@ func parseDev(args []string) (local.Options, string, error) {
 		AMQPURL: *amqpURL, NATSURL: *natsURL, Console: *withConsole, Out: os.Stderr, NoCgroups: !*cgroups,
 	}
 	var err error
+	if *kafkaBrokers != "" {
+		if opts.KafkaBrokers, err = kafkaq.ParseBrokers(*kafkaBrokers); err != nil {
+			return local.Options{}, "", fmt.Errorf("--kafka-brokers: %w", err)
+		}
+	}
 	if opts.CallbackPolicy, err = callback.ParseAllowList(strings.Split(*callbackAllow, ",")); err != nil {
 		return local.Options{}, "", fmt.Errorf("--callback-allow: %w", err)
 	}

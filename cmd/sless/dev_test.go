@@ -55,6 +55,8 @@ func TestDevRefusesBadFlags(t *testing.T) {
 		{"negative records age", []string{"--records-max-age", "-1h"}, "--records-max-age must not be negative"},
 		{"zero idle connection timeout", []string{"--idle-conn-timeout", "0s"}, "--idle-conn-timeout must be positive"},
 		{"zero body idle timeout", []string{"--body-idle-timeout", "0s"}, "--body-idle-timeout must be positive"},
+		{"kafka broker without a port", []string{"--kafka-brokers", "k-0:9092,k-1"}, `--kafka-brokers: broker "k-1" is not host:port`},
+		{"kafka brokers all blank", []string{"--kafka-brokers", " , "}, "--kafka-brokers: no broker given"},
 		{"function domain with a wildcard", []string{"--fn-domain", "*.localhost"}, "--fn-domain: the function domain \"*.localhost\" starts with a wildcard"},
 		{"function domain with a port", []string{"--fn-domain", "fn.localhost:8080"}, "has a port"},
 		{"function domain with a trailing dot", []string{"--fn-domain", "fn.localhost."}, "is not a DNS label"},

@@ -95,6 +95,9 @@ type Options struct {
 	AMQPURL string
 	// NATSURL is the server nats triggers consume from; "": not consumed.
 	NATSURL string
+	// KafkaBrokers are the seed brokers kafka triggers consume from;
+	// none: not consumed.
+	KafkaBrokers []string
 	// Console serves the web console at /console/.
 	Console bool
 	// NoCgroups makes no cgroups for the functions' processes even where

@@ -34,6 +34,7 @@ import (
 	"github.com/sless-dev/sless/pkg/local/serving"
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/kafkaq"
 	"github.com/sless-dev/sless/pkg/queue/natsq"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
@@ -61,7 +62,9 @@ type Runs struct {
 	// consumed and say so. Set it before the Trigger loop starts.
 	Broker string
 	// NATS is the server URL nats Triggers are consumed from, alike.
-	NATS   string
+	NATS string
+	// Kafka is the seed brokers kafka Triggers are consumed from, alike.
+	Kafka  []string
 	Logger *slog.Logger
 
 	mu     sync.Mutex
@@ -267,6 +270,8 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 	caller := &localCaller{r: r, namespace: key.Namespace, function: t.Spec.Function}
 	logger := r.Logger.With("trigger", key.String())
 	switch t.Spec.Type {
+	case slessv1alpha1.TriggerTypeKafka:
+		return r.kafkaSource(t, d, caller, logger)
 	case slessv1alpha1.TriggerTypeNATS:
 		if r.NATS == "" {
 			return nil, "", errNoBroker
@@ -295,6 +300,22 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 	}
 	raw, _ := json.Marshal([]any{cfg.Queue, cfg.DeadLetterQueue, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
 	c, err := queue.New(cfg)
+	return c, string(raw), err
+}
+
+// kafkaSource is source's kafka consumer.
+func (r *Runs) kafkaSource(t *slessv1alpha1.Trigger, d *slessv1alpha1.Delivery, caller queue.Caller, logger *slog.Logger) (queue.Source, string, error) {
+	if len(r.Kafka) == 0 {
+		return nil, "", errNoBroker
+	}
+	cfg := kafkaq.Config{
+		Brokers: r.Kafka, Topic: t.Spec.Kafka.Topic, Group: names.KafkaGroup(t), DeadLetterTopic: names.KafkaDeadLetterTopic(t),
+		Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
+		Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
+		Invoker: caller, Logger: logger,
+	}
+	raw, _ := json.Marshal([]any{cfg.Topic, cfg.Group, cfg.DeadLetterTopic, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
+	c, err := kafkaq.New(cfg)
 	return c, string(raw), err
 }
 

@@ -69,21 +69,6 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
-// allCommitted waits until the group committed every record of topic.
-func allCommitted(t *testing.T, k *kafkatest.Cluster, group, topic string) {
-	t.Helper()
-	cl := k.Client()
-	eventually(t, "every offset committed", func() (bool, string) {
-		ends, got := kafkatest.Ends(t, cl, topic), kafkatest.Committed(t, cl, group, topic)
-		for p, end := range ends {
-			if got[p] != end {
-				return false, fmt.Sprintf("committed %v, ends %v", got, ends)
-			}
-		}
-		return true, ""
-	})
-}
-
 func TestDeliversEachRecordAndCommits(t *testing.T) {
 	k := kafkatest.Start(t)
 	k.Topic("orders", 3)
@@ -95,7 +80,7 @@ func TestDeliversEachRecordAndCommits(t *testing.T) {
 		ids, calls := fn.Distinct()
 		return ids == 30, fmt.Sprintf("%d ids, %d calls", ids, calls)
 	})
-	allCommitted(t, k, "workers", "orders")
+	kafkatest.AwaitCommitted(t, k, "workers", "orders")
 	if ids, calls := fn.Distinct(); calls != ids {
 		t.Errorf("%d calls of %d records", calls, ids)
 	}
@@ -148,7 +133,7 @@ func TestRetriesThenDeadLetters(t *testing.T) {
 	if gap := calls[2].Sub(calls[1]); gap < 2*cfg.Backoff {
 		t.Errorf("the second retry came %v after the first, want at least %v (doubled backoff)", gap, 2*cfg.Backoff)
 	}
-	allCommitted(t, k, "workers", "orders")
+	kafkatest.AwaitCommitted(t, k, "workers", "orders")
 	if ids, calls := fn.Distinct(); ids != 10 || calls != 12 {
 		t.Errorf("%d records, %d calls; want 10 records, 12 calls", ids, calls)
 	}
@@ -181,7 +166,7 @@ func TestRetryHoldsBackTheCommit(t *testing.T) {
 	// The first record's retry comes from the next consumer, at once.
 	c2, _ := start(t, config(k, fn))
 	awaitState(t, c2, "consuming again", queue.State.Ready)
-	allCommitted(t, k, "workers", "orders")
+	kafkatest.AwaitCommitted(t, k, "workers", "orders")
 	if n := fn.Count("orders-0-0"); n != 2 {
 		t.Errorf("record 0 called %d times, want 2", n)
 	}
@@ -331,7 +316,7 @@ func TestBrokerRestartAndConsumerRestartLoseNothing(t *testing.T) {
 		ids, calls := fn.Distinct()
 		return ids == n, fmt.Sprintf("%d of %d ids, %d calls", ids, n, calls)
 	})
-	allCommitted(t, k, "workers", "orders")
+	kafkatest.AwaitCommitted(t, k, "workers", "orders")
 	_, calls := fn.Distinct()
 	t.Logf("%d records, %d calls (%d duplicates across the restarts)", n, calls, calls-n)
 }
@@ -360,7 +345,7 @@ func TestStopFinishesCallsInFlight(t *testing.T) {
 		ids, calls := fn.Distinct()
 		return ids == 10, fmt.Sprintf("%d ids, %d calls", ids, calls)
 	})
-	allCommitted(t, k, "workers", "orders")
+	kafkatest.AwaitCommitted(t, k, "workers", "orders")
 	if ids, calls := fn.Distinct(); calls != ids {
 		t.Errorf("%d calls of %d records: a call in flight at the stop was not committed", calls, ids)
 		fn.Mu.Lock()

@@ -162,3 +162,24 @@ func Records(t testing.TB, c *Cluster, topic string, want int) []*kgo.Record {
 	}
 	return out
 }
+
+// AwaitCommitted waits until group committed every record of topic.
+func AwaitCommitted(t testing.TB, c *Cluster, group, topic string) {
+	t.Helper()
+	cl := c.Client()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ends, got := Ends(t, cl, topic), Committed(t, cl, group, topic)
+		done := true
+		for p, end := range ends {
+			done = done && got[p] == end
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s committed %v of topic %s, whose ends are %v", group, got, topic, ends)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
