@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,12 +88,7 @@ func newSides(t *testing.T) (sim, upstream *side) {
 		}[o])
 	}
 	sim.crash = func(t *testing.T, rev string) {
-		// The simulator is told Knative's words: those its Configuration
-		// gives a revision whose container exits (MarkLatestCreatedFailed).
-		var cs servingv1.ConfigurationStatus
-		cs.MarkLatestCreatedFailed(rev, servingv1.RevisionContainerExitingMessage(crashMessage))
-		c := cs.GetCondition(servingv1.ConfigurationConditionReady)
-		if err := kn.Fail(ctx, ns, agreeFunction, c.Reason, c.Message); err != nil {
+		if err := kn.Crash(ctx, ns, agreeFunction, 1, crashMessage); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,13 +280,18 @@ type serveSeen struct {
 
 type serviceSeen struct {
 	Generation, ObservedGeneration int64
-	Ready                          condSeen
+	Ready, RoutesReady             condSeen
 	LatestCreated, LatestReady     string
 	AddressURL, URL                string
+	// Traffic is spec.traffic as Knative's webhook defaulted it, which
+	// sless compares with what it asks for.
+	Traffic []servingv1.TrafficTarget
 }
 
 type revisionSeen struct {
 	Name string
+	// Ready is the Revision's condition, which sless revisions shows.
+	Ready condSeen
 	// Digests are status.containerStatuses, container=imageDigest.
 	Digests  []string
 	Settings adapter.RevisionSettings
@@ -332,7 +333,9 @@ func (s *side) seeService(t *testing.T, asked, st adapter.ServeState, more ...st
 	}
 	seen.Service = serviceSeen{Generation: svc.Generation, ObservedGeneration: svc.Status.ObservedGeneration,
 		Ready:         seeCondition(svc.Status.GetCondition(servingv1.ServiceConditionReady)),
-		LatestCreated: svc.Status.LatestCreatedRevisionName, LatestReady: svc.Status.LatestReadyRevisionName}
+		RoutesReady:   seeCondition(svc.Status.GetCondition(servingv1.ServiceConditionRoutesReady)),
+		LatestCreated: svc.Status.LatestCreatedRevisionName, LatestReady: svc.Status.LatestReadyRevisionName,
+		Traffic: svc.Spec.Traffic}
 	if a := svc.Status.Address; a != nil && a.URL != nil {
 		seen.Service.AddressURL = a.URL.String()
 	}
@@ -350,6 +353,7 @@ func (s *side) seeService(t *testing.T, asked, st adapter.ServeState, more ...st
 		if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: name}, rev); client.IgnoreNotFound(err) != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
+		rs.Ready = seeCondition(rev.Status.GetCondition(servingv1.RevisionConditionReady))
 		for _, c := range rev.Status.ContainerStatuses {
 			rs.Digests = append(rs.Digests, c.Name+"="+c.ImageDigest)
 		}
@@ -389,6 +393,40 @@ func (s *side) serveFirst(t *testing.T) (asked, st adapter.ServeState) {
 	img := image(s.ns, "v1")
 	asked = s.ensureService(t, img)
 	return asked, s.awaitService(t, img, "Service Ready", ready)
+}
+
+// serveSecond makes the Service of image "v1", then of "v2" with a changed
+// spec, and waits for each to serve; it returns the two ready revisions.
+func (s *side) serveSecond(t *testing.T) (first, second string) {
+	t.Helper()
+	_, st := s.serveFirst(t)
+	first = st.LatestReadyRevision
+	s.fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "GREETING", Value: "again"}}
+	if err := s.kube.Client.Update(context.Background(), s.fn); err != nil {
+		t.Fatalf("%s: %v", s.name, err)
+	}
+	img := image(s.ns, "v2")
+	s.ensureService(t, img)
+	st = s.awaitService(t, img, "second revision Ready", ready)
+	return first, st.LatestReadyRevision
+}
+
+// steer sets the Function's spec.traffic and calls EnsureService until
+// done; the template stays the second revision's.
+func (s *side) steer(t *testing.T, traffic []slessv1alpha1.TrafficTarget, what string, done func(adapter.ServeState) bool) (asked, st adapter.ServeState) {
+	t.Helper()
+	s.fn.Spec.Traffic = traffic
+	if err := s.kube.Client.Update(context.Background(), s.fn); err != nil {
+		t.Fatalf("%s: traffic: %v", s.name, err)
+	}
+	img := image(s.ns, "v2")
+	asked = s.ensureService(t, img)
+	return asked, s.awaitService(t, img, what, done)
+}
+
+// routed says the Service serves the traffic it was last asked for.
+func routed(n int) func(adapter.ServeState) bool {
+	return func(st adapter.ServeState) bool { return st.Ready && len(st.Traffic) == n }
 }
 
 func TestSimulatorsAgreeWithRealControllers(t *testing.T) {
@@ -461,6 +499,28 @@ func TestSimulatorsAgreeWithRealControllers(t *testing.T) {
 				return st, routesDown && st.Failed
 			})
 			return s.seeService(t, first, st)
+		}},
+		{"traffic split between two tagged revisions, then a tag at 0 percent", func(t *testing.T, s *side) any {
+			first, _ := s.serveSecond(t)
+			asked, split := s.steer(t, []slessv1alpha1.TrafficTarget{
+				{RevisionName: first, Percent: ptr.To[int64](40), Tag: "old"},
+				{LatestRevision: ptr.To(true), Percent: ptr.To[int64](60), Tag: "new"},
+			}, "split routed", routed(2))
+			seenSplit := s.seeService(t, asked, split, first)
+			asked, back := s.steer(t, []slessv1alpha1.TrafficTarget{
+				{RevisionName: first, Percent: ptr.To[int64](100)},
+				{Percent: ptr.To[int64](0), Tag: "next"},
+			}, "rollback routed", func(st adapter.ServeState) bool {
+				return routed(2)(st) && st.Traffic[0].PercentOf() == 100
+			})
+			return []any{seenSplit, s.seeService(t, asked, back, first)}
+		}},
+		{"traffic names a revision that does not exist", func(t *testing.T, s *side) any {
+			first, _ := s.serveSecond(t)
+			asked, st := s.steer(t, []slessv1alpha1.TrafficTarget{
+				{RevisionName: agreeFunction + "-99999", Percent: ptr.To[int64](100)},
+			}, "route refused", func(st adapter.ServeState) bool { return st.Failed })
+			return s.seeService(t, asked, st, first)
 		}},
 	}
 	// cmp cannot look inside a Quantity: compare them by value.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,10 @@ type ServePolicy struct {
 	// status.address.url, e.g. an httptest.Server's. Without it a Service
 	// reports Knative's cluster-local http://<name>.<namespace>.svc.cluster.local.
 	URL func(svc *servingv1.Service) string
+	// TagURL gives the URL of a tagged traffic target, e.g. a server that
+	// plays that revision; Knative's cluster-local
+	// http://<tag>-<name>.<namespace>.svc.cluster.local without it.
+	TagURL func(svc *servingv1.Service, tag string) string
 }
 
 // KnativeSim plays Knative Serving's Service controller against a test
@@ -61,10 +66,13 @@ type ServePolicy struct {
 // latestCreatedRevisionName, latestReadyRevisionName and traffic. As in
 // Knative, a failed or deploying revision leaves the previous ready one
 // serving. Each revision is also a Revision object, labelled with its
-// Service and carrying status.containerStatuses: each container's image
-// pinned by digest, as Knative resolves tags when it creates a revision
-// (the simulator plays the registry: a tag's digest is the sha256 of the
-// reference). No Route or Pod objects are created. Knative's own
+// Service, carrying status.containerStatuses (each container's image
+// pinned by digest, as Knative resolves tags when it creates a revision;
+// the simulator plays the registry: a tag's digest is the sha256 of the
+// reference) and a Ready condition. spec.traffic is routed as Knative's
+// Route does it (see route). A new generation that keeps the template of
+// the ready revision changes the routing only. No Route or Pod objects are
+// created. Knative's own
 // defaulting and validation are in force on the apiserver (webhook.go), as
 // on a cluster.
 type KnativeSim struct {
@@ -165,6 +173,14 @@ func (s *KnativeSim) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	if svc.Status.ObservedGeneration != svc.Generation {
+		if s.keepsTemplate(ctx, svc) {
+			// Knative's Configuration has nothing to do; only the Route
+			// takes the new traffic.
+			return reconcile.Result{}, s.update(ctx, req.Namespace, req.Name, func(svc *servingv1.Service) error {
+				svc.Status.ObservedGeneration = svc.Generation
+				return s.route(ctx, svc)
+			})
+		}
 		// A new generation: its revision is created and deploying; the
 		// previous ready revision, if any, keeps the traffic.
 		if err := s.createRevision(ctx, svc); err != nil {
@@ -175,7 +191,7 @@ func (s *KnativeSim) reconcile(ctx context.Context, req reconcile.Request) (reco
 				return nil
 			}
 			s.markDeploying(svc)
-			return nil
+			return s.route(ctx, svc)
 		})
 	}
 	ready := svc.Status.GetCondition(servingv1.ServiceConditionReady)
@@ -193,6 +209,25 @@ func (s *KnativeSim) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, s.Fail(ctx, req.Namespace, req.Name, p.Reason, p.Message)
 	}
 	return reconcile.Result{}, s.Ready(ctx, req.Namespace, req.Name)
+}
+
+// keepsTemplate says whether svc's new generation keeps the template of
+// its latest revision: the same name, or no name and the same spec (Knative
+// numbers unnamed revisions by the Configuration's generation, which a
+// traffic change leaves alone).
+func (s *KnativeSim) keepsTemplate(ctx context.Context, svc *servingv1.Service) bool {
+	latest := svc.Status.LatestCreatedRevisionName
+	if latest == "" {
+		return false
+	}
+	if svc.Spec.Template.Name != "" {
+		return svc.Spec.Template.Name == latest
+	}
+	rev := &servingv1.Revision{}
+	if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: latest}, rev); err != nil {
+		return false
+	}
+	return equality.Semantic.DeepEqual(rev.Spec, svc.Spec.Template.Spec)
 }
 
 // createRevision makes sure the Revision of svc's current template exists,
@@ -276,22 +311,16 @@ func (s *KnativeSim) markDeploying(svc *servingv1.Service) {
 	cs := svc.GetConditionSet().Manage(&svc.Status)
 	cs.InitializeConditions()
 	cs.MarkUnknown(servingv1.ServiceConditionConfigurationsReady, "Deploying", fmt.Sprintf("Revision %q is deploying.", rev))
-	if svc.Status.LatestReadyRevisionName == "" {
-		cs.MarkUnknown(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
-			fmt.Sprintf("Configuration %q is waiting for a Revision to become ready.", svc.Name))
-	}
 }
 
-// Ready makes the Service's latest revision Ready and sends all traffic to it.
+// Ready makes the Service's latest revision Ready and routes its traffic.
 func (s *KnativeSim) Ready(ctx context.Context, ns, name string) error {
 	p := s.policy(ns)
-	return s.update(ctx, ns, name, func(svc *servingv1.Service) error {
-		if svc.Status.ObservedGeneration != svc.Generation {
-			s.markDeploying(svc)
-		}
-		rev := svc.Status.LatestCreatedRevisionName
-		svc.Status.LatestReadyRevisionName = rev
-		svc.Status.Traffic = []servingv1.TrafficTarget{{RevisionName: rev, LatestRevision: ptr.To(true), Percent: ptr.To[int64](100)}}
+	return s.finish(ctx, ns, name, func(rs *servingv1.RevisionStatus) {
+		rs.MarkResourcesAvailableTrue()
+		rs.MarkContainerHealthyTrue()
+	}, func(svc *servingv1.Service) error {
+		svc.Status.LatestReadyRevisionName = svc.Status.LatestCreatedRevisionName
 		target := fmt.Sprintf("http://%s.%s.svc.cluster.local", svc.Name, svc.Namespace)
 		if p.URL != nil {
 			target = p.URL(svc)
@@ -302,9 +331,7 @@ func (s *KnativeSim) Ready(ctx context.Context, ns, name string) error {
 		}
 		svc.Status.URL = u
 		svc.Status.Address = &duckv1.Addressable{URL: u.DeepCopy()}
-		cs := svc.GetConditionSet().Manage(&svc.Status)
-		cs.MarkTrue(servingv1.ServiceConditionConfigurationsReady)
-		cs.MarkTrue(servingv1.ServiceConditionRoutesReady)
+		svc.GetConditionSet().Manage(&svc.Status).MarkTrue(servingv1.ServiceConditionConfigurationsReady)
 		return nil
 	})
 }
@@ -317,26 +344,188 @@ func (s *KnativeSim) Fail(ctx context.Context, ns, name, reason, message string)
 	if reason == "" {
 		reason = "RevisionFailed"
 	}
+	return s.finish(ctx, ns, name, func(rs *servingv1.RevisionStatus) {
+		rs.MarkContainerHealthyFalse(reason, message)
+	}, func(svc *servingv1.Service) error {
+		msg := message
+		if msg == "" {
+			msg = fmt.Sprintf("Revision %q failed.", svc.Status.LatestCreatedRevisionName)
+		}
+		svc.GetConditionSet().Manage(&svc.Status).MarkFalse(servingv1.ServiceConditionConfigurationsReady, reason, "%s", msg)
+		return nil
+	})
+}
+
+// Crash makes the Service's latest revision's container exit with code
+// and message, in Knative's words: the Revision's ContainerHealthy and
+// the Configuration's Ready (MarkLatestCreatedFailed) as its controllers
+// write them, the route then as Fail leaves it.
+func (s *KnativeSim) Crash(ctx context.Context, ns, name string, code int32, message string) error {
+	revReason, revMessage := servingv1.ExitCodeReason(code), servingv1.RevisionContainerExitingMessage(message)
+	return s.finish(ctx, ns, name, func(rs *servingv1.RevisionStatus) {
+		rs.MarkContainerHealthyFalse(revReason, revMessage)
+	}, func(svc *servingv1.Service) error {
+		var cfg servingv1.ConfigurationStatus
+		cfg.MarkLatestCreatedFailed(svc.Status.LatestCreatedRevisionName, revMessage)
+		c := cfg.GetCondition(servingv1.ConfigurationConditionReady)
+		svc.GetConditionSet().Manage(&svc.Status).MarkFalse(servingv1.ServiceConditionConfigurationsReady, c.Reason, "%s", c.Message)
+		return nil
+	})
+}
+
+// finish ends the rollout of the Service's latest revision: the Revision's
+// conditions by mark, then the Service's status by mutate, then its
+// traffic routed again.
+func (s *KnativeSim) finish(ctx context.Context, ns, name string, mark func(*servingv1.RevisionStatus), mutate func(*servingv1.Service) error) error {
+	svc := &servingv1.Service{}
+	if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, svc); err != nil {
+		return err
+	}
+	rev := svc.Status.LatestCreatedRevisionName
+	if svc.Status.ObservedGeneration != svc.Generation {
+		// Called before the simulator saw the generation.
+		rev = RevisionName(svc)
+		if err := s.createRevision(ctx, svc); err != nil {
+			return err
+		}
+	}
+	if err := s.markRevision(ctx, ns, rev, mark); err != nil {
+		return err
+	}
 	return s.update(ctx, ns, name, func(svc *servingv1.Service) error {
 		if svc.Status.ObservedGeneration != svc.Generation {
 			s.markDeploying(svc)
 		}
-		rev := svc.Status.LatestCreatedRevisionName
-		if message == "" {
-			message = fmt.Sprintf("Revision %q failed.", rev)
+		if err := mutate(svc); err != nil {
+			return err
 		}
-		cs := svc.GetConditionSet().Manage(&svc.Status)
-		cs.MarkFalse(servingv1.ServiceConditionConfigurationsReady, reason, "%s", message)
-		switch svc.Status.LatestReadyRevisionName {
-		case "":
-			cs.MarkFalse(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
-				"Configuration %q does not have any ready Revision.", svc.Name)
-		case rev:
-			cs.MarkFalse(servingv1.ServiceConditionRoutesReady, "RevisionMissing",
-				"Revision %q failed to become ready.", rev)
-		}
-		return nil
+		return s.route(ctx, svc)
 	})
+}
+
+// markRevision writes the conditions of Revision name, as Knative's
+// revision reconciler does once its deployment is up or has failed.
+func (s *KnativeSim) markRevision(ctx context.Context, ns, name string, mark func(*servingv1.RevisionStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rev := &servingv1.Revision{}
+		if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, rev); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		before := rev.Status.DeepCopy()
+		rev.Status.InitializeConditions()
+		mark(&rev.Status)
+		rev.Status.ObservedGeneration = rev.Generation
+		if equality.Semantic.DeepEqual(before, &rev.Status) {
+			return nil
+		}
+		return s.kube.Client.Status().Update(ctx, rev)
+	})
+}
+
+// route plays Knative's Route for svc: each spec.traffic target resolves
+// to a revision (latestRevision to the latest ready one), targets of the
+// same tag, revision and sense are merged, and a tag gets its own URL. A
+// target that cannot serve (no such revision, another Service's, not
+// ready) leaves the traffic as it was, with RoutesReady saying why in
+// Knative's words; a split whose merged targets are fewer than the spec's
+// is never Ready, as Knative's Service reconciler compares the counts.
+func (s *KnativeSim) route(ctx context.Context, svc *servingv1.Service) error {
+	cs := svc.GetConditionSet().Manage(&svc.Status)
+	spec := svc.Spec.Traffic
+	if len(spec) == 0 {
+		spec = []servingv1.TrafficTarget{{LatestRevision: ptr.To(true), Percent: ptr.To[int64](100)}}
+	}
+	var out []servingv1.TrafficTarget
+	var bad *routeError
+	for _, t := range spec {
+		latest := ptr.Deref(t.LatestRevision, t.RevisionName == "")
+		rev, err := s.routable(ctx, svc, t.RevisionName, latest)
+		if err != nil {
+			// Knative reports the first bad target, unless a later one has
+			// failed for good.
+			if bad == nil || (err.failed && !bad.failed) {
+				bad = err
+			}
+			continue
+		}
+		r := servingv1.TrafficTarget{Tag: t.Tag, RevisionName: rev, LatestRevision: ptr.To(latest), Percent: ptr.To(ptr.Deref(t.Percent, 0))}
+		if i := slices.IndexFunc(out, func(o servingv1.TrafficTarget) bool {
+			return o.Tag == r.Tag && o.RevisionName == r.RevisionName && *o.LatestRevision == latest
+		}); i >= 0 {
+			out[i].Percent = ptr.To(*out[i].Percent + *r.Percent)
+			continue
+		}
+		if t.Tag != "" {
+			u, err := apis.ParseURL(s.tagURL(svc, t.Tag))
+			if err != nil {
+				return fmt.Errorf("knative simulator: tag URL of %q: %w", t.Tag, err)
+			}
+			r.URL = u
+		}
+		out = append(out, r)
+	}
+	switch {
+	case bad != nil && bad.failed:
+		cs.MarkFalse(servingv1.ServiceConditionRoutesReady, bad.reason, "%s", bad.message)
+	case bad != nil:
+		cs.MarkUnknown(servingv1.ServiceConditionRoutesReady, bad.reason, "%s", bad.message)
+	case len(out) != len(spec):
+		svc.Status.Traffic = out
+		svc.Status.MarkRouteNotYetReady()
+	default:
+		svc.Status.Traffic = out
+		cs.MarkTrue(servingv1.ServiceConditionRoutesReady)
+	}
+	return nil
+}
+
+// routeError is why a traffic target cannot serve; failed when it will not
+// come right by waiting.
+type routeError struct {
+	reason, message string
+	failed          bool
+}
+
+// routable is the revision a traffic target sends its calls to, as
+// Knative's Route resolves and checks it.
+func (s *KnativeSim) routable(ctx context.Context, svc *servingv1.Service, name string, latest bool) (string, *routeError) {
+	if latest {
+		name = svc.Status.LatestReadyRevisionName
+		if name == "" {
+			if svc.Status.GetCondition(servingv1.ServiceConditionConfigurationsReady).IsFalse() {
+				return "", &routeError{"RevisionMissing", fmt.Sprintf("Configuration %q does not have any ready Revision.", svc.Name), true}
+			}
+			return "", &routeError{"RevisionMissing", fmt.Sprintf("Configuration %q is waiting for a Revision to become ready.", svc.Name), false}
+		}
+	}
+	rev := &servingv1.Revision{}
+	if err := s.kube.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: name}, rev); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &routeError{"RevisionMissing", fmt.Sprintf("Revision %q referenced in traffic not found.", name), true}
+		}
+		return "", &routeError{"Unknown", err.Error(), false}
+	}
+	if owner := rev.Labels["serving.knative.dev/service"]; owner != svc.Name {
+		if owner == "" {
+			return "", &routeError{"RevisionNotOwned", fmt.Sprintf("Revision %q does not belong to Service %q.", name, svc.Name), true}
+		}
+		return "", &routeError{"RevisionNotOwned", fmt.Sprintf("Revision %q belongs to Service %q, not Service %q.", name, owner, svc.Name), true}
+	}
+	switch c := rev.Status.GetCondition(servingv1.RevisionConditionReady); {
+	case c.IsTrue():
+		return name, nil
+	case c.IsFalse():
+		return "", &routeError{"RevisionMissing", fmt.Sprintf("Revision %q failed to become ready.", name), true}
+	default:
+		return "", &routeError{"RevisionMissing", fmt.Sprintf("Revision %q is not yet ready.", name), false}
+	}
+}
+
+func (s *KnativeSim) tagURL(svc *servingv1.Service, tag string) string {
+	if p := s.policy(svc.Namespace); p.TagURL != nil {
+		return p.TagURL(svc, tag)
+	}
+	return fmt.Sprintf("http://%s-%s.%s.svc.cluster.local", tag, svc.Name, svc.Namespace)
 }
 
 func (s *KnativeSim) update(ctx context.Context, ns, name string, mutate func(*servingv1.Service) error) error {

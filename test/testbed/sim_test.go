@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"knative.dev/pkg/apis"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -437,6 +439,105 @@ func TestKnativeRevisionNameRule(t *testing.T) {
 				t.Errorf("update accepted or refused otherwise: %v", err)
 			case !tc.refuse && err != nil:
 				t.Errorf("update refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestKnativeSimulatorTraffic: spec.traffic is routed as Knative's Route
+// routes it, each case from a Service with two ready revisions (s-00001,
+// then s-00002 the latest).
+func TestKnativeSimulatorTraffic(t *testing.T) {
+	k := testbed.SharedKube(t)
+	testbed.SharedKnative(t)
+	ctx := context.Background()
+	pct := ptr.To[int64]
+	yes, no := ptr.To(true), ptr.To(false)
+	tests := []struct {
+		name    string
+		traffic []servingv1.TrafficTarget
+		// want is status.traffic with tag URLs by tag; nil: as before.
+		want       []servingv1.TrafficTarget
+		routes     corev1.ConditionStatus
+		reason     string
+		messageHas string
+	}{{
+		name:    "split with tags, latest resolved",
+		traffic: []servingv1.TrafficTarget{{RevisionName: "s-00001", Percent: pct(40), Tag: "old"}, {LatestRevision: yes, Percent: pct(60), Tag: "new"}},
+		want: []servingv1.TrafficTarget{
+			{RevisionName: "s-00001", LatestRevision: no, Percent: pct(40), Tag: "old"},
+			{RevisionName: "s-00002", LatestRevision: yes, Percent: pct(60), Tag: "new"}},
+		routes: corev1.ConditionTrue,
+	}, {
+		name:    "latest untagged beside a tag at 0 percent",
+		traffic: []servingv1.TrafficTarget{{RevisionName: "s-00001", Percent: pct(100)}, {LatestRevision: yes, Percent: pct(0), Tag: "next"}},
+		want: []servingv1.TrafficTarget{
+			{RevisionName: "s-00001", LatestRevision: no, Percent: pct(100)},
+			{RevisionName: "s-00002", LatestRevision: yes, Percent: pct(0), Tag: "next"}},
+		routes: corev1.ConditionTrue,
+	}, {
+		name:       "a revision that does not exist",
+		traffic:    []servingv1.TrafficTarget{{RevisionName: "s-00009", Percent: pct(100)}},
+		routes:     corev1.ConditionFalse,
+		reason:     "RevisionMissing",
+		messageHas: `Revision "s-00009" referenced in traffic not found.`,
+	}, {
+		name:    "targets of one revision merge, and the Service waits",
+		traffic: []servingv1.TrafficTarget{{RevisionName: "s-00002", Percent: pct(50)}, {LatestRevision: yes, Percent: pct(50)}, {RevisionName: "s-00002", Percent: pct(0)}},
+		want: []servingv1.TrafficTarget{
+			{RevisionName: "s-00002", LatestRevision: no, Percent: pct(50)},
+			{RevisionName: "s-00002", LatestRevision: yes, Percent: pct(50)}},
+		routes: corev1.ConditionUnknown,
+		reason: "TrafficNotMigrated",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := k.Namespace(t)
+			if err := k.Client.Create(ctx, newService(ns, "s", image1)); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "first revision ready", func() (bool, error) { return getSvc(t, k, ns, "s").IsReady(), nil })
+			svc := getSvc(t, k, ns, "s")
+			svc.Spec.Template.Spec.Containers[0].Image = image2
+			if err := k.Client.Update(ctx, svc); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "second revision ready", func() (bool, error) {
+				s := getSvc(t, k, ns, "s")
+				return s.IsReady() && s.Status.LatestReadyRevisionName == "s-00002", nil
+			})
+			before := getSvc(t, k, ns, "s")
+			before.Spec.Traffic = tc.traffic
+			if err := k.Client.Update(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+			var got *servingv1.Service
+			eventually(t, "traffic routed", func() (bool, error) {
+				got = getSvc(t, k, ns, "s")
+				return got.Status.ObservedGeneration == got.Generation && got.Status.GetCondition(servingv1.ServiceConditionRoutesReady).Status == tc.routes, nil
+			})
+			if got.Status.LatestCreatedRevisionName != "s-00002" {
+				t.Errorf("a traffic change made revision %s", got.Status.LatestCreatedRevisionName)
+			}
+			c := got.Status.GetCondition(servingv1.ServiceConditionRoutesReady)
+			if c.Reason != tc.reason || !strings.Contains(c.Message, tc.messageHas) {
+				t.Errorf("RoutesReady %+v, want reason %q, message with %q", c, tc.reason, tc.messageHas)
+			}
+			want := tc.want
+			if want == nil {
+				want = before.Status.Traffic
+			}
+			for i := range want {
+				if want[i].Tag != "" && want[i].URL == nil {
+					want[i].URL = apis.HTTP(want[i].Tag + "-s." + ns + ".svc.cluster.local")
+				}
+			}
+			if d := cmp.Diff(want, got.Status.Traffic); d != "" {
+				t.Errorf("status.traffic (-want +got):\n%s", d)
+			}
+			rev := &servingv1.Revision{}
+			if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "s-00001"}, rev); err != nil || !rev.IsReady() {
+				t.Errorf("Revision s-00001 not Ready: %v %+v", err, rev.Status.Conditions)
 			}
 		})
 	}
