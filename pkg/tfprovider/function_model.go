@@ -39,6 +39,7 @@ type buildModel struct {
 	ResolvedImage   types.String `tfsdk:"resolved_image"`
 	Revision        types.String `tfsdk:"revision"`
 	Phase           types.String `tfsdk:"phase"`
+	Traffic         types.List   `tfsdk:"traffic"`
 }
 
 // build is the shared part of a sless_function or sless_service model.
@@ -99,6 +100,7 @@ func buildMapper(env []path.Path, more map[string]path.Path) fieldMapper {
 		"spec.cpu":                 path.Root("cpu"),
 		"spec.timeoutSeconds":      path.Root("timeout_sec"),
 		"spec.buildTimeoutSeconds": path.Root("build_timeout_sec"),
+		"spec.traffic":             path.Root("traffic"),
 	}
 	for k, v := range more {
 		prefixes[k] = v
@@ -160,6 +162,7 @@ func buildSpec(ctx context.Context, m *buildModel) (slessv1alpha1.FunctionSpec, 
 		},
 		TimeoutSeconds: int32Ptr(m.TimeoutSec),
 	}
+	s.Traffic = trafficSpec(ctx, m.Traffic, &diags)
 	if !m.Image.IsNull() && !m.Image.IsUnknown() {
 		s.Source.Image = m.Image.ValueString()
 	}
@@ -219,6 +222,7 @@ func specPatch(s *slessv1alpha1.FunctionSpec, withSource bool) map[string]any {
 		"buildTimeoutSeconds": nullable(s.BuildTimeoutSeconds),
 		"scale":               scalePatch(s.Scale),
 		"async":               asyncPatch(s.Async),
+		"traffic":             trafficPatch(s.Traffic),
 	}
 	if s.Env == nil {
 		spec["env"] = nil
@@ -334,6 +338,7 @@ func buildState(w slessv1alpha1.Workload, prior *buildModel) (buildModel, diag.D
 		ResolvedImage:   optString(status.Image),
 		Revision:        optString(status.LatestReadyRevision),
 		Phase:           optString(string(status.Phase)),
+		Traffic:         trafficState(spec.Traffic, &diags),
 	}
 	// An alias the user wrote stays as written when the server canonicalised it.
 	if !prior.Runtime.IsNull() && !prior.Runtime.IsUnknown() && prior.Runtime.ValueString() != spec.Runtime {

@@ -116,6 +116,7 @@ func serviceObject(ns, name string, s slessv1alpha1.FunctionSpec) *slessv1alpha1
 				CPU:                 s.CPU,
 				BuildTimeoutSeconds: s.BuildTimeoutSeconds,
 				Rebuild:             s.Rebuild,
+				Traffic:             s.Traffic,
 			},
 			TimeoutSeconds: s.TimeoutSeconds,
 		},

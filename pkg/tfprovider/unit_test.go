@@ -229,7 +229,32 @@ func baseFunction() functionModel {
 		CPU:             types.StringNull(),
 		TimeoutSec:      types.Int64Value(30),
 		BuildTimeoutSec: types.Int64Value(900),
+		Traffic:         types.ListNull(trafficElemType),
 	}, Scale: types.ObjectNull(scaleAttrTypes), Async: types.ObjectNull(asyncAttrTypes)}
+}
+
+// trafficList is a traffic list of the entries.
+func trafficList(entries ...trafficModel) types.List {
+	elems := make([]attr.Value, len(entries))
+	for i, e := range entries {
+		elems[i] = types.ObjectValueMust(trafficAttrTypes, map[string]attr.Value{
+			"revision": e.Revision, "latest": e.Latest, "percent": e.Percent, "tag": e.Tag})
+	}
+	return types.ListValueMust(trafficElemType, elems)
+}
+
+func toRev(name string, percent int64, tag string) trafficModel {
+	t := trafficModel{Revision: types.StringValue(name), Latest: types.BoolNull(), Percent: types.Int64Value(percent), Tag: types.StringNull()}
+	if tag != "" {
+		t.Tag = types.StringValue(tag)
+	}
+	return t
+}
+
+func toLatest(percent int64, tag string) trafficModel {
+	t := toRev("", percent, tag)
+	t.Revision = types.StringNull()
+	return t
 }
 
 func asyncObj(concurrency, retries, age int64) types.Object {
@@ -307,6 +332,37 @@ func TestValidateFunctionConfig(t *testing.T) {
 			a["on_failure"] = types.StringValue("ftp://example.com/hook")
 			m.Async = types.ObjectValueMust(asyncAttrTypes, a)
 		}, []string{"async.on_failure"}},
+		{"valid traffic split", func(m *functionModel) {
+			m.Traffic = trafficList(toRev("hello-00001", 90, "stable"), toLatest(10, "canary"))
+		}, nil},
+		{"traffic not summing to 100", func(m *functionModel) {
+			m.Traffic = trafficList(toRev("hello-00001", 50, ""), toLatest(40, ""))
+		}, []string{"traffic"}},
+		{"traffic with two latest entries", func(m *functionModel) {
+			m.Traffic = trafficList(toLatest(50, "a"), toLatest(50, "b"))
+		}, []string{"traffic[1]"}},
+		{"traffic tag not a DNS label", func(m *functionModel) {
+			m.Traffic = trafficList(toLatest(100, "Canary_1"))
+		}, []string{"traffic[0].tag"}},
+		{"traffic tag twice", func(m *functionModel) {
+			m.Traffic = trafficList(toRev("hello-00001", 50, "x"), toLatest(50, "x"))
+		}, []string{"traffic[1].tag"}},
+		{"traffic revision of another function", func(m *functionModel) {
+			m.Traffic = trafficList(toRev("other-00001", 100, ""))
+		}, []string{"traffic[0].revision"}},
+		{"traffic latest false without a revision", func(m *functionModel) {
+			e := toLatest(100, "")
+			e.Latest = types.BoolValue(false)
+			m.Traffic = trafficList(e)
+		}, []string{"traffic[0].latest"}},
+		{"traffic percent above 100", func(m *functionModel) {
+			m.Traffic = trafficList(toLatest(101, ""))
+		}, []string{"traffic", "traffic[0].percent"}},
+		{"traffic revision unknown is not judged", func(m *functionModel) {
+			e := toRev("", 100, "")
+			e.Revision = types.StringUnknown()
+			m.Traffic = trafficList(e)
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := baseFunction()
@@ -502,6 +558,10 @@ func TestFieldMapper(t *testing.T) {
 		"spec.async.maxEventAgeSeconds":   "async.max_event_age_sec",
 		"spec.source.image":               "image",
 		"metadata.name":                   "name",
+		"spec.traffic":                    "traffic",
+		"spec.traffic[2].revisionName":    "traffic[2].revision",
+		"spec.traffic[0].latestRevision":  "traffic[0].latest",
+		"spec.traffic[1]":                 "traffic[1]",
 	} {
 		p, ok := m.attr(api)
 		if !ok || p.String() != want {
@@ -591,4 +651,47 @@ func errorPaths(t *testing.T, diags diag.Diagnostics) []string {
 	}
 	sort.Strings(got)
 	return compact(got)
+}
+
+// The traffic list's state spells out each latest and percent as the plan
+// does, whatever the server holds (written by Terraform, kubectl or the
+// API), so neither import nor refresh shows a change of spelling; and the
+// plan fills in a latest left out once the revision is known.
+func TestTrafficStateAndPlan(t *testing.T) {
+	var diags diag.Diagnostics
+	server := []slessv1alpha1.TrafficTarget{
+		{RevisionName: "hello-00001", Percent: ptr.To[int64](100)},
+		{LatestRevision: ptr.To(true), Tag: "next"},
+	}
+	got := trafficState(server, &diags)
+	rev, latest := toRev("hello-00001", 100, ""), toLatest(0, "next")
+	rev.Latest, latest.Latest = types.BoolValue(false), types.BoolValue(true)
+	if want := trafficList(rev, latest); !got.Equal(want) {
+		t.Errorf("state %v, want %v", got, want)
+	}
+	if !trafficState(nil, &diags).IsNull() {
+		t.Error("no traffic: the state's list must be null")
+	}
+	// What the state holds means to the server what it held.
+	back := trafficSpec(context.Background(), got, &diags)
+	if back[0].IsLatest() || back[0].PercentOf() != 100 || !back[1].IsLatest() || back[1].PercentOf() != 0 || back[1].Tag != "next" {
+		t.Errorf("trafficSpec %+v", back)
+	}
+
+	unknownRev := toRev("", 50, "")
+	unknownRev.Revision, unknownRev.Latest = types.StringUnknown(), types.BoolUnknown()
+	named, follows := toRev("hello-00002", 25, "b"), toLatest(25, "c")
+	named.Latest, follows.Latest = types.BoolUnknown(), types.BoolUnknown()
+	planned := planTraffic(context.Background(), trafficList(unknownRev, named, follows), &diags)
+	wantNamed, wantFollows := named, follows
+	wantNamed.Latest, wantFollows.Latest = types.BoolValue(false), types.BoolValue(true)
+	if want := trafficList(unknownRev, wantNamed, wantFollows); !planned.Equal(want) {
+		t.Errorf("plan %v, want %v", planned, want)
+	}
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	if p := specPatch(&slessv1alpha1.FunctionSpec{}, false)["spec"].(map[string]any); p["traffic"] != nil {
+		t.Errorf("no traffic must be a null in the patch, got %v", p["traffic"])
+	}
 }

@@ -267,6 +267,9 @@ func (m fieldMapper) attr(apiField string) (path.Path, bool) {
 			return m.env[i], true
 		}
 	}
+	if p, ok := trafficAttr(apiField); ok {
+		return p, true
+	}
 	best, bestLen := path.Empty(), -1
 	for prefix, p := range m.prefixes {
 		if (apiField == prefix || strings.HasPrefix(apiField, prefix+".") || strings.HasPrefix(apiField, prefix+"[")) && len(prefix) > bestLen {

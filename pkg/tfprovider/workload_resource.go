@@ -188,6 +188,7 @@ func (r *workloadResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 		"phase": schema.StringAttribute{
 			Computed: true, Description: "Pending, Building, Deploying, Ready or Failed.",
 		},
+		"traffic": trafficAttribute(k.name),
 	}
 	for n, a := range k.attrs {
 		attrs[n] = a
@@ -312,7 +313,11 @@ func (r *workloadResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		plan.SourceSHA256 = types.StringUnknown()
 	}
 
+	plan.Traffic = planTraffic(ctx, plan.Traffic, &resp.Diagnostics)
+
 	// Computed attributes are unknown only where the apply changes them.
+	// A change of traffic alone keeps them: it makes no build and no
+	// revision, and the latest ready revision stays the one named.
 	switch {
 	case state == nil:
 		// The phase too: a create that stops waiting at wait_timeout
@@ -523,7 +528,7 @@ func (r *workloadResource) Update(ctx context.Context, req resource.UpdateReques
 	if !ok {
 		return
 	}
-	if !specChanged(plan, state) && !k.ownChanged(planM, stateM) {
+	if !specChanged(plan, state) && !k.ownChanged(planM, stateM) && plan.Traffic.Equal(state.Traffic) {
 		// Nothing to write: a patch would at best change nothing, and on a
 		// server that leaves defaults unset it would write them out and
 		// make a new generation the plan did not show.
