@@ -258,18 +258,27 @@ func (s *KnativeSim) createRevision(ctx context.Context, svc *servingv1.Service)
 			},
 			Spec: svc.Spec.Template.Spec,
 		}
-		err = s.kube.Client.Create(ctx, rev)
+		// A test's Ready or Fail may create it beside the reconcile.
+		if err = s.kube.Client.Create(ctx, rev); apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("Revision %s: %w", key, err)
 	}
-	if len(rev.Status.ContainerStatuses) > 0 {
-		return nil
-	}
-	for _, c := range rev.Spec.Containers {
-		rev.Status.ContainerStatuses = append(rev.Status.ContainerStatuses, servingv1.ContainerStatus{Name: c.Name, ImageDigest: ResolvedImage(c.Image)})
-	}
-	if err := s.kube.Client.Status().Update(ctx, rev); err != nil {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.kube.Client.Get(ctx, key, rev); err != nil {
+			return err
+		}
+		if len(rev.Status.ContainerStatuses) > 0 {
+			return nil
+		}
+		for _, c := range rev.Spec.Containers {
+			rev.Status.ContainerStatuses = append(rev.Status.ContainerStatuses, servingv1.ContainerStatus{Name: c.Name, ImageDigest: ResolvedImage(c.Image)})
+		}
+		return s.kube.Client.Status().Update(ctx, rev)
+	})
+	if err != nil {
 		return fmt.Errorf("status of Revision %s: %w", key, err)
 	}
 	return nil
