@@ -53,6 +53,7 @@ type triggerModel struct {
 	PreWarmSeconds          types.Int64  `tfsdk:"pre_warm_seconds"`
 	Queue                   types.Object `tfsdk:"queue"`
 	NATS                    types.Object `tfsdk:"nats"`
+	Kafka                   types.Object `tfsdk:"kafka"`
 	URL                     types.String `tfsdk:"url"`
 }
 
@@ -88,6 +89,23 @@ var natsAttrTypes = map[string]attr.Type{
 	"connection_secret": types.StringType, "stream": types.StringType, "subject": types.StringType, "durable": types.StringType,
 	"prefetch": types.Int64Type, "concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
 	"dead_letter_subject": types.StringType,
+}
+
+type kafkaModel struct {
+	ConnectionSecret types.String `tfsdk:"connection_secret"`
+	Topic            types.String `tfsdk:"topic"`
+	Group            types.String `tfsdk:"group"`
+	Prefetch         types.Int64  `tfsdk:"prefetch"`
+	Concurrency      types.Int64  `tfsdk:"concurrency"`
+	MaxRetries       types.Int64  `tfsdk:"max_retries"`
+	BackoffSeconds   types.Int64  `tfsdk:"backoff_seconds"`
+	DeadLetterTopic  types.String `tfsdk:"dead_letter_topic"`
+}
+
+var kafkaAttrTypes = map[string]attr.Type{
+	"connection_secret": types.StringType, "topic": types.StringType, "group": types.StringType,
+	"prefetch": types.Int64Type, "concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
+	"dead_letter_topic": types.StringType,
 }
 
 // deliveryAttributes are the delivery settings every consuming trigger's
@@ -153,6 +171,15 @@ var triggerMapper = fieldMapper{prefixes: map[string]path.Path{
 	"spec.nats.maxRetries":         path.Root("nats").AtName("max_retries"),
 	"spec.nats.backoffSeconds":     path.Root("nats").AtName("backoff_seconds"),
 	"spec.nats.deadLetterSubject":  path.Root("nats").AtName("dead_letter_subject"),
+	"spec.kafka":                   path.Root("kafka"),
+	"spec.kafka.connectionSecret":  path.Root("kafka").AtName("connection_secret"),
+	"spec.kafka.topic":             path.Root("kafka").AtName("topic"),
+	"spec.kafka.group":             path.Root("kafka").AtName("group"),
+	"spec.kafka.prefetch":          path.Root("kafka").AtName("prefetch"),
+	"spec.kafka.concurrency":       path.Root("kafka").AtName("concurrency"),
+	"spec.kafka.maxRetries":        path.Root("kafka").AtName("max_retries"),
+	"spec.kafka.backoffSeconds":    path.Root("kafka").AtName("backoff_seconds"),
+	"spec.kafka.deadLetterTopic":   path.Root("kafka").AtName("dead_letter_topic"),
 }}
 
 func (r *triggerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -165,7 +192,7 @@ func (r *triggerResource) Configure(_ context.Context, req resource.ConfigureReq
 
 func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A sless trigger: an HTTP route, a cron schedule, a RabbitMQ queue or a NATS JetStream stream that calls a function.",
+		Description: "A sless trigger: an HTTP route, a cron schedule, a RabbitMQ queue, a NATS JetStream stream or a Kafka topic that calls a function.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "namespace/name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -178,7 +205,7 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"function": schema.StringAttribute{Required: true, Description: "Name of the function in the same namespace.",
 				Validators: []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}},
 			"type": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
-				Description: "http, cron, queue or nats.", Validators: []validator.String{oneOf{"http", "cron", "queue", "nats"}}},
+				Description: "http, cron, queue, nats or kafka.", Validators: []validator.String{oneOf{"http", "cron", "queue", "nats", "kafka"}}},
 			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				Description: "false stops every invocation from this trigger (and closes an http trigger's route) without deleting it."},
 			"schedule": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
@@ -211,6 +238,16 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 						Description: "Name of the durable JetStream consumer; the trigger's name when unset."},
 					"dead_letter_subject": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
 						Description: "Subject for messages whose retries ran out; dlq.<stream>.<durable> when unset."},
+				})},
+			"kafka": schema.SingleNestedAttribute{Optional: true, Description: "The Kafka topic of a kafka trigger.",
+				Attributes: withAttributes(deliveryAttributes(), map[string]schema.Attribute{
+					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}},
+						Description: "Secret in the namespace whose key \"brokers\" holds the seed brokers, host:port separated by commas (optional keys sasl.mechanism, username, password, tls, ca.crt, tls.crt, tls.key)."},
+					"topic": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}}, Description: "Topic to consume; it must exist."},
+					"group": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Consumer group id; sless.<namespace>.<trigger> when unset."},
+					"dead_letter_topic": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Topic for records whose retries ran out; <topic>.dlq when unset."},
 				})},
 			"url": schema.StringAttribute{Computed: true, Description: "Public URL of an enabled http trigger.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -256,6 +293,15 @@ func (m *triggerModel) object(ctx context.Context, ns string) (*slessv1alpha1.Tr
 			DeadLetterSubject: n.DeadLetterSubject.ValueString(),
 		}
 	}
+	if !m.Kafka.IsNull() && !m.Kafka.IsUnknown() {
+		var k kafkaModel
+		diags.Append(m.Kafka.As(ctx, &k, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		t.Spec.Kafka = &slessv1alpha1.KafkaSpec{
+			ConnectionSecret: k.ConnectionSecret.ValueString(), Topic: k.Topic.ValueString(), Group: k.Group.ValueString(),
+			Delivery:        delivery(k.Prefetch, k.Concurrency, k.MaxRetries, k.BackoffSeconds),
+			DeadLetterTopic: k.DeadLetterTopic.ValueString(),
+		}
+	}
 	return t, diags
 }
 
@@ -277,6 +323,7 @@ func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, 
 		PreWarmSeconds:          optInt32(s.PreWarmSeconds),
 		Queue:                   types.ObjectNull(queueAttrTypes),
 		NATS:                    types.ObjectNull(natsAttrTypes),
+		Kafka:                   types.ObjectNull(kafkaAttrTypes),
 		URL:                     optString(t.Status.URL),
 	}
 	if q := s.Queue; q != nil {
@@ -295,6 +342,14 @@ func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, 
 		}))
 		diags.Append(d...)
 		m.NATS = obj
+	}
+	if k := s.Kafka; k != nil {
+		obj, d := types.ObjectValue(kafkaAttrTypes, deliveryState(k.Delivery, map[string]attr.Value{
+			"connection_secret": types.StringValue(k.ConnectionSecret), "topic": types.StringValue(k.Topic),
+			"group": optString(k.Group), "dead_letter_topic": optString(k.DeadLetterTopic),
+		}))
+		diags.Append(d...)
+		m.Kafka = obj
 	}
 	return m, diags
 }
@@ -316,11 +371,12 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 	for _, e := range slessv1alpha1.ValidateTrigger(t) {
 		if (e.Field == "metadata.name" && m.Name.IsUnknown()) || (e.Field == "spec.function" && m.Function.IsUnknown()) ||
 			(e.Field == "spec.type" && m.Type.IsUnknown()) || (e.Field == "spec.schedule" && m.Schedule.IsUnknown()) ||
-			(e.Field == "spec.queue" && m.Queue.IsUnknown()) || (e.Field == "spec.nats" && m.NATS.IsUnknown()) {
+			(e.Field == "spec.queue" && m.Queue.IsUnknown()) || (e.Field == "spec.nats" && m.NATS.IsUnknown()) ||
+			(e.Field == "spec.kafka" && m.Kafka.IsUnknown()) {
 			continue
 		}
 		cronOnly, isCronOnly := cronOnlyAttributes[e.Field]
-		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue" || e.Field == "spec.nats") {
+		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue" || e.Field == "spec.nats" || e.Field == "spec.kafka") {
 			if m.Type.IsUnknown() {
 				// Which settings a trigger may have depends on its type,
 				// which is not known yet.
