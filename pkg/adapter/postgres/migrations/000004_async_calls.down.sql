@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS async_idempotency_keys;
+DROP TABLE IF EXISTS async_calls;
