@@ -410,7 +410,13 @@ func (s *session) deadLetter(ctx context.Context, r *kgo.Record, retries int, ou
 	return s.link.ProduceSync(ctx, dl).FirstErr()
 }
 
-// committer commits the partitions' marks whenever one moves.
+// commitEvery spaces the commits of a busy consumer: one round trip to
+// the group's coordinator covers what finished meanwhile. A restart
+// delivers again at most what finished in that time.
+const commitEvery = 200 * time.Millisecond
+
+// committer commits the partitions' marks when one moved, at most every
+// commitEvery.
 func (s *session) committer(ctx context.Context) {
 	for {
 		select {
@@ -419,6 +425,13 @@ func (s *session) committer(ctx context.Context) {
 			return
 		}
 		s.commit(ctx, nil)
+		t := time.NewTimer(commitEvery)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
 	}
 }
 
