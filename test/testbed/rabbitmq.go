@@ -31,6 +31,9 @@ type RabbitMQ struct {
 	dir     string
 	cmd     *exec.Cmd
 	done    chan error
+	// server and env start the node again on the same data (Restart).
+	server string
+	env    []string
 }
 
 var (
@@ -178,8 +181,8 @@ func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(server)
-	cmd.Env = append(os.Environ(),
+	r.server = server
+	r.env = append(os.Environ(),
 		"RABBITMQ_NODENAME="+r.Node,
 		"RABBITMQ_NODE_IP_ADDRESS="+ip,
 		"RABBITMQ_NODE_PORT="+strconv.Itoa(port),
@@ -196,16 +199,29 @@ func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 		// The Erlang cookie is made in HOME: keep it out of the user's.
 		"HOME="+dir,
 	)
-	cmd.Dir = dir
-	log, err := os.Create(filepath.Join(dir, "stdout.log"))
-	if err != nil {
+	if err := r.launch(addr); err != nil {
 		return nil, err
+	}
+	return r, nil
+}
+
+// launch starts the node on its directory and waits until it accepts AMQP
+// connections.
+func (r *RabbitMQ) launch(addr string) error {
+	dir := r.dir
+	r.done = make(chan error, 1)
+	cmd := exec.Command(r.server)
+	cmd.Env = r.env
+	cmd.Dir = dir
+	log, err := os.OpenFile(filepath.Join(dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, so Stop ends the Erlang VM and its helpers.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start rabbitmq-server: %w", err)
+		return fmt.Errorf("start rabbitmq-server: %w", err)
 	}
 	r.cmd = cmd
 	go func() { r.done <- cmd.Wait(); log.Close() }()
@@ -215,7 +231,7 @@ func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			if pingAMQP(r.URL) == nil && r.mqttListens() {
-				return r, nil
+				return nil
 			}
 		}
 		select {
@@ -223,11 +239,11 @@ func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 			out, _ := os.ReadFile(filepath.Join(dir, "stdout.log"))
 			r.done <- err
 			r.Stop()
-			return nil, fmt.Errorf("rabbitmq-server exited: %v\n%s", err, out)
+			return fmt.Errorf("rabbitmq-server exited: %v\n%s", err, out)
 		case <-ctx.Done():
 			out, _ := os.ReadFile(filepath.Join(dir, "stdout.log"))
 			r.Stop()
-			return nil, fmt.Errorf("rabbitmq-server did not accept AMQP connections within 60 s:\n%s", out)
+			return fmt.Errorf("rabbitmq-server did not accept AMQP connections within 60 s:\n%s", out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -246,9 +262,27 @@ func (r *RabbitMQ) mqttListens() bool {
 	return true
 }
 
+// Restart stops the node and starts it again on the same data and ports:
+// durable queues and persistent messages outlive it, as on a broker's
+// restart.
+func (r *RabbitMQ) Restart() error {
+	r.halt()
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return err
+	}
+	return r.launch(u.Host)
+}
+
 // Stop ends the node and removes its files. (Its epmd, shared by every
 // Erlang node of the machine, keeps running, as it does after any node.)
 func (r *RabbitMQ) Stop() {
+	r.halt()
+	_ = os.RemoveAll(r.dir)
+}
+
+// halt ends the node's processes and keeps its files.
+func (r *RabbitMQ) halt() {
 	if r.cmd != nil && r.cmd.Process != nil {
 		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -257,6 +291,6 @@ func (r *RabbitMQ) Stop() {
 			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 			<-r.done
 		}
+		r.cmd = nil
 	}
-	_ = os.RemoveAll(r.dir)
 }
