@@ -14,20 +14,22 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/queue/kafkaq"
+	"github.com/sless-dev/sless/pkg/queue/mqttq"
 	"github.com/sless-dev/sless/pkg/queue/natsq"
 )
 
 func init() {
-	register("consume", "deliver the messages of a RabbitMQ queue, a NATS JetStream stream or a Kafka topic to a function (a trigger's consumer)", runConsume)
+	register("consume", "deliver the messages of a RabbitMQ queue, a NATS JetStream stream, a Kafka topic or an MQTT topic filter to a function (a trigger's consumer)", runConsume)
 }
 
 // consumeOptions is what `sless consume` runs with.
 type consumeOptions struct {
-	// broker is amqp (queue), nats or kafka, whose configuration is used.
+	// broker is amqp (queue), nats, kafka or mqtt, whose configuration is used.
 	broker string
 	queue  queue.Config
 	nats   natsq.Config
 	kafka  kafkaq.Config
+	mqtt   mqttq.Config
 	// healthAddr is where readiness and liveness are served; "" serves none.
 	healthAddr string
 }
@@ -46,13 +48,15 @@ type delivery struct {
 func parseConsume(args []string, getenv func(string) string) (consumeOptions, error) {
 	fs := newFlags("consume", "sless consume --url URL --queue Q --timeout D [flags]\n"+
 		"sless consume --broker=nats --url URL --stream S --subject S --durable D --dead-letter-subject S --timeout D [flags]\n"+
-		"sless consume --broker=kafka --url URL --topic T --group G --dead-letter-topic T --timeout D [flags]\n\n"+
-		"Deliver the messages of a RabbitMQ queue, a NATS JetStream stream or a Kafka topic to a function (a trigger's consumer).\n"+
-		"The broker's address comes from $"+kube.EnvAMQPURL+" (amqp), $"+kube.EnvBrokerURL+" (nats) or $"+kube.EnvKafkaBrokers+
+		"sless consume --broker=kafka --url URL --topic T --group G --dead-letter-topic T --timeout D [flags]\n"+
+		"sless consume --broker=mqtt --url URL --topic FILTER --client-id ID --dead-letter-topic T --timeout D [flags]\n\n"+
+		"Deliver the messages of a RabbitMQ queue, a NATS JetStream stream, a Kafka topic or an MQTT topic filter to a function (a trigger's consumer).\n"+
+		"The broker's address comes from $"+kube.EnvAMQPURL+" (amqp), $"+kube.EnvBrokerURL+" (nats, mqtt) or $"+kube.EnvKafkaBrokers+
 		" (kafka), the credential from $"+kube.EnvToken+".")
-	broker := fs.String("broker", "amqp", "amqp (RabbitMQ), nats (JetStream) or kafka")
+	broker := fs.String("broker", "amqp", "amqp (RabbitMQ), nats (JetStream), kafka or mqtt (MQTT 3.1.1)")
 	fnURL := fs.String("url", "", "the function's invoke URL, {proxy}/fn/{namespace}/{name}")
-	amqpF, natsF, kafkaF := amqpFlags(fs), natsFlags(fs), kafkaFlags(fs)
+	topics := addTopicFlags(fs)
+	amqpF, natsF, kafkaF, mqttF := amqpFlags(fs), natsFlags(fs), kafkaFlags(fs, topics), mqttFlags(fs, topics)
 	var d delivery
 	fs.IntVar(&d.prefetch, "prefetch", 10, "unacknowledged messages held at once (1-1000)")
 	fs.IntVar(&d.concurrency, "concurrency", 1, "calls at once (1-100)")
@@ -81,8 +85,10 @@ func parseConsume(args []string, getenv func(string) string) (consumeOptions, er
 		errs = append(errs, natsF(&o, d, getenv)...)
 	case "kafka":
 		errs = append(errs, kafkaF(&o, d, getenv)...)
+	case "mqtt":
+		errs = append(errs, mqttF(&o, d, getenv)...)
 	default:
-		errs = append(errs, fmt.Errorf("--broker must be amqp, nats or kafka, got %q", *broker))
+		errs = append(errs, fmt.Errorf("--broker must be amqp, nats, kafka or mqtt, got %q", *broker))
 	}
 	if len(errs) > 0 {
 		return consumeOptions{}, errors.Join(errs...)
@@ -126,7 +132,7 @@ type brokerOptions func(o *consumeOptions, d delivery, getenv func(string) strin
 // required names the flags of broker that are empty.
 func required(broker string, flags map[string]string) []error {
 	var errs []error
-	for _, name := range []string{"queue", "stream", "subject", "durable", "dead-letter-subject", "topic", "group", "dead-letter-topic"} {
+	for _, name := range []string{"queue", "stream", "subject", "durable", "dead-letter-subject", "topic", "group", "client-id", "dead-letter-topic"} {
 		if v, ok := flags[name]; ok && v == "" {
 			errs = append(errs, fmt.Errorf("--%s is required with --broker=%s", name, broker))
 		}
@@ -173,10 +179,19 @@ func natsFlags(fs *flag.FlagSet) brokerOptions {
 	}
 }
 
-func kafkaFlags(fs *flag.FlagSet) brokerOptions {
-	topic := fs.String("topic", "", "topic to consume (kafka)")
+// topicFlags are the flags kafka and mqtt share.
+type topicFlags struct{ topic, deadLetter *string }
+
+func addTopicFlags(fs *flag.FlagSet) topicFlags {
+	return topicFlags{
+		topic:      fs.String("topic", "", "topic to consume (kafka), or topic filter to subscribe to, + and # allowed (mqtt)"),
+		deadLetter: fs.String("dead-letter-topic", "", "topic for messages whose retries ran out (kafka, mqtt)"),
+	}
+}
+
+func kafkaFlags(fs *flag.FlagSet, tf topicFlags) brokerOptions {
+	topic, dlt := tf.topic, tf.deadLetter
 	group := fs.String("group", "", "consumer group id (kafka)")
-	dlt := fs.String("dead-letter-topic", "", "topic for records whose retries ran out (kafka)")
 	return func(o *consumeOptions, d delivery, getenv func(string) string) []error {
 		errs := required("kafka", map[string]string{"topic": *topic, "group": *group, "dead-letter-topic": *dlt})
 		brokers, err := kafkaq.ParseBrokers(getenv(kube.EnvKafkaBrokers))
@@ -199,6 +214,24 @@ func kafkaFlags(fs *flag.FlagSet) brokerOptions {
 	}
 }
 
+func mqttFlags(fs *flag.FlagSet, tf topicFlags) brokerOptions {
+	group := fs.String("share-group", "", "subscribe as $share/<group>/<topic> (mqtt)")
+	clientID := fs.String("client-id", "", "client id of the persistent session (mqtt)")
+	return func(o *consumeOptions, d delivery, getenv func(string) string) []error {
+		errs := required("mqtt", map[string]string{"topic": *tf.topic, "client-id": *clientID, "dead-letter-topic": *tf.deadLetter})
+		u := getenv(kube.EnvBrokerURL)
+		if u == "" {
+			errs = append(errs, errors.New("$"+kube.EnvBrokerURL+" (the broker's tcp:// or ssl:// URL) is required"))
+		}
+		o.mqtt = mqttq.Config{
+			URL: u, Auth: brokerAuth(getenv), Topic: *tf.topic, ShareGroup: *group, ClientID: *clientID, DeadLetterTopic: *tf.deadLetter,
+			Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff,
+			Invoker: d.invoker,
+		}
+		return errs
+	}
+}
+
 // source makes the consumer the options describe, logging to log.
 func (o consumeOptions) source(log *slog.Logger) (queue.Source, error) {
 	switch o.broker {
@@ -208,6 +241,9 @@ func (o consumeOptions) source(log *slog.Logger) (queue.Source, error) {
 	case "kafka":
 		o.kafka.Logger = log
 		return kafkaq.New(o.kafka)
+	case "mqtt":
+		o.mqtt.Logger = log
+		return mqttq.New(o.mqtt)
 	}
 	o.queue.Logger = log
 	return queue.New(o.queue)

@@ -76,6 +76,7 @@ func parseDev(args []string) (local.Options, string, error) {
 	amqpURL := fs.String("amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL (amqp://) that queue triggers consume from; without one they are not consumed")
 	natsURL := fs.String("nats-url", os.Getenv("SLESS_NATS_URL"), "NATS URL (nats://[user:password@]host:4222) that nats triggers consume from; without one they are not consumed")
 	kafkaBrokers := fs.String("kafka-brokers", os.Getenv("SLESS_KAFKA_BROKERS"), "Kafka seed brokers (host:port, comma-separated) that kafka triggers consume from; without them they are not consumed")
+	mqttURL := fs.String("mqtt-url", os.Getenv("SLESS_MQTT_URL"), "MQTT broker URL (tcp://[user:password@]host:1883, ssl://…) that mqtt triggers consume from; without one they are not consumed")
 	callbackAllow := fs.String("callback-allow", os.Getenv("SLESS_CALLBACK_ALLOW"), "comma-separated CIDRs, addresses and host names the results of asynchronous calls may be posted to although they are loopback, private or cluster-internal (e.g. 127.0.0.1,10.0.0.0/8,hooks.internal)")
 	if err := parseFlags(fs, args); err != nil {
 		return local.Options{}, "", err
@@ -94,7 +95,7 @@ func parseDev(args []string) (local.Options, string, error) {
 		DatabaseURL: *databaseURL, RecordsMaxAge: *maxAge, LogMaxFiles: *logMaxFiles,
 		Tools:         runtimes.LocalOptions{Python: *python, Node: *node, Go: *goTool},
 		SourceGCGrace: *gcGrace, SourceGCInterval: *gcInterval,
-		AMQPURL: *amqpURL, NATSURL: *natsURL, Console: *withConsole, Out: os.Stderr, NoCgroups: !*cgroups,
+		AMQPURL: *amqpURL, NATSURL: *natsURL, MQTTURL: *mqttURL, Console: *withConsole, Out: os.Stderr, NoCgroups: !*cgroups,
 	}
 	var err error
 	if *kafkaBrokers != "" {

@@ -246,7 +246,7 @@ func TestConsumeFlags(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown broker", []string{"--broker=pulsar", "--url=http://proxy/fn/a/b", "--timeout=1s"}, natsEnv, "--broker must be amqp, nats or kafka"},
+		{"unknown broker", []string{"--broker=pulsar", "--url=http://proxy/fn/a/b", "--timeout=1s"}, natsEnv, "--broker must be amqp, nats, kafka or mqtt"},
 		{"no server", natsBase, map[string]string{"SLESS_TOKEN": "t"}, "SLESS_BROKER_URL"},
 		{"no stream", append(append([]string{}, natsBase...), "--stream="), natsEnv, "--stream is required with --broker=nats"},
 		{"no dead-letter subject", append(append([]string{}, natsBase...), "--dead-letter-subject="), natsEnv, "--dead-letter-subject is required"},
@@ -320,5 +320,48 @@ func TestConsumeFlagsForKafka(t *testing.T) {
 	if err != nil || o.broker != "kafka" || strings.Join(cfg.Brokers, ",") != "k-0:9092,k-1:9092" || !cfg.TLS || cfg.SASLMechanism != "SCRAM-SHA-512" ||
 		cfg.Auth.Username != "u" || cfg.Topic != "orders" || cfg.Group != "g" || cfg.DeadLetterTopic != "orders.dlq" {
 		t.Fatalf("kafka flags: %+v %v", cfg, err)
+	}
+}
+
+func TestParseConsumeMQTT(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	mqttEnv := map[string]string{"SLESS_TOKEN": "t", "SLESS_BROKER_URL": "tcp://m:1883", "SLESS_BROKER_USERNAME": "u", "SLESS_BROKER_PASSWORD": "p"}
+	base := []string{"--broker=mqtt", "--url=http://proxy/fn/a/b", "--timeout=90s", "--topic=sensors/+/temp", "--client-id=c1", "--dead-letter-topic=dead"}
+	with := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no broker URL", base, map[string]string{"SLESS_TOKEN": "t"}, "$SLESS_BROKER_URL (the broker's tcp:// or ssl:// URL) is required"},
+		{"no topic", with("--topic="), mqttEnv, "--topic is required with --broker=mqtt"},
+		{"no client id", with("--client-id="), mqttEnv, "--client-id is required with --broker=mqtt"},
+		{"no dead-letter topic", with("--dead-letter-topic="), mqttEnv, "--dead-letter-topic is required with --broker=mqtt"},
+		{"no token", base, map[string]string{"SLESS_BROKER_URL": "tcp://m:1883"}, "$SLESS_TOKEN"},
+		{"bad prefetch", with("--prefetch=0"), mqttEnv, "--prefetch must be between 1 and 1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := parseConsume(tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	o, err := parseConsume(with("--share-group=g", "--concurrency=3"), env(mqttEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.mqtt
+	if o.broker != "mqtt" || c.URL != "tcp://m:1883" || c.Auth.Username != "u" || c.Auth.Password != "p" || c.Topic != "sensors/+/temp" ||
+		c.ShareGroup != "g" || c.ClientID != "c1" || c.DeadLetterTopic != "dead" || c.Concurrency != 3 || c.Invoker == nil {
+		t.Errorf("mqtt flags: %+v", c)
+	}
+	// What the flags cannot check, the consumer refuses when it is made.
+	bad, err := parseConsume(with("--topic=a/#/b"), env(mqttEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.source(nil); err == nil || !strings.Contains(err.Error(), "# only as the whole last level") {
+		t.Errorf("a bad filter: %v", err)
 	}
 }

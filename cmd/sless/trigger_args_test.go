@@ -1,6 +1,7 @@
 package main
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	"net"
 	"strconv"
 	"strings"
@@ -166,6 +167,44 @@ func TestDeploymentRunsSlessConsumeForKafka(t *testing.T) {
 	}
 	for _, e := range c.Env {
 		if ref := e.ValueFrom.SecretKeyRef; ref != nil && ref.Name == "kafka" && ref.Key != "brokers" && (ref.Optional == nil || !*ref.Optional) {
+			t.Errorf("%s from key %s is not optional: a Secret without it would keep the pod from starting", e.Name, ref.Key)
+		}
+	}
+}
+
+// An mqtt trigger's Deployment runs sless consume with --broker=mqtt, the
+// client id and dead-letter topic the trigger names, and is recreated
+// rather than rolled: two pods would take one session from each other.
+func TestDeploymentRunsSlessConsumeForMQTT(t *testing.T) {
+	fn := &slessv1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "ns"}}
+	tr := &slessv1alpha1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "temps", Namespace: "ns"},
+		Spec: slessv1alpha1.TriggerSpec{Function: "worker", Type: slessv1alpha1.TriggerTypeMQTT,
+			MQTT: &slessv1alpha1.MQTTSpec{ConnectionSecret: "mqtt", Topic: "sensors/+/temp", ShareGroup: "workers",
+				Delivery: slessv1alpha1.Delivery{MaxRetries: ptr.To[int32](5), Concurrency: ptr.To[int32](4)}}},
+	}
+	d := kube.MakeConsumerDeployment(tr, fn, kube.TriggerConfig{Image: "sless", InvokeURL: "http://proxy"})
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %+v, want Recreate", d.Spec.Strategy)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	o, err := parseConsume(c.Args[1:], containerEnv(c, map[string]string{"mqtt/url": "ssl://m:8883", "mqtt/username": "u", "mqtt/password": "p",
+		"temps-trigger-token/token": "tok"}))
+	if err != nil {
+		t.Fatalf("sless consume refuses the Deployment's command line: %v", err)
+	}
+	cfg := o.mqtt
+	if o.broker != "mqtt" || cfg.URL != "ssl://m:8883" || cfg.Auth.Username != "u" || cfg.Auth.Password != "p" || cfg.Topic != "sensors/+/temp" ||
+		cfg.ShareGroup != "workers" || cfg.ClientID != "sless-ns-temps" || cfg.DeadLetterTopic != "sless/dlq/ns/temps" || cfg.MaxRetries != 5 ||
+		cfg.Concurrency != 4 || cfg.Prefetch != 10 {
+		t.Errorf("sless consume would run with %+v", cfg)
+	}
+	src, err := o.source(nil)
+	if err != nil || src.What() != "topic sensors/+/temp in share group workers" {
+		t.Errorf("consumer %v, %v", src, err)
+	}
+	for _, e := range c.Env {
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil && ref.Name == "mqtt" && ref.Key != "url" && (ref.Optional == nil || !*ref.Optional) {
 			t.Errorf("%s from key %s is not optional: a Secret without it would keep the pod from starting", e.Name, ref.Key)
 		}
 	}

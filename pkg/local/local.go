@@ -98,6 +98,9 @@ type Options struct {
 	// KafkaBrokers are the seed brokers kafka triggers consume from;
 	// none: not consumed.
 	KafkaBrokers []string
+	// MQTTURL is the broker mqtt triggers consume from (tcp://, ssl://,
+	// ws://, wss://, with user:password@ if it needs them); "": not consumed.
+	MQTTURL string
 	// Console serves the web console at /console/.
 	Console bool
 	// NoCgroups makes no cgroups for the functions' processes even where

@@ -161,11 +161,11 @@ func (p *platform) newLoop(name, kind string, r reconcile.Reconciler) *apiserver
 	return l
 }
 
-// startRuns runs cron, queue and nats triggers and FunctionJobs in process,
+// startRuns runs cron, queue, nats and mqtt triggers and FunctionJobs in process,
 // recorded like invokes.
 func (p *platform) startRuns(recorder *invoke.Recorder) {
 	p.runs = runs.New(p.store, p.fns.server, recorder)
-	p.runs.Broker, p.runs.NATS, p.runs.Kafka, p.runs.Logger = p.opts.AMQPURL, p.opts.NATSURL, p.opts.KafkaBrokers, p.opts.Logger
+	p.runs.Broker, p.runs.NATS, p.runs.Kafka, p.runs.MQTT, p.runs.Logger = p.opts.AMQPURL, p.opts.NATSURL, p.opts.KafkaBrokers, p.opts.MQTTURL, p.opts.Logger
 	p.onClose(p.runs.Close)
 	p.newLoop("trigger", "Trigger", p.runs.TriggerReconciler())
 	p.newLoop("functionjob", "FunctionJob", p.runs.JobReconciler())

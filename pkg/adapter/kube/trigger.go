@@ -36,7 +36,7 @@ const (
 	EnvToken   = "SLESS_TOKEN"
 	EnvPayload = "SLESS_PAYLOAD"
 	EnvAMQPURL = "SLESS_AMQP_URL"
-	// EnvBrokerURL is the URL of a nats trigger's server, from the
+	// EnvBrokerURL is the URL of a nats or mqtt trigger's broker, from the
 	// connection Secret's "url"; the EnvBroker* below come from its
 	// optional keys (BrokerAuthKeys).
 	EnvBrokerURL      = "SLESS_BROKER_URL"
@@ -224,7 +224,7 @@ func MakeCronJob(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg Trigg
 	}
 }
 
-// BrokerAuthKeys are the optional keys of a nats trigger's connection
+// BrokerAuthKeys are the optional keys of a nats or mqtt trigger's connection
 // Secret and the environment variables `sless consume` reads them from.
 var BrokerAuthKeys = []struct{ Key, Env string }{
 	{"username", EnvBrokerUsername}, {"password", EnvBrokerPassword}, {"token", EnvBrokerToken},
@@ -255,6 +255,16 @@ func secretEnv(name, secret, key string, optional bool) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: sel}}
 }
 
+// brokerEnv reads a nats or mqtt trigger's connection Secret: its "url",
+// and its optional keys (BrokerAuthKeys).
+func brokerEnv(secret string) []corev1.EnvVar {
+	env := []corev1.EnvVar{secretEnv(EnvBrokerURL, secret, ConnectionURLKey, false)}
+	for _, k := range BrokerAuthKeys {
+		env = append(env, secretEnv(k.Env, secret, k.Key, true))
+	}
+	return env
+}
+
 // consumerArgs are the flags and environment of `sless consume` for what
 // the (defaulted) trigger consumes.
 func consumerArgs(t *slessv1alpha1.Trigger) ([]string, []corev1.EnvVar) {
@@ -265,21 +275,30 @@ func consumerArgs(t *slessv1alpha1.Trigger) ([]string, []corev1.EnvVar) {
 		"--max-retries=" + strconv.Itoa(int(*d.MaxRetries)),
 		"--backoff=" + strconv.Itoa(int(*d.BackoffSeconds)) + "s",
 	}
-	if t.Spec.Type == slessv1alpha1.TriggerTypeKafka {
+	switch t.Spec.Type {
+	case slessv1alpha1.TriggerTypeKafka:
 		return kafkaConsumerArgs(t, delivery)
-	}
-	if n := t.Spec.NATS; t.Spec.Type == slessv1alpha1.TriggerTypeNATS {
-		env := []corev1.EnvVar{secretEnv(EnvBrokerURL, n.ConnectionSecret, ConnectionURLKey, false)}
-		for _, k := range BrokerAuthKeys {
-			env = append(env, secretEnv(k.Env, n.ConnectionSecret, k.Key, true))
-		}
+	case slessv1alpha1.TriggerTypeNATS:
+		n := t.Spec.NATS
 		return append([]string{
 			"--broker=nats",
 			"--stream=" + n.Stream,
 			"--subject=" + n.Subject,
 			"--durable=" + names.NATSDurable(t),
 			"--dead-letter-subject=" + names.NATSDeadLetterSubject(t),
-		}, delivery...), env
+		}, delivery...), brokerEnv(n.ConnectionSecret)
+	case slessv1alpha1.TriggerTypeMQTT:
+		m := t.Spec.MQTT
+		args := []string{
+			"--broker=mqtt",
+			"--topic=" + m.Topic,
+			"--client-id=" + names.MQTTClientID(t),
+			"--dead-letter-topic=" + names.MQTTDeadLetterTopic(t),
+		}
+		if m.ShareGroup != "" {
+			args = append(args, "--share-group="+m.ShareGroup)
+		}
+		return append(args, delivery...), brokerEnv(m.ConnectionSecret)
 	}
 	q := t.Spec.Queue
 	return append([]string{
@@ -303,7 +322,7 @@ func kafkaConsumerArgs(t *slessv1alpha1.Trigger, delivery []string) ([]string, [
 }
 
 // MakeConsumerDeployment builds the Deployment that runs `sless consume` for
-// a queue or nats trigger: one consumer process per replica, competing for
+// a consuming trigger: one consumer process per replica, competing for
 // the messages. A disabled trigger scales it to zero; messages wait.
 func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function, cfg TriggerConfig) *appsv1.Deployment {
 	// The builder sees what the apiserver would store, also for a Trigger
@@ -353,7 +372,7 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 		SuccessThreshold: 1,
 		FailureThreshold: 3,
 	}
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.ConsumerDeployment(t),
 			Namespace:       t.Namespace,
@@ -370,6 +389,14 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 			},
 		},
 	}
+	if t.Spec.Type == slessv1alpha1.TriggerTypeMQTT {
+		// An mqtt consumer's client id names one session, and a broker
+		// hands a session to the last client that connects with its id:
+		// an old and a new pod would take it from each other in turn.
+		// The old pod goes first.
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	}
+	return d
 }
 
 // MakeTokenSecret builds the Secret holding the trigger's credential.

@@ -35,6 +35,7 @@ import (
 	"github.com/sless-dev/sless/pkg/names"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/queue/kafkaq"
+	"github.com/sless-dev/sless/pkg/queue/mqttq"
 	"github.com/sless-dev/sless/pkg/queue/natsq"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
@@ -64,7 +65,9 @@ type Runs struct {
 	// NATS is the server URL nats Triggers are consumed from, alike.
 	NATS string
 	// Kafka is the seed brokers kafka Triggers are consumed from, alike.
-	Kafka  []string
+	Kafka []string
+	// MQTT is the broker URL mqtt Triggers are consumed from, alike.
+	MQTT   string
 	Logger *slog.Logger
 
 	mu     sync.Mutex
@@ -286,6 +289,20 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 		}
 		raw, _ := json.Marshal([]any{cfg.Stream, cfg.Subject, cfg.Durable, cfg.DeadLetterSubject, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, cfg.AckWait, t.Spec.Function})
 		c, err := natsq.New(cfg)
+		return c, string(raw), err
+	case slessv1alpha1.TriggerTypeMQTT:
+		if r.MQTT == "" {
+			return nil, "", errNoBroker
+		}
+		m := t.Spec.MQTT
+		cfg := mqttq.Config{
+			URL: r.MQTT, Topic: m.Topic, ShareGroup: m.ShareGroup, ClientID: names.MQTTClientID(t), DeadLetterTopic: names.MQTTDeadLetterTopic(t),
+			Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
+			Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
+			Invoker: caller, Logger: logger,
+		}
+		raw, _ := json.Marshal([]any{cfg.Topic, cfg.ShareGroup, cfg.ClientID, cfg.DeadLetterTopic, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
+		c, err := mqttq.New(cfg)
 		return c, string(raw), err
 	}
 	if r.Broker == "" {

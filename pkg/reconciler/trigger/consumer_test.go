@@ -202,3 +202,55 @@ func TestKafkaTriggerRunsConsumer(t *testing.T) {
 		return c.Reason == slessv1alpha1.TriggerReasonDisabled && strings.Contains(c.Message, "records wait in the topic")
 	})
 }
+
+// An mqtt trigger runs the same consumer Deployment, recreated rather than
+// rolled (one client id, one session), with sless consume's mqtt flags;
+// its missing Secret and its consumer's readiness show as a queue
+// trigger's do.
+func TestMQTTTriggerRunsConsumer(t *testing.T) {
+	e := setup(t, time.Now())
+	ctx := context.Background()
+	sim := testbed.SharedDeployments(t)
+	sim.Manage(e.ns)
+	const consumer = "temps-consumer"
+	sim.SetReady(e.ns, consumer, false)
+	e.function("worker")
+	e.create(&slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "temps"}, Spec: slessv1alpha1.TriggerSpec{
+		Function: "worker", Type: slessv1alpha1.TriggerTypeMQTT,
+		MQTT: &slessv1alpha1.MQTTSpec{ConnectionSecret: "mqtt", Topic: "sensors/+/temp", ShareGroup: "workers"},
+	}})
+	e.awaitReady("temps", "the missing Secret", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionFalse && c.Reason == slessv1alpha1.TriggerReasonConnectionSecretNotFound &&
+			c.Message == "Secret mqtt (key url) does not exist"
+	})
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mqtt", Namespace: e.ns}, StringData: map[string]string{"url": "tcp://nowhere:1883"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.awaitReady("temps", "a consumer not yet connected", func(c metav1.Condition) bool {
+		return c.Reason == slessv1alpha1.TriggerReasonConsumerNotAvailable
+	})
+	if !strings.Contains(c.Message, "consuming topic sensors/+/temp in share group workers") && !strings.Contains(c.Message, "rolling out") {
+		t.Errorf("Ready %+v", c)
+	}
+	sim.SetReady(e.ns, consumer, true)
+	e.awaitReady("temps", "consuming", func(c metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue && c.Message == "consuming topic sensors/+/temp in share group workers"
+	})
+	d := &appsv1.Deployment{}
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: consumer}, d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %+v, want Recreate", d.Spec.Strategy)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--broker=mqtt", "--topic=sensors/+/temp", "--share-group=workers", "--client-id=sless-" + e.ns + "-temps", "--dead-letter-topic=sless/dlq/" + e.ns + "/temps"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("consumer args %q lack %s", args, want)
+		}
+	}
+	e.update("temps", func(tr *slessv1alpha1.Trigger) { tr.Spec.Enabled = ptr.To(false) })
+	e.awaitReady("temps", "disabled", func(c metav1.Condition) bool {
+		return c.Reason == slessv1alpha1.TriggerReasonDisabled && strings.Contains(c.Message, "session on the broker")
+	})
+}

@@ -187,11 +187,12 @@ type Client struct {
 	mqtt.Client
 }
 
-// Connect connects a client with a clean session to url.
+// Connect connects a client to url in a persistent session of its own, so
+// that its subscriptions, and what they receive, outlast a broker restart.
 func Connect(t testing.TB, url, user, password string) *Client {
 	t.Helper()
 	o := mqtt.NewClientOptions().AddBroker(url).SetClientID("sless-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)).
-		SetUsername(user).SetPassword(password).SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
+		SetUsername(user).SetPassword(password).SetCleanSession(false).SetResumeSubs(true).SetAutoReconnect(true).SetConnectRetry(true).
 		SetOrderMatters(false).SetConnectTimeout(5 * time.Second)
 	c := mqtt.NewClient(o)
 	tok := c.Connect()
