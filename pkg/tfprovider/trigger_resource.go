@@ -54,6 +54,7 @@ type triggerModel struct {
 	Queue                   types.Object `tfsdk:"queue"`
 	NATS                    types.Object `tfsdk:"nats"`
 	Kafka                   types.Object `tfsdk:"kafka"`
+	MQTT                    types.Object `tfsdk:"mqtt"`
 	URL                     types.String `tfsdk:"url"`
 }
 
@@ -104,6 +105,24 @@ type kafkaModel struct {
 
 var kafkaAttrTypes = map[string]attr.Type{
 	"connection_secret": types.StringType, "topic": types.StringType, "group": types.StringType,
+	"prefetch": types.Int64Type, "concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
+	"dead_letter_topic": types.StringType,
+}
+
+type mqttModel struct {
+	ConnectionSecret types.String `tfsdk:"connection_secret"`
+	Topic            types.String `tfsdk:"topic"`
+	ShareGroup       types.String `tfsdk:"share_group"`
+	ClientID         types.String `tfsdk:"client_id"`
+	Prefetch         types.Int64  `tfsdk:"prefetch"`
+	Concurrency      types.Int64  `tfsdk:"concurrency"`
+	MaxRetries       types.Int64  `tfsdk:"max_retries"`
+	BackoffSeconds   types.Int64  `tfsdk:"backoff_seconds"`
+	DeadLetterTopic  types.String `tfsdk:"dead_letter_topic"`
+}
+
+var mqttAttrTypes = map[string]attr.Type{
+	"connection_secret": types.StringType, "topic": types.StringType, "share_group": types.StringType, "client_id": types.StringType,
 	"prefetch": types.Int64Type, "concurrency": types.Int64Type, "max_retries": types.Int64Type, "backoff_seconds": types.Int64Type,
 	"dead_letter_topic": types.StringType,
 }
@@ -180,6 +199,16 @@ var triggerMapper = fieldMapper{prefixes: map[string]path.Path{
 	"spec.kafka.maxRetries":        path.Root("kafka").AtName("max_retries"),
 	"spec.kafka.backoffSeconds":    path.Root("kafka").AtName("backoff_seconds"),
 	"spec.kafka.deadLetterTopic":   path.Root("kafka").AtName("dead_letter_topic"),
+	"spec.mqtt":                    path.Root("mqtt"),
+	"spec.mqtt.connectionSecret":   path.Root("mqtt").AtName("connection_secret"),
+	"spec.mqtt.topic":              path.Root("mqtt").AtName("topic"),
+	"spec.mqtt.shareGroup":         path.Root("mqtt").AtName("share_group"),
+	"spec.mqtt.clientID":           path.Root("mqtt").AtName("client_id"),
+	"spec.mqtt.prefetch":           path.Root("mqtt").AtName("prefetch"),
+	"spec.mqtt.concurrency":        path.Root("mqtt").AtName("concurrency"),
+	"spec.mqtt.maxRetries":         path.Root("mqtt").AtName("max_retries"),
+	"spec.mqtt.backoffSeconds":     path.Root("mqtt").AtName("backoff_seconds"),
+	"spec.mqtt.deadLetterTopic":    path.Root("mqtt").AtName("dead_letter_topic"),
 }}
 
 func (r *triggerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -192,7 +221,7 @@ func (r *triggerResource) Configure(_ context.Context, req resource.ConfigureReq
 
 func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A sless trigger: an HTTP route, a cron schedule, a RabbitMQ queue, a NATS JetStream stream or a Kafka topic that calls a function.",
+		Description: "A sless trigger: an HTTP route, a cron schedule, a RabbitMQ queue, a NATS JetStream stream, a Kafka topic or an MQTT topic filter that calls a function.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "namespace/name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -205,7 +234,7 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			"function": schema.StringAttribute{Required: true, Description: "Name of the function in the same namespace.",
 				Validators: []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}},
 			"type": schema.StringAttribute{Required: true, PlanModifiers: replaceString(),
-				Description: "http, cron, queue, nats or kafka.", Validators: []validator.String{oneOf{"http", "cron", "queue", "nats", "kafka"}}},
+				Description: "http, cron, queue, nats, kafka or mqtt.", Validators: []validator.String{oneOf{"http", "cron", "queue", "nats", "kafka", "mqtt"}}},
 			"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				Description: "false stops every invocation from this trigger (and closes an http trigger's route) without deleting it."},
 			"schedule": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
@@ -248,6 +277,18 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 						Description: "Consumer group id; sless.<namespace>.<trigger> when unset."},
 					"dead_letter_topic": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
 						Description: "Topic for records whose retries ran out; <topic>.dlq when unset."},
+				})},
+			"mqtt": schema.SingleNestedAttribute{Optional: true, Description: "The MQTT 3.1.1 topic filter of an mqtt trigger.",
+				Attributes: withAttributes(deliveryAttributes(), map[string]schema.Attribute{
+					"connection_secret": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}},
+						Description: "Secret in the namespace whose key \"url\" holds the broker's tcp://, ssl://, ws:// or wss:// URL (optional keys username, password, ca.crt, tls.crt, tls.key)."},
+					"topic": schema.StringAttribute{Required: true, Validators: []validator.String{notEmpty{required: true}}, Description: "Topic filter to subscribe to; + and # allowed."},
+					"share_group": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Subscribe as $share/<share_group>/<topic>, so the group's subscribers split the messages."},
+					"client_id": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Client id of the consumer's persistent session; sless-<namespace>-<trigger> when unset."},
+					"dead_letter_topic": schema.StringAttribute{Optional: true, Validators: []validator.String{notEmpty{}},
+						Description: "Topic for messages whose retries ran out; sless/dlq/<namespace>/<trigger> when unset."},
 				})},
 			"url": schema.StringAttribute{Computed: true, Description: "Public URL of an enabled http trigger.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -302,6 +343,16 @@ func (m *triggerModel) object(ctx context.Context, ns string) (*slessv1alpha1.Tr
 			DeadLetterTopic: k.DeadLetterTopic.ValueString(),
 		}
 	}
+	if !m.MQTT.IsNull() && !m.MQTT.IsUnknown() {
+		var q mqttModel
+		diags.Append(m.MQTT.As(ctx, &q, basetypes.ObjectAsOptions{UnhandledUnknownAsEmpty: true})...)
+		t.Spec.MQTT = &slessv1alpha1.MQTTSpec{
+			ConnectionSecret: q.ConnectionSecret.ValueString(), Topic: q.Topic.ValueString(),
+			ShareGroup: q.ShareGroup.ValueString(), ClientID: q.ClientID.ValueString(),
+			Delivery:        delivery(q.Prefetch, q.Concurrency, q.MaxRetries, q.BackoffSeconds),
+			DeadLetterTopic: q.DeadLetterTopic.ValueString(),
+		}
+	}
 	return t, diags
 }
 
@@ -324,6 +375,7 @@ func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, 
 		Queue:                   types.ObjectNull(queueAttrTypes),
 		NATS:                    types.ObjectNull(natsAttrTypes),
 		Kafka:                   types.ObjectNull(kafkaAttrTypes),
+		MQTT:                    types.ObjectNull(mqttAttrTypes),
 		URL:                     optString(t.Status.URL),
 	}
 	if q := s.Queue; q != nil {
@@ -351,6 +403,15 @@ func triggerState(t *slessv1alpha1.Trigger, prior *triggerModel) (triggerModel, 
 		diags.Append(d...)
 		m.Kafka = obj
 	}
+	if q := s.MQTT; q != nil {
+		obj, d := types.ObjectValue(mqttAttrTypes, deliveryState(q.Delivery, map[string]attr.Value{
+			"connection_secret": types.StringValue(q.ConnectionSecret), "topic": types.StringValue(q.Topic),
+			"share_group": optString(q.ShareGroup), "client_id": optString(q.ClientID),
+			"dead_letter_topic": optString(q.DeadLetterTopic),
+		}))
+		diags.Append(d...)
+		m.MQTT = obj
+	}
 	return m, diags
 }
 
@@ -372,11 +433,11 @@ func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.Valid
 		if (e.Field == "metadata.name" && m.Name.IsUnknown()) || (e.Field == "spec.function" && m.Function.IsUnknown()) ||
 			(e.Field == "spec.type" && m.Type.IsUnknown()) || (e.Field == "spec.schedule" && m.Schedule.IsUnknown()) ||
 			(e.Field == "spec.queue" && m.Queue.IsUnknown()) || (e.Field == "spec.nats" && m.NATS.IsUnknown()) ||
-			(e.Field == "spec.kafka" && m.Kafka.IsUnknown()) {
+			(e.Field == "spec.kafka" && m.Kafka.IsUnknown()) || (e.Field == "spec.mqtt" && m.MQTT.IsUnknown()) {
 			continue
 		}
 		cronOnly, isCronOnly := cronOnlyAttributes[e.Field]
-		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue" || e.Field == "spec.nats" || e.Field == "spec.kafka") {
+		if e.Type == field.ErrorTypeForbidden && (isCronOnly || e.Field == "spec.queue" || e.Field == "spec.nats" || e.Field == "spec.kafka" || e.Field == "spec.mqtt") {
 			if m.Type.IsUnknown() {
 				// Which settings a trigger may have depends on its type,
 				// which is not known yet.
