@@ -10,7 +10,6 @@ import (
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,11 +112,10 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 		func(f *floorFn, _ int) error {
 			fn := f.fn
 			st := &fn.Status
-			st.ObservedGeneration, st.SourceDigest, st.BuildRef, st.Phase = fn.Generation, f.bc.Digest, f.pr.Name, slessv1alpha1.FunctionPhaseBuilding
-			condition(fn, slessv1alpha1.FunctionConditionSourceReady, metav1.ConditionTrue, slessv1alpha1.FunctionReasonContextStored, "")
-			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonBuilding, "waiting for PipelineRun "+f.pr.Name)
-			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonWaitingForBuild, "the service is deployed once the image is built")
-			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonBuilding, "")
+			st.ObservedGeneration, st.SourceDigest, st.BuildRef = fn.Generation, f.bc.Digest, f.pr.Name
+			st.MarkSourceStored()
+			st.MarkBuilding("", "waiting for PipelineRun "+f.pr.Name)
+			st.MarkServiceAwaitingImage()
 			return c.Status().Update(ctx, fn)
 		},
 		func(f *floorFn, _ int) error {
@@ -129,20 +127,17 @@ func floor(ctx context.Context, c client.Client, store s3.Store, cfg resources.C
 		},
 		func(f *floorFn, _ int) error {
 			fn := f.fn
-			fn.Status.Phase = slessv1alpha1.FunctionPhaseDeploying
-			condition(fn, slessv1alpha1.FunctionConditionBuildSucceeded, metav1.ConditionTrue, slessv1alpha1.FunctionReasonBuildSucceeded, "")
-			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonDeploying, "waiting for Knative Service "+f.svc.Name)
-			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionUnknown, slessv1alpha1.FunctionReasonDeploying, "")
+			fn.Status.MarkBuildSucceeded()
+			fn.Status.MarkServiceRolling("", "waiting for Knative Service "+f.svc.Name)
 			return c.Status().Update(ctx, fn)
 		},
 		func(f *floorFn, _ int) error {
 			fn, st := f.fn, &f.fn.Status
 			rev := f.svc.Spec.Template.Name
-			st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage, st.Phase = rev, rev, st.Image, slessv1alpha1.FunctionPhaseReady
+			st.LatestCreatedRevision, st.LatestReadyRevision, st.ServingImage = rev, rev, st.Image
 			st.Address = fmt.Sprintf("http://%s.%s.svc.cluster.local", f.svc.Name, ns)
 			st.URL = "https://fn.bench.local/fn/" + ns + "/" + fn.Name
-			condition(fn, slessv1alpha1.FunctionConditionServiceReady, metav1.ConditionTrue, slessv1alpha1.FunctionReasonReady, "")
-			condition(fn, slessv1alpha1.FunctionConditionReady, metav1.ConditionTrue, slessv1alpha1.FunctionReasonReady, "")
+			st.MarkServiceReady()
 			return c.Status().Update(ctx, fn)
 		},
 	}
@@ -186,10 +181,4 @@ func each(n int, do func(i int) error) (time.Duration, error) {
 	wg.Wait()
 	close(errs)
 	return time.Since(start), <-errs
-}
-
-func condition(fn *slessv1alpha1.Function, typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: fn.Generation,
-	})
 }

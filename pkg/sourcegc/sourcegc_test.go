@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -141,8 +140,8 @@ func (w world) ready(t *testing.T, obj interface {
 		ObservedGeneration: obj.GetGeneration(), Phase: slessv1alpha1.FunctionPhaseReady,
 		SourceDigest: "sha256:" + sum(ctxDigest), LatestReadyRevision: name + "-00001", LatestCreatedRevision: name + "-00001",
 	}
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady,
-		Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: obj.GetGeneration()})
+	st.MarkPrebuiltImage()
+	st.MarkServiceReady()
 	mut()
 	if err := w.fns.Status().Update(ctx, obj); err != nil {
 		t.Fatal(err)
@@ -163,9 +162,7 @@ func (w world) keys(t *testing.T) []string {
 // failedGeneration makes fn's current generation a failed build while its
 // first revision still serves.
 func failedGeneration(fn *slessv1alpha1.Function) {
-	fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
-	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady,
-		Status: metav1.ConditionFalse, Reason: "BuildFailed", ObservedGeneration: fn.Generation})
+	fn.Status.MarkBuildFailed("", "")
 }
 
 // The collector deletes objects no Function needs once they are older than

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,7 +62,8 @@ func serve(t *testing.T, c client.Client, fn *slessv1alpha1.Function, address, r
 	fn.Status.Address = address
 	fn.Status.LatestReadyRevision = revision
 	fn.Status.LatestCreatedRevision = revision
-	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: fn.Generation})
+	fn.Status.MarkPrebuiltImage()
+	fn.Status.MarkServiceReady()
 	if err := c.Status().Update(context.Background(), fn); err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +116,7 @@ func TestResolverFollowsFunctionsAndTriggers(t *testing.T) {
 
 	// Its build fails: not ready, and the proxy is told why.
 	fn.Status.ObservedGeneration = fn.Generation
-	fn.Status.Phase = slessv1alpha1.FunctionPhaseFailed
-	meta.SetStatusCondition(&fn.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionFalse,
-		Reason: "BuildFailed", Message: "step build exited 1", ObservedGeneration: fn.Generation})
+	fn.Status.MarkBuildFailed("BuildFailed", "step build exited 1")
 	if err := k.Client.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -65,9 +64,7 @@ func TestResolverFollowsServices(t *testing.T) {
 	}
 
 	svc.Status.ObservedGeneration = svc.Generation
-	svc.Status.Phase = slessv1alpha1.FunctionPhaseFailed
-	meta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionFalse,
-		Reason: "BuildFailed", Message: "step build exited 1", ObservedGeneration: svc.Generation})
+	svc.Status.MarkBuildFailed("BuildFailed", "step build exited 1")
 	if err := k.Client.Status().Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +77,10 @@ func TestResolverFollowsServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc.Status.ObservedGeneration = svc.Generation
-	svc.Status.Phase = slessv1alpha1.FunctionPhaseReady
 	svc.Status.Address = "http://web." + ns + ".svc.cluster.local"
 	svc.Status.LatestReadyRevision = "web-00001"
-	meta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: slessv1alpha1.FunctionConditionReady, Status: metav1.ConditionTrue,
-		Reason: "Ready", ObservedGeneration: svc.Generation})
+	svc.Status.MarkPrebuiltImage()
+	svc.Status.MarkServiceReady()
 	if err := k.Client.Status().Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
