@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/sless-dev/sless/pkg/cliflags"
 	"github.com/sless-dev/sless/pkg/printers"
 	"github.com/sless-dev/sless/pkg/secrets"
 )
@@ -51,89 +52,21 @@ func runSecret(ctx context.Context, stdout io.Writer, getenv func(string) string
 	}
 }
 
-// secretValues gathers --from-literal and --from-file, each KEY=..., in the
-// order given; a key given twice is refused rather than silently taking
-// the last value.
-type secretValues struct {
-	data  map[string][]byte
-	order []string
-	err   error
-	// readFile reads a --from-file path.
-	readFile func(string) ([]byte, error)
-}
-
-func (v *secretValues) add(flagName, arg string, value func(rest string) ([]byte, error)) error {
-	key, rest, ok := strings.Cut(arg, "=")
-	if !ok || key == "" {
-		return fmt.Errorf("--%s %q: want KEY=%s", flagName, redactArg(arg), map[bool]string{true: "PATH", false: "VALUE"}[flagName == "from-file"])
-	}
+// checkSecretKey refuses what cannot be a key of a secret's data.
+func checkSecretKey(key string) error {
 	if errs := secrets.ValidateData(map[string][]byte{key: nil}, field.NewPath("key")); len(errs) > 0 {
-		return fmt.Errorf("--%s: key %q: %s", flagName, key, errs[0].Detail)
+		return errors.New(errs[0].Detail)
 	}
-	if _, dup := v.data[key]; dup {
-		return fmt.Errorf("--%s: key %q is given twice", flagName, key)
-	}
-	b, err := value(rest)
-	if err != nil {
-		return fmt.Errorf("--%s %s: %w", flagName, key, err)
-	}
-	if v.data == nil {
-		v.data = map[string][]byte{}
-	}
-	v.data[key] = b
-	v.order = append(v.order, key)
 	return nil
-}
-
-// redactArg keeps a KEY=VALUE's key and drops its value from a message.
-func redactArg(arg string) string {
-	if k, _, ok := strings.Cut(arg, "="); ok {
-		return k + "=…"
-	}
-	if len(arg) > 0 {
-		return "…"
-	}
-	return ""
-}
-
-type literalFlag struct{ v *secretValues }
-
-func (f literalFlag) String() string { return "" }
-
-// Set keeps its error for later: the flag package would print the
-// argument, value and all, in its own message.
-func (f literalFlag) Set(arg string) error {
-	f.v.keep(f.v.add("from-literal", arg, func(rest string) ([]byte, error) { return []byte(rest), nil }))
-	return nil
-}
-
-type fileFlag struct{ v *secretValues }
-
-func (f fileFlag) String() string { return "" }
-func (f fileFlag) Set(arg string) error {
-	f.v.keep(f.v.add("from-file", arg, func(path string) ([]byte, error) {
-		if path == "" {
-			return nil, errors.New("no PATH after =")
-		}
-		return f.v.readFile(path)
-	}))
-	return nil
-}
-
-// keep remembers the first error.
-func (v *secretValues) keep(err error) {
-	if v.err == nil {
-		v.err = err
-	}
 }
 
 func runSecretWrite(ctx context.Context, stdout io.Writer, getenv func(string) string, sub string, args []string) error {
 	fs := newFlags("secret "+sub, secretSynopsis)
 	var c common
 	c.register(fs, false)
-	vals := &secretValues{readFile: os.ReadFile}
-	fs.Var(literalFlag{vals}, "from-literal", "KEY=VALUE: a value given on the command line (shells keep history: prefer --from-file)")
-	fs.Var(fileFlag{vals}, "from-file", "KEY=PATH: a value read from a file, as its bytes")
+	vals := &cliflags.Values{CheckKey: checkSecretKey}
+	fs.Var(vals.Literal("from-literal"), "from-literal", "KEY=VALUE: a value given on the command line (shells keep history: prefer --from-file)")
+	fs.Var(vals.File("from-file"), "from-file", "KEY=PATH: a value read from a file, as its bytes")
 	var keep *bool
 	var ifVersion *string
 	var removeKeys stringList
@@ -143,8 +76,8 @@ func runSecretWrite(ctx context.Context, stdout io.Writer, getenv func(string) s
 		ifVersion = fs.String("if-version", "", "rotate only if the secret's version is still this (from describe)")
 	}
 	name, err := onePositionalOf(fs, args, "secret")
-	if vals.err != nil {
-		return vals.err
+	if vals.Err != nil {
+		return vals.Err
 	}
 	if err != nil {
 		return err
@@ -156,7 +89,7 @@ func runSecretWrite(ctx context.Context, stdout io.Writer, getenv func(string) s
 	if len(removeKeys) > 0 && !keepOthers {
 		return errors.New("--remove takes --keep: without it, rotate replaces every value anyway")
 	}
-	if len(vals.data) == 0 && len(removeKeys) == 0 {
+	if len(vals.Data) == 0 && len(removeKeys) == 0 {
 		return errors.New("no values: give --from-literal KEY=VALUE or --from-file KEY=PATH")
 	}
 	s, err := c.connect(ctx, getenv)
@@ -166,11 +99,11 @@ func runSecretWrite(ctx context.Context, stdout io.Writer, getenv func(string) s
 	var info *secrets.Info
 	switch {
 	case sub == "create":
-		info, err = s.api.CreateSecret(ctx, s.ns, name, vals.data)
+		info, err = s.api.CreateSecret(ctx, s.ns, name, vals.Data)
 	case keepOthers:
-		info, err = s.api.PatchSecret(ctx, s.ns, name, vals.data, removeKeys, *ifVersion)
+		info, err = s.api.PatchSecret(ctx, s.ns, name, vals.Data, removeKeys, *ifVersion)
 	default:
-		info, err = s.api.RotateSecret(ctx, s.ns, name, vals.data, *ifVersion)
+		info, err = s.api.RotateSecret(ctx, s.ns, name, vals.Data, *ifVersion)
 	}
 	if err != nil {
 		return err

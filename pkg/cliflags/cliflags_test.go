@@ -113,3 +113,56 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+// KEY=VALUE and KEY=PATH flags fill one map; each refusal names the flag
+// and the key, and none shows a value.
+func TestValues(t *testing.T) {
+	const secret = "hunter2-do-not-print"
+	parse := func(args ...string) *Values {
+		v := &Values{
+			CheckKey: func(k string) error {
+				if strings.Contains(k, "/") {
+					return errors.New("no slashes")
+				}
+				return nil
+			},
+			ReadFile: func(p string) ([]byte, error) {
+				if p == "missing" {
+					return nil, os.ErrNotExist
+				}
+				return []byte("from " + p), nil
+			},
+		}
+		fs := New("t", "t")
+		fs.Var(v.Literal("from-literal"), "from-literal", "")
+		fs.Var(v.File("from-file"), "from-file", "")
+		if err := Parse(fs, args); err != nil {
+			t.Fatalf("%q: the parse failed: %v", args, err)
+		}
+		return v
+	}
+	v := parse("--from-literal", "a="+secret, "--from-file", "b=f.txt", "--from-literal", "c=")
+	if v.Err != nil || len(v.Data) != 3 || string(v.Data["a"]) != secret || string(v.Data["b"]) != "from f.txt" || string(v.Data["c"]) != "" {
+		t.Errorf("values: %q, %v", v.Data, v.Err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from-literal", secret}, `--from-literal "…": want KEY=VALUE`},
+		{[]string{"--from-literal", "=" + secret}, `--from-literal "=…": want KEY=VALUE`},
+		{[]string{"--from-file", "nokey"}, `--from-file "…": want KEY=PATH`},
+		{[]string{"--from-literal", "a/b=" + secret}, `--from-literal: key "a/b": no slashes`},
+		{[]string{"--from-literal", "k=" + secret, "--from-file", "k=f"}, `--from-file: key "k" is given twice`},
+		{[]string{"--from-file", "k="}, "--from-file k: no PATH after ="},
+		{[]string{"--from-file", "k=missing", "--from-literal", secret}, "--from-file k: file does not exist"},
+	} {
+		v := parse(tc.args...)
+		if v.Err == nil || v.Err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.args, v.Err, tc.want)
+		}
+		if v.Err != nil && strings.Contains(v.Err.Error(), secret) {
+			t.Errorf("%q: the error shows the value: %v", tc.args, v.Err)
+		}
+	}
+}
