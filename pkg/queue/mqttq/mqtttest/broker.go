@@ -242,3 +242,19 @@ func Await(t testing.TB, ch <-chan mqtt.Message, limit time.Duration) mqtt.Messa
 		return nil
 	}
 }
+
+// Prime makes the persistent session of clientID on url subscribed to
+// filter at QoS 1, and leaves it: what is published next waits in it for
+// the client that connects with that id.
+func Prime(t testing.TB, url, clientID, filter string) {
+	t.Helper()
+	o := mqtt.NewClientOptions().AddBroker(url).SetClientID(clientID).SetCleanSession(false).SetConnectTimeout(5 * time.Second)
+	c := mqtt.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("mqtt connect to %s as %s: %v", url, clientID, tok.Error())
+	}
+	defer c.Disconnect(250)
+	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe %s: %v", filter, tok.Error())
+	}
+}

@@ -1,0 +1,141 @@
+package mqttq_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/mqttq"
+	"github.com/sless-dev/sless/pkg/queue/mqttq/mqtttest"
+)
+
+// BenchmarkConsumer measures messages per second through sless's consumer
+// (manual acks after each call, retry bookkeeping, the invoke client, a
+// function that answers at once) against two baselines measured in the
+// same run on the same Mosquitto, each a bare paho client of the same
+// persistent-session kind: the broker's own publish→consume rate (it
+// acknowledges each message as it arrives; "ratio"), and a bare consumer
+// that POSTs each message to the same function with the same concurrency
+// before acknowledging it ("ratio-vs-bare-post": what sless's consumer
+// adds to the call itself). Each drains a session filled beforehand.
+func BenchmarkConsumer(b *testing.B) {
+	const messages, prefetch, concurrency = 4000, 32, 8
+	broker := mqtttest.StartMosquitto(b)
+	var delivered atomic.Int64
+	fn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer fn.Close()
+	pub := mqtttest.Connect(b, broker.URL, "", "")
+	payloads := make([]string, messages)
+	for i := range payloads {
+		payloads[i] = `{"n": ` + strconv.Itoa(i) + `}`
+	}
+	runs := 0
+	// fill makes a session for a new client id and queues the messages in it.
+	fill := func() (clientID, topic string) {
+		runs++
+		clientID, topic = "bench-"+strconv.Itoa(runs), "bench/"+strconv.Itoa(runs)
+		mqtttest.Prime(b, broker.URL, clientID, topic)
+		pub.Publish(topic, payloads...)
+		delivered.Store(0)
+		return clientID, topic
+	}
+	// wait times from the first delivery to the last, so a consumer's
+	// one-time start (connecting) is not counted against a per-message cost.
+	wait := func(start time.Time) time.Duration {
+		var first time.Time
+		for delivered.Load() < messages {
+			if first.IsZero() && delivered.Load() > 0 {
+				first = time.Now()
+			}
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("only %d of %d delivered", delivered.Load(), messages)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if first.IsZero() {
+			first = start
+		}
+		return time.Since(first)
+	}
+	// bare drains a session with a plain paho client; handle takes each
+	// message and must acknowledge it.
+	bare := func(handle mqtt.MessageHandler) time.Duration {
+		clientID, topic := fill()
+		o := mqtt.NewClientOptions().AddBroker(broker.URL).SetClientID(clientID).SetCleanSession(false).
+			SetOrderMatters(false).SetAutoAckDisabled(true).SetDefaultPublishHandler(handle)
+		c := mqtt.NewClient(o)
+		start := time.Now()
+		if tok := c.Connect(); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+			b.Fatal(tok.Error())
+		}
+		if tok := c.Subscribe(topic, 1, nil); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+			b.Fatal(tok.Error())
+		}
+		took := wait(start)
+		c.Disconnect(250)
+		return took
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	slots := make(chan struct{}, concurrency)
+	var baseline, barePost, sless time.Duration
+	runBaseline := func() {
+		baseline += bare(func(_ mqtt.Client, m mqtt.Message) { m.Ack(); delivered.Add(1) })
+		barePost += bare(func(_ mqtt.Client, m mqtt.Message) {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			resp, err := client.Post(fn.URL, "application/octet-stream", bytes.NewReader(m.Payload()))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			m.Ack()
+		})
+	}
+	runSless := func() {
+		clientID, topic := fill()
+		c, err := mqttq.New(mqttq.Config{URL: broker.URL, ClientID: clientID, Topic: topic, DeadLetterTopic: "dead/" + topic,
+			Prefetch: prefetch, Concurrency: concurrency, MaxRetries: 3,
+			Invoker: &queue.Invoker{URL: fn.URL, Token: "t", Timeout: 10 * time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- c.Run(ctx) }()
+		sless += wait(start)
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Alternate the order, so neither side always meets a warmer broker.
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			runBaseline()
+			runSless()
+		} else {
+			runSless()
+			runBaseline()
+		}
+	}
+	n := float64(b.N * messages)
+	b.ReportMetric(n/baseline.Seconds(), "broker-msgs/s")
+	b.ReportMetric(n/barePost.Seconds(), "bare-post-msgs/s")
+	b.ReportMetric(n/sless.Seconds(), "sless-msgs/s")
+	b.ReportMetric(baseline.Seconds()/sless.Seconds(), "ratio")
+	b.ReportMetric(barePost.Seconds()/sless.Seconds(), "ratio-vs-bare-post")
+}
