@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -62,25 +63,6 @@ func BenchmarkConsumer(b *testing.B) {
 			b.Fatal("nack")
 		}
 	}
-	// wait times from the first delivery to the last, so the consumer's
-	// one-time start (dial, declaring its retry and dead-letter queues) is
-	// not counted against a per-message cost.
-	wait := func(start time.Time) time.Duration {
-		var first time.Time
-		for delivered.Load() < messages {
-			if first.IsZero() && delivered.Load() > 0 {
-				first = time.Now()
-			}
-			if time.Since(start) > 5*time.Minute {
-				b.Fatalf("only %d of %d delivered", delivered.Load(), messages)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		if first.IsZero() {
-			first = start
-		}
-		return time.Since(first)
-	}
 
 	// The baseline's HTTP client pools connections as the consumer's does,
 	// so the comparison is of the consumers, not of connection reuse.
@@ -119,7 +101,7 @@ func BenchmarkConsumer(b *testing.B) {
 				}
 			}()
 		}
-		baseline += wait(start)
+		baseline += queuetest.DrainTime(b, &delivered, messages, start)
 		_ = ch.Close()
 		wg.Wait()
 	}
@@ -135,26 +117,9 @@ func BenchmarkConsumer(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- c.Run(ctx) }()
-		sless += wait(start)
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		sless += queuetest.TimeSource(b, c, &delivered, messages)
 	}
-	// Alternate the order, so neither side always meets a warmer broker.
-	for i := 0; i < b.N; i++ {
-		if i%2 == 0 {
-			runBaseline()
-			runSless()
-		} else {
-			runSless()
-			runBaseline()
-		}
-	}
+	queuetest.Alternate(b.N, runBaseline, runSless)
 	n := float64(b.N * messages)
 	b.ReportMetric(n/baseline.Seconds(), "baseline-msgs/s")
 	b.ReportMetric(n/sless.Seconds(), "sless-msgs/s")

@@ -17,6 +17,7 @@ import (
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/queue/kafkaq"
 	"github.com/sless-dev/sless/pkg/queue/kafkaq/kafkatest"
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 )
 
 // BenchmarkConsumer measures records per second through sless's consumer
@@ -44,25 +45,6 @@ func BenchmarkConsumer(b *testing.B) {
 		kafkatest.Produce(b, producer, topic, "m", records)
 		delivered.Store(0)
 		return topic
-	}
-	// wait times from the first delivery to the last, so a consumer's
-	// one-time start (joining the group) is not counted against a
-	// per-record cost.
-	wait := func(start time.Time) time.Duration {
-		var first time.Time
-		for delivered.Load() < records {
-			if first.IsZero() && delivered.Load() > 0 {
-				first = time.Now()
-			}
-			if time.Since(start) > 5*time.Minute {
-				b.Fatalf("only %d of %d delivered", delivered.Load(), records)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		if first.IsZero() {
-			first = start
-		}
-		return time.Since(first)
 	}
 	// The baseline's HTTP client pools connections as the consumer's does.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
@@ -100,7 +82,7 @@ func BenchmarkConsumer(b *testing.B) {
 				_ = cl.CommitRecords(ctx, recs...)
 			}
 		}()
-		baseline += wait(start)
+		baseline += queuetest.DrainTime(b, &delivered, records, start)
 		cancel()
 		<-done
 		cl.Close()
@@ -113,26 +95,9 @@ func BenchmarkConsumer(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- c.Run(ctx) }()
-		sless += wait(start)
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		sless += queuetest.TimeSource(b, c, &delivered, records)
 	}
-	// Alternate the order, so neither side always meets a warmer broker.
-	for i := 0; i < b.N; i++ {
-		if i%2 == 0 {
-			runBaseline()
-			runSless()
-		} else {
-			runSless()
-			runBaseline()
-		}
-	}
+	queuetest.Alternate(b.N, runBaseline, runSless)
 	n := float64(b.N * records)
 	b.ReportMetric(n/baseline.Seconds(), "baseline-msgs/s")
 	b.ReportMetric(n/sless.Seconds(), "sless-msgs/s")

@@ -95,12 +95,7 @@ func (c *Config) defaults() error {
 	if c.Group == "" || c.DeadLetterTopic == "" {
 		errs = append(errs, errors.New("the consumer group and the dead-letter topic are required"))
 	}
-	if c.Invoker == nil {
-		errs = append(errs, errors.New("the function's invoker is required"))
-	}
-	if c.MaxRetries < 0 {
-		errs = append(errs, errors.New("max retries must not be negative"))
-	}
+	errs = append(errs, queue.CheckDelivery(c.Invoker, c.MaxRetries)...)
 	if _, err := c.mechanism(); err != nil {
 		errs = append(errs, err)
 	}
@@ -110,20 +105,7 @@ func (c *Config) defaults() error {
 	if len(errs) > 0 {
 		return fmt.Errorf("kafka: %w", errors.Join(errs...))
 	}
-	c.Prefetch = max(c.Prefetch, 1)
-	c.Concurrency = min(max(c.Concurrency, 1), c.Prefetch)
-	if c.Backoff <= 0 {
-		c.Backoff = time.Second
-	}
-	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = queue.DefaultMaxBackoff
-	}
-	if c.ReconnectDelay <= 0 {
-		c.ReconnectDelay = 500 * time.Millisecond
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	queue.FillDelivery(&c.Prefetch, &c.Concurrency, &c.Backoff, &c.MaxBackoff, &c.ReconnectDelay, &c.Logger)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package mqttq_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/queue/mqttq"
 	"github.com/sless-dev/sless/pkg/queue/mqttq/mqtttest"
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 )
 
 // BenchmarkConsumer measures messages per second through sless's consumer
@@ -52,24 +52,6 @@ func BenchmarkConsumer(b *testing.B) {
 		delivered.Store(0)
 		return clientID, topic
 	}
-	// wait times from the first delivery to the last, so a consumer's
-	// one-time start (connecting) is not counted against a per-message cost.
-	wait := func(start time.Time) time.Duration {
-		var first time.Time
-		for delivered.Load() < messages {
-			if first.IsZero() && delivered.Load() > 0 {
-				first = time.Now()
-			}
-			if time.Since(start) > 5*time.Minute {
-				b.Fatalf("only %d of %d delivered", delivered.Load(), messages)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		if first.IsZero() {
-			first = start
-		}
-		return time.Since(first)
-	}
 	// bare drains a session with a plain paho client; handle takes each
 	// message and must acknowledge it.
 	bare := func(handle mqtt.MessageHandler) time.Duration {
@@ -84,7 +66,7 @@ func BenchmarkConsumer(b *testing.B) {
 		if tok := c.Subscribe(topic, 1, nil); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
 			b.Fatal(tok.Error())
 		}
-		took := wait(start)
+		took := queuetest.DrainTime(b, &delivered, messages, start)
 		c.Disconnect(250)
 		return took
 	}
@@ -112,26 +94,9 @@ func BenchmarkConsumer(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- c.Run(ctx) }()
-		sless += wait(start)
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		sless += queuetest.TimeSource(b, c, &delivered, messages)
 	}
-	// Alternate the order, so neither side always meets a warmer broker.
-	for i := 0; i < b.N; i++ {
-		if i%2 == 0 {
-			runBaseline()
-			runSless()
-		} else {
-			runSless()
-			runBaseline()
-		}
-	}
+	queuetest.Alternate(b.N, runBaseline, runSless)
 	n := float64(b.N * messages)
 	b.ReportMetric(n/baseline.Seconds(), "broker-msgs/s")
 	b.ReportMetric(n/barePost.Seconds(), "bare-post-msgs/s")

@@ -79,32 +79,14 @@ func (c *Config) defaults() error {
 	if c.ClientID == "" || c.DeadLetterTopic == "" {
 		errs = append(errs, errors.New("the client id and the dead-letter topic are required"))
 	}
-	if c.Invoker == nil {
-		errs = append(errs, errors.New("the function's invoker is required"))
-	}
-	if c.MaxRetries < 0 {
-		errs = append(errs, errors.New("max retries must not be negative"))
-	}
+	errs = append(errs, queue.CheckDelivery(c.Invoker, c.MaxRetries)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("mqtt: %w", errors.Join(errs...))
 	}
 	if _, err := c.Auth.TLSConfig(); err != nil {
 		return fmt.Errorf("mqtt: %w", err)
 	}
-	c.Prefetch = max(c.Prefetch, 1)
-	c.Concurrency = min(max(c.Concurrency, 1), c.Prefetch)
-	if c.Backoff <= 0 {
-		c.Backoff = time.Second
-	}
-	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = queue.DefaultMaxBackoff
-	}
-	if c.ReconnectDelay <= 0 {
-		c.ReconnectDelay = 500 * time.Millisecond
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	queue.FillDelivery(&c.Prefetch, &c.Concurrency, &c.Backoff, &c.MaxBackoff, &c.ReconnectDelay, &c.Logger)
 	return nil
 }
 

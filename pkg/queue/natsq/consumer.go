@@ -75,34 +75,16 @@ func (c *Config) defaults() error {
 	if c.Durable == "" || c.DeadLetterSubject == "" {
 		errs = append(errs, errors.New("the durable consumer and the dead-letter subject are required"))
 	}
-	if c.Invoker == nil {
-		errs = append(errs, errors.New("the function's invoker is required"))
-	}
-	if c.MaxRetries < 0 {
-		errs = append(errs, errors.New("max retries must not be negative"))
-	}
+	errs = append(errs, queue.CheckDelivery(c.Invoker, c.MaxRetries)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("nats: %w", errors.Join(errs...))
 	}
 	if _, err := c.Auth.TLSConfig(); err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
-	c.Prefetch = max(c.Prefetch, 1)
-	c.Concurrency = min(max(c.Concurrency, 1), c.Prefetch)
-	if c.Backoff <= 0 {
-		c.Backoff = time.Second
-	}
-	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = queue.DefaultMaxBackoff
-	}
+	queue.FillDelivery(&c.Prefetch, &c.Concurrency, &c.Backoff, &c.MaxBackoff, &c.ReconnectDelay, &c.Logger)
 	if c.AckWait <= 0 {
 		c.AckWait = 2 * time.Minute
-	}
-	if c.ReconnectDelay <= 0 {
-		c.ReconnectDelay = 500 * time.Millisecond
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	return nil
 }

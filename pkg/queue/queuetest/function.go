@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +151,56 @@ func Eventually(t testing.TB, what string, cond func() (bool, string)) {
 			t.Fatalf("timed out waiting for %s: %s", what, detail)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// DrainTime waits until delivered reaches n and returns the time from the
+// first delivery to the last, so a consumer's one-time start (dialling,
+// declaring, joining) is not counted against a per-message cost.
+func DrainTime(tb testing.TB, delivered *atomic.Int64, n int64, start time.Time) time.Duration {
+	tb.Helper()
+	var first time.Time
+	for delivered.Load() < n {
+		if first.IsZero() && delivered.Load() > 0 {
+			first = time.Now()
+		}
+		if time.Since(start) > 5*time.Minute {
+			tb.Fatalf("only %d of %d delivered", delivered.Load(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if first.IsZero() {
+		first = start
+	}
+	return time.Since(first)
+}
+
+// TimeSource runs c until delivered reaches n, stops it and returns the
+// drain time (DrainTime).
+func TimeSource(tb testing.TB, c queue.Source, delivered *atomic.Int64, n int64) time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- c.Run(ctx) }()
+	took := DrainTime(tb, delivered, n, start)
+	cancel()
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+	return took
+}
+
+// Alternate runs a and b n times each, in turns of a-then-b and
+// b-then-a, so that neither side always meets a warmer broker.
+func Alternate(n int, a, b func()) {
+	for i := range n {
+		if i%2 == 0 {
+			a()
+			b()
+		} else {
+			b()
+			a()
+		}
 	}
 }
