@@ -226,3 +226,27 @@ func mustLoc(t *testing.T, name string) *time.Location {
 	}
 	return l
 }
+
+// An mqtt trigger's consumer Deployment is a queue trigger's but for what
+// sless consume is told, where the connection comes from, and its
+// rollout: recreated, since two pods would share one MQTT session.
+func TestMakeConsumerDeploymentMQTT(t *testing.T) {
+	meta := metav1.ObjectMeta{Name: "nightly", Namespace: "tenant-a", UID: "uid-7"}
+	queued := MakeConsumerDeployment(&slessv1alpha1.Trigger{ObjectMeta: meta, Spec: slessv1alpha1.TriggerSpec{
+		Function: "report", Type: slessv1alpha1.TriggerTypeQueue, Queue: &slessv1alpha1.QueueSpec{ConnectionSecret: "mqtt", Queue: "q"}}}, fn(), cfg)
+	in := &slessv1alpha1.Trigger{ObjectMeta: meta, Spec: slessv1alpha1.TriggerSpec{
+		Function: "report", Type: slessv1alpha1.TriggerTypeMQTT, MQTT: &slessv1alpha1.MQTTSpec{ConnectionSecret: "mqtt", Topic: "sensors/#", ShareGroup: "g"}}}
+	want := queued.DeepCopy()
+	want.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	c := &want.Spec.Template.Spec.Containers[0]
+	c.Args = []string{"consume", "--url=http://sless-api.sless-system.svc/fn/tenant-a/report", "--broker=mqtt", "--topic=sensors/#",
+		"--client-id=sless-tenant-a-nightly", "--dead-letter-topic=sless/dlq/tenant-a/nightly", "--share-group=g",
+		"--prefetch=10", "--concurrency=1", "--max-retries=3", "--backoff=1s", "--timeout=105s", "--health-addr=:8080"}
+	c.Env = append(brokerEnv("mqtt"), tokenEnvVar)
+	if d := cmp.Diff(want, MakeConsumerDeployment(in, fn(), cfg)); d != "" {
+		t.Errorf("MakeConsumerDeployment (-want +got):\n%s", d)
+	}
+	if got := brokerEnv("mqtt"); len(got) != 1+len(BrokerAuthKeys) || got[0].ValueFrom.SecretKeyRef.Optional != nil || !*got[1].ValueFrom.SecretKeyRef.Optional {
+		t.Errorf("broker env %+v: url required, the rest optional", got)
+	}
+}
