@@ -15,6 +15,8 @@ import (
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
+	"github.com/sless-dev/sless/pkg/queue/asyncq"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/source"
 )
@@ -58,6 +60,11 @@ type apiConfig struct {
 	spoolMax         string
 	ingressClass     string
 	withConsole      bool
+	asyncQueue       string
+	callbackAllow    string
+	// asyncAMQPURL comes from SLESS_ASYNC_AMQP_URL only: it carries a password.
+	asyncAMQPURL   string
+	callbackPolicy *callback.Policy
 
 	spoolBytes     int64
 	tenantPrefixes []string
@@ -92,6 +99,7 @@ func runAPI(ctx context.Context, args []string) error {
 		FunctionDomain: c.fnDomain, BodyIdleTimeout: c.bodyIdle,
 		Records:         frontdoor.Records{DatabaseURL: c.databaseURL, MaxAge: c.maxAge, SpoolPath: c.spoolPath, SpoolMaxBytes: c.spoolBytes},
 		IdleConnTimeout: c.connIdle, Console: c.withConsole, Logger: log,
+		Async: frontdoor.ClusterAsync{AMQPURL: c.asyncAMQPURL, Queue: c.asyncQueue, CallbackPolicy: c.callbackPolicy},
 	})
 	if err != nil {
 		return err
@@ -156,6 +164,8 @@ func parseAPI(args []string) (*apiConfig, error) {
 	fs.StringVar(&c.spoolMax, "spool-max-size", "1Gi", "most bytes of records the spool holds; past it new records are dropped")
 	fs.StringVar(&c.ingressClass, "ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "route the hosts of Knative Ingresses of this networking class (the controller's --ingress-class when it is sless's, "+ingressresources.ClassName+"); empty: none")
 	fs.BoolVar(&c.withConsole, "console", true, "serve the web console at /console/")
+	fs.StringVar(&c.asyncQueue, "async-queue", envOr("SLESS_ASYNC_QUEUE", asyncq.DefaultQueue), "RabbitMQ queue that carries asynchronous calls (Prefer: respond-async) between the replicas, with SLESS_ASYNC_AMQP_URL (the broker's URL, from the environment only) and -database-url")
+	fs.StringVar(&c.callbackAllow, "callback-allow", os.Getenv("SLESS_CALLBACK_ALLOW"), "comma-separated CIDRs, addresses and host names the results of asynchronous calls may be posted to although they are loopback, private or cluster-internal (e.g. 10.0.0.0/8,hooks.internal)")
 	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return nil, err
 	}
@@ -191,6 +201,13 @@ func (c *apiConfig) check() error {
 	}
 	if c.spoolBytes, err = byteSize("-spool-max-size", c.spoolMax, 1<<20, false); err != nil {
 		return err
+	}
+	c.asyncAMQPURL = os.Getenv("SLESS_ASYNC_AMQP_URL")
+	if c.asyncAMQPURL != "" && c.databaseURL == "" {
+		return fmt.Errorf("SLESS_ASYNC_AMQP_URL needs -database-url: asynchronous calls are kept in PostgreSQL")
+	}
+	if c.callbackPolicy, err = callback.ParseAllowList(strings.Split(c.callbackAllow, ",")); err != nil {
+		return fmt.Errorf("-callback-allow: %w", err)
 	}
 	if c.uploadMinRate == 0 {
 		c.uploadMinRate = -1 // api.Options: a negative rate judges none, 0 is the default

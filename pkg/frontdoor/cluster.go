@@ -18,13 +18,17 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/knative"
 	"github.com/sless-dev/sless/pkg/adapter/kube"
+	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/auth/triggertoken"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/async"
+	"github.com/sless-dev/sless/pkg/invoke/callback"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
+	"github.com/sless-dev/sless/pkg/queue/asyncq"
 )
 
 // Cluster says what stands behind the front door on a Kubernetes cluster
@@ -50,7 +54,21 @@ type Cluster struct {
 	Records         Records
 	IdleConnTimeout time.Duration
 	Console         bool
-	Logger          *slog.Logger
+	// Async, with an AMQPURL, keeps calls made with Prefer: respond-async
+	// in PostgreSQL (Records.DatabaseURL) and RabbitMQ, shared by every
+	// replica; without, such calls run at once.
+	Async  ClusterAsync
+	Logger *slog.Logger
+}
+
+// ClusterAsync says where sless api's replicas keep asynchronous calls.
+type ClusterAsync struct {
+	// AMQPURL is the RabbitMQ broker that carries them; Queue its main
+	// queue (asyncq.DefaultQueue when empty).
+	AMQPURL, Queue string
+	// CallbackPolicy says which hosts results may be posted to (nil:
+	// public addresses only).
+	CallbackPolicy *callback.Policy
 }
 
 // NewCluster makes the front door over the cluster. Close it after Serve.
@@ -103,8 +121,12 @@ func NewCluster(ctx context.Context, c Cluster) (*Door, error) {
 		_, err := blobs.Exists(ctx, ".readyz")
 		return err
 	}
-	return New(ctx, Options{
-		API: a, Auth: verifier,
+	calls, closers, err := clusterAsync(ctx, c, blobs, cl)
+	if err != nil {
+		return nil, err
+	}
+	d, err := New(ctx, Options{
+		API: a, Auth: verifier, Async: calls,
 		Proxy:   invoke.Options{Resolver: resolver, Services: resolver.Services(), Domain: c.FunctionDomain, BodyIdleTimeout: c.BodyIdleTimeout, Routes: resolver.Routes()},
 		Records: c.Records, IdleConnTimeout: c.IdleConnTimeout, Console: c.Console, Logger: c.Logger,
 		// Cron and queue trigger credentials (docs/triggers.md).
@@ -112,6 +134,46 @@ func NewCluster(ctx context.Context, c Cluster) (*Door, error) {
 			return TriggerCalls(proxy, c.Auth.HS256Secret, c.Auth.Issuer, c.Auth.Audiences, cl)
 		},
 	})
+	if err != nil {
+		closers.Close()
+		return nil, err
+	}
+	d.closers = closers
+	return d, nil
+}
+
+// clusterAsync opens what the replicas' asynchronous calls use: their
+// table in PostgreSQL (response bodies past its inline size in the bucket),
+// the RabbitMQ queue and the namespaces' signing keys in Secrets. Nil when
+// no broker is configured.
+func clusterAsync(ctx context.Context, c Cluster, blobs *s3.Client, cl client.Client) (*Async, Closers, error) {
+	var closers Closers
+	if c.Async.AMQPURL == "" {
+		return nil, closers, nil
+	}
+	if c.Records.DatabaseURL == "" {
+		return nil, closers, errors.New("asynchronous calls (SLESS_ASYNC_AMQP_URL) need PostgreSQL: set -database-url")
+	}
+	q, err := asyncq.New(asyncq.Config{URL: c.Async.AMQPURL, Queue: c.Async.Queue, Logger: c.Logger})
+	if err != nil {
+		return nil, closers, err
+	}
+	closers.Add(q.Close)
+	// Its own pool: records' writes never wait behind the calls' claims.
+	pg, err := postgres.Start(ctx, c.Records.DatabaseURL, 0, c.Logger)
+	if err != nil {
+		closers.Close()
+		return nil, nil, err
+	}
+	closers.Add(pg.Close)
+	return &Async{Store: pg.AsyncCalls(blobs), Queue: q, Keys: &kube.CallbackKeys{Client: cl}, CallbackPolicy: c.Async.CallbackPolicy,
+		Policy: func(ctx context.Context, ns, name string) (async.Policy, error) {
+			fn := &slessv1alpha1.Function{}
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fn); err != nil {
+				return async.Policy{}, err
+			}
+			return async.PolicyOf(fn), nil
+		}}, closers, nil
 }
 
 // TriggerCalls puts TriggerCallHandler in front of the invoke proxy, so the

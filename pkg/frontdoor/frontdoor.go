@@ -83,6 +83,9 @@ type Async struct {
 	// hosts results may be posted to (nil: public addresses only).
 	Keys           async.Keys
 	CallbackPolicy *callback.Policy
+	// Queue, when set, shares the Store with other replicas (sless api):
+	// see async.Runner.Queue.
+	Queue async.Queue
 }
 
 // Door is a front door made and not yet closed.
@@ -95,6 +98,8 @@ type Door struct {
 	handler  http.Handler
 	public   http.Handler // the public door's: Ingresses' ExternalIP rules only
 	shutdown time.Duration
+	// closers close, after the runner, what the asynchronous calls use.
+	closers Closers
 }
 
 // New makes the front door: metrics, the recorder, the invoke proxy, the
@@ -136,7 +141,8 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	po.Authenticator = ProxyAuthenticator(o.Auth, o.API.TenantNamespaces, log)
 	po.Recorder, po.Metrics, po.Logger = d.records.recorder, metrics, log
 	if o.Async != nil {
-		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Logger: log, Registerer: d.reg}
+		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Queue: o.Async.Queue,
+			Logger: log, Registerer: d.reg}
 		if o.Async.Keys != nil {
 			d.runner.Keys, d.runner.Callbacks = o.Async.Keys, callback.NewSender(o.Async.CallbackPolicy, 0, nil)
 		}
@@ -267,5 +273,6 @@ func (d *Door) Close() {
 	if d.runner != nil {
 		d.runner.Close()
 	}
+	d.closers.Close()
 	d.records.close()
 }
