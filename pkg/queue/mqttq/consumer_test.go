@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -339,4 +340,84 @@ func (c *countingCaller) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// A consumer killed mid-stream (its connection cut without DISCONNECT, the
+// acknowledgements of its calls in flight never sent) loses nothing: the
+// broker keeps what it held in the session, and the next consumer with
+// the client id gets it again.
+func TestKilledConsumerLosesNothing(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	fn := queuetest.NewFunction(t, nil)
+	fn.SetDelay(20 * time.Millisecond)
+	relay := newRelay(t, strings.TrimPrefix(b.URL, "tcp://"))
+	cfg := config("tcp://"+relay.addr, fn)
+	c, stop := start(t, cfg)
+	awaitState(t, c, "consuming", queue.State.Ready)
+	const n = 300
+	mqtttest.Connect(t, b.URL, "", "").Publish("sensors/x/temp", payloads("m", n)...)
+	queuetest.Eventually(t, "a third called", func() (bool, string) { ids, _ := fn.Distinct(); return ids > n/3, "" })
+	// The kill: the connection goes at once, then the process.
+	relay.cut()
+	_ = stop()
+	fn.SetDelay(0)
+	cfg.URL = b.URL
+	c2, _ := start(t, cfg)
+	awaitState(t, c2, "the next consumer consuming", queue.State.Ready)
+	queuetest.Eventually(t, "every message called", func() (bool, string) {
+		ids, calls := fn.Distinct()
+		return ids == n, fmt.Sprintf("%d of %d ids, %d calls", ids, n, calls)
+	})
+	_, calls := fn.Distinct()
+	t.Logf("%d messages, %d calls (%d called again after the kill)", n, calls, calls-n)
+}
+
+// relay forwards TCP connections to a broker until cut, which closes them
+// all at once and refuses new ones: what the broker sees of a killed client.
+type relay struct {
+	addr  string
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newRelay(t *testing.T, target string) *relay {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{addr: ln.Addr().String(), ln: ln}
+	t.Cleanup(r.cut)
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, in, out)
+			r.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return r
+}
+
+func (r *relay) cut() {
+	r.ln.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset, as a dead process's socket
+		}
+		c.Close()
+	}
+	r.conns = nil
 }
