@@ -1,7 +1,6 @@
 package kafkaq_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,42 +30,12 @@ func start(t *testing.T, cfg kafkaq.Config) (c *kafkaq.Consumer, stop func() err
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var res error
-	stopped := false
-	stop = func() error {
-		if !stopped {
-			cancel()
-			res, stopped = <-done, true
-		}
-		return res
-	}
-	t.Cleanup(func() { stop() })
-	return c, stop
+	return c, queuetest.Start(t, c)
 }
 
 func awaitState(t *testing.T, c queue.Source, what string, ok func(queue.State) bool) queue.State {
 	t.Helper()
 	return queuetest.AwaitState(t, c, 30*time.Second, what, ok)
-}
-
-// eventually polls cond: what it waits for (calls a function server
-// answered, offsets a broker holds) has no channel to wait on.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestDeliversEachRecordAndCommits(t *testing.T) {
@@ -76,7 +45,7 @@ func TestDeliversEachRecordAndCommits(t *testing.T) {
 	c, _ := start(t, config(k, fn))
 	awaitState(t, c, "consuming", queue.State.Ready)
 	kafkatest.Produce(t, k.Client(), "orders", "o", 30)
-	eventually(t, "every record called", func() (bool, string) {
+	queuetest.Eventually(t, "every record called", func() (bool, string) {
 		ids, calls := fn.Distinct()
 		return ids == 30, fmt.Sprintf("%d ids, %d calls", ids, calls)
 	})
@@ -155,7 +124,7 @@ func TestRetryHoldsBackTheCommit(t *testing.T) {
 	c, stop := start(t, cfg)
 	awaitState(t, c, "consuming", queue.State.Ready)
 	kafkatest.Produce(t, k.Client(), "orders", "o", 5)
-	eventually(t, "the other records called", func() (bool, string) { ids, _ := fn.Distinct(); return ids == 5, "" })
+	queuetest.Eventually(t, "the other records called", func() (bool, string) { ids, _ := fn.Distinct(); return ids == 5, "" })
 	cl := k.Client()
 	if got := kafkatest.Committed(t, cl, "workers", "orders"); got[0] > 0 {
 		t.Fatalf("committed %v while record 0 waits for its retry", got)
@@ -302,17 +271,17 @@ func TestBrokerRestartAndConsumerRestartLoseNothing(t *testing.T) {
 	awaitState(t, c, "consuming", queue.State.Ready)
 	const n = 1000
 	kafkatest.Produce(t, k.Client(), "orders", "m", n)
-	eventually(t, "a third called", func() (bool, string) { ids, _ := fn.Distinct(); return ids > n/3, "" })
+	queuetest.Eventually(t, "a third called", func() (bool, string) { ids, _ := fn.Distinct(); return ids > n/3, "" })
 	k.Stop()
 	awaitState(t, c, "the outage seen", func(s queue.State) bool { return !s.Ready() && s.Err != nil })
 	k.Restart()
-	eventually(t, "two thirds called", func() (bool, string) { ids, _ := fn.Distinct(); return ids > 2*n/3, "" })
+	queuetest.Eventually(t, "two thirds called", func() (bool, string) { ids, _ := fn.Distinct(); return ids > 2*n/3, "" })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	c2, _ := start(t, cfg)
 	awaitState(t, c2, "the new consumer consuming", queue.State.Ready)
-	eventually(t, "every record called", func() (bool, string) {
+	queuetest.Eventually(t, "every record called", func() (bool, string) {
 		ids, calls := fn.Distinct()
 		return ids == n, fmt.Sprintf("%d of %d ids, %d calls", ids, n, calls)
 	})
@@ -334,14 +303,14 @@ func TestStopFinishesCallsInFlight(t *testing.T) {
 	c, stop := start(t, cfg)
 	awaitState(t, c, "consuming", queue.State.Ready)
 	kafkatest.Produce(t, k.Client(), "orders", "m", 10)
-	eventually(t, "calls in flight", func() (bool, string) { _, calls := fn.Distinct(); return calls >= 2, "" })
+	queuetest.Eventually(t, "calls in flight", func() (bool, string) { _, calls := fn.Distinct(); return calls >= 2, "" })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	fn.SetDelay(0)
 	c2, _ := start(t, cfg)
 	awaitState(t, c2, "the next consumer consuming", queue.State.Ready)
-	eventually(t, "every record called", func() (bool, string) {
+	queuetest.Eventually(t, "every record called", func() (bool, string) {
 		ids, calls := fn.Distinct()
 		return ids == 10, fmt.Sprintf("%d ids, %d calls", ids, calls)
 	})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -203,4 +204,16 @@ func Alternate(n int, a, b func()) {
 			a()
 		}
 	}
+}
+
+// FreePort is a loopback port free a moment ago, for a broker a test
+// stops and starts again on the same port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 )
 
 // Cluster is a one-broker kfake cluster that keeps its data across a
@@ -35,12 +37,7 @@ type Option = kfake.Opt
 // Start runs a cluster until the test ends.
 func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := queuetest.FreePort(t)
 	c := &Cluster{t: t, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		// kfake listens on 127.0.0.1 at the ports given.
 		opts: append([]kfake.Opt{kfake.Ports(port), kfake.DataDir(t.TempDir())}, opts...)}

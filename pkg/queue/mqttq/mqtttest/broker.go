@@ -20,6 +20,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 )
 
 // Mosquitto is a mosquitto process whose persistence survives Restart, so
@@ -73,12 +75,7 @@ func StartMosquitto(t testing.TB, opts ...Option) *Mosquitto {
 	for _, o := range opts {
 		o(&s)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := queuetest.FreePort(t)
 	m := &Mosquitto{t: t, dir: t.TempDir(), port: port, URL: "tcp://127.0.0.1:" + strconv.Itoa(port)}
 	conf := []string{
 		"listener " + strconv.Itoa(port) + " 127.0.0.1",

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 )
 
 // Server is an embedded nats-server whose JetStream data lives in a
@@ -37,12 +39,7 @@ func WithUser(user, password string) Option {
 // Start runs a server until the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := queuetest.FreePort(t)
 	s := &Server{t: t, opts: server.Options{
 		ServerName: "sless-test", Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(),
 		NoLog: true, NoSigs: true,
