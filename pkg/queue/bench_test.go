@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,12 +27,7 @@ func BenchmarkConsumer(b *testing.B) {
 	const messages, prefetch, concurrency = 4000, 32, 8
 	u := testbed.AMQPURL(b)
 	var delivered atomic.Int64
-	fn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		delivered.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer fn.Close()
+	fn := queuetest.Sink(b, &delivered)
 	conn, err := amqp.Dial(u)
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,12 +29,7 @@ func BenchmarkConsumer(b *testing.B) {
 	const records, partitions, prefetch, concurrency = 4000, 4, 32, 8
 	k := kafkatest.Start(b)
 	var delivered atomic.Int64
-	fn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		delivered.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer fn.Close()
+	fn := queuetest.Sink(b, &delivered)
 	producer := k.Client()
 	topics := 0
 	fill := func() string {

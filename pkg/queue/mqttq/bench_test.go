@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -31,12 +30,7 @@ func BenchmarkConsumer(b *testing.B) {
 	const messages, prefetch, concurrency = 4000, 32, 8
 	broker := mqtttest.StartMosquitto(b)
 	var delivered atomic.Int64
-	fn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		delivered.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer fn.Close()
+	fn := queuetest.Sink(b, &delivered)
 	pub := mqtttest.Connect(b, broker.URL, "", "")
 	payloads := make([]string, messages)
 	for i := range payloads {

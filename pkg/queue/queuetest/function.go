@@ -217,3 +217,15 @@ func FreePort(t testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// Sink is a function for benchmarks: it answers 200 at once and counts
+// the calls in delivered. It stops when the test ends.
+func Sink(tb testing.TB, delivered *atomic.Int64) *httptest.Server {
+	fn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	tb.Cleanup(fn.Close)
+	return fn
+}
