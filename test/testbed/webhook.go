@@ -207,3 +207,19 @@ func selfSignedServing() ([]byte, tls.Certificate, error) {
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	return caPEM, tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}, nil
 }
+
+// LoopbackServingPEM is a fresh CA and a serving certificate it signs for
+// 127.0.0.1, PEM-encoded, for a server a test starts with TLS.
+func LoopbackServingPEM() (caPEM, certPEM, keyPEM []byte, err error) {
+	caPEM, cert, err := selfSignedServing()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	return caPEM, certPEM, keyPEM, nil
+}

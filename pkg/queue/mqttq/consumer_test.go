@@ -16,6 +16,7 @@ import (
 	"github.com/sless-dev/sless/pkg/queue/mqttq"
 	"github.com/sless-dev/sless/pkg/queue/mqttq/mqtttest"
 	"github.com/sless-dev/sless/pkg/queue/queuetest"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // config is a consumer of sensors/+/temp on url, calling fn.
@@ -420,4 +421,27 @@ func (r *relay) cut() {
 		c.Close()
 	}
 	r.conns = nil
+}
+
+// Over TLS the consumer trusts the CA of its connection Secret's ca.crt;
+// without it the system's roots refuse the broker's certificate, and the
+// state says so while the consumer keeps trying.
+func TestTLSWithTheSecretsCA(t *testing.T) {
+	ca, cert, key, err := testbed.LoopbackServingPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := mqtttest.StartMosquitto(t, mqtttest.WithTLS(cert, key))
+	fn := queuetest.NewFunction(t, nil)
+	cfg := config(b.URL, fn)
+	cfg.Auth.CA = ca
+	c, _ := start(t, cfg)
+	awaitState(t, c, "consuming over TLS", queue.State.Ready)
+
+	cfg.Auth.CA, cfg.ClientID = nil, "sless-test-untrusting"
+	c2, _ := start(t, cfg)
+	s := awaitState(t, c2, "the certificate refused", func(s queue.State) bool { return s.Err != nil })
+	if s.Stopped || !strings.Contains(s.Err.Error(), "certificate") {
+		t.Errorf("state %+v, want a certificate error while it keeps trying", s)
+	}
 }

@@ -44,11 +44,18 @@ type Option func(*settings)
 
 type settings struct {
 	user, password string
+	cert, key      []byte
 }
 
 // WithUser makes the broker take only this user (no anonymous clients).
 func WithUser(user, password string) Option {
 	return func(s *settings) { s.user, s.password = user, password }
+}
+
+// WithTLS makes the listener take TLS only, with this PEM certificate and
+// key; URL is then ssl://.
+func WithTLS(cert, key []byte) Option {
+	return func(s *settings) { s.cert, s.key = cert, key }
 }
 
 // binary finds mosquitto; Debian installs it in /usr/sbin.
@@ -90,6 +97,18 @@ func StartMosquitto(t testing.TB, opts ...Option) *Mosquitto {
 		"log_type notice",
 		// A thousand messages queued for a session that is away.
 		"max_queued_messages 100000",
+	}
+	if s.cert != nil {
+		cert, key := filepath.Join(m.dir, "tls.crt"), filepath.Join(m.dir, "tls.key")
+		if err := os.WriteFile(cert, s.cert, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(key, s.key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The listener's own settings: it is the last one above.
+		conf = append(conf, "certfile "+cert, "keyfile "+key)
+		m.URL = "ssl://127.0.0.1:" + strconv.Itoa(port)
 	}
 	if s.user == "" {
 		conf = append(conf, "allow_anonymous true")
