@@ -142,8 +142,8 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	s := &session{c: c, link: link, parts: map[int32]*partition{},
-		tokens: make(chan struct{}, c.cfg.Prefetch), slots: make(chan struct{}, c.cfg.Concurrency), kick: make(chan struct{}, 1)}
+	s := &session{c: c, link: link, parts: map[int32]*partition{}, tokens: make(chan struct{}, c.cfg.Prefetch),
+		work: make(chan *job, c.cfg.Prefetch), retry: make(chan *job, c.cfg.Prefetch), quit: make(chan struct{}), kick: make(chan struct{}, 1)}
 	opts := append(c.cfg.clientOptions(),
 		kgo.ConsumerGroup(c.cfg.Group),
 		kgo.ConsumeTopics(c.cfg.Topic),
@@ -178,9 +178,13 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 type session struct {
 	c           *Consumer
 	link, group *kgo.Client
-	// tokens bounds the records held unfinished (Prefetch), slots the
-	// calls at once (Concurrency).
-	tokens, slots chan struct{}
+	// tokens bounds the records held unfinished (Prefetch).
+	tokens chan struct{}
+	// Concurrency workers take the records from work in offset order,
+	// and those whose retry is due from retry first; quit ends them.
+	work, retry chan *job
+	quit        chan struct{}
+	workers     sync.WaitGroup
 	// kick asks the committer to commit what is due.
 	kick chan struct{}
 	// live: the session consumes, so a broker connection coming or going
@@ -195,18 +199,32 @@ type session struct {
 type partition struct {
 	id   int32
 	offs *offsets
-	// gone ends the waits of its records (for a call slot, a retry's
-	// delay, a dead letter's produce) when the partition is revoked, lost
-	// or the session stops; calls counts the calls in flight.
+	// gone ends its records' waits (for a worker, a retry's delay, a
+	// dead letter's produce) when the partition is revoked, lost or the
+	// session stops; calls counts the calls in flight.
 	gone   context.Context
 	cancel context.CancelFunc
 	calls  sync.WaitGroup
 }
 
-// consume polls records while tokens allow and hands each to deliver.
+// job is one record on its way to the function.
+type job struct {
+	p       *partition
+	h       *held
+	r       *kgo.Record
+	attempt int
+}
+
+// consume polls records while tokens allow and queues them for the
+// workers, in order: on a stop, the records done are then mostly a run
+// from the last commit, and what a stop leaves uncalled is not called
+// twice.
 func (s *session) consume(ctx context.Context) error {
 	cfg := &s.c.cfg
 	go s.committer(ctx)
+	for range cfg.Concurrency {
+		s.workers.Go(s.worker)
+	}
 	for {
 		// Wait for one free token, then take what else is free.
 		select {
@@ -246,11 +264,8 @@ func (s *session) consume(ctx context.Context) error {
 			s.release(n)
 			return fatal
 		}
-		// Calls start in the order of their records, so that on a stop
-		// the finished ones are mostly a run from the last commit: what
-		// a stop leaves uncalled is not delivered twice.
 		recs := fetches.Records()
-		for i, r := range recs {
+		for _, r := range recs {
 			s.mu.Lock()
 			p := s.parts[r.Partition]
 			var h *held
@@ -264,16 +279,8 @@ func (s *session) consume(ctx context.Context) error {
 				s.release(1)
 				continue
 			}
-			select {
-			case s.slots <- struct{}{}:
-			case <-p.gone.Done():
-				s.release(1)
-				continue
-			case <-ctx.Done():
-				s.release(n - i)
-				return nil
-			}
-			go s.deliver(p, h, r)
+			// Never blocks: no more jobs than tokens.
+			s.work <- &job{p: p, h: h, r: r, attempt: 1}
 		}
 		s.release(n - len(recs))
 		if len(recs) > 0 {
@@ -288,62 +295,76 @@ func (s *session) release(n int) {
 	}
 }
 
-// deliver calls the function with r, holding a call slot, until it
-// answers 2xx or its retries run out, then dead-letters it; either way r
-// is finished. A partition gone meanwhile ends the waits (not a call):
-// its next owner has r.
-func (s *session) deliver(p *partition, h *held, r *kgo.Record) {
-	defer s.release(1)
-	cfg := &s.c.cfg
-	for attempt := 1; ; attempt++ {
-		// consume took the first attempt's slot.
-		if attempt > 1 {
+// worker calls the function with the records of work and retry, due
+// retries first, until quit.
+func (s *session) worker() {
+	for {
+		var j *job
+		select {
+		case j = <-s.retry:
+		default:
 			select {
-			case s.slots <- struct{}{}:
-			case <-p.gone.Done():
+			case j = <-s.retry:
+			case j = <-s.work:
+			case <-s.quit:
 				return
 			}
 		}
-		s.mu.Lock()
-		if p.gone.Err() != nil {
-			s.mu.Unlock()
-			<-s.slots
-			return
-		}
-		p.calls.Add(1)
+		s.deliver(j)
+	}
+}
+
+// deliver makes attempt j.attempt of j's record: on a 2xx, or once its
+// retries ran out and it is dead-lettered, the record is finished;
+// otherwise it goes back to retry after the backoff. A partition gone
+// meanwhile ends it uncalled: its next owner has the record.
+func (s *session) deliver(j *job) {
+	cfg := &s.c.cfg
+	p, r := j.p, j.r
+	s.mu.Lock()
+	if p.gone.Err() != nil {
 		s.mu.Unlock()
-		out := cfg.Invoker.Invoke(context.Background(), call(r, attempt))
-		<-s.slots
-		if out.OK() {
-			s.finish(p, h)
-			p.calls.Done()
-			return
-		}
-		log := cfg.Logger.With("topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt, "outcome", out.String())
-		if attempt > cfg.MaxRetries {
-			// Counted as a call in flight, so that a revoke waits for
-			// the dead letter before it commits.
-			err := s.deadLetter(p.gone, r, attempt-1, out)
-			if err == nil {
-				log.Warn("kafka: retries exhausted, record dead-lettered", "to", cfg.DeadLetterTopic)
-				s.finish(p, h)
-			} else {
-				log.Error("kafka: could not dead-letter the record; it will be delivered again", "error", err)
-			}
-			p.calls.Done()
-			return
+		s.release(1)
+		return
+	}
+	p.calls.Add(1)
+	s.mu.Unlock()
+	out := cfg.Invoker.Invoke(context.Background(), call(r, j.attempt))
+	if out.OK() {
+		s.finish(p, j.h)
+		p.calls.Done()
+		s.release(1)
+		return
+	}
+	log := cfg.Logger.With("topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "outcome", out.String())
+	if j.attempt > cfg.MaxRetries {
+		// Counted as a call in flight, so that a revoke waits for the
+		// dead letter before it commits.
+		if err := s.deadLetter(p.gone, r, j.attempt-1, out); err == nil {
+			log.Warn("kafka: retries exhausted, record dead-lettered", "to", cfg.DeadLetterTopic)
+			s.finish(p, j.h)
+		} else {
+			log.Error("kafka: could not dead-letter the record; it will be delivered again", "error", err)
 		}
 		p.calls.Done()
-		d := cfg.RetryDelay(attempt)
-		log.Info("kafka: call failed, record will be retried", "delay", d)
+		s.release(1)
+		return
+	}
+	p.calls.Done()
+	d := cfg.RetryDelay(j.attempt)
+	log.Info("kafka: call failed, record will be retried", "delay", d)
+	j.attempt++
+	go func() {
+		// The record keeps its token while it waits, not a worker.
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
+			s.retry <- j
 		case <-p.gone.Done():
 			t.Stop()
-			return
+			s.release(1)
 		}
-	}
+	}()
 }
 
 // call is the function's call for attempt n of r.
@@ -535,6 +556,8 @@ func (s *session) stop() {
 	}
 	s.mu.Unlock()
 	s.revoked(context.Background(), s.group, map[string][]int32{s.c.cfg.Topic: ids})
+	close(s.quit)
+	s.workers.Wait()
 	// Not waiting past a bound: brokers that are away would hold the
 	// leave, and the session timeout frees the partitions anyway.
 	leave, cancel := context.WithTimeout(context.Background(), 10*time.Second)
