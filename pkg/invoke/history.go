@@ -68,37 +68,45 @@ type Page struct {
 	Next  *Cursor
 }
 
-// Cursor is a position in a listing: the sort key of the last record seen.
+// Cursor is a position in a listing: the sort key of the last record seen,
+// its start time and then what orders records of one start time: the
+// request id in PostgreSQL (unique there with the start time), the
+// record's ID in local mode.
 type Cursor struct {
 	StartedAt time.Time
 	ID        int64
+	RequestID string
 }
 
-const cursorVersion = 1
+// cursorVersion 2 adds the request id to version 1's start time and ID.
+const cursorVersion = 2
 
 // String encodes the cursor as the opaque token clients pass back.
 func (c Cursor) String() string {
-	var b [17]byte
+	b := make([]byte, 17, 17+len(c.RequestID))
 	b[0] = cursorVersion
 	binary.BigEndian.PutUint64(b[1:9], uint64(c.StartedAt.UnixMicro()))
-	binary.BigEndian.PutUint64(b[9:], uint64(c.ID))
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	binary.BigEndian.PutUint64(b[9:17], uint64(c.ID))
+	return base64.RawURLEncoding.EncodeToString(append(b, c.RequestID...))
 }
 
 // ErrBadCursor is returned by ParseCursor for a token it did not make.
 var ErrBadCursor = errors.New("cursor is not one a listing returned")
 
-// ParseCursor decodes a token made by Cursor.String.
+// ParseCursor decodes a token made by Cursor.String, of this version or
+// version 1 (no request id: a listing continues after its start time). A
+// request id is one the records hold: cleanText leaves it as it is.
 func ParseCursor(s string) (Cursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 17 || b[0] != cursorVersion {
+	if err != nil || len(b) < 17 || (b[0] == 1 && len(b) != 17) || (b[0] != 1 && b[0] != cursorVersion) ||
+		len(b) > 17+MaxRequestIDLength || cleanText(string(b[17:]), MaxRequestIDLength) != string(b[17:]) {
 		return Cursor{}, ErrBadCursor
 	}
-	id := int64(binary.BigEndian.Uint64(b[9:]))
+	id := int64(binary.BigEndian.Uint64(b[9:17]))
 	if id < 0 {
 		return Cursor{}, ErrBadCursor
 	}
-	return Cursor{StartedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id}, nil
+	return Cursor{StartedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(), ID: id, RequestID: string(b[17:])}, nil
 }
 
 // listParams are the query parameters the invocations listing takes.

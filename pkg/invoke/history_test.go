@@ -2,6 +2,8 @@ package invoke_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,12 +23,29 @@ import (
 )
 
 func TestCursorRoundTripAndRejects(t *testing.T) {
-	c := invoke.Cursor{StartedAt: time.Date(2026, 5, 1, 1, 2, 3, 456789000, time.UTC), ID: 42}
+	c := invoke.Cursor{StartedAt: time.Date(2026, 5, 1, 1, 2, 3, 456789000, time.UTC), ID: 42, RequestID: "req-7f3a"}
 	got, err := invoke.ParseCursor(c.String())
-	if err != nil || !got.StartedAt.Equal(c.StartedAt) || got.ID != 42 {
+	if err != nil || !got.StartedAt.Equal(c.StartedAt) || got.ID != 42 || got.RequestID != "req-7f3a" {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, bad := range []string{"", "x", "AAAA", c.String() + "A", "!!!!!!!!!!!!!!!!!!!!!!!"} {
+	// Version 1, from before request ids: start time and ID only.
+	v1 := make([]byte, 17)
+	v1[0] = 1
+	binary.BigEndian.PutUint64(v1[1:9], uint64(c.StartedAt.UnixMicro()))
+	binary.BigEndian.PutUint64(v1[9:], 42)
+	if got, err := invoke.ParseCursor(base64.RawURLEncoding.EncodeToString(v1)); err != nil || got.ID != 42 || got.RequestID != "" || !got.StartedAt.Equal(c.StartedAt) {
+		t.Errorf("version 1 cursor: %+v, %v", got, err)
+	}
+	token := func(version byte, requestID string) string {
+		b := append([]byte{version}, make([]byte, 16)...)
+		return base64.RawURLEncoding.EncodeToString(append(b, requestID...))
+	}
+	for _, bad := range []string{"", "x", "AAAA", c.String() + "A", "!!!!!!!!!!!!!!!!!!!!!!!",
+		token(1, "req"), // version 1 had no request id
+		token(3, ""),    // a version not made here
+		token(2, strings.Repeat("r", invoke.MaxRequestIDLength+1)), // longer than a request id
+		token(2, "\xff\xfe"), // not UTF-8
+	} {
 		if _, err := invoke.ParseCursor(bad); err == nil {
 			t.Errorf("ParseCursor(%q) accepted", bad)
 		}

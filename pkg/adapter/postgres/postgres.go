@@ -152,16 +152,16 @@ var recordColumns = []string{"namespace", "function", "revision", "trigger", "re
 	"duration_us", "status", "bytes_in", "bytes_out", "cold_start", "error"}
 
 // insertRecords stores a batch in one statement, the columns sent as
-// arrays, and skips a record already stored (the same request id, start,
-// namespace and function: see migration 3). Rows go in the unique key's
-// order, so that writers of overlapping batches wait on each other in one
-// order and never deadlock.
+// arrays, and skips a record already stored (the same namespace, function,
+// start and request id: see migrations 3 and 5). Rows go in the unique
+// key's order, so that writers of overlapping batches wait on each other
+// in one order and never deadlock.
 const insertRecords = `INSERT INTO invocations (namespace, function, revision, trigger, request_id, started_at,
 	duration_us, status, bytes_in, bytes_out, cold_start, error)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
 	$7::bigint[], $8::smallint[], $9::bigint[], $10::bigint[], $11::boolean[], $12::text[])
 	AS r (namespace, function, revision, trigger, request_id, started_at, duration_us, status, bytes_in, bytes_out, cold_start, error)
-ORDER BY request_id, started_at, namespace, function
+ORDER BY namespace, function, started_at DESC, request_id DESC
 ON CONFLICT DO NOTHING`
 
 // Write stores a batch. A record already stored is skipped, so a batch
@@ -367,10 +367,17 @@ FROM invocations WHERE namespace = `)
 	if !q.Until.IsZero() {
 		sql.WriteString(` AND started_at < ` + arg(q.Until))
 	}
-	if q.After != nil {
-		sql.WriteString(` AND (started_at, id) < (` + arg(q.After.StartedAt) + `, ` + arg(q.After.ID) + `)`)
+	switch {
+	case q.After != nil && q.After.RequestID != "":
+		// started_at <= bounds the status class's and the trigger's
+		// indexes too, which end in id, not request_id.
+		at := arg(q.After.StartedAt)
+		sql.WriteString(` AND started_at <= ` + at + ` AND (started_at, request_id) < (` + at + `, ` + arg(q.After.RequestID) + `)`)
+	case q.After != nil:
+		// A cursor made before migration 5 ordered ties by id.
+		sql.WriteString(` AND started_at < ` + arg(q.After.StartedAt))
 	}
-	sql.WriteString(` ORDER BY started_at DESC, id DESC LIMIT ` + arg(q.Limit+1))
+	sql.WriteString(` ORDER BY started_at DESC, request_id DESC LIMIT ` + arg(q.Limit+1))
 
 	rows, err := s.pool.Query(ctx, sql.String(), args...)
 	if err != nil {
@@ -398,7 +405,7 @@ FROM invocations WHERE namespace = `)
 	if len(items) > q.Limit {
 		items = items[:q.Limit]
 		last := items[len(items)-1]
-		page.Next = &invoke.Cursor{StartedAt: last.StartedAt, ID: last.ID}
+		page.Next = &invoke.Cursor{StartedAt: last.StartedAt, ID: last.ID, RequestID: last.RequestID}
 	}
 	page.Items = items
 	return page, nil

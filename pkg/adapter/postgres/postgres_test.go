@@ -81,8 +81,8 @@ func TestMigrateConcurrentlyAndAgain(t *testing.T) {
 	if err := s.Pool().QueryRow(context.Background(), "SELECT version, dirty FROM "+postgres.MigrationsTable).Scan(&version, &dirty); err != nil {
 		t.Fatal(err)
 	}
-	if version != 4 || dirty {
-		t.Fatalf("schema version %d dirty=%v, want 4 clean", version, dirty)
+	if version != 5 || dirty {
+		t.Fatalf("schema version %d dirty=%v, want 5 clean", version, dirty)
 	}
 }
 
@@ -221,8 +221,9 @@ func TestListPaginatesWithFilters(t *testing.T) {
 						t.Fatalf("record %s listed twice", r.RequestID)
 					}
 					seen[r.RequestID] = true
-					if last != nil && (r.StartedAt.After(last.StartedAt) || (r.StartedAt.Equal(last.StartedAt) && r.ID >= last.ID)) {
-						t.Fatalf("order broken: %v/%d after %v/%d", r.StartedAt, r.ID, last.StartedAt, last.ID)
+					// Newest first; a start time's records by request id, descending.
+					if last != nil && (r.StartedAt.After(last.StartedAt) || (r.StartedAt.Equal(last.StartedAt) && r.RequestID >= last.RequestID)) {
+						t.Fatalf("order broken: %v/%s after %v/%s", r.StartedAt, r.RequestID, last.StartedAt, last.RequestID)
 					}
 					r := r
 					last = &r
@@ -529,12 +530,15 @@ func TestRunRetentionDeletesOnSchedule(t *testing.T) {
 
 // Migration 3 removes exact copies stored before it (same request id,
 // start, namespace and function), keeps one of each, and keeps a reused
-// request id's other calls.
+// request id's other calls; migration 5 then moves the unique key into
+// the listing's index.
 func TestMigrationRemovesCopiesBeforeTheUniqueIndex(t *testing.T) {
 	s := postgrestest.New(t)
 	ctx := context.Background()
 	// Back to version 2 as an older sless left it.
-	if _, err := s.Pool().Exec(ctx, `DROP TABLE async_calls, async_idempotency_keys; DROP INDEX invocations_request; UPDATE `+postgres.MigrationsTable+` SET version = 2`); err != nil {
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE async_calls, async_idempotency_keys; DROP INDEX invocations_function_request;
+		CREATE INDEX invocations_function_time ON invocations (namespace, function, started_at DESC, id DESC);
+		UPDATE `+postgres.MigrationsTable+` SET version = 2`); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().Truncate(time.Microsecond)
