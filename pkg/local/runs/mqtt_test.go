@@ -145,3 +145,39 @@ func TestMQTTTriggerInLocalMode(t *testing.T) {
 	}
 	t.Logf("%d messages, %d calls (%d duplicates across the broker and consumer restarts)", ids, calls, calls-ids)
 }
+
+// A broker URL the consumer cannot use, or a trigger it refuses, shows on
+// the trigger rather than in a log: Ready False, InvalidQueue, saying why.
+func TestMQTTTriggerRefusedLocally(t *testing.T) {
+	ctx := context.Background()
+	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute})
+	if err := rig.store.Create(ctx, localtest.Function("ns", "worker")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url, topic, want string
+	}{
+		{"amqp URL", "amqp://u:secret@rabbit:5672/", "a/b", `server URL "amqp://rabbit:5672/": scheme must be tcp, mqtt, ssl, tls, mqtts, tcps, ws or wss`},
+		{"no host", "tcp://", "a/b", "is not a URL like tcp://host:1883"},
+		// The CRD refuses it at apply; a stored object that slipped by is
+		// refused by the consumer too.
+		{"bad filter", "tcp://127.0.0.1:1", "a/#/b", "# only as the whole last level"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
+			tr := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: slessv1alpha1.TriggerSpec{
+				Function: "worker", Type: slessv1alpha1.TriggerTypeMQTT,
+				MQTT: &slessv1alpha1.MQTTSpec{ConnectionSecret: "unused-locally", Topic: tc.topic}}}
+			if err := rig.store.Create(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			rig.runs.MQTT = tc.url
+			_, got := reconcileTriggerOnce(t, rig.runs, name)
+			c := readyOf(got)
+			if c.Status != metav1.ConditionFalse || c.Reason != slessv1alpha1.TriggerReasonInvalidQueue || !strings.Contains(c.Message, tc.want) ||
+				strings.Contains(c.Message, "secret") {
+				t.Errorf("Ready %s %s: %s; want InvalidQueue saying %q", c.Status, c.Reason, c.Message, tc.want)
+			}
+		})
+	}
+}
