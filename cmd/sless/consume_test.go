@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
+	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/pkg/queue/kafkaq"
+	"github.com/sless-dev/sless/pkg/queue/kafkaq/kafkatest"
+	"github.com/sless-dev/sless/pkg/queue/queuetest"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -105,5 +110,57 @@ func TestConsumeServesReadiness(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sless consume --broker=kafka, as its Deployment runs it: not ready
+// while the topic is missing, saying so; ready once it is made; each
+// record then reaches the function through the proxy's URL with the
+// trigger's credential and headers, and is committed.
+func TestConsumeKafkaServesReadinessAndDelivers(t *testing.T) {
+	k := kafkatest.Start(t)
+	fn := queuetest.NewFunction(t, nil)
+	addr := "127.0.0.1:" + strconv.Itoa(queuetest.FreePort(t))
+	t.Setenv(kube.EnvKafkaBrokers, k.Addr)
+	t.Setenv(kube.EnvToken, "tok")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runConsume(ctx, []string{"--broker=kafka", "--url=" + fn.URL + "/fn/ns/f", "--topic=orders", "--group=sless.ns.orders",
+			"--dead-letter-topic=orders.dlq", "--timeout=5s", "--health-addr=" + addr})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sless consume: %v", err)
+		}
+	}()
+	ready := func(code int, has string) {
+		t.Helper()
+		queuetest.Eventually(t, kube.ConsumerReadyPath+" "+strconv.Itoa(code), func() (bool, string) {
+			resp, err := http.Get("http://" + addr + kube.ConsumerReadyPath)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode == code && strings.Contains(string(b), has), fmt.Sprintf("%d %q", resp.StatusCode, b)
+		})
+	}
+	ready(http.StatusServiceUnavailable, "topic orders does not exist on the brokers at "+k.Addr)
+	k.Topic("orders", 2)
+	ready(http.StatusOK, "consuming topic orders")
+	kafkatest.Produce(t, k.Client(), "orders", "o", 10)
+	queuetest.Eventually(t, "every record called", func() (bool, string) {
+		ids, calls := fn.Distinct()
+		return ids == 10, fmt.Sprintf("%d ids, %d calls", ids, calls)
+	})
+	kafkatest.AwaitCommitted(t, k, "sless.ns.orders", "orders")
+	h := fn.Header("orders-0-0")
+	if h == nil {
+		h = fn.Header("orders-1-0")
+	}
+	if h.Get("Authorization") != "Bearer tok" || h.Get(queue.TriggerHeader) != "kafka" || h.Get(kafkaq.OffsetHeader) != "0" {
+		t.Errorf("call headers %v", h)
 	}
 }
