@@ -137,8 +137,12 @@ type RevisionSettings struct {
 	// Env is the function's own env (spec.env) as the revision has it,
 	// without the runtime contract's SLESS_* variables.
 	Env []corev1.EnvVar
-	// Resources are the revision's: memory as request and limit, CPU as request.
+	// Resources are the revision's container's.
 	Resources corev1.ResourceRequirements
+	// Placement is the revision's pod spec with only its scheduling
+	// fields (node selector, tolerations, affinity, priority and runtime
+	// class) set.
+	Placement corev1.PodSpec
 	// TimeoutSeconds is the function's timeout as the revision has it.
 	TimeoutSeconds int32
 	// Entrypoint is the SLESS_ENTRYPOINT the revision was given, empty when

@@ -41,8 +41,9 @@ func TestFunctionCRUD(t *testing.T) {
 	if loc := r.Header.Get("Location"); loc != e.path("functions", "hello") {
 		t.Fatalf("Location %q", loc)
 	}
-	if *fn.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB {
-		t.Fatalf("memoryMB not defaulted by the CRD: %v", fn.Spec.MemoryMB)
+	if fn.Spec.MemoryMB != nil || *fn.Spec.TimeoutSeconds != slessv1alpha1.DefaultTimeoutSeconds {
+		// memoryMB stays unset: resources may name memory instead.
+		t.Fatalf("defaults: memoryMB %v, timeoutSeconds %v", fn.Spec.MemoryMB, fn.Spec.TimeoutSeconds)
 	}
 
 	// Read and list.

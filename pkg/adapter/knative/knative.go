@@ -273,7 +273,7 @@ func (s *Server) ReadRevision(ctx context.Context, fn slessv1alpha1.Workload, na
 			}
 		}
 		return adapter.RevisionSettings{Env: resources.UserEnv(c.Env), Resources: *c.Resources.DeepCopy(),
-			TimeoutSeconds: timeout, Entrypoint: entrypoint}, true, nil
+			TimeoutSeconds: timeout, Entrypoint: entrypoint, Placement: resources.PlacementOf(&rev.Spec.PodSpec)}, true, nil
 	}
 	return adapter.RevisionSettings{}, false, nil
 }
@@ -320,6 +320,13 @@ func TemplateDiffers(want, have *servingv1.RevisionTemplateSpec) bool {
 func specDiffers(want, have *servingv1.RevisionSpec) bool {
 	w, h := want.DeepCopy(), have.DeepCopy()
 	if len(w.Containers) != len(h.Containers) {
+		return true
+	}
+	// Placement removed from the Function must leave the Service too;
+	// Knative defaults none of it.
+	if !equality.Semantic.DeepEqual(w.NodeSelector, h.NodeSelector) || !equality.Semantic.DeepEqual(w.Tolerations, h.Tolerations) ||
+		!equality.Semantic.DeepEqual(w.Affinity, h.Affinity) || w.PriorityClassName != h.PriorityClassName ||
+		!equality.Semantic.DeepEqual(w.RuntimeClassName, h.RuntimeClassName) {
 		return true
 	}
 	for i := range w.Containers {

@@ -96,6 +96,8 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 	}
 	res := *rev.Resources.DeepCopy()
 	labels := JobLabels(j, runID)
+	// A run is placed where the revision's pods are.
+	place := rev.Placement.DeepCopy()
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            names.Job(j, runID),
@@ -112,6 +114,11 @@ func MakeJob(j *slessv1alpha1.FunctionJob, fn *slessv1alpha1.Function, rev adapt
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                 corev1.RestartPolicyNever,
+					NodeSelector:                  place.NodeSelector,
+					Tolerations:                   place.Tolerations,
+					Affinity:                      place.Affinity,
+					PriorityClassName:             place.PriorityClassName,
+					RuntimeClassName:              place.RuntimeClassName,
 					AutomountServiceAccountToken:  ptr.To(false),
 					EnableServiceLinks:            ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To[int64](10),

@@ -79,11 +79,12 @@ func TestMakeJob(t *testing.T) {
 		rev  adapter.RevisionSettings
 		cfg  JobConfig
 		// what differs from the default shape
-		wantName     string
-		wantEnv      []corev1.EnvVar
-		wantDeadline int64
-		wantTTL      int32
-		wantRes      corev1.ResourceRequirements
+		wantName      string
+		wantEnv       []corev1.EnvVar
+		wantDeadline  int64
+		wantTTL       int32
+		wantRes       corev1.ResourceRequirements
+		wantPlacement corev1.PodSpec
 	}{{
 		name:         "defaults: function timeout, no payload, default TTL",
 		job:          functionJob(),
@@ -141,6 +142,22 @@ func TestMakeJob(t *testing.T) {
 		wantTTL:      DefaultTTLSecondsAfterFinished,
 		wantRes:      served.Resources,
 	}, {
+		name: "the revision's placement and GPU",
+		job:  functionJob(),
+		fn:   function(),
+		rev: adapter.RevisionSettings{
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+			Placement: corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"},
+				Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}, RuntimeClassName: ptr.To("gvisor")},
+			TimeoutSeconds: 30,
+		},
+		wantName:      "nightly-7",
+		wantEnv:       base("null", "30", "7", nil),
+		wantDeadline:  30 + StartupAllowanceSeconds,
+		wantTTL:       DefaultTTLSecondsAfterFinished,
+		wantRes:       corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+		wantPlacement: corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}, RuntimeClassName: ptr.To("gvisor")},
+	}, {
 		// Knative keeps the last ready revision serving; a run executes
 		// the code calls reach and is named after it, not the newer image,
 		// with that revision's settings, not the newer spec's.
@@ -184,6 +201,9 @@ func TestMakeJob(t *testing.T) {
 						ObjectMeta: metav1.ObjectMeta{Labels: labels},
 						Spec: corev1.PodSpec{
 							RestartPolicy:                 corev1.RestartPolicyNever,
+							NodeSelector:                  tc.wantPlacement.NodeSelector,
+							Tolerations:                   tc.wantPlacement.Tolerations,
+							RuntimeClassName:              tc.wantPlacement.RuntimeClassName,
 							AutomountServiceAccountToken:  ptr.To(false),
 							EnableServiceLinks:            ptr.To(false),
 							TerminationGracePeriodSeconds: ptr.To[int64](10),

@@ -124,6 +124,9 @@ type Config struct {
 	// in sless-api, another names Kourier, Istio or Contour. Empty: no
 	// annotation, so config-network's ingress-class decides.
 	IngressClass string
+	// DefaultResources fill each resource a function's spec names in
+	// neither its requests nor its limits (site configuration).
+	DefaultResources *slessv1alpha1.ResourceSpec
 }
 
 // WithDefaults fills what is unset.

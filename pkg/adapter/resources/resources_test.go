@@ -140,6 +140,45 @@ func TestMakeService(t *testing.T) {
 		want: wantService(func(svc *servingv1.Service) {
 			svc.Annotations = map[string]string{AnnotationIngressClass: "sless.ingress.networking.knative.dev"}
 		}),
+	}, {
+		name: "resources with a GPU and site defaults for what the spec leaves out",
+		fn: testFunction(func(fn *slessv1alpha1.Function) {
+			fn.Spec.Resources = &slessv1alpha1.ResourceSpec{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: mem(1024), "nvidia.com/gpu": resource.MustParse("1")},
+			}
+		}),
+		cfg: Config{DefaultResources: &slessv1alpha1.ResourceSpec{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: mem(256), corev1.ResourceEphemeralStorage: resource.MustParse("2Gi")},
+		}},
+		want: wantService(func(svc *servingv1.Service) {
+			svc.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: mem(1024),
+					"nvidia.com/gpu": resource.MustParse("1"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+				Limits: corev1.ResourceList{corev1.ResourceMemory: mem(1024), "nvidia.com/gpu": resource.MustParse("1"),
+					corev1.ResourceEphemeralStorage: resource.MustParse("2Gi")},
+			}
+		}),
+	}, {
+		name: "placement onto the revision's pod spec",
+		fn: testFunction(func(fn *slessv1alpha1.Function) {
+			fn.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+			fn.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			fn.Spec.Affinity = &slessv1alpha1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}}
+			fn.Spec.PriorityClassName = "low"
+			fn.Spec.RuntimeClassName = ptr.To("gvisor")
+		}),
+		want: wantService(func(svc *servingv1.Service) {
+			ps := &svc.Spec.Template.Spec.PodSpec
+			ps.NodeSelector = map[string]string{"pool": "gpu"}
+			ps.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			ps.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}}
+			ps.PriorityClassName = "low"
+			ps.RuntimeClassName = ptr.To("gvisor")
+		}),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,11 +1,11 @@
 package resources
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
@@ -54,12 +54,13 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 		tmpl.Spec.ContainerConcurrency = ptr.To(*s.ContainerConcurrency)
 	}
 	tmpl.Spec.ServiceAccountName = cfg.ServiceAccount
+	SetPlacement(&tmpl.Spec.PodSpec, &fn.BuildSpec().WorkloadSpec)
 	tmpl.Spec.Containers = []corev1.Container{{
 		Name:            ContainerName,
 		Image:           image,
 		Ports:           []corev1.ContainerPort{{Name: "http1", ContainerPort: runtimes.DefaultPort}},
 		Env:             env(fn),
-		Resources:       computeResources(fn),
+		Resources:       fn.BuildSpec().ResourceRequirements(cfg.DefaultResources),
 		SecurityContext: restricted(),
 		// The wrapper listens only once the handler is loaded and answers
 		// this path itself, so Knative routes no request to an instance
@@ -129,22 +130,28 @@ func UserEnv(containerEnv []corev1.EnvVar) []corev1.EnvVar {
 	return out
 }
 
-// computeResources gives each instance its memory as request and limit (a
-// function that outgrows it is killed, not the node) and its CPU as request.
-func computeResources(fn slessv1alpha1.Workload) corev1.ResourceRequirements {
-	mb := int64(slessv1alpha1.DefaultMemoryMB)
-	if fn.BuildSpec().MemoryMB != nil {
-		mb = int64(*fn.BuildSpec().MemoryMB)
+// PlacementOf is a pod spec with only pod's scheduling fields.
+func PlacementOf(pod *corev1.PodSpec) corev1.PodSpec {
+	return corev1.PodSpec{NodeSelector: pod.NodeSelector, Tolerations: pod.Tolerations, Affinity: pod.Affinity,
+		PriorityClassName: pod.PriorityClassName, RuntimeClassName: pod.RuntimeClassName}
+}
+
+// SetPlacement copies the spec's scheduling fields onto a pod spec.
+func SetPlacement(pod *corev1.PodSpec, s *slessv1alpha1.WorkloadSpec) {
+	pod.NodeSelector = maps.Clone(s.NodeSelector)
+	pod.Tolerations = nil
+	for _, t := range s.Tolerations {
+		pod.Tolerations = append(pod.Tolerations, *t.DeepCopy())
 	}
-	mem := *resource.NewQuantity(mb*1024*1024, resource.BinarySI)
-	r := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: mem},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem.DeepCopy()},
+	pod.Affinity = nil
+	if a := s.Affinity; a != nil && a.NodeAffinity != nil {
+		pod.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity.DeepCopy()}
 	}
-	if fn.BuildSpec().CPU != nil {
-		r.Requests[corev1.ResourceCPU] = fn.BuildSpec().CPU.DeepCopy()
+	pod.PriorityClassName = s.PriorityClassName
+	pod.RuntimeClassName = nil
+	if s.RuntimeClassName != nil {
+		pod.RuntimeClassName = ptr.To(*s.RuntimeClassName)
 	}
-	return r
 }
 
 func scaleAnnotations(s *slessv1alpha1.ScaleSpec) map[string]string {

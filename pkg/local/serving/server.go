@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sless-dev/sless/pkg/adapter"
@@ -117,6 +118,9 @@ type ServerOptions struct {
 	// PidsLimit bounds the processes and threads of one instance. Default
 	// DefaultPidsLimit.
 	PidsLimit int64
+	// DefaultResources fill each resource a spec names nowhere, as the
+	// cluster's site defaults do.
+	DefaultResources *slessv1alpha1.ResourceSpec
 }
 
 // DefaultPidsLimit is ServerOptions.PidsLimit's default: room for any
@@ -184,6 +188,9 @@ const (
 	ReasonRevisionFailed    = "RevisionFailed"
 	ReasonImageNotSupported = "ImageNotSupported"
 	ReasonEnvUnresolved     = "EnvUnresolved"
+	// ReasonResourceNotSupported: the spec asks for a resource one
+	// machine's processes cannot have (a GPU).
+	ReasonResourceNotSupported = "ResourceNotSupported"
 	// ReasonOOMKilled: the process exceeded its memory limit and the
 	// kernel killed it, as a container's termination reason says.
 	ReasonOOMKilled = "OOMKilled"
@@ -191,7 +198,7 @@ const (
 
 // memoryOf words a memory limit.
 func memoryOf(l proc.Limits) string {
-	return fmt.Sprintf("memoryMB %d", l.MemoryBytes>>20)
+	return "memory " + resource.NewQuantity(l.MemoryBytes, resource.BinarySI).String()
 }
 
 // crashLoopAfter is how many crashes in a row make a serving revision
@@ -299,6 +306,11 @@ func (s *Server) EnsureService(ctx context.Context, fn slessv1alpha1.Workload, i
 			name += "-" + spec.hash[:4]
 		}
 		r := newRevision(s, key, name, spec)
+		if fn.BuildSpec().HasPlacement() {
+			// Told, not refused: the same spec runs unchanged on a cluster.
+			s.logf(slog.LevelWarn, "placement ignored: one machine runs every process; nodeSelector, tolerations, affinity, "+
+				"priorityClassName and runtimeClassName apply on a cluster", s.opts.Kind, key.String(), "revision", name)
+		}
 		if prev := svc.latest; prev != nil && prev != svc.active {
 			// A revision that never got traffic is replaced outright.
 			go s.retire(prev, 0)
@@ -472,7 +484,11 @@ func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, im
 	if err != nil {
 		return revisionSpec{}, ReasonImageNotSupported, err
 	}
-	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout(), limits: s.limitsOf(fn.BuildSpec()),
+	limits, err := s.limitsOf(fn.BuildSpec())
+	if err != nil {
+		return revisionSpec{}, ReasonResourceNotSupported, err
+	}
+	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout(), limits: limits,
 		sourceDigest: fn.WorkloadStatus().SourceDigest}
 	if sc := fn.BuildSpec().Scale; sc != nil {
 		if sc.Min != nil {
@@ -498,17 +514,26 @@ func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, im
 	return spec, "", nil
 }
 
-// limitsOf is what a revision of sp may use: memoryMB as its memory limit
-// and cpu as its CPU request, as the Knative Service asks for them.
-func (s *Server) limitsOf(sp *slessv1alpha1.FunctionSpec) proc.Limits {
-	l := proc.Limits{MemoryBytes: slessv1alpha1.DefaultMemoryMB << 20, Pids: s.opts.PidsLimit}
-	if sp.MemoryMB != nil {
-		l.MemoryBytes = int64(*sp.MemoryMB) << 20
+// limitsOf is what a revision of sp may use, as the Knative Service asks
+// for it: the memory limit, the CPU request and limit. ok is false, with
+// why, for what one machine cannot give (an extended resource: a GPU).
+func (s *Server) limitsOf(sp *slessv1alpha1.FunctionSpec) (proc.Limits, error) {
+	rr := sp.ResourceRequirements(s.opts.DefaultResources)
+	if ext := slessv1alpha1.ExtendedResources(rr); len(ext) > 0 {
+		return proc.Limits{}, fmt.Errorf("spec.resources.limits asks for %s: local mode runs functions as processes "+
+			"and gives them no extended resources (GPUs); remove it here, or run the function on a cluster", strings.Join(ext, ", "))
 	}
-	if sp.CPU != nil {
-		l.CPURequestMilli = sp.CPU.MilliValue()
+	l := proc.Limits{Pids: s.opts.PidsLimit}
+	if m, ok := rr.Limits[corev1.ResourceMemory]; ok {
+		l.MemoryBytes = m.Value()
 	}
-	return l
+	if c, ok := rr.Requests[corev1.ResourceCPU]; ok {
+		l.CPURequestMilli = c.MilliValue()
+	}
+	if c, ok := rr.Limits[corev1.ResourceCPU]; ok {
+		l.CPULimitMilli = c.MilliValue()
+	}
+	return l, nil
 }
 
 // specHash tells revisions apart by what they run. minScale is left out:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -404,13 +405,17 @@ func TestServerMinScaleAndRefusals(t *testing.T) {
 		{"secret env", func(f *slessv1alpha1.Function) {
 			f.Spec.Env = []slessv1alpha1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}}}
 		}, img, ReasonEnvUnresolved},
+		{"a GPU", func(f *slessv1alpha1.Function) {
+			f.Spec.Resources = &slessv1alpha1.ResourceSpec{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}
+		}, img, ReasonResourceNotSupported},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := localtest.FunctionNamed("ns", "refused-"+strings.ReplaceAll(c.name, " ", "-"))
 			c.mutate(f)
 			st, err := bed.server.EnsureService(context.Background(), f, c.image)
-			if err != nil || st.Ready || !st.Failed || st.Reason != c.reason || st.Message == "" {
+			if err != nil || st.Ready || !st.Failed || st.Reason != c.reason || st.Message == "" ||
+				(c.reason == ReasonResourceNotSupported && !strings.Contains(st.Message, "nvidia.com/gpu")) {
 				t.Fatalf("state = %+v, %v; want reason %s", st, err, c.reason)
 			}
 		})

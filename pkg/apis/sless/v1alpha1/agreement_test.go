@@ -302,6 +302,33 @@ var specCases = []specCase{
 	{name: "service traffic split", doc: pySvc("ok-svc-split", "  traffic:\n  - revisionName: ok-svc-split-00001\n    percent: 50\n  - percent: 50\n    tag: next\n"), valid: true},
 	{name: "service traffic sum", doc: pySvc("bad-svc-sum", "  traffic:\n  - percent: 99\n"), field: "spec.traffic", msg: "want 100"},
 	{name: "service traffic revision of another", doc: pySvc("bad-svc-other", "  traffic:\n  - revisionName: web-00001\n    percent: 100\n"), field: "spec.traffic[0].revisionName", msg: "revisionName must name a revision of this service"},
+
+	// Resources and placement.
+	{name: "resources", doc: pyFn("ok-res", "  resources:\n    requests:\n      cpu: 250m\n      memory: 256Mi\n      ephemeral-storage: 1Gi\n    limits:\n      cpu: 1\n      memory: 512Mi\n      nvidia.com/gpu: 1\n"), valid: true},
+	{name: "gpu request equal to limit", doc: pyFn("ok-gpu-req", "  resources:\n    requests:\n      nvidia.com/gpu: 2\n    limits:\n      nvidia.com/gpu: \"2\"\n"), valid: true},
+	{name: "shorthands agreeing", doc: pyFn("ok-short", "  memoryMB: 256\n  cpu: 500m\n  resources:\n    requests:\n      cpu: \"0.5\"\n    limits:\n      cpu: 1\n"), valid: true},
+	{name: "gpu request without limit", doc: pyFn("bad-gpu-req", "  resources:\n    requests:\n      nvidia.com/gpu: 1\n"), field: "spec.resources.requests[nvidia.com/gpu]", msg: "extended resources are set in limits"},
+	{name: "gpu request other than limit", doc: pyFn("bad-gpu-ne", "  resources:\n    requests:\n      nvidia.com/gpu: 1\n    limits:\n      nvidia.com/gpu: 2\n"), field: "spec.resources.requests[nvidia.com/gpu]", msg: "extended resources are set in limits"},
+	{name: "fractional gpu", doc: pyFn("bad-gpu-frac", "  resources:\n    limits:\n      nvidia.com/gpu: 500m\n"), field: "spec.resources.limits[nvidia.com/gpu]", msg: "extended resources are whole numbers"},
+	{name: "request over limit", doc: pyFn("bad-req-lim", "  resources:\n    requests:\n      cpu: 2\n    limits:\n      cpu: 1\n"), field: "spec.resources.requests[cpu]", msg: "a request must not exceed its limit"},
+	{name: "unknown resource", doc: pyFn("bad-res-name", "  resources:\n    limits:\n      gpu: 1\n"), field: "spec.resources.limits[gpu]", msg: "resource names are cpu, memory, ephemeral-storage or an extended resource"},
+	{name: "kubernetes.io resource", doc: pyFn("bad-res-k8s", "  resources:\n    limits:\n      kubernetes.io/foo: 1\n"), field: "spec.resources.limits[kubernetes.io/foo]", msg: "resource names are cpu, memory"},
+	{name: "negative quantity", doc: pyFn("bad-res-neg", "  resources:\n    requests:\n      cpu: -1\n"), field: "spec.resources.requests[cpu]", msg: "must not be negative"},
+	{name: "memory limit too small", doc: pyFn("bad-res-mem", "  resources:\n    limits:\n      memory: 32Mi\n"), field: "spec.resources.limits[memory]", msg: "at least 64Mi"},
+	{name: "memoryMB against resources", doc: pyFn("bad-short-mem", "  memoryMB: 128\n  resources:\n    limits:\n      memory: 1Gi\n"), field: "spec.memoryMB", msg: "set memory in one place only"},
+	{name: "cpu against resources", doc: pyFn("bad-short-cpu", "  cpu: 500m\n  resources:\n    requests:\n      cpu: 1\n"), field: "spec.cpu", msg: "cpu sets the CPU request"},
+	{name: "cpu above its limit", doc: pyFn("bad-short-cpulim", "  cpu: 2\n  resources:\n    limits:\n      cpu: 1\n"), field: "spec.cpu", msg: "cpu sets the CPU request"},
+	{name: "service memoryMB against resources", doc: pySvc("bad-svc-short", "  memoryMB: 256\n  resources:\n    requests:\n      memory: 128Mi\n"), field: "spec.memoryMB", msg: "set memory in one place only"},
+	{name: "placement", doc: pyFn("ok-place", "  nodeSelector:\n    kubernetes.io/arch: amd64\n    gpu: \"\"\n  tolerations:\n  - key: gpu\n    operator: Exists\n    effect: NoSchedule\n  - key: spot\n    value: \"true\"\n    effect: NoExecute\n    tolerationSeconds: 30\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions:\n          - key: zone\n            operator: In\n            values: [a, b]\n  priorityClassName: batch-low\n  runtimeClassName: gvisor\n"), valid: true},
+	{name: "node selector key", doc: pyFn("bad-ns-key", "  nodeSelector:\n    \"a b\": x\n"), field: "spec.nodeSelector[a b]", goOnly: true},
+	{name: "node selector value", doc: pyFn("bad-ns-val", "  nodeSelector:\n    zone: \"-a\"\n"), field: "spec.nodeSelector[zone]", goOnly: true},
+	{name: "toleration operator", doc: pyFn("bad-tol-op", "  tolerations:\n  - key: a\n    operator: In\n"), field: "spec.tolerations[0].operator", msg: "operator is Exists or Equal"},
+	{name: "toleration exists with value", doc: pyFn("bad-tol-val", "  tolerations:\n  - key: a\n    operator: Exists\n    value: b\n"), field: "spec.tolerations[0].value", msg: "operator Exists takes no value"},
+	{name: "toleration effect", doc: pyFn("bad-tol-eff", "  tolerations:\n  - key: a\n    effect: Never\n"), field: "spec.tolerations[0].effect", msg: "effect is NoSchedule"},
+	{name: "toleration seconds", doc: pyFn("bad-tol-sec", "  tolerations:\n  - key: a\n    effect: NoSchedule\n    tolerationSeconds: 5\n"), field: "spec.tolerations[0].tolerationSeconds", msg: "NoExecute effect only"},
+	{name: "node affinity without terms", doc: pyFn("bad-aff", "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms: []\n"), field: "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", msg: "at least one nodeSelectorTerm"},
+	{name: "priority class", doc: pyFn("bad-prio", "  priorityClassName: Low\n"), field: "spec.priorityClassName"},
+	{name: "runtime class", doc: pyFn("bad-rtc", "  runtimeClassName: \"gVisor\"\n"), field: "spec.runtimeClassName"},
 }
 
 func svc(name, spec string) string {

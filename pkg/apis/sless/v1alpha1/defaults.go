@@ -10,9 +10,6 @@ import (
 // Function in Go sees what the apiserver would store.
 func (fn *Function) SetDefaults() {
 	s := &fn.Spec
-	if s.MemoryMB == nil {
-		s.MemoryMB = ptr.To[int32](DefaultMemoryMB)
-	}
 	if s.TimeoutSeconds == nil {
 		s.TimeoutSeconds = ptr.To[int32](DefaultTimeoutSeconds)
 	}

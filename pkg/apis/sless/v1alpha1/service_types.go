@@ -51,6 +51,8 @@ type SlessService struct {
 // +kubebuilder:validation:XValidation:rule="has(self.source.image) || has(self.entrypoint)",message="entrypoint is required when building from source",fieldPath=".entrypoint",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="!has(self.source.image) || !has(self.rebuild)",message="rebuild retries a build, and a service whose source is an image has none",fieldPath=".rebuild"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxScale) || !has(self.minScale) || self.maxScale >= self.minScale",message="maxScale must be greater than or equal to minScale",fieldPath=".maxScale"
+// +kubebuilder:validation:XValidation:rule="!has(self.memoryMB) || !has(self.resources) || ((!has(self.resources.requests) || !('memory' in self.resources.requests)) && (!has(self.resources.limits) || !('memory' in self.resources.limits)))",message="memoryMB and resources' memory are one setting: set memory in one place only",fieldPath=".memoryMB"
+// +kubebuilder:validation:XValidation:rule="!has(self.cpu) || !has(self.resources) || ((!has(self.resources.requests) || !('cpu' in self.resources.requests) || quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.cpu))) == 0) && (!has(self.resources.limits) || !('cpu' in self.resources.limits) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.cpu))) >= 0))",message="cpu sets the CPU request: resources.requests.cpu must equal it and resources.limits.cpu must not be below it",fieldPath=".cpu"
 type SlessServiceSpec struct {
 	WorkloadSpec `json:",inline"`
 

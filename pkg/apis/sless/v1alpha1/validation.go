@@ -79,6 +79,8 @@ func ValidateFunctionSpec(s *FunctionSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, validateSource(&s.Source, p.Child("source"))...)
 	errs = append(errs, validateEnv(s, p.Child("env"))...)
 	errs = append(errs, inRange(p.Child("memoryMB"), s.MemoryMB, MinMemoryMB, MaxMemoryMB)...)
+	errs = append(errs, validateResources(&s.WorkloadSpec, p)...)
+	errs = append(errs, validatePlacement(&s.WorkloadSpec, p)...)
 	errs = append(errs, inRange(p.Child("timeoutSeconds"), s.TimeoutSeconds, MinTimeoutSeconds, MaxTimeoutSeconds)...)
 	errs = append(errs, inRange(p.Child("buildTimeoutSeconds"), s.BuildTimeoutSeconds, MinBuildTimeoutSeconds, MaxBuildTimeoutSeconds)...)
 	switch {

@@ -77,9 +77,6 @@ func (s *SlessService) BuildSpec() *FunctionSpec {
 // SlessService in Go sees what the apiserver would store.
 func (s *SlessService) SetDefaults() {
 	sp := &s.Spec
-	if sp.MemoryMB == nil {
-		sp.MemoryMB = ptr.To[int32](DefaultMemoryMB)
-	}
 	if sp.TimeoutSeconds == nil {
 		sp.TimeoutSeconds = ptr.To[int32](DefaultServiceTimeoutSeconds)
 	}

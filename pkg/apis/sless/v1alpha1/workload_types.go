@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/api/resource"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
 
 // WorkloadSpec is what a Function and a SlessService ask for alike: the
 // code, where it comes from, and what each instance gets. Both specs embed
@@ -36,17 +39,61 @@ type WorkloadSpec struct {
 	// +optional
 	Env []EnvVar `json:"env,omitempty"`
 
-	// MemoryMB is the memory limit (and request) of each instance.
+	// MemoryMB is the memory limit and request of each instance, in MiB: a
+	// shorthand for resources' memory. Unset with no memory in resources,
+	// the site's default (128 unless configured).
 	// +kubebuilder:validation:Minimum=64
 	// +kubebuilder:validation:Maximum=4096
-	// +kubebuilder:default=128
 	// +optional
 	MemoryMB *int32 `json:"memoryMB,omitempty"`
 
-	// CPU is the CPU request of each instance, e.g. "250m".
+	// CPU is the CPU request of each instance, e.g. "250m": a shorthand for
+	// resources.requests.cpu.
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="cpu must be a quantity greater than zero"
 	// +optional
 	CPU *resource.Quantity `json:"cpu,omitempty"`
+
+	// Resources are each instance's requests and limits: cpu, memory,
+	// ephemeral-storage and extended resources (nvidia.com/gpu).
+	// +optional
+	Resources *ResourceSpec `json:"resources,omitempty"`
+
+	// NodeSelector keeps instances on nodes with these labels.
+	// Knative's kubernetes.podspec-nodeselector feature must be on. Keys
+	// and values are label keys and values.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let instances run on nodes with matching taints.
+	// Knative's kubernetes.podspec-tolerations feature must be on.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])",message="a toleration's operator is Exists or Equal"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || size(t.value) == 0)",message="a toleration with operator Exists takes no value"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="a toleration's effect is NoSchedule, PreferNoSchedule or NoExecute"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",message="tolerationSeconds is for the NoExecute effect only"
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity is node affinity, as a pod's.
+	// Knative's kubernetes.podspec-affinity feature must be on.
+	// +optional
+	Affinity *Affinity `json:"affinity,omitempty"`
+
+	// PriorityClassName names the PriorityClass of the instances.
+	// Knative's kubernetes.podspec-priorityclassname feature must be on.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// RuntimeClassName names the RuntimeClass the instances run with
+	// (gVisor's runsc, Kata). Knative's kubernetes.podspec-runtimeclassname
+	// feature must be on.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
 	// BuildTimeoutSeconds bounds one image build.
 	// +kubebuilder:validation:Minimum=60
