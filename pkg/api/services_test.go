@@ -38,10 +38,10 @@ func TestServiceCRUD(t *testing.T) {
 	if svc.Kind != "SlessService" || svc.Namespace != e.ns || r.Header.Get("ETag") != `"`+svc.ResourceVersion+`"` {
 		t.Fatalf("created: %+v, ETag %s", svc.ObjectMeta, r.Header.Get("ETag"))
 	}
-	if svc.Spec.MinScale == nil || svc.Spec.TimeoutSeconds == nil || svc.Spec.MemoryMB == nil {
+	if svc.Spec.MinScale == nil || svc.Spec.TimeoutSeconds == nil || svc.Spec.MemoryMB != nil {
 		t.Fatalf("CRD defaults not applied: %s", r.Body)
 	}
-	if *svc.Spec.MinScale != 1 || *svc.Spec.TimeoutSeconds != slessv1alpha1.DefaultServiceTimeoutSeconds || *svc.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB {
+	if *svc.Spec.MinScale != 1 || *svc.Spec.TimeoutSeconds != slessv1alpha1.DefaultServiceTimeoutSeconds {
 		t.Fatalf("CRD defaults not applied: %+v", svc.Spec)
 	}
 	if loc := r.Header.Get("Location"); loc != e.path("services", "web") {
