@@ -160,6 +160,13 @@ type RevisionReader interface {
 // Pinned tells an image reference that names its digest.
 func Pinned(image string) bool { return strings.Contains(image, "@sha256:") }
 
+// Refusal is a write an adapter itself knows would be refused, said in
+// its own words before the apiserver or a webhook says it less helpfully
+// (a Knative feature flag a Function needs is off). Rejected takes it.
+type Refusal struct{ Message string }
+
+func (r *Refusal) Error() string { return r.Message }
+
 // Rejected tells a write the apiserver or an admission webhook refused
 // (Knative's refusing a timeoutSeconds above its max-revision-timeout-seconds,
 // a quota, missing RBAC) from one that may pass as it is when retried. The
@@ -168,7 +175,8 @@ func Pinned(image string) bool { return strings.Contains(image, "@sha256:") }
 // than waiting for ever; it is still retried with backoff, so a cluster
 // fixed meanwhile is picked up.
 func Rejected(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+	var r *Refusal
+	return errors.As(err, &r) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
 		apierrors.IsRequestEntityTooLargeError(err)
 }
 

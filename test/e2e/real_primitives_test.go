@@ -263,3 +263,67 @@ func TestKnativeRefusalReachesTheFunction(t *testing.T) {
 	}
 	t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
 }
+
+// TestPlacementWaitsForKnativeFeature: a nodeSelector while Knative's
+// kubernetes.podspec-nodeselector is off is sless's condition naming the
+// flag and the patch, not Knative's webhook error; once the patch it names
+// is applied, Knative's own webhook takes the Service on a retry.
+func TestPlacementWaitsForKnativeFeature(t *testing.T) {
+	s := newRealSlice(t)
+	manifest := `apiVersion: sless.dev/v1alpha1
+kind: Function
+metadata:
+  name: placed
+spec:
+  runtime: python3.12
+  entrypoint: main.handler
+  nodeSelector:
+    pool: fast
+  source:
+    inline:
+      files:
+        main.py: |
+          def handler(event, context):
+              return "placed"
+`
+	file := filepath.Join(s.dir, "placed.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.mustKubectl("apply", "-f", file)
+	fn := s.settle("placed", 1)
+	ready := meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady)
+	if ready == nil || ready.Reason != slessv1alpha1.FunctionReasonServiceRejected || !strings.Contains(ready.Message, "kubernetes.podspec-nodeselector") {
+		t.Fatalf("Ready %+v: want ServiceRejected naming kubernetes.podspec-nodeselector", ready)
+	}
+	t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
+
+	// Run the command the message gives, as an admin would.
+	_, cmd, ok := strings.Cut(ready.Message, "turns it on with: kubectl ")
+	if !ok {
+		t.Fatalf("no kubectl command in %q", ready.Message)
+	}
+	args := strings.Fields(strings.TrimSuffix(strings.SplitN(cmd, " -p ", 2)[0], " "))
+	patch := strings.Trim(strings.SplitN(cmd, " -p ", 2)[1], "'")
+	t.Cleanup(func() {
+		s.kubectl("patch", "configmap", "config-features", "-n", "knative-serving", "--type", "merge",
+			"-p", `{"data":{"kubernetes.podspec-nodeselector":"disabled"}}`)
+	})
+	s.mustKubectl(append(args, "-p", patch)...)
+	// The refusal is retried with backoff, which finds the flag on.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		svc := &servingv1.Service{}
+		err := s.bed.Kube.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "placed"}, svc)
+		if err == nil {
+			if got := svc.Spec.Template.Spec.NodeSelector["pool"]; got != "fast" {
+				t.Fatalf("Knative Service's nodeSelector %v", svc.Spec.Template.Spec.NodeSelector)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Knative Service after the flag was enabled: %v; Function %+v", err, s.function("placed").Status.Conditions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

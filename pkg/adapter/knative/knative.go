@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	knativeconfig "knative.dev/serving/pkg/apis/config"
 	"knative.dev/serving/pkg/apis/serving"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,6 +95,17 @@ func (s *Server) Observe(ctx context.Context, fn slessv1alpha1.Workload) (adapte
 
 func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image string) (adapter.ServeState, error) {
 	want := resources.MakeService(fn, image, s.Config)
+	if need := resources.RequiredFeatures(&want.Spec.Template.Spec.PodSpec); len(need) > 0 {
+		// Said before Knative's webhook says it less helpfully.
+		off, err := s.disabledFeatures(ctx, need)
+		if err != nil {
+			return adapter.ServeState{}, err
+		}
+		if len(off) > 0 {
+			// A refusal is retried with backoff, so the flag turned on is picked up.
+			return adapter.ServeState{}, &adapter.Refusal{Message: resources.DisabledFeaturesMessage(off)}
+		}
+	}
 	versions, err := s.secretVersions(ctx, fn)
 	if err != nil {
 		return adapter.ServeState{}, err
@@ -154,6 +166,22 @@ func (s *Server) ensure(ctx context.Context, fn slessv1alpha1.Workload, image st
 	st := State(svc)
 	st.Updated = updated
 	return st, nil
+}
+
+// disabledFeatures reads Knative's config-features past the cache (sless
+// watches no ConfigMaps there) and returns what of need it keeps off. A
+// missing ConfigMap is Knative's defaults.
+func (s *Server) disabledFeatures(ctx context.Context, need []resources.Feature) ([]resources.Feature, error) {
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: resources.KnativeNamespace, Name: knativeconfig.FeaturesConfigName}
+	if err := s.APIReader.Get(ctx, key, cm); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("read Knative's ConfigMap %s: %w", key, err)
+	}
+	features, err := knativeconfig.NewFeaturesConfigFromMap(cm.Data)
+	if err != nil {
+		return nil, fmt.Errorf("Knative's ConfigMap %s: %w", key, err)
+	}
+	return resources.DisabledFeatures(need, features), nil
 }
 
 // secretVersions are the resourceVersions of the Secrets w's env refers

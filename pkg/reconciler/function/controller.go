@@ -41,6 +41,7 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=sless-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=knative-serving
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // BuildDuration is how long builds took, from the builder's start to its
