@@ -990,7 +990,7 @@ func (r *Runs) execJob(key types.NamespacedName, spec serving.JobRun, revision, 
 	case exit.OOMKilled:
 		// A kubelet's words for the container, as the cluster's runner
 		// reports them.
-		return strings.TrimSpace(string(result)), 137, fmt.Sprintf("the function's container exited with code 137 (OOMKilled): it exceeded its memory limit of memoryMB %d", spec.Limits.MemoryBytes>>20), false
+		return strings.TrimSpace(string(result)), 137, fmt.Sprintf("the function's container exited with code 137 (OOMKilled): it exceeded its memory limit of %dMi", spec.Limits.MemoryBytes>>20), false
 	default:
 		code := 1
 		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() > 0 {

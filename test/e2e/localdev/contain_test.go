@@ -201,7 +201,7 @@ func TestOverMemoryLimitIsOOMKilled(t *testing.T) {
 		var fn fnStatus
 		_ = json.Unmarshal(b, &fn)
 		for _, c := range fn.Status.Conditions {
-			if c.Type == "Ready" && c.Status == "False" && c.Reason == "OOMKilled" && strings.Contains(c.Message, "memoryMB 64") {
+			if c.Type == "Ready" && c.Status == "False" && c.Reason == "OOMKilled" && strings.Contains(c.Message, "memory 64Mi") {
 				return
 			}
 		}
