@@ -61,7 +61,9 @@ func TestManifestsApplyOnServer(t *testing.T) {
 
 	// A server-side dry run creates nothing, so the namespace the
 	// namespaced objects go to must exist already.
+	// knative-serving is Knative's, which sless requires installed.
 	ensureNamespace(t, k, "sless-system")
+	ensureNamespace(t, k, "knative-serving")
 	out, err := kubectl(t, k.Kubeconfig, "apply", "--dry-run=server", "-k", dir)
 	if err != nil {
 		t.Fatalf("kubectl apply --dry-run=server -k config: %v\n%s", err, out)
