@@ -5,6 +5,7 @@
 package node_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -16,4 +17,24 @@ import (
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	testbed.Main(m)
+}
+
+type subtest struct {
+	name string
+	run  func(*testing.T)
+}
+
+// together runs subtests at once, each t.Run in a goroutine of its own
+// (which t.Run allows). t.Parallel would hold them to -parallel, the
+// number of cores: on 2 the node's long waits would queue.
+func together(t *testing.T, subtests ...subtest) {
+	var wg sync.WaitGroup
+	for _, st := range subtests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(st.name, st.run)
+		}()
+	}
+	wg.Wait()
 }

@@ -50,21 +50,21 @@ const runsApp = `async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": body})
 `
 
-// TestNodeRunsWorkloads: on the real node, beside TestNodeServesFunction's
-// function calls, the other ways sless runs code, with `sless controller`
-// and `sless api` installed from config/: FunctionJob runs as batch Job
-// pods of the function's image, their exit codes and results in the
+// runsWorkloads: on the real node, beside buildsAndServesFunctions, the
+// other ways sless runs code, with `sless controller` and `sless api`
+// installed from config/: FunctionJob runs as batch Job pods of the
+// function's image, their exit codes and results in the
 // FunctionJob's status and their runs in the function's invocation
 // history; a Python ASGI SlessService answers HTTP and a WebSocket echo
 // through sless-api's /svc/, the call in the service's history; a cron
 // trigger's pod and a queue trigger's consumer pod (the sless image,
 // RabbitMQ on the host side of the node's veth) call the function through
 // sless-api's Service, the calls recorded as theirs.
-func TestNodeRunsWorkloads(t *testing.T) {
-	s := nodeapi.StartServing(t)
+func runsWorkloads(t *testing.T, s *nodeapi.Serving) {
 	s.Deploy("runs", runsHandler)
-
-	t.Run("NodeFunctionJob", func(t *testing.T) {
+	// At once: the cron trigger's wait for its minute covers the others.
+	together(t, subtest{"NodeFunctionJob", func(t *testing.T) {
+		s := s.For(t)
 		ok, fail := nodeJob(t, s, "runs-ok", `{"n": 1}`), nodeJob(t, s, "runs-fail", `{"fail": true}`)
 		got := awaitJobsDone(t, s, ok, fail)
 		if j := got[ok]; j.Status.Phase != slessv1alpha1.JobPhaseSucceeded || j.Status.ExitCode == nil || *j.Status.ExitCode != 0 || !strings.Contains(j.Status.Output, `"n": 1`) && !strings.Contains(j.Status.Output, `"n":1`) {
@@ -82,9 +82,8 @@ func TestNodeRunsWorkloads(t *testing.T) {
 		if statuses[http.StatusOK] != 1 || statuses[http.StatusInternalServerError] != 1 {
 			t.Errorf("job runs' records have statuses %v, want one 200 and one 500", statuses)
 		}
-	})
-
-	t.Run("NodeServiceHTTPAndWebSocket", func(t *testing.T) {
+	}}, subtest{"NodeServiceHTTPAndWebSocket", func(t *testing.T) {
+		s := s.For(t)
 		s.DeployService("web", runsApp)
 		c := &http.Client{Timeout: 2 * time.Minute}
 		status, body := s.Call(c, s.API.URL+"/svc/"+s.NS+"/web/hello", "")
@@ -113,9 +112,8 @@ func TestNodeRunsWorkloads(t *testing.T) {
 				t.Fatalf("WebSocket echo of %q: %d %q %v", msg, typ, b, err)
 			}
 		}
-	})
-
-	t.Run("NodeCronTrigger", func(t *testing.T) {
+	}}, subtest{"NodeCronTrigger", func(t *testing.T) {
+		s := s.For(t)
 		cron := &slessv1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "every-minute", Namespace: s.NS},
 			Spec: slessv1alpha1.TriggerSpec{Function: "runs", Type: slessv1alpha1.TriggerTypeCron, Schedule: "* * * * *",
 				Payload: &apiextensionsv1.JSON{Raw: []byte(`{"from": "cron"}`)}}}
@@ -126,9 +124,8 @@ func TestNodeRunsWorkloads(t *testing.T) {
 		if r.Status != http.StatusOK {
 			t.Errorf("cron run's call: %+v", r)
 		}
-	})
-
-	t.Run("NodeQueueTrigger", func(t *testing.T) {
+	}}, subtest{"NodeQueueTrigger", func(t *testing.T) {
+		s := s.For(t)
 		mq, err := testbed.StartRabbitMQOn(testbed.NodeHostIP)
 		if err != nil {
 			t.Fatal(err)
@@ -151,7 +148,7 @@ func TestNodeRunsWorkloads(t *testing.T) {
 		if r.Status != http.StatusOK {
 			t.Errorf("consumer's call: %+v", r)
 		}
-	})
+	}})
 }
 
 // nodeJob creates a FunctionJob of the function runs with payload.

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,28 +15,60 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	nodebench "github.com/sless-dev/sless/bench/node"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/test/testbed"
 	"github.com/sless-dev/sless/test/testbed/functionctl"
 	"github.com/sless-dev/sless/test/testbed/nodeapi"
 )
 
-// TestNodeBuildsAndServesFunctions: sless's first "done when" on one real
-// node, end to end. kubectl apply of a Python, a Node.js and a Go
-// Function: Tekton's TaskRun pod runs kaniko on the context sless stored
-// in S3, kaniko pulls the base image's stand-in through its registry
-// mirror and pushes to the registry with the push Secret, and the digest
-// under the build's tag is the Function's status.image. That image then
-// runs as a Knative revision behind sless's ingress class: queue-proxy and
-// the function Ready in its pod, calls through sless-api (the function's
-// host and /fn/) answered and recorded; with no traffic Knative scales it
-// to zero pods, and the next call wakes it through the activator and is
-// recorded as a cold start. A Go syntax error fails its Function, and the
-// compiler's line is in `sless logs --build latest`. A pod in another
-// namespace calling a function's cluster-local host goes through sless-api
-// too, refused without a token and answered with one.
-func TestNodeBuildsAndServesFunctions(t *testing.T) {
+// TestNodeServing: sless on one real node, kaniko building and Knative's
+// data plane serving. The node's start (bed, images, Knative, Tekton,
+// sless from config/) costs minutes, so the package's parts share one and
+// run at once, as a cluster's users would.
+func TestNodeServing(t *testing.T) {
 	s := nodeapi.StartServing(t)
+	together(t,
+		subtest{"BuildsAndServesFunctions", func(t *testing.T) { buildsAndServesFunctions(t, s.For(t)) }},
+		subtest{"RunsWorkloads", func(t *testing.T) { runsWorkloads(t, s.InNamespace(t)) }},
+		subtest{"BenchSmoke", func(t *testing.T) { benchSmoke(t, s.InNamespace(t)) }},
+	)
+}
+
+// benchSmoke runs bench/node's measuring with one wake and a few calls per
+// runtime, so that it cannot rot; the numbers, taken beside the other
+// parts, are for no one.
+func benchSmoke(t *testing.T, s *nodeapi.Serving) {
+	m := nodebench.Measure(t, s, 1, 5)
+	if len(m.Runtimes) != 3 {
+		t.Fatalf("figures of %d runtimes, want 3", len(m.Runtimes))
+	}
+	for _, r := range m.Runtimes {
+		t.Logf("%+v pod/api %.2f", r, r.Ratio())
+		if r.Cold50 <= 0 || r.Cold95 <= 0 || r.API <= 0 || r.Pod <= 0 {
+			t.Errorf("%s: not every number measured: %+v", r.Runtime, r)
+		}
+		if ratio := r.Ratio(); math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 0 {
+			t.Errorf("%s: pod/api %v", r.Runtime, ratio)
+		}
+	}
+}
+
+// buildsAndServesFunctions: sless's first "done when", end to end.
+// kubectl apply of a Python, a Node.js and a Go Function: Tekton's TaskRun
+// pod runs kaniko on the context sless stored in S3, kaniko pulls the base
+// image's stand-in through its registry mirror and pushes to the registry
+// with the push Secret, and the digest under the build's tag is the
+// Function's status.image. That image then runs as a Knative revision
+// behind sless's ingress class: queue-proxy and the function Ready in its
+// pod, calls through sless-api (the function's host and /fn/) answered and
+// recorded; with no traffic Knative scales it to zero pods, and the next
+// call wakes it through the activator and is recorded as a cold start. A
+// Go Function that does not compile fails, and the go command's line is in
+// `sless logs --build latest`. A pod in another namespace calling a
+// function's cluster-local host goes through sless-api too, refused
+// without a token and answered with one.
+func buildsAndServesFunctions(t *testing.T, s *nodeapi.Serving) {
 	b := newNodeBuilds(t, s)
 	functions := functionctl.RuntimeFunctions(s.NS, "first")
 	broken := functionctl.BrokenGoFunction(s.NS, "broken")
@@ -43,21 +76,6 @@ func TestNodeBuildsAndServesFunctions(t *testing.T) {
 	applied := time.Now()
 	for _, fn := range append(functions, broken) {
 		b.apply(fn)
-	}
-	// What each runtime's function answers (RuntimeFunctions).
-	answers := map[string]string{"py": "python", "js": "node", "golang": "go"}
-	for _, f := range functions {
-		t.Run(f.Spec.Runtime, func(t *testing.T) {
-			fn := functionctl.AwaitBuilt(t, s.Node.Kube, s.NS, f.Name, 10*time.Minute)
-			if fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed {
-				t.Fatalf("Function %s failed: %+v\nits build's log:\n%s", f.Name,
-					meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady), b.buildLog(fn))
-			}
-			built := b.checkPushed(t, fn)
-			t.Logf("kaniko's step done %v after the apply", built.Sub(applied).Round(time.Second))
-			ready := checkServes(t, s.For(t), fn.Name, fn.Status.Image, `"`+answers[f.Name]+`"`)
-			t.Logf("Function Ready %v after kaniko's step", ready.Sub(built).Round(time.Second))
-		})
 	}
 	t.Run("BuildError", func(t *testing.T) {
 		fn := functionctl.AwaitBuilt(t, s.Node.Kube, s.NS, broken.Name, 10*time.Minute)
@@ -67,11 +85,28 @@ func TestNodeBuildsAndServesFunctions(t *testing.T) {
 		}
 		t.Logf("Ready: %s: %s", ready.Reason, ready.Message)
 		out := b.slessCLI(t, "logs", broken.Name, "--build", "latest")
-		// The Go compiler's line, as kaniko's RUN printed it.
-		if !strings.Contains(out, "hello.go:3") || !strings.Contains(out, "syntax error") {
-			t.Errorf("sless logs --build latest lacks the compiler's error:\n%s", out)
+		// The go command's line, as kaniko's RUN printed it.
+		if !strings.Contains(out, "hello.go:3") || !strings.Contains(out, "string literal not terminated") {
+			t.Errorf("sless logs --build latest lacks the go command's error:\n%s", out)
 		}
 	})
+	// What each runtime's function answers (RuntimeFunctions).
+	answers := map[string]string{"py": "python", "js": "node", "golang": "go"}
+	var runtimes []subtest
+	for _, f := range functions {
+		runtimes = append(runtimes, subtest{f.Spec.Runtime, func(t *testing.T) {
+			fn := functionctl.AwaitBuilt(t, s.Node.Kube, s.NS, f.Name, 10*time.Minute)
+			if fn.Status.Phase == slessv1alpha1.FunctionPhaseFailed {
+				t.Fatalf("Function %s failed: %+v\nits build's log:\n%s", f.Name,
+					meta.FindStatusCondition(fn.Status.Conditions, slessv1alpha1.FunctionConditionReady), b.buildLog(fn))
+			}
+			built := b.checkPushed(t, fn)
+			t.Logf("kaniko's step done %v after the apply", built.Sub(applied).Round(time.Second))
+			ready := checkServes(t, s.For(t), fn.Name, fn.Status.Image, `"`+answers[f.Name]+`"`)
+			t.Logf("Function Ready %v after kaniko's step", ready.Sub(built).Round(time.Second))
+		}})
+	}
+	together(t, runtimes...)
 	t.Run("NodeClusterLocalHostHeldToPolicy", func(t *testing.T) {
 		out := podCalls(t, s.Node, s.Node.Namespace(t), "py."+s.NS+".svc.cluster.local", nodeapi.Token(t, s.NS))
 		if !strings.Contains(out, "without: HTTP/1.1 401") {

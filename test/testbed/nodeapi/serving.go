@@ -94,6 +94,18 @@ func (s *Serving) For(t testing.TB) *Serving {
 	return &c
 }
 
+// InNamespace is s for t in a function namespace of its own: for parts of
+// a test that share the node but not their functions' names.
+func (s *Serving) InNamespace(t testing.TB) *Serving {
+	t.Helper()
+	c := *s
+	c.t = t
+	c.NS = s.Node.Namespace(t)
+	s.API.FunctionNamespace(t, s.Node, c.NS)
+	c.token = Token(t, c.NS)
+	return &c
+}
+
 // AwaitReady waits up to timeout for Function name to be Ready (built,
 // when it builds, and its revision serving) and returns it.
 func (s *Serving) AwaitReady(name string, timeout time.Duration) *slessv1alpha1.Function {
