@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
@@ -81,6 +84,9 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// The caches' own lines, in the same JSON; unset, controller-runtime
+	// prints a stack trace to say so.
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	acfg, err := c.authConfig(log)
 	if err != nil {
 		return err

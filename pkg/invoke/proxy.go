@@ -91,6 +91,11 @@ type Options struct {
 	// RetryAfter is the Retry-After of a 503 for a function that is not
 	// ready. Default 5 s.
 	RetryAfter time.Duration
+	// NotReadyWait holds a call to a function that is not ready and has
+	// not failed, looking again until it is, before the 503: a caller who
+	// saw Ready on the apiserver may reach a replica whose watch has not
+	// yet. Default RetryAfter; negative answers at once.
+	NotReadyWait time.Duration
 	// TrustForwarded keeps the X-Forwarded-For, -Host and -Proto a caller
 	// sends (set it when a trusted ingress is in front); otherwise the proxy
 	// sets them from the connection alone.
@@ -179,6 +184,9 @@ func NewProxy(opts Options) (*Proxy, error) {
 	}
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = 5 * time.Second
+	}
+	if opts.NotReadyWait == 0 {
+		opts.NotReadyWait = opts.RetryAfter
 	}
 	if opts.BodyIdleTimeout <= 0 {
 		opts.BodyIdleTimeout = DefaultBodyIdleTimeout
@@ -540,6 +548,44 @@ type callKey struct{}
 // service reports whether the call is for a SlessService at /svc/.
 func (c *call) service() bool { return c.trigger == TriggerService }
 
+// awaitReady looks c's target up again until it is ready, can be
+// activated or failed, for at most Options.NotReadyWait. It stops early
+// when the target's access changed: the call was let in under the old.
+func (c *call) awaitReady(ctx context.Context) {
+	if c.p.opts.NotReadyWait <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.p.opts.NotReadyWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	resolver := c.p.opts.Resolver
+	if c.service() {
+		resolver = c.p.opts.Services
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var t Target
+		var err error
+		if c.tag != "" {
+			t, err = c.p.resolveTag(ctx, resolver, c.ns, c.name, c.tag)
+		} else {
+			t, err = c.p.resolve(ctx, resolver, c.ns, c.name)
+		}
+		if err != nil || t.Public != c.target.Public {
+			return
+		}
+		c.target = t
+		if t.Ready || t.Activate != nil || t.Failed != "" {
+			return
+		}
+	}
+}
+
 // kind is what the call is for, in problems: "function" or "service".
 func (c *call) kind() string {
 	if c.service() {
@@ -644,6 +690,9 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
+	if !c.target.Ready && c.target.Activate == nil && c.target.Failed == "" {
+		c.awaitReady(r.Context())
+	}
 	if !c.target.Ready && c.target.Activate == nil {
 		if c.target.Failed != "" {
 			// Only the reason: a public function's callers are anyone, and

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -312,7 +313,8 @@ func TestProxyStreamsRequestBodies(t *testing.T) {
 }
 
 func TestProxyPlatformErrors(t *testing.T) {
-	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond, RetryAfter: 7 * time.Second})
+	r := newRig(t, invoke.Options{MaxRequestBytes: 1000, TimeoutGrace: 100 * time.Millisecond, RetryAfter: 7 * time.Second,
+		NotReadyWait: 300 * time.Millisecond})
 	ok := echo(t, nil)
 	dead := closedAddress(t)
 	slow := function(t, func(w http.ResponseWriter, req *http.Request) {
@@ -426,6 +428,47 @@ func TestProxyPlatformErrors(t *testing.T) {
 	}
 	if statuses[413] != 2 || statuses[201] != 1 {
 		t.Errorf("records of ns/ok have statuses %v, want two 413 and one 201", statuses)
+	}
+}
+
+// TestProxyHoldsCallUntilReady: a call to a function that is not ready
+// and has not failed is held while the target comes up (the replica's
+// watch lagging the apiserver, a revision on its way) and answered once
+// it is; one that fails meanwhile is answered so at once.
+func TestProxyHoldsCallUntilReady(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "up") }))
+	defer up.Close()
+	addr, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, invoke.Options{NotReadyWait: time.Minute})
+	for _, tc := range []struct {
+		name   string
+		later  invoke.Target
+		status int
+		body   string
+	}{
+		{"ready", invoke.Target{Address: addr, Ready: true, Public: true}, 200, "up"},
+		{"failed", invoke.Target{Public: true, Failed: "BuildFailed"}, 503, "failed"},
+		// Its access changed under the held call: answered under the old.
+		{"private", invoke.Target{Address: addr, Ready: true}, 503, "not ready yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.targets.set("ns", tc.name, invoke.Target{Public: true})
+			timer := time.AfterFunc(300*time.Millisecond, func() { r.targets.set("ns", tc.name, tc.later) })
+			defer timer.Stop()
+			start := time.Now()
+			resp := do(t, "GET", r.url+"/fn/ns/"+tc.name, "")
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.body) {
+				t.Fatalf("got %d %s, want %d with %q", resp.StatusCode, b, tc.status, tc.body)
+			}
+			if waited := time.Since(start); waited < 300*time.Millisecond || waited > 30*time.Second {
+				t.Errorf("answered after %v: not held until the target changed", waited)
+			}
+		})
 	}
 }
 

@@ -74,7 +74,7 @@ func TestServicePathPassThrough(t *testing.T) {
 // Services follow the access policy of private functions, and refuse with
 // the same problems; /svc/ never reaches a function nor /fn/ a service.
 func TestServiceRefusals(t *testing.T) {
-	r := newRig(t, invoke.Options{RetryAfter: 7 * time.Second})
+	r := newRig(t, invoke.Options{RetryAfter: 7 * time.Second, NotReadyWait: 300 * time.Millisecond})
 	r.services.set("team-a", "web", invoke.Target{Address: echo(t, nil), Ready: true})
 	r.services.set("team-a", "building", invoke.Target{})
 	r.services.set("team-a", "broken", invoke.Target{Failed: "BuildFailed"})
