@@ -46,7 +46,9 @@ func TestAccTrafficSplit(t *testing.T) {
     { percent = %d },
   ]`, first, old, latest)
 	}
-	at := func(i int, attr string) tfjsonpath.Path { return tfjsonpath.New("traffic").AtSliceIndex(i).AtMapKey(attr) }
+	at := func(i int, attr string) tfjsonpath.Path {
+		return tfjsonpath.New("traffic").AtSliceIndex(i).AtMapKey(attr)
+	}
 	keepsRevision := []plancheck.PlanCheck{
 		plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 		plancheck.ExpectKnownValue(addr, tfjsonpath.New("revision"), knownvalue.StringExact(second)),
@@ -96,7 +98,7 @@ func TestAccTrafficSplit(t *testing.T) {
 			},
 			{
 				// Back to a pinned revision alone: the rollback, no build.
-				Config: cfg("b", fmt.Sprintf(`  traffic = [{ revision = %q, percent = 100 }]`, first)),
+				Config:           cfg("b", fmt.Sprintf(`  traffic = [{ revision = %q, percent = 100 }]`, first)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: keepsRevision},
 				Check:            serverTraffic(api, name, first+" 100", first+" 100"),
 			},
