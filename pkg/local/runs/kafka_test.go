@@ -143,7 +143,7 @@ func TestKafkaTriggerInLocalMode(t *testing.T) {
 		t.Errorf("the poison record %s: %d answered, %d failed; want 0 and at least 2 (1 retry)", poison, ok[poison], failed[poison])
 	}
 	// Duplicates are records past their partition's last commit at a
-	// restart: in the poison record's partition, any after it (its
+	// restart: in the poison record's partition, those after it (its
 	// retries hold that partition's commit back); elsewhere at most what
 	// a consumer holds, once per restart.
 	var poisonPart, poisonOffset int
@@ -169,6 +169,11 @@ func TestKafkaTriggerInLocalMode(t *testing.T) {
 	}
 	t.Logf("%d records, %d answered calls: %d duplicates behind the retried poison record, %d elsewhere, across one consumer and one broker restart",
 		n-1, calls, behindPoison, elsewhere)
+	// Behind the poison record its partition pauses with twice prefetch
+	// held, a poll's worth more at most, once per restart.
+	if behindPoison > 2*3*prefetch {
+		t.Errorf("%d duplicates behind the poison record, more than the %d two restarts may bring", behindPoison, 2*3*prefetch)
+	}
 	if elsewhere > 2*prefetch {
 		t.Errorf("%d duplicates outside the poison record's partition, more than the %d two restarts may bring", elsewhere, 2*prefetch)
 	}

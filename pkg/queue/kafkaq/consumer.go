@@ -205,6 +205,9 @@ type partition struct {
 	gone   context.Context
 	cancel context.CancelFunc
 	calls  sync.WaitGroup
+	// paused: fetching it waits until fewer of its records are held
+	// past its commit point (see hold).
+	paused bool
 }
 
 // job is one record on its way to the function.
@@ -269,10 +272,15 @@ func (s *session) consume(ctx context.Context) error {
 			s.mu.Lock()
 			p := s.parts[r.Partition]
 			var h *held
+			pause := false
 			if p != nil {
 				h = p.offs.add(r)
+				pause = s.pause(p)
 			}
 			s.mu.Unlock()
+			if pause {
+				s.group.PauseFetchPartitions(map[string][]int32{cfg.Topic: {p.id}})
+			}
 			if p == nil {
 				// Polled before its partition was revoked: its next
 				// owner reads it again.
@@ -398,11 +406,38 @@ func call(r *kgo.Record, attempt int) queue.Call {
 	return queue.Call{Trigger: string(slessv1alpha1.TriggerTypeKafka), Body: r.Value, ContentType: ct, RequestID: queue.HeaderValue(id), Header: h}
 }
 
+// pause and resume say whether p's fetching should pause or resume now,
+// and record it. While a record is tried again its partition's later
+// records go on, but they cannot be committed past it, and a restart
+// delivers them again. At most Prefetch records are unfinished, so a
+// partition holding twice that past its commit point has Prefetch done
+// ones stuck behind one: it pauses (the client fetches it again from its
+// first record not polled) until it holds Prefetch. s.mu is held.
+func (s *session) pause(p *partition) bool {
+	if p.paused || len(p.offs.held) < 2*s.c.cfg.Prefetch {
+		return false
+	}
+	p.paused = true
+	return true
+}
+
+func (s *session) resume(p *partition) bool {
+	if !p.paused || len(p.offs.held) > s.c.cfg.Prefetch {
+		return false
+	}
+	p.paused = false
+	return true
+}
+
 // finish marks h done and wakes the committer if its partition's mark moved.
 func (s *session) finish(p *partition, h *held) {
 	s.mu.Lock()
 	moved := p.offs.finish(h)
+	resume := moved && s.resume(p)
 	s.mu.Unlock()
+	if resume {
+		s.group.ResumeFetchPartitions(map[string][]int32{s.c.cfg.Topic: {p.id}})
+	}
 	if moved {
 		select {
 		case s.kick <- struct{}{}:
@@ -505,13 +540,16 @@ func (s *session) commit(ctx context.Context, only map[int32]*partition) {
 }
 
 // assigned starts tracking the partitions the group gave us.
-func (s *session) assigned(_ context.Context, _ *kgo.Client, got map[string][]int32) {
+func (s *session) assigned(_ context.Context, cl *kgo.Client, got map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, id := range got[s.c.cfg.Topic] {
+	ids := got[s.c.cfg.Topic]
+	for _, id := range ids {
 		gone, cancel := context.WithCancel(context.Background())
 		s.parts[id] = &partition{id: id, offs: newOffsets(), gone: gone, cancel: cancel}
 	}
+	// A partition paused when it was ours before starts afresh.
+	cl.ResumeFetchPartitions(map[string][]int32{s.c.cfg.Topic: ids})
 }
 
 // revoked lets the calls in flight of the partitions taken from us

@@ -326,3 +326,44 @@ func TestStopFinishesCallsInFlight(t *testing.T) {
 		fn.Mu.Unlock()
 	}
 }
+
+// A record waiting for its retry lets its partition go on only so far:
+// with twice prefetch records of that partition held past its commit
+// point, fetching the partition pauses, so a restart delivers again at
+// most about that many (and a poll's worth more).
+func TestRetryPausesItsPartition(t *testing.T) {
+	k := kafkatest.Start(t)
+	k.Topic("orders", 1)
+	fn := queuetest.NewFunction(t, func(_ string, attempt int, body string) int {
+		if body == `{"n":0}` && attempt == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	cfg := config(k, fn)
+	cfg.Prefetch, cfg.Backoff = 5, time.Hour
+	c, stop := start(t, cfg)
+	awaitState(t, c, "consuming", queue.State.Ready)
+	kafkatest.Produce(t, k.Client(), "orders", "o", 100)
+	queuetest.Eventually(t, "the partition paused", func() (bool, string) { ids, _ := fn.Distinct(); return ids >= 2*cfg.Prefetch, "" })
+	// Nothing to await: the point is that no more calls come.
+	time.Sleep(500 * time.Millisecond)
+	held, _ := fn.Distinct()
+	if held > 3*cfg.Prefetch {
+		t.Fatalf("%d records called while record 0 waits for its retry, want at most %d", held, 3*cfg.Prefetch)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := start(t, config(k, fn))
+	awaitState(t, c2, "consuming again", queue.State.Ready)
+	queuetest.Eventually(t, "every record called", func() (bool, string) {
+		ids, calls := fn.Distinct()
+		return ids == 100, fmt.Sprintf("%d ids, %d calls", ids, calls)
+	})
+	kafkatest.AwaitCommitted(t, k, "workers", "orders")
+	if _, calls := fn.Distinct(); calls-100 > held {
+		t.Errorf("%d duplicates, more than the %d records held at the restart", calls-100, held)
+	}
+	t.Logf("%d records called while record 0 waited; %d calls in all", held, func() int { _, c := fn.Distinct(); return c }())
+}
