@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -21,7 +22,8 @@ import (
 // the plan is empty (terraform-plugin-testing plans again and fails on any
 // change), though latest and percent were left out and latest resolves to
 // a revision name on the server; import reads the same list back; and
-// removing the block gives every call back to the latest revision.
+// removing the block gives every call back to the latest revision. The
+// data source reads the same list.
 func TestAccTrafficSplit(t *testing.T) {
 	api := startAPI(t)
 	dir := t.TempDir()
@@ -37,6 +39,11 @@ func TestAccTrafficSplit(t *testing.T) {
   source_dir = %q
   env        = { GREETING = %q }
 %s
+}
+
+data "sless_function" "f" {
+  name       = sless_function.f.name
+  depends_on = [sless_function.f]
 }
 `, name, dir, greeting, traffic))
 	}
@@ -79,6 +86,9 @@ func TestAccTrafficSplit(t *testing.T) {
 					plancheck.ExpectKnownValue(addr, at(1, "tag"), knownvalue.Null()),
 				)},
 				Check: serverTraffic(api, name, first+" 50 old, latest 50", first+" 50 old, "+second+" 50"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.CompareValuePairs("data.sless_function.f", tfjsonpath.New("traffic"), addr, tfjsonpath.New("traffic"), compare.ValuesSame()),
+				},
 			},
 			{
 				Config: cfg("b", split(10, 90)),

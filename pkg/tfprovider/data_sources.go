@@ -58,6 +58,7 @@ type functionDataModel struct {
 	Revision        types.String `tfsdk:"revision"`
 	Phase           types.String `tfsdk:"phase"`
 	Ready           types.Bool   `tfsdk:"ready"`
+	Traffic         types.List   `tfsdk:"traffic"`
 }
 
 var functionDataAttrTypes = map[string]attr.Type{
@@ -68,6 +69,7 @@ var functionDataAttrTypes = map[string]attr.Type{
 	"build_timeout_sec": types.Int64Type, "scale": types.ObjectType{AttrTypes: scaleAttrTypes},
 	"url": types.StringType, "resolved_image": types.StringType,
 	"revision": types.StringType, "phase": types.StringType, "ready": types.BoolType,
+	"traffic": types.ListType{ElemType: trafficElemType},
 }
 
 func functionDataAttributes(nameRequired bool) map[string]schema.Attribute {
@@ -103,6 +105,13 @@ func functionDataAttributes(nameRequired bool) map[string]schema.Attribute {
 		"revision":       computed("The revision serving traffic."),
 		"phase":          computed("Pending, Building, Deploying, Ready or Failed."),
 		"ready":          schema.BoolAttribute{Computed: true, Description: "Whether its current generation is Ready."},
+		"traffic": schema.ListNestedAttribute{Computed: true, Description: "How calls are split among its revisions (spec.traffic); null for all to the latest.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"revision": schema.StringAttribute{Computed: true, Description: "The revision; null for the latest ready one."},
+				"latest":   schema.BoolAttribute{Computed: true, Description: "Whether the entry follows the latest ready revision."},
+				"percent":  schema.Int64Attribute{Computed: true, Description: "Percent of the calls."},
+				"tag":      schema.StringAttribute{Computed: true, Description: "The entry's tag."},
+			}}},
 	}
 	if nameRequired {
 		attrs["name"] = schema.StringAttribute{Required: true, Description: "Name of the function.",
@@ -122,7 +131,7 @@ func functionData(fn *slessv1alpha1.Function) (functionDataModel, error) {
 		ID: st.ID, Name: st.Name, Namespace: st.Namespace, Runtime: st.Runtime, Entrypoint: st.Entrypoint,
 		Image: st.Image, SourceSHA256: st.SourceSHA256, Env: st.Env, SecretEnv: st.SecretEnv, MemoryMB: st.MemoryMB, CPU: st.CPU,
 		TimeoutSec: st.TimeoutSec, BuildTimeoutSec: st.BuildTimeoutSec, Scale: st.Scale, URL: st.URL, ResolvedImage: st.ResolvedImage, Revision: st.Revision,
-		Phase: st.Phase, Ready: types.BoolValue(fn.IsReady()),
+		Phase: st.Phase, Ready: types.BoolValue(fn.IsReady()), Traffic: st.Traffic,
 	}, nil
 }
 
