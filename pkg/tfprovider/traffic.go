@@ -2,12 +2,9 @@ package tfprovider
 
 import (
 	"context"
-	"regexp"
-	"strconv"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -137,24 +134,4 @@ func trafficPatch(traffic []slessv1alpha1.TrafficTarget) any {
 		return nil
 	}
 	return traffic
-}
-
-// trafficIndexRE finds an entry's field in an API field path.
-var trafficIndexRE = regexp.MustCompile(`^spec\.traffic\[(\d+)\](?:\.(\w+))?`)
-
-// trafficAttr names the attribute of a field of spec.traffic's entries.
-func trafficAttr(apiField string) (path.Path, bool) {
-	sub := trafficIndexRE.FindStringSubmatch(apiField)
-	if sub == nil {
-		return path.Empty(), false
-	}
-	i, err := strconv.Atoi(sub[1])
-	if err != nil {
-		return path.Empty(), false
-	}
-	p := path.Root("traffic").AtListIndex(i)
-	if name, ok := map[string]string{"revisionName": "revision", "latestRevision": "latest", "percent": "percent", "tag": "tag"}[sub[2]]; ok {
-		return p.AtName(name), true
-	}
-	return p, true
 }

@@ -261,6 +261,26 @@ type fieldMapper struct {
 
 var envIndexRE = regexp.MustCompile(`^spec\.env\[(\d+)\]`)
 
+// trafficIndexRE finds an entry's field in an API field path.
+var trafficIndexRE = regexp.MustCompile(`^spec\.traffic\[(\d+)\](?:\.(\w+))?`)
+
+// trafficAttr names the attribute of a field of spec.traffic's entries.
+func trafficAttr(apiField string) (path.Path, bool) {
+	sub := trafficIndexRE.FindStringSubmatch(apiField)
+	if sub == nil {
+		return path.Empty(), false
+	}
+	i, err := strconv.Atoi(sub[1])
+	if err != nil {
+		return path.Empty(), false
+	}
+	p := path.Root("traffic").AtListIndex(i)
+	if name, ok := map[string]string{"revisionName": "revision", "latestRevision": "latest", "percent": "percent", "tag": "tag"}[sub[2]]; ok {
+		return p.AtName(name), true
+	}
+	return p, true
+}
+
 func (m fieldMapper) attr(apiField string) (path.Path, bool) {
 	if sub := envIndexRE.FindStringSubmatch(apiField); sub != nil {
 		if i, err := strconv.Atoi(sub[1]); err == nil && i < len(m.env) {
