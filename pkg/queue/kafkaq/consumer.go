@@ -151,6 +151,9 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 		// A group new to the topic reads it from its start: records made
 		// before the consumer first joined are not skipped.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// A partition resumed after a pause joins the next fetch, after
+		// the one in flight, which waits this long when nothing comes.
+		kgo.FetchMaxWait(time.Second),
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
@@ -336,6 +339,7 @@ func (s *session) deliver(j *job) {
 		return
 	}
 	p.calls.Add(1)
+	j.h.retrying = false
 	s.mu.Unlock()
 	out := cfg.Invoker.Invoke(context.Background(), call(r, j.attempt))
 	if out.OK() {
@@ -357,6 +361,13 @@ func (s *session) deliver(j *job) {
 		p.calls.Done()
 		s.release(1)
 		return
+	}
+	s.mu.Lock()
+	j.h.retrying = true
+	pause := s.pause(p)
+	s.mu.Unlock()
+	if pause {
+		s.group.PauseFetchPartitions(map[string][]int32{cfg.Topic: {p.id}})
 	}
 	p.calls.Done()
 	d := cfg.RetryDelay(j.attempt)
@@ -407,14 +418,14 @@ func call(r *kgo.Record, attempt int) queue.Call {
 }
 
 // pause and resume say whether p's fetching should pause or resume now,
-// and record it. While a record is tried again its partition's later
-// records go on, but they cannot be committed past it, and a restart
-// delivers them again. At most Prefetch records are unfinished, so a
-// partition holding twice that past its commit point has Prefetch done
-// ones stuck behind one: it pauses (the client fetches it again from its
-// first record not polled) until it holds Prefetch. s.mu is held.
+// and record it. While a record waits for its retry its partition's
+// later records go on, but they cannot be committed past it, and a
+// restart delivers them again: with twice Prefetch held behind such a
+// record, the partition pauses (the client fetches it again from its
+// first record not polled) until the record is done or Prefetch are
+// held. A record that is merely slow pauses nothing. s.mu is held.
 func (s *session) pause(p *partition) bool {
-	if p.paused || len(p.offs.held) < 2*s.c.cfg.Prefetch {
+	if p.paused || !p.offs.stuck(2*s.c.cfg.Prefetch) {
 		return false
 	}
 	p.paused = true
@@ -422,7 +433,7 @@ func (s *session) pause(p *partition) bool {
 }
 
 func (s *session) resume(p *partition) bool {
-	if !p.paused || len(p.offs.held) > s.c.cfg.Prefetch {
+	if !p.paused || p.offs.stuck(s.c.cfg.Prefetch+1) {
 		return false
 	}
 	p.paused = false

@@ -20,6 +20,14 @@ type held struct {
 	offset   int64
 	epoch    int32
 	finished bool
+	// retrying: its last call failed and it waits to be tried again.
+	retrying bool
+}
+
+// stuck says whether the first record held waits for a retry while
+// at least n records are held behind it.
+func (o *offsets) stuck(n int) bool {
+	return len(o.held) >= n && o.held[0].retrying
 }
 
 func newOffsets() *offsets {
