@@ -413,8 +413,7 @@ FROM invocations WHERE namespace = `)
 
 // DeleteBefore deletes the invocations that started before cutoff, at most
 // batchSize rows per statement so no statement holds locks or builds WAL
-// for long, and returns how many it deleted. It also forgets stored batch
-// ids older than a day.
+// for long, and returns how many it deleted.
 func (s *Store) DeleteBefore(ctx context.Context, cutoff time.Time, batchSize int) (int64, error) {
 	if batchSize <= 0 {
 		batchSize = 10000
