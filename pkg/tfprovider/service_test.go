@@ -104,3 +104,44 @@ func TestServicePatchNamesItsScale(t *testing.T) {
 		}
 	}
 }
+
+// A service's traffic list takes the function's way: validated on the
+// entry's attribute, sent whole in the patch and on create, and read back
+// spelt out.
+func TestServiceTraffic(t *testing.T) {
+	m := baseService()
+	m.Name = types.StringValue("web")
+	m.Traffic = trafficList(toRev("web-00001", 80, "stable"), toLatest(20, "next"))
+	var diags diag.Diagnostics
+	validateServiceConfig(context.Background(), &m, nil, &diags)
+	if diags.HasError() {
+		t.Fatalf("a valid split refused: %v", diags)
+	}
+	spec, _, diags := serviceSpec(context.Background(), &m)
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	svc := serviceObject("ns", "web", spec)
+	if got := svc.Spec.Traffic; len(got) != 2 || got[0].RevisionName != "web-00001" || got[1].Tag != "next" || got[1].PercentOf() != 20 {
+		t.Errorf("the service created has spec.traffic %+v", got)
+	}
+	if got, ok := servicePatch(&spec, false)["spec"].(map[string]any)["traffic"].([]slessv1alpha1.TrafficTarget); !ok || len(got) != 2 {
+		t.Errorf("the patch's traffic = %v", got)
+	}
+	st, diags := serviceState(svc, &serviceModel{})
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	stable, next := toRev("web-00001", 80, "stable"), toLatest(20, "next")
+	stable.Latest, next.Latest = types.BoolValue(false), types.BoolValue(true)
+	if want := trafficList(stable, next); !st.Traffic.Equal(want) {
+		t.Errorf("state traffic %v, want %v", st.Traffic, want)
+	}
+
+	m.Traffic = trafficList(toRev("other-00001", 100, ""))
+	diags = nil
+	validateServiceConfig(context.Background(), &m, nil, &diags)
+	if got := errorPaths(t, diags); strings.Join(got, " ") != "traffic[0].revision" {
+		t.Errorf("another workload's revision: errors on %v; %v", got, diags)
+	}
+}
