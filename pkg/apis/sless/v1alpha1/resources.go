@@ -127,49 +127,7 @@ func validateResources(s *WorkloadSpec, p *field.Path) field.ErrorList {
 	if r == nil {
 		return nil
 	}
-	var errs field.ErrorList
-	rp := p.Child("resources")
-	for _, l := range []struct {
-		name string
-		list corev1.ResourceList
-	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		lp := rp.Child(l.name)
-		if len(l.list) > MaxResourceNames {
-			errs = append(errs, field.TooMany(lp, len(l.list), MaxResourceNames))
-		}
-		for _, k := range sortedNames(l.list) {
-			v := l.list[k]
-			kp := lp.Key(string(k))
-			if IsExtendedResource(k) && (!extendedResourceRE.MatchString(string(k)) || len(k) > 253 ||
-				strings.HasSuffix(strings.SplitN(string(k), "/", 2)[0], "kubernetes.io")) {
-				errs = append(errs, field.Invalid(kp, string(k), "resource names are cpu, memory, ephemeral-storage or an extended resource such as nvidia.com/gpu"))
-				continue
-			}
-			if v.Sign() < 0 {
-				errs = append(errs, field.Invalid(kp, v.String(), "resource quantities must not be negative"))
-			}
-			if l.name != "limits" {
-				continue
-			}
-			if k == corev1.ResourceMemory && v.Cmp(MinMemoryLimit) < 0 {
-				errs = append(errs, field.Invalid(kp, v.String(), "a memory limit must be at least 64Mi"))
-			}
-			if IsExtendedResource(k) && v.MilliValue()%1000 != 0 {
-				errs = append(errs, field.Invalid(kp, v.String(), "extended resources are whole numbers"))
-			}
-		}
-	}
-	for _, k := range sortedNames(r.Requests) {
-		v := r.Requests[k]
-		l, limited := r.Limits[k]
-		kp := rp.Child("requests").Key(string(k))
-		switch {
-		case IsExtendedResource(k) && (!limited || v.Cmp(l) != 0):
-			errs = append(errs, field.Invalid(kp, v.String(), "extended resources are set in limits; a request, if given, must equal the limit"))
-		case limited && v.Cmp(l) > 0:
-			errs = append(errs, field.Invalid(kp, v.String(), fmt.Sprintf("a request must not exceed its limit (%s)", l.String())))
-		}
-	}
+	errs := ValidateResourceSpec(r, p.Child("resources"))
 	_, memReq := r.Requests[corev1.ResourceMemory]
 	_, memLim := r.Limits[corev1.ResourceMemory]
 	if s.MemoryMB != nil && (memReq || memLim) {
@@ -269,4 +227,52 @@ func deref(s *string) string {
 func (s *WorkloadSpec) HasPlacement() bool {
 	return len(s.NodeSelector) > 0 || len(s.Tolerations) > 0 || (s.Affinity != nil && s.Affinity.NodeAffinity != nil) ||
 		s.PriorityClassName != "" || s.RuntimeClassName != nil
+}
+
+// ValidateResourceSpec checks requests and limits on their own, as
+// spec.resources is checked; site defaults, which no spec carries, too.
+func ValidateResourceSpec(r *ResourceSpec, rp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, l := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		lp := rp.Child(l.name)
+		if len(l.list) > MaxResourceNames {
+			errs = append(errs, field.TooMany(lp, len(l.list), MaxResourceNames))
+		}
+		for _, k := range sortedNames(l.list) {
+			v := l.list[k]
+			kp := lp.Key(string(k))
+			if IsExtendedResource(k) && (!extendedResourceRE.MatchString(string(k)) || len(k) > 253 ||
+				strings.HasSuffix(strings.SplitN(string(k), "/", 2)[0], "kubernetes.io")) {
+				errs = append(errs, field.Invalid(kp, string(k), "resource names are cpu, memory, ephemeral-storage or an extended resource such as nvidia.com/gpu"))
+				continue
+			}
+			if v.Sign() < 0 {
+				errs = append(errs, field.Invalid(kp, v.String(), "resource quantities must not be negative"))
+			}
+			if l.name != "limits" {
+				continue
+			}
+			if k == corev1.ResourceMemory && v.Cmp(MinMemoryLimit) < 0 {
+				errs = append(errs, field.Invalid(kp, v.String(), "a memory limit must be at least 64Mi"))
+			}
+			if IsExtendedResource(k) && v.MilliValue()%1000 != 0 {
+				errs = append(errs, field.Invalid(kp, v.String(), "extended resources are whole numbers"))
+			}
+		}
+	}
+	for _, k := range sortedNames(r.Requests) {
+		v := r.Requests[k]
+		l, limited := r.Limits[k]
+		kp := rp.Child("requests").Key(string(k))
+		switch {
+		case IsExtendedResource(k) && (!limited || v.Cmp(l) != 0):
+			errs = append(errs, field.Invalid(kp, v.String(), "extended resources are set in limits; a request, if given, must equal the limit"))
+		case limited && v.Cmp(l) > 0:
+			errs = append(errs, field.Invalid(kp, v.String(), fmt.Sprintf("a request must not exceed its limit (%s)", l.String())))
+		}
+	}
+	return errs
 }
