@@ -19,6 +19,7 @@ import (
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
+	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/queue/asyncq"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/source"
@@ -69,7 +70,9 @@ type apiConfig struct {
 	asyncAMQPURL   string
 	callbackPolicy *callback.Policy
 
+	resourceFlags
 	spoolBytes     int64
+	limits         limits.Site
 	tenantPrefixes []string
 	audiences      []string
 }
@@ -101,7 +104,7 @@ func runAPI(ctx context.Context, args []string) error {
 			MaxUploads: c.maxUploads, UploadQueueWait: c.uploadQueueWait, BodyIdleTimeout: c.bodyIdle,
 			MaxUploadsPerTenant: c.maxTenantUploads, UploadMinRate: c.uploadMinRate, UploadRateWindow: c.uploadRateWindow,
 		},
-		TenantPrefixes: c.tenantPrefixes, ProvisionNamespaces: c.provision, IngressClass: c.ingressClass,
+		TenantPrefixes: c.tenantPrefixes, ProvisionNamespaces: c.provision, IngressClass: c.ingressClass, Limits: c.limits,
 		FunctionDomain: c.fnDomain, BodyIdleTimeout: c.bodyIdle,
 		Records:         frontdoor.Records{DatabaseURL: c.databaseURL, MaxAge: c.maxAge, SpoolPath: c.spoolPath, SpoolMaxBytes: c.spoolBytes},
 		IdleConnTimeout: c.connIdle, Console: c.withConsole, Logger: log,
@@ -172,6 +175,7 @@ func parseAPI(args []string) (*apiConfig, error) {
 	fs.BoolVar(&c.withConsole, "console", true, "serve the web console at /console/")
 	fs.StringVar(&c.asyncQueue, "async-queue", envOr("SLESS_ASYNC_QUEUE", asyncq.DefaultQueue), "RabbitMQ queue that carries asynchronous calls (Prefer: respond-async) between the replicas, with SLESS_ASYNC_AMQP_URL (the broker's URL, from the environment only) and -database-url")
 	fs.StringVar(&c.callbackAllow, "callback-allow", os.Getenv("SLESS_CALLBACK_ALLOW"), "comma-separated CIDRs, addresses and host names the results of asynchronous calls may be posted to although they are loopback, private or cluster-internal (e.g. 10.0.0.0/8,hooks.internal)")
+	c.registerMax(fs)
 	if err := bindEnv(fs, "s3-path-style", "SLESS_S3_PATH_STYLE", "tenant-namespace-prefixes", "SLESS_TENANT_NAMESPACE_PREFIXES"); err != nil {
 		return nil, err
 	}
@@ -228,6 +232,9 @@ func (c *apiConfig) check() error {
 		return err
 	}
 	if c.tenantPrefixes, err = auth.TenantPrefixes(c.nsPrefix, more); err != nil {
+		return err
+	}
+	if c.limits, err = c.site(); err != nil {
 		return err
 	}
 	if c.audiences, err = parseList("-jwt-audience", "audience", c.audience); err != nil {

@@ -252,6 +252,7 @@ func TestAPIFlagsRefused(t *testing.T) {
 		{"audience of commas", []string{"-jwt-audience", " , "}, "names no audience"},
 		{"tenant prefix taking in kube-*", []string{"-tenant-namespace-prefixes", "team-,kube-"}, "default or kube-*"},
 		{"tenant prefix not a name", []string{"-tenant-namespace-prefixes", "Team_"}, "does not start a namespace name"},
+		{"maximum not a quantity", []string{"-max-resources", "memory=2GB"}, `--max-resources (SLESS_MAX_RESOURCES): memory=2GB: "2GB" is not a quantity`},
 		{"one address for both doors", []string{"-listen", ":8080", "-public-listen", ":8080"}, "-public-listen must be another address than -listen"},
 	}
 	for _, tc := range tests {

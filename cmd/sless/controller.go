@@ -14,6 +14,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/reconciler"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
@@ -31,6 +32,30 @@ type controllerFlags struct {
 	builderArgs      string
 	apiService       string
 	apiPublicService string
+	resourceFlags
+}
+
+// resourceFlags are the site's resource settings, shared by sless
+// controller, sless api and sless dev (docs/install.md).
+type resourceFlags struct {
+	defaultRequests, defaultLimits, maxResources string
+}
+
+func (r *resourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.defaultRequests, "default-requests", os.Getenv("SLESS_DEFAULT_REQUESTS"), "requests of each resource a Function or SlessService names nowhere, as name=quantity,... (cpu=100m,memory=128Mi)")
+	fs.StringVar(&r.defaultLimits, "default-limits", os.Getenv("SLESS_DEFAULT_LIMITS"), "limits of each resource a Function or SlessService names nowhere, as name=quantity,... (memory=256Mi); memory unset anywhere is 128Mi")
+	r.registerMax(fs)
+}
+
+func (r *resourceFlags) registerMax(fs *flag.FlagSet) {
+	fs.StringVar(&r.maxResources, "max-resources", os.Getenv("SLESS_MAX_RESOURCES"), "each namespace's maximum request and limit of a Function or SlessService, as name=quantity,... (memory=2Gi,cpu=2,nvidia.com/gpu=1); a namespace's annotation "+limits.AnnotationMax+" replaces the resources it names")
+}
+
+// site checks the settings.
+func (r *resourceFlags) site() (limits.Site, error) {
+	return limits.ParseSite(limits.Setting{Name: "--default-requests (SLESS_DEFAULT_REQUESTS)", Value: r.defaultRequests},
+		limits.Setting{Name: "--default-limits (SLESS_DEFAULT_LIMITS)", Value: r.defaultLimits},
+		limits.Setting{Name: "--max-resources (SLESS_MAX_RESOURCES)", Value: r.maxResources})
 }
 
 func (c *controllerFlags) register(fs *flag.FlagSet) {
@@ -69,6 +94,7 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.o.Resources.IngressClass, "ingress-class", os.Getenv("SLESS_INGRESS_CLASS"), "Knative networking class of the Services sless makes: "+ingressresources.ClassName+" has sless api route them (give it the same flag) and this controller report their Ingresses; another names Kourier, Istio or Contour; empty leaves it to Knative's config-network")
 	fs.StringVar(&c.apiService, "api-service", envOr("SLESS_API_SERVICE", "sless-system/sless-api"), "sless api's Service as namespace/name: the private load balancer Ingresses of sless's class report (its cluster-local door), whose ready endpoints (port http) are probed")
 	fs.StringVar(&c.apiPublicService, "api-public-service", envOr("SLESS_API_PUBLIC_SERVICE", "sless-system/sless-api-public"), "the Service of sless api's public door (its -public-listen) as namespace/name: the public load balancer Ingresses of sless's class report (empty: --api-service, for an api with one door)")
+	c.resourceFlags.register(fs)
 	fs.StringVar(&c.o.Resources.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
 
 	t := &c.o.Triggers
@@ -118,6 +144,11 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 		if err := invoke.CheckDomain(o.FunctionDomain); err != nil {
 			errs = append(errs, fmt.Errorf("--fn-domain: %w", err))
 		}
+	}
+	if site, err := c.site(); err != nil {
+		errs = append(errs, err)
+	} else {
+		o.Limits, o.Resources.DefaultResources = site, site.Defaults
 	}
 	o.Resources.S3Endpoint, o.Resources.S3Region = cmp.Or(c.buildS3Endpoint, o.S3.Endpoint), o.S3.Region
 	for _, a := range strings.Split(c.builderArgs, ",") {

@@ -170,6 +170,13 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"concurrency not a number", nil, `SLESS_CONCURRENCY="four"`, []string{"SLESS_CONCURRENCY", "four"}},
 		{"QPS not a number", nil, `SLESS_KUBE_API_QPS="fast"`, []string{"SLESS_KUBE_API_QPS", "fast"}},
 		{"trigger workers not a number", nil, `SLESS_TRIGGER_CONCURRENCY="2.5"`, []string{"SLESS_TRIGGER_CONCURRENCY", "2.5"}},
+		{"default limit not a quantity", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-limits", "memory=lots"}, `--default-limits (SLESS_DEFAULT_LIMITS): memory=lots: "lots" is not a quantity`, nil},
+		{"default request not a pair", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, `--default-requests (SLESS_DEFAULT_REQUESTS): "cpu" is not name=quantity`, []string{"SLESS_DEFAULT_REQUESTS", "cpu"}},
+		{"default memory limit too small", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-limits", "memory=32Mi"}, "a memory limit must be at least 64Mi", nil},
+		{"default request over its limit", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-requests", "cpu=2", "-default-limits", "cpu=1"}, "a request must not exceed its limit (1)", nil},
+		{"zero maximum", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--max-resources (SLESS_MAX_RESOURCES): memory=0 must be above zero", []string{"SLESS_MAX_RESOURCES", "memory=0"}},
+		{"maximum of no resource", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-max-resources", "gpu=1"}, `--max-resources (SLESS_MAX_RESOURCES): limits[gpu]: Invalid value: "gpu": resource names are cpu, memory`, nil},
+		{"default over the maximum", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-limits", "memory=4Gi", "-max-resources", "memory=2Gi"}, "--default-limits (SLESS_DEFAULT_LIMITS): memory=4Gi is over --max-resources (SLESS_MAX_RESOURCES)'s 2Gi", nil},
 		{"env value refused by the checks", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--concurrency must be at least 1", []string{"SLESS_CONCURRENCY", "0"}},
 	}
 	for _, tc := range tests {
@@ -184,5 +191,28 @@ func TestControllerFlagsRefused(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The resource settings reach the Knative Services' defaults and the
+// admission policy.
+func TestControllerResourceSettings(t *testing.T) {
+	t.Setenv("SLESS_MAX_RESOURCES", "memory=2Gi")
+	fs := newFlags("controller", "")
+	var c controllerFlags
+	c.register(fs)
+	if err := parseFlags(fs, []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-requests", "cpu=100m", "-default-limits", "memory=256Mi"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := o.Resources.DefaultResources
+	if d == nil || d.Requests.Cpu().String() != "100m" || d.Limits.Memory().String() != "256Mi" {
+		t.Errorf("default resources %+v, want cpu request 100m and memory limit 256Mi", d)
+	}
+	if len(o.Limits.Max) != 1 || o.Limits.Max[0].Name != "memory" || o.Limits.Max[0].Value != "2Gi" {
+		t.Errorf("maximums %+v, want memory=2Gi from SLESS_MAX_RESOURCES", o.Limits.Max)
 	}
 }

@@ -78,6 +78,8 @@ func parseDev(args []string) (local.Options, string, error) {
 	kafkaBrokers := fs.String("kafka-brokers", os.Getenv("SLESS_KAFKA_BROKERS"), "Kafka seed brokers (host:port, comma-separated) that kafka triggers consume from; without them they are not consumed")
 	mqttURL := fs.String("mqtt-url", os.Getenv("SLESS_MQTT_URL"), "MQTT broker URL (tcp://[user:password@]host:1883, ssl://…) that mqtt triggers consume from; without one they are not consumed")
 	callbackAllow := fs.String("callback-allow", os.Getenv("SLESS_CALLBACK_ALLOW"), "comma-separated CIDRs, addresses and host names the results of asynchronous calls may be posted to although they are loopback, private or cluster-internal (e.g. 127.0.0.1,10.0.0.0/8,hooks.internal)")
+	var rf resourceFlags
+	rf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return local.Options{}, "", err
 	}
@@ -102,6 +104,9 @@ func parseDev(args []string) (local.Options, string, error) {
 		if opts.KafkaBrokers, err = kafkaq.ParseBrokers(*kafkaBrokers); err != nil {
 			return local.Options{}, "", fmt.Errorf("--kafka-brokers: %w", err)
 		}
+	}
+	if opts.Resources, err = rf.site(); err != nil {
+		return local.Options{}, "", err
 	}
 	if opts.CallbackPolicy, err = callback.ParseAllowList(strings.Split(*callbackAllow, ",")); err != nil {
 		return local.Options{}, "", fmt.Errorf("--callback-allow: %w", err)

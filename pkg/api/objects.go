@@ -23,6 +23,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/limits"
 )
 
 // MergePatchContentType is the only PATCH body the API takes (RFC 7396).
@@ -494,7 +495,39 @@ func (s *Server) admit(ctx context.Context, k *kind, ns string, old, obj client.
 		if old != nil {
 			oldW = old.(slessv1alpha1.Workload)
 		}
+		if p := s.checkMaximums(ctx, k, ns, oldW, obj.(slessv1alpha1.Workload)); p != nil {
+			return p
+		}
 		return s.checkSource(ctx, k, ns, oldW, obj.(slessv1alpha1.Workload))
+	}
+	return nil
+}
+
+// checkMaximums refuses resources over the namespace's maximums, on a
+// create or a change of spec only, as the admission policy does.
+func (s *Server) checkMaximums(ctx context.Context, k *kind, ns string, old, w slessv1alpha1.Workload) *Problem {
+	if s.opts.Maximums == nil {
+		return nil
+	}
+	var oldSpec any
+	if old != nil {
+		oldSpec = old.BuildSpec()
+	}
+	if !limits.Applies(oldSpec, w.BuildSpec()) {
+		return nil
+	}
+	m, err := s.opts.Maximums.Maximums(ctx, ns)
+	var malformed *limits.MalformedError
+	switch {
+	case errors.As(err, &malformed):
+		return problem(http.StatusBadRequest, "invalid", "Invalid", "%s", malformed.Error())
+	case err != nil:
+		return storeProblem(err)
+	}
+	if e := m.Check(&w.BuildSpec().WorkloadSpec); e != nil {
+		p := problem(http.StatusBadRequest, "invalid", "Invalid", "%s %q is invalid: %s", k.kind, w.GetName(), e.Detail)
+		p.Errors = append(p.Errors, FieldError{Field: e.Field, Detail: e.Detail, Type: string(e.Type)})
+		return p
 	}
 	return nil
 }

@@ -101,6 +101,10 @@ type Options struct {
 	// the request is answered 408 (and an upload gives back its slot); 0
 	// means DefaultBodyIdleTimeout.
 	BodyIdleTimeout time.Duration
+	// Maximums, when set, refuses a Function or SlessService whose
+	// resources are over its namespace's maximums, as the admission policy
+	// does on a cluster and with its words; nil refuses none.
+	Maximums Maximums
 	// Ready reports whether the server can serve (for /readyz); nil is always ready.
 	Ready func(ctx context.Context) error
 

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/limits"
 )
 
 // ObjectStore is where the API keeps Functions, Triggers and FunctionJobs.
@@ -75,4 +76,12 @@ type TenantNamespaces interface {
 // Its errors of type *auth.Error are answered 401; any other error is a 503.
 type Authenticator interface {
 	Authenticate(r *http.Request) (*auth.Identity, error)
+}
+
+// Maximums tells the resource maximums of a namespace's Functions and
+// SlessServices (pkg/limits): pkg/adapter/kube's Maximums on a cluster,
+// limits.Static in local mode. An error of type *limits.MalformedError
+// is the namespace's setting at fault, answered 400.
+type Maximums interface {
+	Maximums(ctx context.Context, namespace string) (limits.Maximums, error)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke/async"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
 	invokekube "github.com/sless-dev/sless/pkg/invoke/kube"
+	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/queue/asyncq"
 )
 
@@ -47,6 +48,9 @@ type Cluster struct {
 	// its first write.
 	TenantPrefixes      []string
 	ProvisionNamespaces bool
+	// Limits are the site's resource maximums, which the API holds writes
+	// to with each namespace's own, as the controller's admission policy.
+	Limits limits.Site
 	// IngressClass routes the hosts of Knative Ingresses of this class.
 	IngressClass    string
 	FunctionDomain  string
@@ -111,6 +115,7 @@ func NewCluster(ctx context.Context, c Cluster) (*Door, error) {
 	a.Objects, a.Live, a.Secrets, a.TenantNamespaces, a.Auth = cl, cl, cl, tenants, verifier
 	a.Blobs, a.Bucket, a.Logs = blobs, c.S3.Bucket, &kube.Logs{Pods: core}
 	a.Revisions = &knative.Server{Client: cl, APIReader: cl}
+	a.Maximums = &kube.Maximums{Reader: cl, Site: c.Limits}
 	if c.ProvisionNamespaces {
 		a.Tenants = tenants
 	}

@@ -6,6 +6,7 @@
 package limits
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -76,30 +77,36 @@ type Site struct {
 	Max []Entry
 }
 
-// ParseSite reads the site settings as the flags give them: default
-// requests, default limits and maximums, each Parse's form. Defaults are
-// held to what spec.resources takes, and must fit under the maximums.
-func ParseSite(defaultRequests, defaultLimits, maximums string) (Site, error) {
+// Setting is one site setting as given, with the name a refusal uses
+// ("--max-resources (SLESS_MAX_RESOURCES)").
+type Setting struct {
+	Name, Value string
+}
+
+// ParseSite reads the site settings: default requests, default limits and
+// maximums, each Parse's form. Defaults are held to what spec.resources
+// takes, and must fit under the maximums.
+func ParseSite(defaultRequests, defaultLimits, maximums Setting) (Site, error) {
 	var site Site
-	req, err := Parse(defaultRequests)
+	req, err := Parse(defaultRequests.Value)
 	if err != nil {
-		return site, fmt.Errorf("default requests: %w", err)
+		return site, fmt.Errorf("%s: %w", defaultRequests.Name, err)
 	}
-	lim, err := Parse(defaultLimits)
+	lim, err := Parse(defaultLimits.Value)
 	if err != nil {
-		return site, fmt.Errorf("default limits: %w", err)
+		return site, fmt.Errorf("%s: %w", defaultLimits.Name, err)
 	}
-	if site.Max, err = Parse(maximums); err != nil {
-		return site, fmt.Errorf("maximums: %w", err)
+	if site.Max, err = Parse(maximums.Value); err != nil {
+		return site, fmt.Errorf("%s: %w", maximums.Name, err)
 	}
 	sort.Slice(site.Max, func(i, j int) bool { return site.Max[i].Name < site.Max[j].Name })
 	for _, e := range site.Max {
 		if q := resource.MustParse(e.Value); q.Sign() <= 0 {
-			return site, fmt.Errorf("maximums: %s=%s must be above zero", e.Name, e.Value)
+			return site, fmt.Errorf("%s: %s=%s must be above zero", maximums.Name, e.Name, e.Value)
 		}
 	}
 	if errs := slessv1alpha1.ValidateResourceSpec(&slessv1alpha1.ResourceSpec{Limits: List(site.Max)}, nil); len(errs) > 0 {
-		return site, fmt.Errorf("maximums: %w", errs.ToAggregate())
+		return site, fmt.Errorf("%s: %w", maximums.Name, errs.ToAggregate())
 	}
 	if len(req) == 0 && len(lim) == 0 {
 		return site, nil
@@ -111,19 +118,19 @@ func ParseSite(defaultRequests, defaultLimits, maximums string) (Site, error) {
 	if len(lim) > 0 {
 		d.Limits = List(lim)
 	}
-	if errs := slessv1alpha1.ValidateResourceSpec(d, field.NewPath("defaults")); len(errs) > 0 {
-		return site, fmt.Errorf("default resources: %w", errs.ToAggregate())
+	if errs := slessv1alpha1.ValidateResourceSpec(d, nil); len(errs) > 0 {
+		return site, fmt.Errorf("%s and %s: %w", defaultRequests.Name, defaultLimits.Name, errs.ToAggregate())
 	}
 	// A default over the maximum would refuse every spec that leans on it.
 	maxList := List(site.Max)
 	for _, l := range []struct {
-		what string
+		s    Setting
 		list corev1.ResourceList
-	}{{"default limits", d.Limits}, {"default requests", d.Requests}} {
+	}{{defaultLimits, d.Limits}, {defaultRequests, d.Requests}} {
 		for _, k := range sortedNames(l.list) {
 			v := l.list[k]
 			if m, ok := maxList[k]; ok && v.Cmp(m) > 0 {
-				return site, fmt.Errorf("%s: %s=%s is over the maximum %s", l.what, k, v.String(), m.String())
+				return site, fmt.Errorf("%s: %s=%s is over %s's %s", l.s.Name, k, v.String(), maximums.Name, m.String())
 			}
 		}
 	}
@@ -154,7 +161,7 @@ type Maximums struct {
 func (s Site) For(ns, annotation string) (Maximums, error) {
 	own, err := Parse(annotation)
 	if err != nil {
-		return Maximums{}, fmt.Errorf("%s", malformed(ns))
+		return Maximums{}, &MalformedError{Namespace: ns}
 	}
 	m := Maximums{Namespace: ns, Entries: own}
 	named := map[corev1.ResourceName]bool{}
@@ -169,9 +176,22 @@ func (s Site) For(ns, annotation string) (Maximums, error) {
 	return m, nil
 }
 
-// malformed is the refusal of a namespace whose annotation cannot be read.
-func malformed(ns string) string {
-	return fmt.Sprintf("namespace %s's annotation %s is malformed: want name=quantity pairs separated by commas", ns, AnnotationMax)
+// MalformedError is the refusal of a write in a namespace whose
+// annotation cannot be read: the policy refuses it too.
+type MalformedError struct {
+	Namespace string
+}
+
+func (e *MalformedError) Error() string {
+	return fmt.Sprintf("namespace %s's annotation %s is malformed: want name=quantity pairs separated by commas", e.Namespace, AnnotationMax)
+}
+
+// Static is a site without namespaces' own maximums: local mode's.
+type Static Site
+
+// Maximums is the site's maximums, whatever the namespace.
+func (s Static) Maximums(_ context.Context, ns string) (Maximums, error) {
+	return Site(s).For(ns, "")
 }
 
 // Check returns the first value of s over a maximum, or nil: limits, then

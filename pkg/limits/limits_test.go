@@ -14,22 +14,22 @@ func TestParseSiteRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name, req, lim, max, want string
 	}{
-		{name: "not a pair", lim: "memory", want: `default limits: "memory" is not name=quantity`},
-		{name: "no name", req: "=1", want: `default requests: "=1" is not name=quantity`},
-		{name: "not a quantity", max: "memory=lots", want: `maximums: memory=lots: "lots" is not a quantity`},
-		{name: "named twice", max: "cpu=1,cpu=2", want: "maximums: cpu is named twice"},
-		{name: "zero maximum", max: "memory=0", want: "maximums: memory=0 must be above zero"},
-		{name: "bad maximum name", max: "Memory=1Gi", want: `maximums: limits[Memory]: Invalid value: "Memory": resource names are cpu, memory`},
-		{name: "bad resource name", lim: "gpu=1", want: `default resources: defaults.limits[gpu]: Invalid value: "gpu": resource names are cpu, memory`},
+		{name: "not a pair", lim: "memory", want: `--lim: "memory" is not name=quantity`},
+		{name: "no name", req: "=1", want: `--req: "=1" is not name=quantity`},
+		{name: "not a quantity", max: "memory=lots", want: `--max: memory=lots: "lots" is not a quantity`},
+		{name: "named twice", max: "cpu=1,cpu=2", want: "--max: cpu is named twice"},
+		{name: "zero maximum", max: "memory=0", want: "--max: memory=0 must be above zero"},
+		{name: "bad maximum name", max: "Memory=1Gi", want: `--max: limits[Memory]: Invalid value: "Memory": resource names are cpu, memory`},
+		{name: "bad resource name", lim: "gpu=1", want: `--req and --lim: limits[gpu]: Invalid value: "gpu": resource names are cpu, memory`},
 		{name: "memory limit too small", lim: "memory=10Mi", want: "a memory limit must be at least 64Mi"},
 		{name: "request over limit", req: "cpu=2", lim: "cpu=1", want: "a request must not exceed its limit (1)"},
 		{name: "extended request", req: "nvidia.com/gpu=1", want: "extended resources are set in limits"},
 		{name: "negative", req: "cpu=-1", want: "resource quantities must not be negative"},
-		{name: "default over maximum", lim: "memory=4Gi", max: "memory=2Gi", want: "default limits: memory=4Gi is over the maximum 2Gi"},
-		{name: "default request over maximum", req: "cpu=3", max: "cpu=2", want: "default requests: cpu=3 is over the maximum 2"},
+		{name: "default over maximum", lim: "memory=4Gi", max: "memory=2Gi", want: "--lim: memory=4Gi is over --max's 2Gi"},
+		{name: "default request over maximum", req: "cpu=3", max: "cpu=2", want: "--req: cpu=3 is over --max's 2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseSite(c.req, c.lim, c.max)
+			_, err := ParseSite(Setting{"--req", c.req}, Setting{"--lim", c.lim}, Setting{"--max", c.max})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("ParseSite(%q, %q, %q) = %v, want an error containing %q", c.req, c.lim, c.max, err, c.want)
 			}
@@ -38,7 +38,7 @@ func TestParseSiteRefusals(t *testing.T) {
 }
 
 func TestParseSite(t *testing.T) {
-	site, err := ParseSite(" cpu=100m , memory=256Mi", "memory=512Mi,", "memory=2Gi,cpu=2,nvidia.com/gpu=1")
+	site, err := ParseSite(Setting{"r", " cpu=100m , memory=256Mi"}, Setting{"l", "memory=512Mi,"}, Setting{"m", "memory=2Gi,cpu=2,nvidia.com/gpu=1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestParseSite(t *testing.T) {
 	if got := strings.Join(names, ","); got != "cpu=2,memory=2Gi,nvidia.com/gpu=1" {
 		t.Errorf("maximums %s, want them sorted by name", got)
 	}
-	none, err := ParseSite("", "", "")
+	none, err := ParseSite(Setting{}, Setting{}, Setting{})
 	if err != nil || none.Defaults != nil || none.Max != nil {
 		t.Errorf("empty settings = %+v, %v; want no defaults and no maximums", none, err)
 	}
@@ -64,7 +64,7 @@ func TestParseSite(t *testing.T) {
 func q(s string) resource.Quantity { return resource.MustParse(s) }
 
 func TestCheck(t *testing.T) {
-	site, err := ParseSite("", "", "memory=1Gi,cpu=2")
+	site, err := ParseSite(Setting{}, Setting{}, Setting{"m", "memory=1Gi,cpu=2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,8 @@ const (
 func Policy(site Site) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	fail := admissionregistrationv1.Fail
 	equivalent := admissionregistrationv1.Equivalent
+	// Invalid, as the CRD's own refusals: 422, which clients read as bad input.
+	invalid := metav1.StatusReasonInvalid
 	labels := map[string]string{"app.kubernetes.io/managed-by": "sless"}
 	p := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
@@ -78,10 +80,12 @@ func Policy(site Site) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 			},
 			Validations: []admissionregistrationv1.Validation{
 				{
+					Reason:            &invalid,
 					Expression:        "variables.wellFormed",
 					MessageExpression: `"namespace " + namespaceObject.metadata.name + "'s annotation ` + AnnotationMax + ` is malformed: want name=quantity pairs separated by commas"`,
 				},
 				{
+					Reason:            &invalid,
 					Expression:        "size(variables.over) == 0",
 					MessageExpression: `variables.over[0][0] + ' ' + variables.over[0][1] + ' is over namespace ' + namespaceObject.metadata.name + "'s maximum " + variables.over[0][2]`,
 				},

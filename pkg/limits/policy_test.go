@@ -156,7 +156,7 @@ func goCheck(t *testing.T, site limits.Site, ns, annotation, kind, y string) str
 // the same objects refused, each with the same sentence.
 func TestPolicyAgreesWithCheck(t *testing.T) {
 	k := testbed.SharedKube(t)
-	site, err := limits.ParseSite("", "", "memory=1Gi,cpu=2")
+	site, err := limits.ParseSite(limits.Setting{}, limits.Setting{}, limits.Setting{Name: "m", Value: "memory=1Gi,cpu=2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
+	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/local/apiserver"
 	"github.com/sless-dev/sless/pkg/local/asynccalls"
 	"github.com/sless-dev/sless/pkg/local/blobs"
@@ -107,6 +108,10 @@ type Options struct {
 	// sless dev may: memory limits fall back to RLIMIT_DATA, CPU and the
 	// process count go unenforced (a warning at start says so).
 	NoCgroups bool
+	// Resources are the site's resource defaults, which fill what a spec
+	// names nowhere, and its maximums, past which the API refuses a spec
+	// (local mode has no namespaces' own).
+	Resources limits.Site
 	// AsyncRetention is how long a finished asynchronous call stays
 	// readable; 0 takes DefaultAsyncRetention.
 	AsyncRetention time.Duration
@@ -312,6 +317,7 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 			Bucket:    Bucket,
 			Logs:      &serving.Logs{LogDir: filepath.Join(p.opts.DataDir, "logs"), Builder: p.builder},
 			Revisions: revisions{fns: p.fns.server, svcs: p.svcs.server},
+			Maximums:  limits.Static(p.opts.Resources),
 		},
 		Auth: verifier,
 		Proxy: invoke.Options{

@@ -113,6 +113,8 @@ func (p *platform) serve(ctx context.Context, s *servingKind, kind, sub string) 
 		StateDir:    filepath.Join(data, "serving", sub),
 		Logger:      p.opts.Logger,
 		Procs:       p.procs,
+		// As the controller's Knative Services on a cluster.
+		DefaultResources: p.opts.Resources.Defaults,
 		// The state records env values resolved from secrets.
 		SealState: func(k types.NamespacedName, plain []byte) []byte {
 			return p.sealer.SealFile(path.Join("serving", sub, k.String()), plain)

@@ -15,9 +15,13 @@ import (
 	"reflect"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +36,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/ingress"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
@@ -67,6 +72,10 @@ type Options struct {
 	APIService, APIPublicService types.NamespacedName
 	// Triggers configure the Trigger and FunctionJob reconcilers.
 	Triggers TriggerOptions
+	// Limits are the site's resource maximums, which the admission policy
+	// the controller keeps (limits.Policy) enforces; its defaults go in
+	// Resources.DefaultResources.
+	Limits limits.Site
 }
 
 // Run runs the controller until ctx is done.
@@ -84,6 +93,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	mgr, err := o.newManager()
 	if err != nil {
+		return err
+	}
+	if err := ensurePolicy(ctx, mgr.GetConfig(), mgr.GetScheme(), o.Limits); err != nil {
 		return err
 	}
 	fnOpts := function.Options{
@@ -164,6 +176,57 @@ func (o Options) newManager() (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;create;update
+
+// ensurePolicy writes the admission policy of the site's maximums and its
+// binding, before the manager starts: every replica writes the same, so
+// leadership does not matter, and a changed setting takes effect with the
+// controller's restart.
+func ensurePolicy(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, site limits.Site) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	p, b := limits.Policy(site)
+	err = ensure(ctx, c, p, &admissionregistrationv1.ValidatingAdmissionPolicy{},
+		func(have, want *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
+			if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+				return false
+			}
+			have.Spec = want.Spec
+			return true
+		})
+	if err == nil {
+		err = ensure(ctx, c, b, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+			func(have, want *admissionregistrationv1.ValidatingAdmissionPolicyBinding) bool {
+				if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+					return false
+				}
+				have.Spec = want.Spec
+				return true
+			})
+	}
+	if err != nil {
+		return fmt.Errorf("the admission policy of resource maximums (%s): %w", limits.PolicyName, err)
+	}
+	return nil
+}
+
+// ensure creates want, or updates the object of its name when update,
+// given what is there, changes it.
+func ensure[T client.Object](ctx context.Context, c client.Client, want, have T, update func(have, want T) bool) error {
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		return c.Create(ctx, want)
+	case err != nil:
+		return err
+	case update(have, want):
+		return c.Update(ctx, have)
+	}
+	return nil
 }
 
 // ownIngressClass says whether the Services sless makes are routed by
