@@ -70,8 +70,12 @@ func (o *outage) start(log *slog.Logger) (*invoke.Recorder, *spool.Spool) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
+	// A queue small enough that the outage spools within a second of
+	// calls, yet holding the calls that arrive while a write to the store
+	// coming back hangs up to WriteTimeout on a starved CPU: at 300, four
+	// unpaced callers overflowed it then, on a machine at load 13-17.
 	rec := invoke.NewRecorder(o.store, invoke.RecorderOptions{
-		QueueSize: 300, BatchSize: 100, FlushInterval: 10 * time.Millisecond,
+		QueueSize: 2000, BatchSize: 100, FlushInterval: 10 * time.Millisecond,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, WriteTimeout: 2 * time.Second,
 		Spool: sp, Logger: log,
 	})
