@@ -56,9 +56,15 @@ func TakeNodeHostState() (NodeHostState, error) {
 	}
 	for _, h := range cgroupHierarchies() {
 		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				s.Cgroups = append(s.Cgroups, p)
+			if err != nil || !d.IsDir() {
+				return nil
 			}
+			// Local mode's process cgroups (pkg/local/proc), made by
+			// sless dev in tests running beside the node's: not the node's.
+			if strings.HasPrefix(d.Name(), "sless-dev-") {
+				return filepath.SkipDir
+			}
+			s.Cgroups = append(s.Cgroups, p)
 			return nil
 		})
 	}

@@ -76,10 +76,14 @@ func Install(t testing.TB, n *testbed.Node, images *testbed.NodeImages) *API {
 	}
 	database := testbed.CreateDatabase(t, pg.URL("postgres"))
 
-	// The Secrets first: the pods start with them.
-	if _, err := n.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("namespace %s: %v", Namespace, err)
+	// The Secrets first: the pods start with them. config/ also holds a
+	// Role in Knative's namespace (config-features), which a cluster with
+	// Knative has; the ingress conformance bed runs no Knative.
+	for _, ns := range []string{Namespace, testbed.KnativeNamespace} {
+		if _, err := n.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("namespace %s: %v", ns, err)
+		}
 	}
 	for name, data := range map[string]map[string]string{
 		"sless-s3":       {"AWS_ACCESS_KEY_ID": s3srv.AccessKey, "AWS_SECRET_ACCESS_KEY": s3srv.SecretKey},
