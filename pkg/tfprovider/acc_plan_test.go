@@ -59,6 +59,13 @@ func TestAccBadConfigurationFailsAtPlan(t *testing.T) {
 		{"reserved env name", fn(withDir + `  env = { SLESS_SECRET = "x" }`), `env\["SLESS_SECRET"\]`, `reserved`},
 		{"scale max below min", fn(withDir + `  scale = { min = 3, max = 1 }`), `scale\.max`, `max.* must be greater than or equal to min`},
 		{"async retries above 10", fn(withDir + `  async = { max_retries = 11 }`), `async\.max_retries`, `between 0 and 10`},
+		{"memory in both places", fn(withDir + "  memory_mb = 256\n  resources = { limits = { memory = \"512Mi\" } }"), `memory_mb`, `memoryMB and resources' memory are one\s+setting`},
+		{"a quantity that is not one", fn(withDir + `  resources = { limits = { memory = "2GB" } }`), `resources\.limits\["memory"\]`, `Invalid quantity`},
+		{"a request over its limit", fn(withDir + `  resources = { requests = { cpu = "2" }, limits = { cpu = "1" } }`), `resources\.requests`, `a request must not exceed its limit`},
+		{"a GPU request", fn(withDir + `  resources = { requests = { "nvidia.com/gpu" = "1" } }`), `resources\.requests`, `extended resources are set in limits`},
+		{"a bad node selector value", fn(withDir + `  node_selector = { disktype = "not valid" }`), `node_selector`, `nodeSelector values must be label\s+values`},
+		{"a toleration operator", fn(withDir + `  tolerations = [{ key = "a", operator = "Maybe" }]`), `tolerations`, `operator is Exists or\s+Equal`},
+		{"node affinity not JSON", fn(withDir + `  node_affinity_json = "{"`), `node_affinity_json`, `JSON`},
 		{"empty string for an optional attribute", fn(withDir + `  cpu = ""`), `cpu\s*= ""`, `Invalid CPU quantity`},
 		{"bad wait timeout", fn(withDir + `  wait_timeout = "soon"`), `wait_timeout`, `Invalid duration`},
 		{"bad name", hcl(provider, fmt.Sprintf(`resource "sless_function" "bad" {
@@ -161,7 +168,7 @@ resource "sless_function" "zip" {
 				plancheck.ExpectKnownValue("sless_function.dir", tfjsonpath.New("source_sha256"), knownvalue.StringExact(a.SHA256)),
 				plancheck.ExpectKnownValue("sless_function.zip", tfjsonpath.New("source_sha256"), knownvalue.StringExact(a.SHA256)),
 				plancheck.ExpectKnownValue("sless_function.dir", tfjsonpath.New("id"), knownvalue.StringExact("acc/from-dir")),
-				plancheck.ExpectKnownValue("sless_function.dir", tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(128)),
+				plancheck.ExpectKnownValue("sless_function.dir", tfjsonpath.New("memory_mb"), knownvalue.Null()),
 				// A create that stops waiting at wait_timeout leaves the phase it saw.
 				plancheck.ExpectUnknownValue("sless_function.dir", tfjsonpath.New("phase")),
 				plancheck.ExpectKnownValue("sless_function.dir", tfjsonpath.New("image"), knownvalue.Null()),

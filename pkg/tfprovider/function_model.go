@@ -40,6 +40,13 @@ type buildModel struct {
 	Revision        types.String `tfsdk:"revision"`
 	Phase           types.String `tfsdk:"phase"`
 	Traffic         types.List   `tfsdk:"traffic"`
+	// Resources and placement (placement.go).
+	Resources         types.Object `tfsdk:"resources"`
+	NodeSelector      types.Map    `tfsdk:"node_selector"`
+	Tolerations       types.List   `tfsdk:"tolerations"`
+	NodeAffinity      types.String `tfsdk:"node_affinity_json"`
+	PriorityClassName types.String `tfsdk:"priority_class_name"`
+	RuntimeClassName  types.String `tfsdk:"runtime_class_name"`
 }
 
 // build is the shared part of a sless_function or sless_service model.
@@ -102,6 +109,9 @@ func buildMapper(env []path.Path, more map[string]path.Path) fieldMapper {
 		"spec.buildTimeoutSeconds": path.Root("build_timeout_sec"),
 		"spec.traffic":             path.Root("traffic"),
 	}
+	for k, v := range placementPaths {
+		prefixes[k] = v
+	}
 	for k, v := range more {
 		prefixes[k] = v
 	}
@@ -163,6 +173,7 @@ func buildSpec(ctx context.Context, m *buildModel) (slessv1alpha1.FunctionSpec, 
 		TimeoutSeconds: int32Ptr(m.TimeoutSec),
 	}
 	s.Traffic = trafficSpec(ctx, m.Traffic, &diags)
+	placementSpec(ctx, m, &s.WorkloadSpec, &diags)
 	if !m.Image.IsNull() && !m.Image.IsUnknown() {
 		s.Source.Image = m.Image.ValueString()
 	}
@@ -316,8 +327,9 @@ func asyncState(a *slessv1alpha1.AsyncSpec, diags *diag.Diagnostics) types.Objec
 func buildState(w slessv1alpha1.Workload, prior *buildModel) (buildModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	// A field the CRD defaults means its default when a server leaves it
-	// unset (sless dev stores objects as written): memory_mb and the
-	// timeouts always have a value in state, as they do in a plan.
+	// unset (sless dev stores objects as written): the timeouts always
+	// have a value in state, as they do in a plan. memory_mb has none:
+	// memory may be set in resources instead.
 	w = w.DeepCopyObject().(slessv1alpha1.Workload)
 	w.SetDefaults()
 	spec, status := w.BuildSpec(), w.WorkloadStatus()
@@ -404,6 +416,7 @@ func buildState(w slessv1alpha1.Workload, prior *buildModel) (buildModel, diag.D
 	}
 	m.Env = mapState(prior.Env, types.StringType, plain, &diags)
 	m.SecretEnv = mapState(prior.SecretEnv, types.ObjectType{AttrTypes: secretRefAttrTypes}, secret, &diags)
+	placementState(&spec.WorkloadSpec, prior, &m, &diags)
 	return m, diags
 }
 

@@ -107,17 +107,7 @@ func serviceObject(ns, name string, s slessv1alpha1.FunctionSpec) *slessv1alpha1
 	svc := &slessv1alpha1.SlessService{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: slessv1alpha1.SlessServiceSpec{
-			WorkloadSpec: slessv1alpha1.WorkloadSpec{
-				Runtime:             s.Runtime,
-				Entrypoint:          s.Entrypoint,
-				Source:              s.Source,
-				Env:                 s.Env,
-				MemoryMB:            s.MemoryMB,
-				CPU:                 s.CPU,
-				BuildTimeoutSeconds: s.BuildTimeoutSeconds,
-				Rebuild:             s.Rebuild,
-				Traffic:             s.Traffic,
-			},
+			WorkloadSpec:   s.WorkloadSpec,
 			TimeoutSeconds: s.TimeoutSeconds,
 		},
 	}

@@ -68,7 +68,7 @@ func TestServiceStateFillsDefaults(t *testing.T) {
 		t.Fatal(diags)
 	}
 	for name, c := range map[string][2]types.Int64{
-		"memory_mb":             {st.MemoryMB, types.Int64Value(slessv1alpha1.DefaultMemoryMB)},
+		"memory_mb":             {st.MemoryMB, types.Int64Null()},
 		"timeout_sec":           {st.TimeoutSec, types.Int64Value(slessv1alpha1.DefaultServiceTimeoutSeconds)},
 		"min_scale":             {st.MinScale, types.Int64Value(slessv1alpha1.DefaultServiceMinScale)},
 		"max_scale":             {st.MaxScale, types.Int64Null()},

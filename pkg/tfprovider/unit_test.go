@@ -480,7 +480,7 @@ func TestFunctionStateFillsDefaults(t *testing.T) {
 		t.Fatal(diags)
 	}
 	for name, c := range map[string][2]types.Int64{
-		"memory_mb":         {st.MemoryMB, types.Int64Value(slessv1alpha1.DefaultMemoryMB)},
+		"memory_mb":         {st.MemoryMB, types.Int64Null()},
 		"timeout_sec":       {st.TimeoutSec, types.Int64Value(slessv1alpha1.DefaultTimeoutSeconds)},
 		"build_timeout_sec": {st.BuildTimeoutSec, types.Int64Value(slessv1alpha1.DefaultBuildTimeoutSeconds)},
 	} {

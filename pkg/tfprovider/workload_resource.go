@@ -151,9 +151,12 @@ func (r *workloadResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			}},
 		},
 		"memory_mb": schema.Int64Attribute{
-			Optional: true, Computed: true, Default: int64default.StaticInt64(slessv1alpha1.DefaultMemoryMB),
-			Description: fmt.Sprintf("Memory limit of each instance in MiB, %d to %d.", slessv1alpha1.MinMemoryMB, slessv1alpha1.MaxMemoryMB),
-			Validators:  []validator.Int64{between{slessv1alpha1.MinMemoryMB, slessv1alpha1.MaxMemoryMB}},
+			// No default: memory may be set in resources instead, and the
+			// API refuses both. Unset in both, the site's default applies.
+			Optional: true,
+			Description: fmt.Sprintf("Memory limit and request of each instance in MiB, %d to %d: a shorthand for memory in resources "+
+				"(set one of the two). Unset in both, the site's default (128 unless configured).", slessv1alpha1.MinMemoryMB, slessv1alpha1.MaxMemoryMB),
+			Validators: []validator.Int64{between{slessv1alpha1.MinMemoryMB, slessv1alpha1.MaxMemoryMB}},
 		},
 		"cpu": schema.StringAttribute{
 			Optional:    true,
@@ -189,6 +192,9 @@ func (r *workloadResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			Computed: true, Description: "Pending, Building, Deploying, Ready or Failed.",
 		},
 		"traffic": trafficAttribute(k.name),
+	}
+	for n, a := range placementAttributes(k.name) {
+		attrs[n] = a
 	}
 	for n, a := range k.attrs {
 		attrs[n] = a
@@ -363,7 +369,7 @@ func codeChanged(plan, state *buildModel) bool {
 func specChanged(plan, state *buildModel) bool {
 	return codeChanged(plan, state) || !plan.Env.Equal(state.Env) || !plan.SecretEnv.Equal(state.SecretEnv) ||
 		!plan.MemoryMB.Equal(state.MemoryMB) || !sameQuantity(plan.CPU, state.CPU) || !plan.TimeoutSec.Equal(state.TimeoutSec) ||
-		!plan.BuildTimeoutSec.Equal(state.BuildTimeoutSec)
+		!plan.BuildTimeoutSec.Equal(state.BuildTimeoutSec) || placementChanged(plan, state)
 }
 
 // sameQuantity says whether two CPU attributes mean the same quantity
@@ -581,6 +587,11 @@ func (r *workloadResource) Update(ctx context.Context, req resource.UpdateReques
 	// The spec is replaced field by field; the source only when it is an
 	// image (an uploaded archive is the upload API's to set).
 	patch := k.patch(&spec, a == nil && sourceChanged)
+	// The map keys the server holds are the state's: those gone from the
+	// plan are sent as null.
+	var held slessv1alpha1.WorkloadSpec
+	placementSpec(ctx, state, &held, &resp.Diagnostics)
+	placementPatch(patch["spec"].(map[string]any), &spec.WorkloadSpec, &held)
 	if !state.Phase.Equal(types.StringValue(string(slessv1alpha1.FunctionPhaseReady))) && spec.Source.Image == "" && !(a == nil && sourceChanged) {
 		// The apply asks for Ready: a build that failed is run again.
 		patch["spec"].(map[string]any)["rebuild"] = rebuildToken()
