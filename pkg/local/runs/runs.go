@@ -916,6 +916,10 @@ func (l *localJobs) StartRun(_ context.Context, req adapter.RunRequest) (adapter
 	r.jobs[key] = e
 	r.wg.Add(1)
 	r.mu.Unlock()
+	if fn.BuildSpec().HasPlacement() {
+		// As its revision was told: on a cluster the Job's pod carries it.
+		r.Logger.Warn(serving.PlacementIgnored, "functionjob", key.String(), "function", fn.Name, "revision", e.state.Revision)
+	}
 	timeout := time.Duration(fj.RunTimeout(spec.TimeoutSeconds)) * time.Second
 	go r.runJob(key, e, types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, req.RequestID, payload, spec, timeout)
 	return e.state, nil

@@ -308,8 +308,7 @@ func (s *Server) EnsureService(ctx context.Context, fn slessv1alpha1.Workload, i
 		r := newRevision(s, key, name, spec)
 		if fn.BuildSpec().HasPlacement() {
 			// Told, not refused: the same spec runs unchanged on a cluster.
-			s.logf(slog.LevelWarn, "placement ignored: one machine runs every process; nodeSelector, tolerations, affinity, "+
-				"priorityClassName and runtimeClassName apply on a cluster", s.opts.Kind, key.String(), "revision", name)
+			s.logf(slog.LevelWarn, PlacementIgnored, s.opts.Kind, key.String(), "revision", name)
 		}
 		if prev := svc.latest; prev != nil && prev != svc.active {
 			// A revision that never got traffic is replaced outright.
@@ -436,6 +435,11 @@ func (s *Server) servingSpec(key types.NamespacedName, name string) (revisionSpe
 	}
 	return svc.active.spec, true
 }
+
+// PlacementIgnored is the warning for a spec that asks where it runs, for
+// each revision served and each FunctionJob run of it.
+const PlacementIgnored = "placement ignored: one machine runs every process; nodeSelector, tolerations, affinity, " +
+	"priorityClassName and runtimeClassName apply on a cluster"
 
 // JobRun is what a FunctionJob run of a serving revision takes from it:
 // its build directory, its env (secrets resolved) and its timeout.
