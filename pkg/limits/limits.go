@@ -8,6 +8,8 @@ package limits
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -127,7 +129,7 @@ func ParseSite(defaultRequests, defaultLimits, maximums Setting) (Site, error) {
 		s    Setting
 		list corev1.ResourceList
 	}{{defaultLimits, d.Limits}, {defaultRequests, d.Requests}} {
-		for _, k := range sortedNames(l.list) {
+		for _, k := range slices.Sorted(maps.Keys(l.list)) {
 			v := l.list[k]
 			if m, ok := maxList[k]; ok && v.Cmp(m) > 0 {
 				return site, fmt.Errorf("%s: %s=%s is over %s's %s", l.s.Name, k, v.String(), maximums.Name, m.String())
@@ -136,15 +138,6 @@ func ParseSite(defaultRequests, defaultLimits, maximums Setting) (Site, error) {
 	}
 	site.Defaults = d
 	return site, nil
-}
-
-func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
-	out := make([]corev1.ResourceName, 0, len(l))
-	for k := range l {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // Maximums are what one namespace's workloads may ask for: the entries of

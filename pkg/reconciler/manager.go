@@ -191,21 +191,13 @@ func ensurePolicy(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	}
 	p, b := limits.Policy(site)
 	err = ensure(ctx, c, p, &admissionregistrationv1.ValidatingAdmissionPolicy{},
-		func(have, want *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
-			if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
-				return false
-			}
-			have.Spec = want.Spec
-			return true
+		func(o *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicySpec {
+			return &o.Spec
 		})
 	if err == nil {
 		err = ensure(ctx, c, b, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
-			func(have, want *admissionregistrationv1.ValidatingAdmissionPolicyBinding) bool {
-				if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
-					return false
-				}
-				have.Spec = want.Spec
-				return true
+			func(o *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec {
+				return &o.Spec
 			})
 	}
 	if err != nil {
@@ -214,19 +206,20 @@ func ensurePolicy(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	return nil
 }
 
-// ensure creates want, or updates the object of its name when update,
-// given what is there, changes it.
-func ensure[T client.Object](ctx context.Context, c client.Client, want, have T, update func(have, want T) bool) error {
+// ensure creates want, or gives the object of its name want's spec when
+// it differs.
+func ensure[T client.Object, S any](ctx context.Context, c client.Client, want, have T, spec func(T) *S) error {
 	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
 	switch {
 	case apierrors.IsNotFound(err):
 		return c.Create(ctx, want)
 	case err != nil:
 		return err
-	case update(have, want):
-		return c.Update(ctx, have)
+	case equality.Semantic.DeepEqual(spec(have), spec(want)):
+		return nil
 	}
-	return nil
+	*spec(have) = *spec(want)
+	return c.Update(ctx, have)
 }
 
 // ownIngressClass says whether the Services sless makes are routed by

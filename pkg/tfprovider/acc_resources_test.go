@@ -26,13 +26,25 @@ func TestAccResourcesAndPlacement(t *testing.T) {
 	suffix := fmt.Sprint(time.Now().UnixNano() % 100000)
 	fnName, svcName := "tf-res-"+suffix, "tf-res-svc-"+suffix
 	fn, svc := "sless_function.res", "sless_service.res"
-	first := hcl("", fmt.Sprintf(`resource "sless_function" "res" {
+	cfg := func(fnAttrs, svcAttrs string) string {
+		return hcl("", fmt.Sprintf(`resource "sless_function" "res" {
   name         = %q
   runtime      = "python3.12"
   entrypoint   = "main.handler"
   source_dir   = %q
   wait_timeout = "3m"
-  resources = {
+%s}
+
+resource "sless_service" "res" {
+  name         = %q
+  runtime      = "python3.12"
+  entrypoint   = "app.app"
+  source_dir   = %q
+  wait_timeout = "3m"
+%s}
+`, fnName, dir, fnAttrs, svcName, svcDir, svcAttrs))
+	}
+	first := cfg(`  resources = {
     requests = { cpu = "0.25" }
     limits   = { memory = "256Mi", cpu = "1" }
   }
@@ -41,38 +53,12 @@ func TestAccResourcesAndPlacement(t *testing.T) {
   node_affinity_json  = jsonencode({ requiredDuringSchedulingIgnoredDuringExecution = { nodeSelectorTerms = [{ matchExpressions = [{ key = "zone", operator = "In", values = ["a"] }] }] } })
   priority_class_name = "batch"
   runtime_class_name  = "runsc"
-}
-
-resource "sless_service" "res" {
-  name         = %q
-  runtime      = "python3.12"
-  entrypoint   = "app.app"
-  source_dir   = %q
-  wait_timeout = "3m"
-  resources    = { limits = { memory = "128Mi" } }
+`, `  resources     = { limits = { memory = "128Mi" } }
   node_selector = { "disktype" = "ssd" }
-}
-`, fnName, dir, svcName, svcDir))
-	second := hcl("", fmt.Sprintf(`resource "sless_function" "res" {
-  name         = %q
-  runtime      = "python3.12"
-  entrypoint   = "main.handler"
-  source_dir   = %q
-  wait_timeout = "3m"
-  resources = {
-    limits = { memory = "512Mi" }
-  }
-}
-
-resource "sless_service" "res" {
-  name         = %q
-  runtime      = "python3.12"
-  entrypoint   = "app.app"
-  source_dir   = %q
-  wait_timeout = "3m"
-  memory_mb    = 192
-}
-`, fnName, dir, svcName, svcDir))
+`)
+	second := cfg(`  resources = { limits = { memory = "512Mi" } }
+`, `  memory_mb = 192
+`)
 
 	server := func(check func() error) resource.TestCheckFunc {
 		return func(*terraform.State) error { return check() }

@@ -1,11 +1,9 @@
 package runs
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +13,8 @@ import (
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/local/localtest"
 	"github.com/sless-dev/sless/pkg/local/serving"
+	"github.com/sless-dev/sless/test/testbed"
 )
-
-// lockedBuffer takes log lines from the goroutines of a server and a run.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A FunctionJob run of a function with placement is told, as its serving
 // revision is, that local mode ignores it: on a cluster the Job's pod
@@ -41,7 +22,7 @@ func (l *lockedBuffer) String() string {
 func TestJobRunWarnsOfPlacement(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs lockedBuffer
+	var logs testbed.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	rig := newRunsRig(t, serving.ServerOptions{IdleTimeout: time.Minute, Logger: log})
 	rig.runs.Logger = log
