@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 )
 
 // resources and placement on sless_function and sless_service: memory in
@@ -60,8 +62,15 @@ resource "sless_service" "res" {
 `, `  memory_mb = 192
 `)
 
-	server := func(check func() error) resource.TestCheckFunc {
-		return func(*terraform.State) error { return check() }
+	// server checks the Function the API holds.
+	server := func(check func(s slessv1alpha1.FunctionSpec) error) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			f, err := api.Client.GetFunction(context.Background(), api.Namespace, fnName)
+			if err != nil {
+				return err
+			}
+			return check(f.Spec)
+		}
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providerFactories(),
@@ -83,12 +92,7 @@ resource "sless_service" "res" {
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("memory_mb"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("node_selector").AtMapKey("disktype"), knownvalue.StringExact("ssd")),
 				},
-				Check: server(func() error {
-					f, err := api.Client.GetFunction(context.Background(), api.Namespace, fnName)
-					if err != nil {
-						return err
-					}
-					s := f.Spec
+				Check: server(func(s slessv1alpha1.FunctionSpec) error {
 					switch {
 					case s.MemoryMB != nil:
 						return fmt.Errorf("memoryMB %d sent beside resources", *s.MemoryMB)
@@ -116,12 +120,7 @@ resource "sless_service" "res" {
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("resources"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(192)),
 				},
-				Check: server(func() error {
-					f, err := api.Client.GetFunction(context.Background(), api.Namespace, fnName)
-					if err != nil {
-						return err
-					}
-					s := f.Spec
+				Check: server(func(s slessv1alpha1.FunctionSpec) error {
 					switch {
 					case s.Resources == nil || len(s.Resources.Requests) != 0 || len(s.Resources.Limits) != 1 || s.Resources.Limits.Memory().String() != "512Mi":
 						return fmt.Errorf("resources on the server after the change: %+v", s.Resources)
