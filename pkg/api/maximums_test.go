@@ -61,6 +61,18 @@ func TestResourceMaximums(t *testing.T) {
 	if p := r.problem(t); !strings.Contains(p.Detail, sentence) {
 		t.Fatalf("an update over the maximum: %+v", p)
 	}
+	// Lowered below what "fits" asks: its labels stay writable, its spec must fit.
+	annotate(t, e.kube.Client, e.ns, "memory=1Gi")
+	relabelled := withMemory(pythonFunction("fits"), "2Gi")
+	relabelled["metadata"].(map[string]any)["labels"] = map[string]any{"team": "b"}
+	r = e.do("PUT", e.path("functions", "fits"), tok, relabelled)
+	want(t, r, http.StatusOK)
+	r = e.do("PUT", e.path("functions", "fits"), tok, withMemory(pythonFunction("fits"), "1536Mi"))
+	want(t, r, http.StatusBadRequest)
+	if p := r.problem(t); !strings.Contains(p.Detail, "spec.resources.limits.memory 1536Mi is over namespace "+e.ns+"'s maximum 1Gi") {
+		t.Fatalf("a spec change over the lowered maximum: %+v", p)
+	}
+	annotate(t, e.kube.Client, e.ns, "memory=2Gi")
 	svc := pythonFunction("svc")
 	svc["kind"] = "SlessService"
 	svc["spec"].(map[string]any)["entrypoint"] = "main.app"

@@ -509,11 +509,18 @@ func (s *Server) checkMaximums(ctx context.Context, k *kind, ns string, old, w s
 	if s.opts.Maximums == nil {
 		return nil
 	}
+	// Compared as stored, defaults filled: a body may leave out what the
+	// apiserver defaults, and the policy sees both sides defaulted.
+	defaulted := func(w slessv1alpha1.Workload) *slessv1alpha1.FunctionSpec {
+		d := w.DeepCopyObject().(slessv1alpha1.Workload)
+		d.SetDefaults()
+		return d.BuildSpec()
+	}
 	var oldSpec any
 	if old != nil {
-		oldSpec = old.BuildSpec()
+		oldSpec = defaulted(old)
 	}
-	if !limits.Applies(oldSpec, w.BuildSpec()) {
+	if !limits.Applies(oldSpec, defaulted(w)) {
 		return nil
 	}
 	m, err := s.opts.Maximums.Maximums(ctx, ns)
