@@ -44,6 +44,10 @@ resource "sless_service" "res" {
   source_dir   = %q
   wait_timeout = "3m"
 %s}
+
+data "sless_function" "res" {
+  name = sless_function.res.name
+}
 `, fnName, dir, fnAttrs, svcName, svcDir, svcAttrs))
 	}
 	first := cfg(`  resources = {
@@ -91,6 +95,10 @@ resource "sless_service" "res" {
 					statecheck.ExpectKnownValue(fn, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("memory_mb"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("node_selector").AtMapKey("disktype"), knownvalue.StringExact("ssd")),
+					// The data source reads the API's spelling.
+					statecheck.ExpectKnownValue("data.sless_function.res", tfjsonpath.New("resources").AtMapKey("requests").AtMapKey("cpu"), knownvalue.StringExact("250m")),
+					statecheck.ExpectKnownValue("data.sless_function.res", tfjsonpath.New("tolerations").AtSliceIndex(0).AtMapKey("key"), knownvalue.StringExact("dedicated")),
+					statecheck.ExpectKnownValue("data.sless_function.res", tfjsonpath.New("runtime_class_name"), knownvalue.StringExact("runsc")),
 				},
 				Check: server(func(s slessv1alpha1.FunctionSpec) error {
 					switch {
@@ -119,6 +127,7 @@ resource "sless_service" "res" {
 					statecheck.ExpectKnownValue(fn, tfjsonpath.New("resources").AtMapKey("requests"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("resources"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(svc, tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(192)),
+					statecheck.ExpectKnownValue("data.sless_function.res", tfjsonpath.New("tolerations"), knownvalue.Null()),
 				},
 				Check: server(func(s slessv1alpha1.FunctionSpec) error {
 					switch {

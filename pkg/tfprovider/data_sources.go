@@ -59,6 +59,13 @@ type functionDataModel struct {
 	Phase           types.String `tfsdk:"phase"`
 	Ready           types.Bool   `tfsdk:"ready"`
 	Traffic         types.List   `tfsdk:"traffic"`
+	// Resources and placement, as sless_function's (placement.go).
+	Resources         types.Object `tfsdk:"resources"`
+	NodeSelector      types.Map    `tfsdk:"node_selector"`
+	Tolerations       types.List   `tfsdk:"tolerations"`
+	NodeAffinity      types.String `tfsdk:"node_affinity_json"`
+	PriorityClassName types.String `tfsdk:"priority_class_name"`
+	RuntimeClassName  types.String `tfsdk:"runtime_class_name"`
 }
 
 var functionDataAttrTypes = map[string]attr.Type{
@@ -69,7 +76,10 @@ var functionDataAttrTypes = map[string]attr.Type{
 	"build_timeout_sec": types.Int64Type, "scale": types.ObjectType{AttrTypes: scaleAttrTypes},
 	"url": types.StringType, "resolved_image": types.StringType,
 	"revision": types.StringType, "phase": types.StringType, "ready": types.BoolType,
-	"traffic": types.ListType{ElemType: trafficElemType},
+	"traffic":   types.ListType{ElemType: trafficElemType},
+	"resources": types.ObjectType{AttrTypes: resourcesAttrTypes}, "node_selector": types.MapType{ElemType: types.StringType},
+	"tolerations": types.ListType{ElemType: types.ObjectType{AttrTypes: tolerationAttrTypes}}, "node_affinity_json": types.StringType,
+	"priority_class_name": types.StringType, "runtime_class_name": types.StringType,
 }
 
 func functionDataAttributes(nameRequired bool) map[string]schema.Attribute {
@@ -113,6 +123,9 @@ func functionDataAttributes(nameRequired bool) map[string]schema.Attribute {
 				"tag":      schema.StringAttribute{Computed: true, Description: "The entry's tag."},
 			}}},
 	}
+	for n, a := range placementDataAttributes() {
+		attrs[n] = a
+	}
 	if nameRequired {
 		attrs["name"] = schema.StringAttribute{Required: true, Description: "Name of the function.",
 			Validators: []validator.String{dnsLabel{max: slessv1alpha1.MaxNameLength}}}
@@ -132,6 +145,8 @@ func functionData(fn *slessv1alpha1.Function) (functionDataModel, error) {
 		Image: st.Image, SourceSHA256: st.SourceSHA256, Env: st.Env, SecretEnv: st.SecretEnv, MemoryMB: st.MemoryMB, CPU: st.CPU,
 		TimeoutSec: st.TimeoutSec, BuildTimeoutSec: st.BuildTimeoutSec, Scale: st.Scale, URL: st.URL, ResolvedImage: st.ResolvedImage, Revision: st.Revision,
 		Phase: st.Phase, Ready: types.BoolValue(fn.IsReady()), Traffic: st.Traffic,
+		Resources: st.Resources, NodeSelector: st.NodeSelector, Tolerations: st.Tolerations, NodeAffinity: st.NodeAffinity,
+		PriorityClassName: st.PriorityClassName, RuntimeClassName: st.RuntimeClassName,
 	}, nil
 }
 

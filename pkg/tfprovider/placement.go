@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -98,6 +99,31 @@ func placementAttributes(what string) map[string]schema.Attribute {
 			Description: "RuntimeClass of the instances, e.g. gVisor's runsc or Kata (Knative's kubernetes.podspec-runtimeclassname feature).",
 			Validators:  []validator.String{notEmpty{}},
 		},
+	}
+}
+
+// placementDataAttributes are the data sources' schema of the same
+// attributes, every one computed.
+func placementDataAttributes() map[string]dschema.Attribute {
+	computed := func(desc string) dschema.StringAttribute {
+		return dschema.StringAttribute{Computed: true, Description: desc}
+	}
+	quantities := func(which string) dschema.MapAttribute {
+		return dschema.MapAttribute{Computed: true, ElementType: types.StringType, Description: which + " by resource name, as quantities."}
+	}
+	return map[string]dschema.Attribute{
+		"resources": dschema.SingleNestedAttribute{Computed: true, Description: "Requests and limits of each instance; null when none are set.",
+			Attributes: map[string]dschema.Attribute{"requests": quantities("Requests"), "limits": quantities("Limits")}},
+		"node_selector": dschema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Node labels the instances' nodes must have."},
+		"tolerations": dschema.ListNestedAttribute{Computed: true, Description: "Taints the instances tolerate.",
+			NestedObject: dschema.NestedAttributeObject{Attributes: map[string]dschema.Attribute{
+				"key": computed("Taint key."), "operator": computed("Exists or Equal."), "value": computed("Taint value."),
+				"effect":             computed("Taint effect."),
+				"toleration_seconds": dschema.Int64Attribute{Computed: true, Description: "How long a NoExecute taint is tolerated."},
+			}}},
+		"node_affinity_json":  computed("Node affinity as JSON."),
+		"priority_class_name": computed("PriorityClass of the instances."),
+		"runtime_class_name":  computed("RuntimeClass of the instances."),
 	}
 }
 
