@@ -187,15 +187,17 @@ func TestStorePatch(t *testing.T) {
 	st, _ := localtest.OpenStore(t)
 	fn := localtest.Function("ns", "f")
 	fn.Spec.MemoryMB = ptr.To[int32](256)
+	fn.Spec.TimeoutSeconds = ptr.To[int32](60)
 	if err := st.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	merge := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"memoryMB":null,"timeoutSeconds":60},"status":{"phase":"Ready"}}`))
+	merge := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"memoryMB":null,"timeoutSeconds":null},"status":{"phase":"Ready"}}`))
 	if err := st.Patch(ctx, fn, merge); err != nil {
 		t.Fatal(err)
 	}
-	// null removes memoryMB, and the CRD's default takes its place.
-	if *fn.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB || *fn.Spec.TimeoutSeconds != 60 || fn.Generation != 2 || fn.Status.Phase != "" {
+	// null removes both; the CRD's default takes timeoutSeconds' place,
+	// and memoryMB has none (the site's applies at build).
+	if fn.Spec.MemoryMB != nil || fn.Spec.TimeoutSeconds == nil || *fn.Spec.TimeoutSeconds != 30 || fn.Generation != 2 || fn.Status.Phase != "" {
 		t.Fatalf("merge patch: memory %v timeout %v generation %d phase %q", fn.Spec.MemoryMB, fn.Spec.TimeoutSeconds, fn.Generation, fn.Status.Phase)
 	}
 	jp := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/entrypoint","value":"main.x"}]`))
@@ -496,7 +498,8 @@ func TestStoreAppliesCRDDefaults(t *testing.T) {
 	if err := st.Get(ctx, client.ObjectKeyFromObject(fn), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.MemoryMB == nil || *got.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB ||
+	// memoryMB has no CRD default: the site's applies at build.
+	if got.Spec.MemoryMB != nil ||
 		got.Spec.TimeoutSeconds == nil || *got.Spec.TimeoutSeconds != slessv1alpha1.DefaultTimeoutSeconds ||
 		got.Spec.BuildTimeoutSeconds == nil || *got.Spec.BuildTimeoutSeconds != slessv1alpha1.DefaultBuildTimeoutSeconds {
 		t.Fatalf("created function reads back memory %v timeout %v build timeout %v, want the CRD defaults",
@@ -508,7 +511,7 @@ func TestStoreAppliesCRDDefaults(t *testing.T) {
 	if err := st.Update(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
-	if plain.Generation != 1 || plain.ResourceVersion != got.ResourceVersion || *plain.Spec.MemoryMB != slessv1alpha1.DefaultMemoryMB {
+	if plain.Generation != 1 || plain.ResourceVersion != got.ResourceVersion || *plain.Spec.TimeoutSeconds != slessv1alpha1.DefaultTimeoutSeconds {
 		t.Fatalf("update without the defaulted fields: generation %d, resourceVersion %s (was %s), memory %v",
 			plain.Generation, plain.ResourceVersion, got.ResourceVersion, plain.Spec.MemoryMB)
 	}
