@@ -104,10 +104,14 @@ func TestAsyncCallsClaims(t *testing.T) {
 
 	// c is claimed by a replica that dies: its lease runs out, the sweep
 	// finds it once, and another replica claims it.
-	if j, _, err := st.Claim(ctx, ref("c"), 5, 50*time.Millisecond); j == nil || err != nil {
+	// A lease long enough that a busy machine reaches the sweep within it
+	// (50 ms was not, under make test's load), short enough to wait out.
+	lease := time.Second
+	claimed := time.Now()
+	if j, _, err := st.Claim(ctx, ref("c"), 5, lease); j == nil || err != nil {
 		t.Fatalf("claim c: %v", err)
 	}
-	if refs, _ := st.Due(ctx, time.Now(), 10); len(refs) != 0 {
+	if refs, _ := st.Due(ctx, time.Now(), 10); len(refs) != 0 && time.Since(claimed) < lease {
 		t.Errorf("swept %v while c's lease holds", refs)
 	}
 	var again *async.Job
