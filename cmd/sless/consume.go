@@ -41,6 +41,12 @@ type delivery struct {
 	invoker                        *queue.Invoker
 }
 
+// consumer is d as the nats, kafka and mqtt consumers take it.
+func (d delivery) consumer() queue.Delivery {
+	return queue.Delivery{Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries,
+		Backoff: d.backoff, MaxBackoff: d.maxBackoff, Invoker: d.invoker}
+}
+
 // parseConsume reads the flags and environment of `sless consume`. The
 // broker's address (with its password) and the credential come from the
 // environment: SLESS_AMQP_URL, SLESS_BROKER_URL (nats) or
@@ -170,10 +176,9 @@ func natsFlags(fs *flag.FlagSet) brokerOptions {
 		}
 		o.nats = natsq.Config{
 			URL: natsURL, Auth: brokerAuth(getenv), Stream: *stream, Subject: *subject, Durable: *durable, DeadLetterSubject: *dls,
-			Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff,
 			// JetStream delivers a message again if no acknowledgement
 			// came within AckWait: longer than the longest call.
-			AckWait: d.timeout + ackWaitMargin, Invoker: d.invoker,
+			AckWait: d.timeout + ackWaitMargin, Delivery: d.consumer(),
 		}
 		return errs
 	}
@@ -207,8 +212,7 @@ func kafkaFlags(fs *flag.FlagSet, tf topicFlags) brokerOptions {
 		o.kafka = kafkaq.Config{
 			Brokers: brokers, Auth: brokerAuth(getenv), SASLMechanism: strings.TrimSpace(getenv(kube.EnvBrokerSASLMechanism)),
 			TLS: strings.EqualFold(tlsOn, "true"), Topic: *topic, Group: *group, DeadLetterTopic: *dlt,
-			Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff,
-			Invoker: d.invoker,
+			Delivery: d.consumer(),
 		}
 		return errs
 	}
@@ -225,8 +229,7 @@ func mqttFlags(fs *flag.FlagSet, tf topicFlags) brokerOptions {
 		}
 		o.mqtt = mqttq.Config{
 			URL: u, Auth: brokerAuth(getenv), Topic: *tf.topic, ShareGroup: *group, ClientID: *clientID, DeadLetterTopic: *tf.deadLetter,
-			Prefetch: d.prefetch, Concurrency: d.concurrency, MaxRetries: d.retries, Backoff: d.backoff, MaxBackoff: d.maxBackoff,
-			Invoker: d.invoker,
+			Delivery: d.consumer(),
 		}
 		return errs
 	}

@@ -6,37 +6,53 @@ import (
 	"time"
 )
 
-// CheckDelivery refuses what every broker's consumer refuses alike: no
-// function to call, a negative retry count.
-func CheckDelivery(invoker Caller, maxRetries int) []error {
+// Delivery are the settings the nats, kafka and mqtt consumers share,
+// embedded in each one's Config.
+type Delivery struct {
+	// Prefetch is how many messages the consumer holds unfinished (what
+	// each broker makes of it is in its Config).
+	Prefetch    int
+	Concurrency int
+	// MaxRetries is how often a failed call is made again before the
+	// message is dead-lettered.
+	MaxRetries int
+	// Backoff is the first retry's delay; it doubles each retry, up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	Invoker             Caller
+	ReconnectDelay      time.Duration
+	Logger              *slog.Logger
+}
+
+// Check refuses what every broker's consumer refuses alike: no function
+// to call, a negative retry count.
+func (d *Delivery) Check() []error {
 	var errs []error
-	if invoker == nil {
+	if d.Invoker == nil {
 		errs = append(errs, errors.New("the function's invoker is required"))
 	}
-	if maxRetries < 0 {
+	if d.MaxRetries < 0 {
 		errs = append(errs, errors.New("max retries must not be negative"))
 	}
 	return errs
 }
 
-// FillDelivery gives the delivery settings of the nats, kafka and mqtt
-// consumers' Configs their defaults: at least one message held, between
-// one call at once and prefetch, a first retry after a second and none
-// later than DefaultMaxBackoff, reconnects from half a second, slog's
+// Fill gives the settings their defaults: at least one message held,
+// between one call at once and prefetch, a first retry after a second and
+// none later than DefaultMaxBackoff, reconnects from half a second, slog's
 // default logger.
-func FillDelivery(prefetch, concurrency *int, backoff, maxBackoff, reconnect *time.Duration, logger **slog.Logger) {
-	*prefetch = max(*prefetch, 1)
-	*concurrency = min(max(*concurrency, 1), *prefetch)
-	if *backoff <= 0 {
-		*backoff = time.Second
+func (d *Delivery) Fill() {
+	d.Prefetch = max(d.Prefetch, 1)
+	d.Concurrency = min(max(d.Concurrency, 1), d.Prefetch)
+	if d.Backoff <= 0 {
+		d.Backoff = time.Second
 	}
-	if *maxBackoff <= 0 {
-		*maxBackoff = DefaultMaxBackoff
+	if d.MaxBackoff <= 0 {
+		d.MaxBackoff = DefaultMaxBackoff
 	}
-	if *reconnect <= 0 {
-		*reconnect = 500 * time.Millisecond
+	if d.ReconnectDelay <= 0 {
+		d.ReconnectDelay = 500 * time.Millisecond
 	}
-	if *logger == nil {
-		*logger = slog.Default()
+	if d.Logger == nil {
+		d.Logger = slog.Default()
 	}
 }

@@ -282,10 +282,8 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 		cfg := natsq.Config{
 			URL: r.NATS, Stream: t.Spec.NATS.Stream, Subject: t.Spec.NATS.Subject, Durable: names.NATSDurable(t),
 			DeadLetterSubject: names.NATSDeadLetterSubject(t),
-			Prefetch:          int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
-			Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
-			AckWait: time.Duration(fn.Timeout())*time.Second + ackWaitAllowance,
-			Invoker: caller, Logger: logger,
+			AckWait:           time.Duration(fn.Timeout())*time.Second + ackWaitAllowance,
+			Delivery:          delivery(d, caller, logger),
 		}
 		raw, _ := json.Marshal([]any{cfg.Stream, cfg.Subject, cfg.Durable, cfg.DeadLetterSubject, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, cfg.AckWait, t.Spec.Function})
 		c, err := natsq.New(cfg)
@@ -297,9 +295,7 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 		m := t.Spec.MQTT
 		cfg := mqttq.Config{
 			URL: r.MQTT, Topic: m.Topic, ShareGroup: m.ShareGroup, ClientID: names.MQTTClientID(t), DeadLetterTopic: names.MQTTDeadLetterTopic(t),
-			Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
-			Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
-			Invoker: caller, Logger: logger,
+			Delivery: delivery(d, caller, logger),
 		}
 		raw, _ := json.Marshal([]any{cfg.Topic, cfg.ShareGroup, cfg.ClientID, cfg.DeadLetterTopic, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
 		c, err := mqttq.New(cfg)
@@ -327,13 +323,18 @@ func (r *Runs) kafkaSource(t *slessv1alpha1.Trigger, d *slessv1alpha1.Delivery, 
 	}
 	cfg := kafkaq.Config{
 		Brokers: r.Kafka, Topic: t.Spec.Kafka.Topic, Group: names.KafkaGroup(t), DeadLetterTopic: names.KafkaDeadLetterTopic(t),
-		Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
-		Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
-		Invoker: caller, Logger: logger,
+		Delivery: delivery(d, caller, logger),
 	}
 	raw, _ := json.Marshal([]any{cfg.Topic, cfg.Group, cfg.DeadLetterTopic, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
 	c, err := kafkaq.New(cfg)
 	return c, string(raw), err
+}
+
+// delivery is a trigger's spec.delivery (defaults filled) as the
+// consumers take it.
+func delivery(d *slessv1alpha1.Delivery, caller queue.Caller, logger *slog.Logger) queue.Delivery {
+	return queue.Delivery{Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
+		Backoff: time.Duration(*d.BackoffSeconds) * time.Second, Invoker: caller, Logger: logger}
 }
 
 // ackWaitAllowance is added to the function's timeout for how long

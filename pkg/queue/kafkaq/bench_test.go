@@ -84,8 +84,8 @@ func BenchmarkConsumer(b *testing.B) {
 	runSless := func() {
 		topic := fill()
 		c, err := kafkaq.New(kafkaq.Config{Brokers: []string{k.Addr}, Topic: topic, Group: "sless-" + topic, DeadLetterTopic: topic + ".dlq",
-			Prefetch: prefetch, Concurrency: concurrency, MaxRetries: 3,
-			Invoker: &queue.Invoker{URL: fn.URL, Token: "t", Timeout: 10 * time.Second}})
+			Delivery: queue.Delivery{Prefetch: prefetch, Concurrency: concurrency, MaxRetries: 3,
+				Invoker: &queue.Invoker{URL: fn.URL, Token: "t", Timeout: 10 * time.Second}}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -45,17 +44,9 @@ type Config struct {
 	// DeadLetterTopic receives the records whose retries ran out; the
 	// consumer creates it if it is missing.
 	DeadLetterTopic string
-	// Prefetch is how many records the consumer holds unfinished.
-	Prefetch    int
-	Concurrency int
-	// MaxRetries is how often a failed record is tried again before it is
-	// dead-lettered.
-	MaxRetries int
-	// Backoff is the first retry's delay; it doubles each retry, up to MaxBackoff.
-	Backoff, MaxBackoff time.Duration
-	Invoker             queue.Caller
-	ReconnectDelay      time.Duration
-	Logger              *slog.Logger
+	// Delivery's Prefetch is how many records the consumer holds
+	// unfinished.
+	queue.Delivery
 }
 
 // ParseBrokers reads a comma-separated list of host:port seed brokers.
@@ -95,7 +86,7 @@ func (c *Config) defaults() error {
 	if c.Group == "" || c.DeadLetterTopic == "" {
 		errs = append(errs, errors.New("the consumer group and the dead-letter topic are required"))
 	}
-	errs = append(errs, queue.CheckDelivery(c.Invoker, c.MaxRetries)...)
+	errs = append(errs, c.Delivery.Check()...)
 	if _, err := c.mechanism(); err != nil {
 		errs = append(errs, err)
 	}
@@ -105,7 +96,7 @@ func (c *Config) defaults() error {
 	if len(errs) > 0 {
 		return fmt.Errorf("kafka: %w", errors.Join(errs...))
 	}
-	queue.FillDelivery(&c.Prefetch, &c.Concurrency, &c.Backoff, &c.MaxBackoff, &c.ReconnectDelay, &c.Logger)
+	c.Delivery.Fill()
 	return nil
 }
 

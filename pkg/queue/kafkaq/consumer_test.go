@@ -18,8 +18,8 @@ import (
 // config is a consumer of topic orders in group workers, calling fn.
 func config(c *kafkatest.Cluster, fn *queuetest.Function) kafkaq.Config {
 	return kafkaq.Config{Brokers: []string{c.Addr}, Topic: "orders", Group: "workers", DeadLetterTopic: "orders.dlq",
-		Prefetch: 20, Concurrency: 4, MaxRetries: 2, Backoff: 50 * time.Millisecond,
-		ReconnectDelay: 50 * time.Millisecond, Invoker: fn.Invoker()}
+		Delivery: queue.Delivery{Prefetch: 20, Concurrency: 4, MaxRetries: 2, Backoff: 50 * time.Millisecond,
+			ReconnectDelay: 50 * time.Millisecond, Invoker: fn.Invoker()}}
 }
 
 // start runs a consumer until the test ends; stop ends it and returns
@@ -218,7 +218,8 @@ func TestConfigRefusals(t *testing.T) {
 		{"bad CA", func(c *kafkaq.Config) { c.Auth.CA = []byte("not pem") }, "ca.crt holds no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := kafkaq.Config{Brokers: []string{"127.0.0.1:9092"}, Topic: "orders", Group: "g", DeadLetterTopic: "orders.dlq", Invoker: fn.Invoker()}
+			cfg := kafkaq.Config{Brokers: []string{"127.0.0.1:9092"}, Topic: "orders", Group: "g", DeadLetterTopic: "orders.dlq",
+				Delivery: queue.Delivery{Invoker: fn.Invoker()}}
 			tc.change(&cfg)
 			_, err := kafkaq.New(cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

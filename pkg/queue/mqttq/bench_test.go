@@ -83,8 +83,8 @@ func BenchmarkConsumer(b *testing.B) {
 	runSless := func() {
 		clientID, topic := fill()
 		c, err := mqttq.New(mqttq.Config{URL: broker.URL, ClientID: clientID, Topic: topic, DeadLetterTopic: "dead/" + topic,
-			Prefetch: prefetch, Concurrency: concurrency, MaxRetries: 3,
-			Invoker: &queue.Invoker{URL: fn.URL, Token: "t", Timeout: 10 * time.Second}})
+			Delivery: queue.Delivery{Prefetch: prefetch, Concurrency: concurrency, MaxRetries: 3,
+				Invoker: &queue.Invoker{URL: fn.URL, Token: "t", Timeout: 10 * time.Second}}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,18 +52,10 @@ type Config struct {
 	ShareGroup string
 	// DeadLetterTopic receives the messages whose retries ran out.
 	DeadLetterTopic string
-	// Prefetch is how many messages wait in the consumer for a call slot;
-	// the broker's own in-flight limit bounds what it sends unacknowledged.
-	Prefetch    int
-	Concurrency int
-	// MaxRetries is how often a failed call is made again before the
-	// message is dead-lettered.
-	MaxRetries int
-	// Backoff is the first retry's delay; it doubles each retry, up to MaxBackoff.
-	Backoff, MaxBackoff time.Duration
-	Invoker             queue.Caller
-	ReconnectDelay      time.Duration
-	Logger              *slog.Logger
+	// Delivery's Prefetch is how many messages wait in the consumer for a
+	// call slot; the broker's own in-flight limit bounds what it sends
+	// unacknowledged.
+	queue.Delivery
 }
 
 // Schemes are the URL schemes paho dials.
@@ -79,14 +70,14 @@ func (c *Config) defaults() error {
 	if c.ClientID == "" || c.DeadLetterTopic == "" {
 		errs = append(errs, errors.New("the client id and the dead-letter topic are required"))
 	}
-	errs = append(errs, queue.CheckDelivery(c.Invoker, c.MaxRetries)...)
+	errs = append(errs, c.Delivery.Check()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("mqtt: %w", errors.Join(errs...))
 	}
 	if _, err := c.Auth.TLSConfig(); err != nil {
 		return fmt.Errorf("mqtt: %w", err)
 	}
-	queue.FillDelivery(&c.Prefetch, &c.Concurrency, &c.Backoff, &c.MaxBackoff, &c.ReconnectDelay, &c.Logger)
+	c.Delivery.Fill()
 	return nil
 }
 

@@ -22,8 +22,8 @@ import (
 // config is a consumer of sensors/+/temp on url, calling fn.
 func config(url string, fn *queuetest.Function) mqttq.Config {
 	return mqttq.Config{URL: url, ClientID: "sless-test-worker", Topic: "sensors/+/temp", DeadLetterTopic: "dead/sensors",
-		Prefetch: 10, Concurrency: 4, MaxRetries: 2, Backoff: 50 * time.Millisecond,
-		ReconnectDelay: 50 * time.Millisecond, Invoker: fn.Invoker()}
+		Delivery: queue.Delivery{Prefetch: 10, Concurrency: 4, MaxRetries: 2, Backoff: 50 * time.Millisecond,
+			ReconnectDelay: 50 * time.Millisecond, Invoker: fn.Invoker()}}
 }
 
 func start(t *testing.T, cfg mqttq.Config) (c *mqttq.Consumer, stop func() error) {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,21 +48,13 @@ type Config struct {
 	Durable string
 	// DeadLetterSubject receives the messages whose retries ran out.
 	DeadLetterSubject string
-	// Prefetch is how many unacknowledged messages the consumer holds
-	// (the JetStream consumer's MaxAckPending).
-	Prefetch    int
-	Concurrency int
-	// MaxRetries is how often a failed message is delivered again before
-	// it is dead-lettered.
-	MaxRetries int
-	// Backoff is the first retry's delay; it doubles each retry, up to MaxBackoff.
-	Backoff, MaxBackoff time.Duration
 	// AckWait is how long JetStream waits for a message's acknowledgement
 	// before it delivers it again: longer than a call may take.
-	AckWait        time.Duration
-	Invoker        queue.Caller
-	ReconnectDelay time.Duration
-	Logger         *slog.Logger
+	AckWait time.Duration
+	// Delivery's Prefetch is how many unacknowledged messages the consumer
+	// holds (the JetStream consumer's MaxAckPending); JetStream delivers a
+	// failed message again, MaxRetries times, before it is dead-lettered.
+	queue.Delivery
 }
 
 func (c *Config) defaults() error {
@@ -75,14 +66,14 @@ func (c *Config) defaults() error {
 	if c.Durable == "" || c.DeadLetterSubject == "" {
 		errs = append(errs, errors.New("the durable consumer and the dead-letter subject are required"))
 	}
-	errs = append(errs, queue.CheckDelivery(c.Invoker, c.MaxRetries)...)
+	errs = append(errs, c.Delivery.Check()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("nats: %w", errors.Join(errs...))
 	}
 	if _, err := c.Auth.TLSConfig(); err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
-	queue.FillDelivery(&c.Prefetch, &c.Concurrency, &c.Backoff, &c.MaxBackoff, &c.ReconnectDelay, &c.Logger)
+	c.Delivery.Fill()
 	if c.AckWait <= 0 {
 		c.AckWait = 2 * time.Minute
 	}

@@ -20,8 +20,8 @@ import (
 // config is a consumer of stream ORDERS, subject orders.>, calling fn.
 func config(srv *natstest.Server, fn *queuetest.Function) natsq.Config {
 	return natsq.Config{URL: srv.URL, Stream: "ORDERS", Subject: "orders.>", Durable: "worker", DeadLetterSubject: "dlq.orders",
-		Prefetch: 10, Concurrency: 4, MaxRetries: 2, Backoff: 50 * time.Millisecond, AckWait: 10 * time.Second,
-		ReconnectDelay: 50 * time.Millisecond, Invoker: fn.Invoker()}
+		AckWait: 10 * time.Second, Delivery: queue.Delivery{Prefetch: 10, Concurrency: 4, MaxRetries: 2,
+			Backoff: 50 * time.Millisecond, ReconnectDelay: 50 * time.Millisecond, Invoker: fn.Invoker()}}
 }
 
 // start runs a consumer until the test ends; stop ends it and returns
@@ -236,7 +236,8 @@ func TestConfigRefusals(t *testing.T) {
 		{"bad CA", func(c *natsq.Config) { c.Auth.CA = []byte("not pem") }, "ca.crt holds no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := natsq.Config{URL: "nats://127.0.0.1:4222", Stream: "ORDERS", Subject: "orders.>", Durable: "w", DeadLetterSubject: "dlq.orders", Invoker: fn.Invoker()}
+			cfg := natsq.Config{URL: "nats://127.0.0.1:4222", Stream: "ORDERS", Subject: "orders.>", Durable: "w", DeadLetterSubject: "dlq.orders",
+				Delivery: queue.Delivery{Invoker: fn.Invoker()}}
 			tc.change(&cfg)
 			_, err := natsq.New(cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
