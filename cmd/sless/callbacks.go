@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
-	register("callbacks", "the key the results of asynchronous calls are signed with: callbacks key", func(ctx context.Context, args []string) error {
-		return runCallbacks(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("callbacks", "the key the results of asynchronous calls are signed with: callbacks key", runCallbacks)
 }
 
 const callbacksSynopsis = `sless callbacks key [-n NAMESPACE] [-o json|yaml]

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"time"
 
@@ -15,18 +14,10 @@ import (
 )
 
 func init() {
-	register("list", "list the functions of a namespace", func(ctx context.Context, args []string) error {
-		return runList(ctx, os.Stdout, os.Getenv, args)
-	})
-	register("describe", "show a function: spec, conditions, URL, last invocations", func(ctx context.Context, args []string) error {
-		return runDescribe(ctx, os.Stdout, os.Getenv, args)
-	})
-	register("history", "list a function's invocations, newest first", func(ctx context.Context, args []string) error {
-		return runHistory(ctx, os.Stdout, os.Getenv, args)
-	})
-	register("delete", "delete a function, or a service with --service", func(ctx context.Context, args []string) error {
-		return runDelete(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("list", "list the functions of a namespace", runList)
+	registerOut("describe", "show a function: spec, conditions, URL, last invocations", runDescribe)
+	registerOut("history", "list a function's invocations, newest first", runHistory)
+	registerOut("delete", "delete a function, or a service with --service", runDelete)
 }
 
 // common are the flags every resource command takes.

@@ -14,9 +14,7 @@ import (
 )
 
 func init() {
-	register("login", "check a server URL and token and store them for the other commands", func(ctx context.Context, args []string) error {
-		return runLogin(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("login", "check a server URL and token and store them for the other commands", runLogin)
 }
 
 const loginSynopsis = `sless login --server URL (--token T | --token-file F)

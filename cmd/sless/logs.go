@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sless-dev/sless/pkg/client"
 )
 
 func init() {
-	register("logs", "print a function's or service's output, or a build's; -f follows it", func(ctx context.Context, args []string) error {
-		return runLogs(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("logs", "print a function's or service's output, or a build's; -f follows it", runLogs)
 }
 
 const logsSynopsis = `sless logs NAME [-n NAMESPACE] [--service] [-f] [--since 10m|RFC3339] [--tail N] [--invocation ID] [--build latest|BUILD] [--timestamps]

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -40,6 +41,12 @@ var commands = map[string]command{}
 
 func register(name, summary string, run func(ctx context.Context, args []string) error) {
 	commands[name] = command{summary: summary, run: run}
+}
+
+// registerOut registers a command that prints to stdout and reads its
+// defaults from the environment (tests pass their own of both).
+func registerOut(name, summary string, run func(context.Context, io.Writer, func(string) string, []string) error) {
+	register(name, summary, func(ctx context.Context, args []string) error { return run(ctx, os.Stdout, os.Getenv, args) })
 }
 
 func init() {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -15,15 +14,9 @@ import (
 )
 
 func init() {
-	register("revisions", "list a function's or service's revisions with their share of the calls and tag URLs", func(ctx context.Context, args []string) error {
-		return runRevisions(ctx, os.Stdout, os.Getenv, args)
-	})
-	register("rollout", "send a share of the calls to the latest revision (--percent), or all of them (--promote)", func(ctx context.Context, args []string) error {
-		return runRollout(ctx, os.Stdout, os.Getenv, args)
-	})
-	register("rollback", "send every call to the previous ready revision, or to --to REV, without a build", func(ctx context.Context, args []string) error {
-		return runRollback(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("revisions", "list a function's or service's revisions with their share of the calls and tag URLs", runRevisions)
+	registerOut("rollout", "send a share of the calls to the latest revision (--percent), or all of them (--promote)", runRollout)
+	registerOut("rollback", "send every call to the previous ready revision, or to --to REV, without a build", runRollback)
 }
 
 // trafficFlags are the flags revisions, rollout and rollback share.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -16,9 +15,7 @@ import (
 )
 
 func init() {
-	register("secret", "keep secrets functions read through secretKeyRef: create, list, describe, rotate, delete", func(ctx context.Context, args []string) error {
-		return runSecret(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("secret", "keep secrets functions read through secretKeyRef: create, list, describe, rotate, delete", runSecret)
 }
 
 const secretSynopsis = `sless secret create NAME (--from-literal KEY=VALUE | --from-file KEY=PATH)... [-n NAMESPACE]

@@ -3,16 +3,13 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 
 	"github.com/sless-dev/sless/pkg/client"
 	"github.com/sless-dev/sless/pkg/printers"
 )
 
 func init() {
-	register("services", "list the services (SlessServices) of a namespace", func(ctx context.Context, args []string) error {
-		return runServices(ctx, os.Stdout, os.Getenv, args)
-	})
+	registerOut("services", "list the services (SlessServices) of a namespace", runServices)
 }
 
 const servicesSynopsis = `sless services [-n NAMESPACE] [-l SELECTOR] [-o json|yaml]
