@@ -120,30 +120,30 @@ var all = map[string]*Runtime{
 		Language:    Python,
 		Interpreter: "python3",
 		BaseImage:   "docker.io/library/python:3.12.8-slim-bookworm",
-		wrapper:     []string{"server.py", "sless_asgi.py"},
+		wrapper:     []string{"server.py", "sless_asgi.py", "sless_trace.py"},
 	},
 	NodeJS22: {
 		Name:        NodeJS22,
 		Language:    Node,
 		Interpreter: "node",
 		BaseImage:   "docker.io/library/node:22.12.0-bookworm-slim",
-		wrapper:     []string{"server.js"},
+		wrapper:     []string{"server.js", "trace.js"},
 	},
 	Go124: {
 		Name:      Go124,
 		Language:  Go,
 		BaseImage: "docker.io/library/golang:1.24.4-bookworm",
 		RunImage:  "docker.io/library/debian:12.8-slim",
-		wrapper:   []string{"sless.go", "server.go", "service.go"},
+		wrapper:   []string{"sless.go", "server.go", "service.go", "trace.go"},
 	},
 }
 
 // The wrappers, without their tests (listed file by file: embed has no
 // exclusion patterns).
 //
-//go:embed python3.12/server.py python3.12/sless_asgi.py python3.12/Dockerfile
-//go:embed nodejs22/server.js nodejs22/Dockerfile
-//go:embed go1.24/sless.go go1.24/server.go go1.24/service.go go1.24/Dockerfile
+//go:embed python3.12/server.py python3.12/sless_asgi.py python3.12/sless_trace.py python3.12/Dockerfile
+//go:embed nodejs22/server.js nodejs22/trace.js nodejs22/Dockerfile
+//go:embed go1.24/sless.go go1.24/server.go go1.24/service.go go1.24/trace.go go1.24/Dockerfile
 var embedded embed.FS
 
 // Lookup returns the runtime a name or alias stands for.
@@ -414,6 +414,11 @@ func (o LocalOptions) env(m Manifest, functionDir string) []string {
 	if m.Mode != "" {
 		// A job's SLESS_MODE, appended after, wins.
 		env = append(env, "SLESS_MODE="+m.Mode)
+	}
+	if o.FunctionName != "" {
+		// The OTLP settings pass from the caller's environment; its service
+		// name (sless dev's own) is not the function's. o.Env may name another.
+		env = append(env, "OTEL_SERVICE_NAME="+o.FunctionName)
 	}
 	return append(env, o.Env...)
 }

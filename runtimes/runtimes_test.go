@@ -120,6 +120,8 @@ func TestLocalCommandEnvironment(t *testing.T) {
 		"SLESS_DEV_TOKEN": "dev-token-of-the-platform", "SLESS_DATABASE_URL": "postgres://u:secret@db/sless",
 		"SLESS_MODE": "job", "SLESS_TIMEOUT_SECONDS": "1", "SLESS_PAYLOAD": `{"stray":true}`,
 		"HOME_FOR_TEST": "kept",
+		// sless dev's own tracing settings: the endpoint passes, its service name does not.
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SERVICE_NAME": "sless",
 	} {
 		t.Setenv(k, v)
 	}
@@ -133,6 +135,12 @@ func TestLocalCommandEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Function's own env names its service as it likes.
+	opts.Env = []string{"OTEL_SERVICE_NAME=mine"}
+	own, err := runtimes.LocalCommand(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -141,7 +149,9 @@ func TestLocalCommandEnvironment(t *testing.T) {
 		{"serve", serve.Env, map[string]string{
 			"SLESS_DEV_TOKEN": "", "SLESS_DATABASE_URL": "", "SLESS_MODE": "", "SLESS_TIMEOUT_SECONDS": "", "SLESS_PAYLOAD": "",
 			"SLESS_FUNCTION_NAME": "fn", "SLESS_REVISION": "fn-00001", "PORT": "9000", "GREETING": "hi", "HOME_FOR_TEST": "kept",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SERVICE_NAME": "fn",
 		}},
+		{"own service name", own.Env, map[string]string{"OTEL_SERVICE_NAME": "mine"}},
 		{"job", job.Env, map[string]string{
 			"SLESS_DEV_TOKEN": "", "SLESS_DATABASE_URL": "", "SLESS_TIMEOUT_SECONDS": "",
 			"SLESS_MODE": "job", "SLESS_PAYLOAD": `{"x":1}`, "GREETING": "hi", "HOME_FOR_TEST": "kept",

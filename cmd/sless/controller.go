@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -96,6 +97,7 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.apiPublicService, "api-public-service", envOr("SLESS_API_PUBLIC_SERVICE", "sless-system/sless-api-public"), "the Service of sless api's public door (its -public-listen) as namespace/name: the public load balancer Ingresses of sless's class report (empty: --api-service, for an api with one door)")
 	c.resourceFlags.register(fs)
 	fs.StringVar(&c.o.Resources.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
+	fs.StringVar(&c.o.Resources.OTLPEndpoint, "function-otlp-endpoint", os.Getenv("SLESS_FUNCTION_OTLP_ENDPOINT"), "OTLP/HTTP collector (http:// or https:// base URL) function pods send their spans to, as their OTEL_EXPORTER_OTLP_ENDPOINT; empty: functions export none")
 
 	t := &c.o.Triggers
 	fs.StringVar(&t.Image, "sless-image", os.Getenv("SLESS_IMAGE"), "the sless image (pinned by digest) cron runs and queue consumers run; its entrypoint is the sless binary")
@@ -138,6 +140,11 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 	if c.apiPublicService != "" {
 		if o.APIPublicService, err = namespacedName("--api-public-service", c.apiPublicService); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if e := o.Resources.OTLPEndpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--function-otlp-endpoint %q must be an http:// or https:// URL with a host, such as http://otel-collector.observability:4318", e))
 		}
 	}
 	if o.FunctionDomain != "" {

@@ -177,6 +177,9 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"zero maximum", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--max-resources (SLESS_MAX_RESOURCES): memory=0 must be above zero", []string{"SLESS_MAX_RESOURCES", "memory=0"}},
 		{"maximum of no resource", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-max-resources", "gpu=1"}, `--max-resources (SLESS_MAX_RESOURCES): limits[gpu]: Invalid value: "gpu": resource names are cpu, memory`, nil},
 		{"default over the maximum", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-limits", "memory=4Gi", "-max-resources", "memory=2Gi"}, "--default-limits (SLESS_DEFAULT_LIMITS): memory=4Gi is over --max-resources (SLESS_MAX_RESOURCES)'s 2Gi", nil},
+		{"OTLP endpoint without a scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-function-otlp-endpoint", "otel-collector:4318"}, `--function-otlp-endpoint "otel-collector:4318" must be an http:// or https:// URL with a host`, nil},
+		{"OTLP endpoint gRPC from the environment", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, `--function-otlp-endpoint "grpc://otel:4317" must be an http:// or https:// URL`, []string{"SLESS_FUNCTION_OTLP_ENDPOINT", "grpc://otel:4317"}},
+		{"OTLP endpoint without a host", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-function-otlp-endpoint", "http:///v1"}, `--function-otlp-endpoint "http:///v1" must be an http:// or https:// URL with a host`, nil},
 		{"env value refused by the checks", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--concurrency must be at least 1", []string{"SLESS_CONCURRENCY", "0"}},
 	}
 	for _, tc := range tests {
@@ -214,5 +217,32 @@ func TestControllerResourceSettings(t *testing.T) {
 	}
 	if len(o.Limits.Max) != 1 || o.Limits.Max[0].Name != "memory" || o.Limits.Max[0].Value != "2Gi" {
 		t.Errorf("maximums %+v, want memory=2Gi from SLESS_MAX_RESOURCES", o.Limits.Max)
+	}
+}
+
+// The site's OTLP endpoint reaches the builders' configuration, from the
+// flag or its variable.
+func TestControllerFunctionOTLPEndpoint(t *testing.T) {
+	t.Setenv("SLESS_FUNCTION_OTLP_ENDPOINT", "http://otel-collector.observability:4318")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "http://otel-collector.observability:4318"},
+		{[]string{"-function-otlp-endpoint", "https://otlp.example.com"}, "https://otlp.example.com"},
+	} {
+		fs := newFlags("controller", "")
+		var c controllerFlags
+		c.register(fs)
+		if err := parseFlags(fs, append([]string{"-s3-endpoint", "http://s3", "-registry", "r"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		o, err := c.options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Resources.OTLPEndpoint != tc.want {
+			t.Errorf("%v: OTLPEndpoint %q, want %q", tc.args, o.Resources.OTLPEndpoint, tc.want)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func goldenInput() Input {
 // goldenDigest is the digest of goldenInput's context. It changes only when
 // the context format, the Python wrapper or the generated Dockerfile change:
 // then check the diff is intended and update it here.
-const goldenDigest = "sha256:2e1c0dae3131aae6b4457e8b939eaa1060b5b2902f9b54dd937c442c5fdb01e5"
+const goldenDigest = "sha256:dbcbcdc3a8f067b073f9b42c574a0aca98893f8101bfe4790bbcfafeed8dc2c9"
 
 func TestBuildContextGoldenDigest(t *testing.T) {
 	c, err := BuildContext(goldenInput())
@@ -449,7 +449,9 @@ func TestBuildContextReusesCompressor(t *testing.T) {
 			}
 		}
 	})
-	if per := res.AllocedBytesPerOp(); per > 256<<10 {
-		t.Errorf("a small context allocates %d bytes, want under 256 KiB", per)
+	// The context's own bytes (the wrappers: about 95 KiB of Python) stay
+	// under this; a fresh compressor's state alone would pass it.
+	if per := res.AllocedBytesPerOp(); per > 384<<10 {
+		t.Errorf("a small context allocates %d bytes, want under 384 KiB", per)
 	}
 }

@@ -152,13 +152,20 @@ func Start[E, T any](h func(context.Context, E) (T, error)) {
 func run(main func(cfg config) int) {
 	cfg := configFromEnv(os.Getenv)
 	flush := captureOutput()
+	if cfg.mode != "job" {
+		activeTracer = tracerFromEnv(os.Getenv, cfg)
+	}
 	if cfg.functionDir != "" {
 		_ = os.Chdir(cfg.functionDir)
 	}
 	code := main(cfg)
+	activeTracer.shutdown(5 * time.Second)
 	flush()
 	os.Exit(code)
 }
+
+// activeTracer exports the calls' spans; nil when tracing is off.
+var activeTracer *tracer
 
 // exitCode logs a server's failure and is the process's exit status.
 func exitCode(err error) int {
@@ -237,18 +244,25 @@ func call(ctx context.Context, h handler, ev *Event) (outcome, bool) {
 	}
 }
 
-func (c config) invocation(parent context.Context, requestID string) (context.Context, context.CancelFunc) {
+func (c config) invocation(parent context.Context, requestID string, sp *span) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(c.timeout)
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	return context.WithValue(ctx, contextKey{}, c.context(requestID, deadline, sp)), cancel
+}
+
+func (c config) context(requestID string, deadline time.Time, sp *span) *Context {
 	ictx := &Context{
 		FunctionName: c.functionName,
 		Namespace:    c.namespace,
 		Revision:     c.revision,
 		RequestID:    requestID,
 		Deadline:     deadline,
-		logger:       baseLogger.With("requestId", requestID),
+		logger:       baseLogger.With(append([]any{"requestId", requestID}, sp.logAttrs()...)...),
 	}
-	ctx, cancel := context.WithDeadline(parent, deadline)
-	return context.WithValue(ctx, contextKey{}, ictx), cancel
+	if sp != nil {
+		ictx.TraceID, ictx.SpanID, ictx.TraceParent = sp.traceID, sp.spanID, sp.traceparent()
+	}
+	return ictx
 }
 
 // server is the HTTP side of the wrapper.
@@ -268,12 +282,46 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	status := s.handle(w, r, requestID)
-	baseLogger.Info("request", "requestId", requestID, "method", r.Method, "path", requestPath(r),
-		"status", status, "durationMs", float64(time.Since(start).Microseconds())/1000)
+	sp := s.startSpan(r, requestID)
+	status := s.handle(w, r, requestID, sp)
+	baseLogger.Info("request", append([]any{"requestId", requestID, "method", r.Method, "path", requestPath(r),
+		"status", status, "durationMs", float64(time.Since(start).Microseconds()) / 1000}, sp.logAttrs()...)...)
+	endSpan(sp, status)
 }
 
-func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string) int {
+// startSpan opens the span of one call (nil when tracing is off), named for
+// the function as OpenTelemetry's FaaS conventions have it.
+func (s *server) startSpan(r *http.Request, requestID string) *span {
+	if activeTracer == nil {
+		return nil
+	}
+	name := s.cfg.functionName
+	if name == "" {
+		name = "handler"
+	}
+	sp, cold := activeTracer.start(name, r.Header.Get("Traceparent"), r.Header.Get("Tracestate"))
+	sp.set("faas.trigger", "http")
+	sp.set("faas.invocation_id", requestID)
+	sp.set("faas.coldstart", cold)
+	sp.set("http.request.method", r.Method)
+	sp.set("url.path", requestPath(r))
+	return sp
+}
+
+// endSpan records the answer's status and ends the span; a 5xx without a
+// failure of its own is an error of that status.
+func endSpan(sp *span, status int) {
+	if sp == nil {
+		return
+	}
+	sp.set("http.response.status_code", status)
+	if status >= 500 && sp.status.Code == 0 {
+		sp.fail("Error", "HTTP "+strconv.Itoa(status))
+	}
+	sp.end()
+}
+
+func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string, sp *span) int {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeJSON(w, 400, newErrorBody("BadRequest", "cannot read the request body: "+err.Error(), requestID))
@@ -307,15 +355,17 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 			return 400
 		}
 	}
-	ctx, cancel := s.cfg.invocation(r.Context(), requestID)
+	ctx, cancel := s.cfg.invocation(r.Context(), requestID, sp)
 	defer cancel()
 	out, ok := call(ctx, s.h, ev)
 	if !ok {
 		if r.Context().Err() != nil {
 			return 499 // the client went away; nobody to answer
 		}
-		baseLogger.Error("function timed out", "requestId", requestID, "timeoutSeconds", s.cfg.timeout.Seconds())
-		writeJSON(w, 504, newErrorBody("Timeout", fmt.Sprintf("function exceeded its timeout of %gs", s.cfg.timeout.Seconds()), requestID))
+		msg := fmt.Sprintf("function exceeded its timeout of %gs", s.cfg.timeout.Seconds())
+		sp.fail("Timeout", msg)
+		baseLogger.Error("function timed out", append([]any{"requestId", requestID, "timeoutSeconds", s.cfg.timeout.Seconds()}, sp.logAttrs()...)...)
+		writeJSON(w, 504, newErrorBody("Timeout", msg, requestID))
 		return 504
 	}
 	if out.err != nil {
@@ -324,13 +374,17 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 			typ = "Panic"
 		}
 		status := errorStatus(out.err)
-		logFunctionError(requestID, typ, out)
+		if status >= 500 {
+			sp.fail(typ, out.err.Error())
+		}
+		logFunctionError(requestID, typ, out, sp.logAttrs()...)
 		writeJSON(w, status, newErrorBody(typ, out.err.Error(), requestID))
 		return status
 	}
 	enc, err := recoverTo(func() (encoded, error) { return encodeResult(out.value) })
 	if err != nil {
-		logBadResult(requestID, err)
+		sp.fail("BadResult", "cannot encode the function's result: "+err.Error())
+		logBadResult(requestID, err, sp.logAttrs()...)
 		writeJSON(w, 500, newErrorBody("BadResult", "cannot encode the function's result: "+err.Error(), requestID))
 		return 500
 	}
@@ -350,12 +404,13 @@ func (s *server) handle(w http.ResponseWriter, r *http.Request, requestID string
 	return enc.status
 }
 
-func logFunctionError(requestID, typ string, out outcome) {
+func logFunctionError(requestID, typ string, out outcome, extra ...any) {
 	stack := out.stack
 	if stack == "" {
 		stack = fmt.Sprintf("%+v", out.err)
 	}
-	baseLogger.Error(fmt.Sprintf("function returned %s: %v", typ, out.err), "requestId", requestID, "errorType", typ, "stack", stack)
+	baseLogger.Error(fmt.Sprintf("function returned %s: %v", typ, out.err),
+		append([]any{"requestId", requestID, "errorType", typ, "stack", stack}, extra...)...)
 }
 
 // requestPath is the path as the client sent it, escapes and all, as the
@@ -547,9 +602,9 @@ func recoverTo[T any](encode func() (T, error)) (v T, err error) {
 
 // logBadResult logs a result the wrapper cannot send as the other wrappers
 // do: one error line whose errorType is the answer's type.
-func logBadResult(requestID string, err error) {
-	baseLogger.Error("cannot encode the function's result: "+err.Error(), "requestId", requestID,
-		"errorType", "BadResult", "stack", err.Error())
+func logBadResult(requestID string, err error, extra ...any) {
+	baseLogger.Error("cannot encode the function's result: "+err.Error(), append([]any{"requestId", requestID,
+		"errorType", "BadResult", "stack", err.Error()}, extra...)...)
 }
 
 // jsonProblem says why b is not a JSON text, or "" when it is one.
@@ -586,7 +641,7 @@ func runJob(cfg config, h handler) int {
 		Headers: map[string]string{"content-type": "application/json"},
 		Body:    []byte(payload),
 	}
-	ctx, cancel := cfg.invocation(context.Background(), requestID)
+	ctx, cancel := cfg.invocation(context.Background(), requestID, nil)
 	defer cancel()
 	out, ok := call(ctx, h, ev)
 	if !ok {

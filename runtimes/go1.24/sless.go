@@ -157,7 +157,10 @@ type Context struct {
 	RequestID    string
 	// Deadline is when the wrapper answers 504; ctx.Done() closes then too.
 	Deadline time.Time
-	logger   *slog.Logger
+	// TraceID and SpanID name the call's span ("" when tracing is off);
+	// TraceParent is its W3C traceparent, for calls the handler makes.
+	TraceID, SpanID, TraceParent string
+	logger                       *slog.Logger
 }
 
 type contextKey struct{}
@@ -177,7 +180,8 @@ func Remaining(ctx context.Context) time.Duration {
 	return max(0, time.Until(d))
 }
 
-// Logger returns a structured logger whose lines carry the request id.
+// Logger returns a structured logger whose lines carry the request id (and
+// the trace and span ids when tracing is on).
 func Logger(ctx context.Context) *slog.Logger {
 	if c := FromContext(ctx); c != nil && c.logger != nil {
 		return c.logger

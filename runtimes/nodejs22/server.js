@@ -14,6 +14,7 @@ const util = require('node:util');
 const crypto = require('node:crypto');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { pathToFileURL } = require('node:url');
+const trace = require('./trace.js');
 
 const HEALTH_PATH = '/_sless/health';
 const MAX_HEADER_BYTES = 1 << 20;
@@ -24,7 +25,10 @@ const REFUSALS = {
   HPE_CHUNK_EXTENSIONS_OVERFLOW: '413 Payload Too Large',
   ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
 };
+// The call code runs for: {requestId, span} (span null when tracing is off).
 const requestStore = new AsyncLocalStorage();
+// The OTLP exporter (trace.js), null when tracing is off.
+let tracer = null;
 
 function config(env) {
   return {
@@ -44,10 +48,17 @@ function config(env) {
 
 const stdoutWrite = process.stdout.write.bind(process.stdout);
 
-function log(level, msg, fields = {}, requestId) {
+// log writes one JSON line. call is the call it belongs to ({requestId,
+// span}, or a bare request id); undefined means the current one, null none.
+function log(level, msg, fields = {}, call) {
   const rec = { time: new Date().toISOString(), level, msg };
-  const rid = requestId !== undefined ? requestId : requestStore.getStore();
+  const c = call !== undefined ? call : requestStore.getStore();
+  const rid = typeof c === 'string' ? c : c && c.requestId;
   if (rid) rec.requestId = rid;
+  if (c && c.span) {
+    rec.traceId = c.span.traceId;
+    rec.spanId = c.span.spanId;
+  }
   Object.assign(rec, fields);
   stdoutWrite(JSON.stringify(rec) + '\n');
 }
@@ -68,7 +79,7 @@ function captureConsole() {
 // glue itself to the front of the next JSON line, the wrapper's request line
 // included. Unterminated text waits, per call, for its newline or the end of
 // the call (flushOutput).
-const pendingOutput = new Map(); // level + '\0' + request id -> text without its newline yet
+const pendingOutput = new Map(); // level + '\0' + request id -> {text without its newline yet, call}
 
 function captureStreams() {
   for (const [stream, level] of [[process.stdout, 'info'], [process.stderr, 'error']]) {
@@ -80,13 +91,13 @@ function captureStreams() {
       } else {
         text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8');
       }
-      const rid = requestStore.getStore() || '';
-      const key = `${level}\0${rid}`;
-      const lines = ((pendingOutput.get(key) || '') + text).split('\n');
+      const call = requestStore.getStore() || null;
+      const key = `${level}\0${(call && call.requestId) || ''}`;
+      const lines = (((pendingOutput.get(key) || {}).text || '') + text).split('\n');
       const rest = lines.pop();
-      if (rest) pendingOutput.set(key, rest);
+      if (rest) pendingOutput.set(key, { text: rest, call });
       else pendingOutput.delete(key);
-      for (const line of lines) log(level, line, { source: 'function' }, rid || undefined);
+      for (const line of lines) log(level, line, { source: 'function' }, call);
       if (cb) process.nextTick(cb);
       return true;
     };
@@ -101,12 +112,18 @@ function flushOutput(requestId) {
     const rest = pendingOutput.get(key);
     if (rest === undefined) continue;
     pendingOutput.delete(key);
-    log(level, rest, { source: 'function' }, requestId || undefined);
+    log(level, rest.text, { source: 'function' }, rest.call);
   }
 }
 
 function flushAllOutput() {
   for (const key of [...pendingOutput.keys()]) flushOutput(key.slice(key.indexOf('\0') + 1));
+}
+
+// exit ends the process once the queued spans are sent (or 5 s passed).
+function exit(code) {
+  if (!tracer) process.exit(code);
+  tracer.shutdown().then(() => process.exit(code));
 }
 
 async function loadHandler(cfg) {
@@ -156,14 +173,22 @@ async function loadApp(cfg) {
 // path, streamed both ways, upgrades passed to an http.Server's listeners.
 function serveService(cfg, app) {
   const target = app instanceof http.Server ? app : null;
+  let cold = true;
   const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
     if (req.method === 'GET' && req.url.split('?')[0] === HEALTH_PATH) {
       res.writeHead(200, { 'Content-Type': 'application/json' });
       res.end('{"status":"ok"}');
       return;
     }
-    if (target) target.emit('request', req, res);
-    else app(req, res);
+    const pass = () => (target ? target.emit('request', req, res) : app(req, res));
+    if (!tracer) return pass();
+    // As OpenTelemetry's HTTP conventions name a server span whose route is unknown: its method.
+    const span = tracer.start(req.method, req.headers.traceparent, req.headers.tracestate, {
+      'faas.coldstart': cold, 'http.request.method': req.method, 'url.path': req.url.split('?')[0],
+    });
+    cold = false;
+    res.once('close', () => endSpan(span, res.statusCode || 500));
+    requestStore.run({ requestId: req.headers['x-request-id'], span }, pass);
   });
   server.on('upgrade', (req, socket, head) => {
     if (target && target.listenerCount('upgrade') > 0) target.emit('upgrade', req, socket, head);
@@ -176,7 +201,7 @@ function serveService(cfg, app) {
     server.close(() => {
       log('info', 'stopped');
       flushAllOutput();
-      process.exit(0);
+      exit(0);
     });
     server.closeIdleConnections();
   };
@@ -260,12 +285,17 @@ function makeEvent(req, body) {
   return event;
 }
 
-function makeContext(cfg, requestId, deadlineMs) {
+function makeContext(cfg, requestId, deadlineMs, span) {
   return {
     functionName: cfg.functionName,
     namespace: cfg.namespace,
     revision: cfg.revision,
     requestId,
+    // The call's span ('' when tracing is off); traceparent goes on calls
+    // the handler makes, so they join the trace.
+    traceId: span ? span.traceId : '',
+    spanId: span ? span.spanId : '',
+    traceparent: span ? span.traceparent : '',
     deadlineMs,
     remainingMs() {
       return Math.max(0, deadlineMs - Date.now());
@@ -430,9 +460,9 @@ const TIMED_OUT = Symbol('timed out');
 
 // Calls the handler under its request id and races it against the deadline.
 // A handler cannot be stopped; past the deadline its result is dropped.
-function invoke(fn, event, ctx, timeoutMs) {
+function invoke(fn, event, ctx, timeoutMs, who = { requestId: ctx.requestId, span: null }) {
   let timer;
-  const call = requestStore.run(ctx.requestId, () => {
+  const call = requestStore.run(who, () => {
     try {
       return Promise.resolve(fn(event, ctx));
     } catch (e) {
@@ -482,6 +512,8 @@ function serve(cfg, fn) {
     inFlight++;
     const start = process.hrtime.bigint();
     let status = 500;
+    let failure = null; // [type, message] of what went wrong, for the span
+    const call = { requestId, span: startSpan(cfg, req, requestId) };
     try {
       const body = await readBody(req);
       const deadlineMs = Date.now() + cfg.timeoutMs;
@@ -496,15 +528,17 @@ function serve(cfg, fn) {
       }
       let result;
       try {
-        result = await invoke(fn, event, makeContext(cfg, requestId, deadlineMs), cfg.timeoutMs);
+        result = await invoke(fn, event, makeContext(cfg, requestId, deadlineMs, call.span), cfg.timeoutMs, call);
       } catch (e) {
-        log('error', `function threw ${errorType(e)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack }, requestId);
+        failure = [errorType(e), errorMessage(e)];
+        log('error', `function threw ${errorType(e)}: ${errorMessage(e)}`, { errorType: errorType(e), stack: e && e.stack }, call);
         sendJSON(500, errorBody(errorType(e), errorMessage(e), requestId));
         return;
       }
       if (result === TIMED_OUT) {
         status = 504;
-        log('error', 'function timed out', { timeoutSeconds: cfg.timeoutMs / 1000 }, requestId);
+        failure = ['Timeout', `function exceeded its timeout of ${cfg.timeoutMs / 1000}s`];
+        log('error', 'function timed out', { timeoutSeconds: cfg.timeoutMs / 1000 }, call);
         sendJSON(504, errorBody('Timeout', `function exceeded its timeout of ${cfg.timeoutMs / 1000}s`, requestId));
         return;
       }
@@ -512,19 +546,22 @@ function serve(cfg, fn) {
       try {
         out = encodeResult(result);
       } catch (e) {
-        log('error', `cannot encode the function's result: ${e.message}`, { errorType: 'BadResult', stack: e.stack }, requestId);
+        failure = ['BadResult', `cannot encode the function's result: ${e.message}`];
+        log('error', `cannot encode the function's result: ${e.message}`, { errorType: 'BadResult', stack: e.stack }, call);
         sendJSON(500, errorBody('BadResult', `cannot encode the function's result: ${e.message}`, requestId));
         return;
       }
       status = out.status;
       send(out.status, out.headers, out.body);
     } catch (e) {
-      log('error', `wrapper error: ${errorMessage(e)}`, { stack: e && e.stack }, requestId);
+      failure = ['InternalError', errorMessage(e)];
+      log('error', `wrapper error: ${errorMessage(e)}`, { stack: e && e.stack }, call);
       sendJSON(500, errorBody('InternalError', errorMessage(e), requestId));
     } finally {
       flushOutput(requestId);
       const durationMs = Number(process.hrtime.bigint() - start) / 1e6;
-      log('info', 'request', { method: req.method, path: req.url.split('?')[0], status, durationMs: Math.round(durationMs * 1000) / 1000 }, requestId);
+      log('info', 'request', { method: req.method, path: req.url.split('?')[0], status, durationMs: Math.round(durationMs * 1000) / 1000 }, call);
+      endSpan(call.span, status, failure);
       inFlight--;
       if (inFlight === 0 && onIdle) onIdle();
     }
@@ -563,7 +600,7 @@ function serve(cfg, fn) {
     const finish = () => {
       flushAllOutput();
       log('info', 'stopped');
-      process.exit(0);
+      exit(0);
     };
     if (inFlight === 0) return finish();
     onIdle = finish;
@@ -578,6 +615,47 @@ function serve(cfg, fn) {
   server.listen(cfg.port, cfg.host, () => {
     log('info', 'listening', { port: server.address().port, entrypoint: cfg.entrypoint });
   });
+}
+
+let coldCall = true;
+
+// startSpan opens the span of one call (null when tracing is off), named for
+// the function as OpenTelemetry's FaaS conventions have it.
+function startSpan(cfg, req, requestId) {
+  if (!tracer) return null;
+  const cold = coldCall;
+  coldCall = false;
+  return tracer.start(cfg.functionName || cfg.entrypoint, req.headers.traceparent, req.headers.tracestate, {
+    'faas.trigger': 'http',
+    'faas.invocation_id': requestId,
+    'faas.coldstart': cold,
+    'http.request.method': req.method,
+    'url.path': req.url.split('?')[0],
+  });
+}
+
+function endSpan(span, status, failure) {
+  if (!span) return;
+  span.set('http.response.status_code', status);
+  if (status >= 500) {
+    const [type, message] = failure || ['Error', `HTTP ${status}`];
+    span.set('error.type', type);
+    span.fail(message);
+  }
+  span.end();
+}
+
+// resource is what the spans' resource says of this process; the OTEL_*
+// variables add to it and win.
+function resource(cfg) {
+  const res = {};
+  if (cfg.functionName) {
+    res['service.name'] = cfg.functionName;
+    res['faas.name'] = cfg.functionName;
+  }
+  if (cfg.revision) res['faas.version'] = cfg.revision;
+  if (cfg.namespace) res['service.namespace'] = cfg.namespace;
+  return res;
 }
 
 async function runJob(cfg, fn) {
@@ -635,6 +713,7 @@ async function main() {
   const cfg = config(process.env);
   captureConsole();
   captureStreams();
+  if (cfg.mode !== 'job') tracer = trace.fromEnv(process.env, resource(cfg), log);
   try {
     process.chdir(cfg.functionDir);
   } catch {

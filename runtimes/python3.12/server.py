@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, urlsplit
 # Imported before the function's folders go on sys.path: a module of the
 # function's own of the same name cannot stand in for it.
 import sless_asgi
+import sless_trace
 
 HEALTH_PATH = "/_sless/health"
 
@@ -54,6 +55,8 @@ http.client._MAXLINE = MAX_HEADER_BYTES
 _real_stdout = sys.stdout
 _write_lock = threading.Lock()
 _local = threading.local()
+# The OTLP exporter (sless_trace.Tracer), None when tracing is off.
+TRACER = None
 
 
 def _now_iso():
@@ -66,6 +69,10 @@ def log(level, msg, request_id=None, **fields):
     rid = request_id if request_id is not None else getattr(_local, "request_id", None) or sless_asgi.request_id.get()
     if rid:
         rec["requestId"] = rid
+    span = getattr(_local, "span", None) or sless_asgi.current_span.get()
+    if span is not None:
+        rec["traceId"] = span.trace_id
+        rec["spanId"] = span.span_id
     rec.update(fields)
     line = json.dumps(rec, default=str, ensure_ascii=False)
     with _write_lock:
@@ -167,12 +174,17 @@ class Config:
 class Context:
     """What a handler knows about its invocation."""
 
-    def __init__(self, cfg, request_id, deadline_ms):
+    def __init__(self, cfg, request_id, deadline_ms, span=None):
         self.function_name = cfg.function_name
         self.namespace = cfg.namespace
         self.revision = cfg.revision
         self.request_id = request_id
         self.deadline_ms = deadline_ms
+        # The call's span: "" when tracing is off. traceparent goes on calls
+        # the handler makes, so they join the trace.
+        self.trace_id = span.trace_id if span else ""
+        self.span_id = span.span_id if span else ""
+        self.traceparent = span.traceparent if span else ""
 
     def remaining_ms(self):
         """Milliseconds left before the wrapper answers 504."""
@@ -459,16 +471,17 @@ class Invocation:
     """One handler call on its own thread, so the caller can stop waiting at
     the deadline while a handler that cannot be interrupted runs on."""
 
-    def __init__(self, fn, event, ctx):
+    def __init__(self, fn, event, ctx, span=None):
         self.done = threading.Event()
         self.result = None
         self.error = None
         self.trace = None
-        self._thread = threading.Thread(target=self._run, args=(fn, event, ctx), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(fn, event, ctx, span), daemon=True,
                                         name="sless-handler-" + ctx.request_id)
 
-    def _run(self, fn, event, ctx):
+    def _run(self, fn, event, ctx, span):
         _local.request_id = ctx.request_id
+        _local.span = span
         try:
             self.result = call_handler(fn, event, ctx)
         except BaseException as e:  # a handler's SystemExit must not end the server either
@@ -495,6 +508,7 @@ class Server(ThreadingHTTPServer):
         self.draining = False
         self.in_flight = 0
         self.idle = threading.Condition()
+        self.cold = True  # no call served yet: the span of the first says faas.coldstart
         super().__init__((cfg.host, cfg.port), RequestHandler)
 
     def enter(self):
@@ -653,6 +667,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         server.enter()
         start = time.monotonic()
         status = 500
+        failure = None  # what went wrong, for the span's status
+        span = _local.span = start_span(cfg, self.headers.get("traceparent"), self.headers.get("tracestate"),
+                                        request_id, self.command, self.path, server)
         try:
             body = self._read_body()
             deadline_ms = int(time.time() * 1000 + cfg.timeout * 1000)
@@ -662,14 +679,16 @@ class RequestHandler(BaseHTTPRequestHandler):
                 status = e.status
                 self._send_json(status, error_body(e.type, str(e), request_id), request_id)
                 return
-            inv = Invocation(server.fn, event, Context(cfg, request_id, deadline_ms))
+            inv = Invocation(server.fn, event, Context(cfg, request_id, deadline_ms, span), span)
             if not inv.run(cfg.timeout):
                 status = 504
+                failure = ("Timeout", "function exceeded its timeout of %gs" % cfg.timeout)
                 log("error", "function timed out", request_id, timeoutSeconds=cfg.timeout)
                 self._send_json(504, error_body("Timeout", "function exceeded its timeout of %gs" % cfg.timeout,
                                                 request_id), request_id)
                 return
             if inv.error is not None:
+                failure = (type(inv.error).__name__, str(inv.error))
                 log("error", "function raised %s: %s" % (type(inv.error).__name__, inv.error), request_id,
                     errorType=type(inv.error).__name__, stack=inv.trace)
                 self._send_json(500, error_body(type(inv.error).__name__, str(inv.error), request_id), request_id)
@@ -678,6 +697,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 status, headers, data = encode_result(inv.result)
             except Exception as e:
                 status = 500
+                failure = ("BadResult", "cannot encode the function's result: %s" % e)
                 log("error", "cannot encode the function's result: %s" % e, request_id,
                     errorType="BadResult", stack=traceback.format_exc())
                 self._send_json(500, error_body("BadResult", "cannot encode the function's result: %s" % e,
@@ -687,6 +707,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         finally:
             log("info", "request", request_id, method=self.command, path=self.path.split("?", 1)[0],
                 status=status, durationMs=round((time.monotonic() - start) * 1000, 3))
+            _local.span = None
+            end_span(span, status, failure)
             server.leave()
 
     def __getattr__(self, name):
@@ -694,6 +716,32 @@ class RequestHandler(BaseHTTPRequestHandler):
         if name.startswith("do_"):
             return self._handle
         raise AttributeError(name)
+
+
+def start_span(cfg, traceparent, tracestate, request_id, method, target, server):
+    """The span of one call (None when tracing is off), named for the
+    function as OpenTelemetry's FaaS conventions have it."""
+    if TRACER is None:
+        return None
+    cold, server.cold = server.cold, False
+    return TRACER.start(cfg.function_name or cfg.entrypoint, traceparent, tracestate, {
+        "faas.trigger": "http",
+        "faas.invocation_id": request_id,
+        "faas.coldstart": cold,
+        "http.request.method": method,
+        "url.path": target.split("?", 1)[0],
+    })
+
+
+def end_span(span, status, failure=None):
+    if span is None:
+        return
+    span.set("http.response.status_code", status)
+    if status >= 500:
+        error_type, message = failure or ("Error", "HTTP %d" % status)
+        span.set("error.type", error_type)
+        span.fail(message)
+    span.end()
 
 
 def run_job(cfg, fn):
@@ -764,6 +812,72 @@ def with_health(app):
     return wrapped
 
 
+def with_trace(app):
+    """The WSGI app with a span around each request, ended when the server
+    closes the response (after its last chunk went out)."""
+    if TRACER is None:
+        return app
+    cold = [True]
+
+    def traced(environ, start_response):
+        first, cold[0] = cold[0], False
+        span = _local.span = service_span(environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/"),
+                                          environ.get("HTTP_TRACEPARENT"), environ.get("HTTP_TRACESTATE"), first)
+        status = [500]
+
+        def start(status_line, headers, exc_info=None):
+            try:
+                status[0] = int(status_line.split(" ", 1)[0])
+            except ValueError:
+                pass
+            return start_response(status_line, headers, exc_info)
+
+        try:
+            result = app(environ, start)
+        except BaseException as e:
+            _local.span = None
+            end_span(span, 500, (type(e).__name__, str(e)))
+            raise
+        return _TracedBody(result, span, status)
+
+    return traced
+
+
+class _TracedBody:
+    """A WSGI response whose close() also ends the request's span."""
+
+    def __init__(self, body, span, status):
+        self._body = body
+        self._span = span
+        self._status = status
+
+    def __iter__(self):
+        return iter(self._body)
+
+    def __len__(self):
+        # wsgiref sets Content-Length for a one-item list; a TypeError here
+        # (an iterator has no length) tells it there is none, as before.
+        return len(self._body)
+
+    def close(self):
+        try:
+            if hasattr(self._body, "close"):
+                self._body.close()
+        finally:
+            _local.span = None
+            end_span(self._span, self._status[0])
+
+
+def service_span(method, path, traceparent, tracestate, cold):
+    """The span of one request to a service's app, named for its method as
+    OpenTelemetry's HTTP conventions have it when the route is unknown."""
+    return TRACER.start(method, traceparent, tracestate, {
+        "faas.coldstart": cold,
+        "http.request.method": method,
+        "url.path": path,
+    })
+
+
 def app_interface(cfg, app):
     """"asgi" or "wsgi": PYTHON_APP_INTERFACE when set, else ASGI for an
     async callable (sless_asgi.is_asgi) and WSGI for any other."""
@@ -788,10 +902,12 @@ def serve_service(cfg, app):
     if interface == "asgi":
         code = sless_asgi.serve(app, cfg.host, cfg.port, log, HEALTH_PATH, cfg.timeout,
                                 lambda port: log("info", "listening", port=port, entrypoint=cfg.entrypoint,
-                                                 mode="service", interface="asgi"))
+                                                 mode="service", interface="asgi"),
+                                span=service_span if TRACER is not None else None, end_span=end_span)
         log("info", "stopped", exitCode=code)
         return code
-    server = make_server(cfg.host, cfg.port, with_health(app), server_class=ServiceServer, handler_class=_ServiceHandler)
+    server = make_server(cfg.host, cfg.port, with_health(with_trace(app)), server_class=ServiceServer,
+                         handler_class=_ServiceHandler)
     stop = threading.Event()
 
     def on_term(signum, frame):
@@ -834,9 +950,12 @@ def serve(cfg, fn):
 
 
 def main():
+    global TRACER
     cfg = Config(os.environ)
     sys.stdout = _LineLogger("info", sys.__stdout__)
     sys.stderr = _LineLogger("error", sys.__stderr__)
+    if cfg.mode != "job":
+        TRACER = sless_trace.from_env(os.environ, resource(cfg), log)
     try:
         os.chdir(cfg.function_dir)
     except OSError:
@@ -856,8 +975,20 @@ def main():
     return serve(cfg, fn)
 
 
+def resource(cfg):
+    """What the spans' resource says of this process; the OTEL_* variables
+    add to it and win."""
+    attrs = {"faas.name": cfg.function_name, "faas.version": cfg.revision, "service.namespace": cfg.namespace}
+    attrs = {k: v for k, v in attrs.items() if v}
+    if cfg.function_name:
+        attrs["service.name"] = cfg.function_name
+    return attrs
+
+
 if __name__ == "__main__":
     code = main()
+    if TRACER is not None:
+        TRACER.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: handler threads still running past their deadline must not hold the exit.

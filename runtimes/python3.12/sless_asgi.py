@@ -26,6 +26,8 @@ from urllib.parse import unquote
 # The request id of the request a task serves: server.py's log lines (and
 # what the app prints) carry it, as threads carry theirs in function mode.
 request_id = contextvars.ContextVar("sless_request_id", default=None)
+# The span of that request (sless_trace.Span), when tracing is on.
+current_span = contextvars.ContextVar("sless_span", default=None)
 
 # The request line and headers together, as in the other wrappers: 431 past it.
 MAX_HEAD_BYTES = 1 << 20
@@ -356,12 +358,32 @@ class _Connection(asyncio.Protocol):
                 scope["type"] = "websocket"
                 scope["scheme"] = "ws"
                 del scope["method"]
-                await _WebSocket(self, scope, version).run()
+                await self._traced(_WebSocket(self, scope, version), method, headers)
                 return False
             scope["type"] = "http"
-            return await _HTTPExchange(self, scope, version).run()
+            return await self._traced(_HTTPExchange(self, scope, version), method, headers)
         finally:
             request_id.reset(token)
+
+    async def _traced(self, exchange, method, headers):
+        """Runs an exchange under a span of its own when tracing is on."""
+        server = self.server
+        if server.span is None:
+            return await exchange.run()
+        cold, server.cold = server.cold, False
+        header = dict((k, v.decode("latin-1")) for k, v in headers if k in (b"traceparent", b"tracestate"))
+        span = server.span(method, exchange.scope["path"], header.get(b"traceparent"), header.get(b"tracestate"), cold)
+        token = current_span.set(span)
+        try:
+            return await exchange.run()
+        except BaseException as e:
+            server.end_span(span, 500, (type(e).__name__, str(e)))
+            span = None
+            raise
+        finally:
+            current_span.reset(token)
+            if span is not None:
+                server.end_span(span, exchange.status or 500)
 
 
 class _HTTPExchange:
@@ -951,8 +973,13 @@ class Server:
     idle connections close, those with a request under way close after it,
     WebSockets get a close frame (1001), and lifespan shutdown runs last."""
 
-    def __init__(self, app, host, port, log, health_path, drain_seconds):
+    def __init__(self, app, host, port, log, health_path, drain_seconds, span=None, end_span=None):
         self.app = app
+        # span(method, path, traceparent, tracestate, cold) opens a request's
+        # span and end_span(span, status[, failure]) ends it; None: no tracing.
+        self.span = span
+        self.end_span = end_span
+        self.cold = True
         self.host = host
         self.port = port
         self.log = log
@@ -1009,9 +1036,9 @@ class Server:
         return 0
 
 
-def serve(app, host, port, log, health_path, drain_seconds, ready=None):
+def serve(app, host, port, log, health_path, drain_seconds, ready=None, span=None, end_span=None):
     """Serves app until SIGTERM or SIGINT; the process's exit code."""
-    return Server(app, host, port, log, health_path, drain_seconds).run(ready)
+    return Server(app, host, port, log, health_path, drain_seconds, span, end_span).run(ready)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,15 @@ type Config struct {
 	// DefaultResources fill each resource a function's spec names in
 	// neither its requests nor its limits (site configuration).
 	DefaultResources *slessv1alpha1.ResourceSpec
+	// OTLPEndpoint is the OTLP/HTTP collector function pods send their
+	// spans to, as EnvOTLPEndpoint (the runtimes add /v1/traces); empty:
+	// functions export none.
+	OTLPEndpoint string
 }
+
+// EnvOTLPEndpoint is the standard OpenTelemetry variable the runtimes read
+// their collector from (docs/observability.md).
+const EnvOTLPEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 // WithDefaults fills what is unset.
 func (c Config) WithDefaults() Config {

@@ -161,6 +161,27 @@ func TestMakeService(t *testing.T) {
 			}
 		}),
 	}, {
+		name: "the site's OTLP endpoint before the function's env",
+		fn: testFunction(func(fn *slessv1alpha1.Function) {
+			fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "MODE", Value: "prod"}}
+		}),
+		cfg: Config{OTLPEndpoint: "http://otel-collector.observability:4318"},
+		want: wantService(func(svc *servingv1.Service) {
+			c := &svc.Spec.Template.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://otel-collector.observability:4318"},
+				corev1.EnvVar{Name: "MODE", Value: "prod"})
+		}),
+	}, {
+		name: "a function that names its own OTLP endpoint keeps it, once",
+		fn: testFunction(func(fn *slessv1alpha1.Function) {
+			fn.Spec.Env = []slessv1alpha1.EnvVar{{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://mine:4318"}}
+		}),
+		cfg: Config{OTLPEndpoint: "http://otel-collector.observability:4318"},
+		want: wantService(func(svc *servingv1.Service) {
+			c := &svc.Spec.Template.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://mine:4318"})
+		}),
+	}, {
 		name: "placement onto the revision's pod spec",
 		fn: testFunction(func(fn *slessv1alpha1.Function) {
 			fn.Spec.NodeSelector = map[string]string{"pool": "gpu"}

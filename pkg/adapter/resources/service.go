@@ -2,6 +2,7 @@ package resources
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,7 +60,7 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 		Name:            ContainerName,
 		Image:           image,
 		Ports:           []corev1.ContainerPort{{Name: "http1", ContainerPort: runtimes.DefaultPort}},
-		Env:             env(fn),
+		Env:             env(fn, cfg),
 		Resources:       fn.BuildSpec().ResourceRequirements(cfg.DefaultResources),
 		SecurityContext: restricted(),
 		// The wrapper listens only once the handler is loaded and answers
@@ -99,9 +100,11 @@ func restricted() *corev1.SecurityContext {
 	}
 }
 
-// env is the runtime contract's variables (docs/runtimes.md) followed by the
-// user's; the API refuses user names that would shadow the contract's.
-func env(fn slessv1alpha1.Workload) []corev1.EnvVar {
+// env is the runtime contract's variables (docs/runtimes.md) and the site's
+// OTLP endpoint, followed by the user's; the API refuses user names that
+// would shadow the contract's, and a Function that names the endpoint
+// itself keeps its own.
+func env(fn slessv1alpha1.Workload, cfg Config) []corev1.EnvVar {
 	out := []corev1.EnvVar{
 		{Name: "SLESS_FUNCTION_NAME", Value: fn.GetName()},
 		{Name: "SLESS_NAMESPACE", Value: fn.GetNamespace()},
@@ -114,7 +117,11 @@ func env(fn slessv1alpha1.Workload) []corev1.EnvVar {
 		// A prebuilt image learns its mode here; a built one has it baked in too.
 		out = append(out, corev1.EnvVar{Name: "SLESS_MODE", Value: m})
 	}
-	return append(out, fn.BuildSpec().CoreEnv()...)
+	user := fn.BuildSpec().CoreEnv()
+	if cfg.OTLPEndpoint != "" && !slices.ContainsFunc(user, func(e corev1.EnvVar) bool { return e.Name == EnvOTLPEndpoint }) {
+		out = append(out, corev1.EnvVar{Name: EnvOTLPEndpoint, Value: cfg.OTLPEndpoint})
+	}
+	return append(out, user...)
 }
 
 // UserEnv is the function's own part of a revision container's env as env
