@@ -433,6 +433,18 @@ func TestServiceTraces(t *testing.T) {
 				s.resource["service.name"] != "stringValue:web" {
 				t.Errorf("span %+v %v %v", s, at, s.resource)
 			}
+			if tc.name == "python3.12-asgi" {
+				// The ASGI server's own request line carries the span's ids.
+				found := false
+				for _, rec := range logLines(t, in) {
+					if rec["msg"] == "request" {
+						found = rec["traceId"] == callerTrace && rec["spanId"] == s.SpanID
+					}
+				}
+				if !found {
+					t.Errorf("no request line with the span's ids:\n%s", in.stdout)
+				}
+			}
 		})
 	}
 }
