@@ -73,6 +73,8 @@ func operations() []operation {
 		operation{method: "GET", path: svc + "/revisions", id: "listServiceRevisions", summary: "The SlessService's revisions, as listRevisions tells a Function's", ok: 200, okSchema: "object", errs: []int{401, 403, 404, 501, 503}},
 		operation{method: "GET", path: svc + "/invocations", id: "listServiceInvocations", summary: "The SlessService's invocation records (trigger service unless the query names another), newest first (keyset-paginated); 501 when the server keeps none", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/invocations", id: "listInvocations", summary: "The Function's invocation records, newest first (keyset-paginated); 501 when the server keeps none (started without a database). With mode=async, its asynchronous calls instead (state filters them: queued, running, succeeded, failed, dead-lettered)", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: fn + "/invocations/stats", id: "getInvocationStats", summary: "What charts are drawn from: per step of a window of the Function's invocation history, its calls, errors (5xx), cold starts and duration percentiles (p50, p95, p99, interpolated as PostgreSQL's percentile_cont); every step, those without calls too (no percentiles then); 501 when the server keeps no records", ok: 200, okSchema: "InvocationStats", errs: []int{400, 401, 403, 404, 501, 503}},
+		operation{method: "GET", path: svc + "/invocations/stats", id: "getServiceInvocationStats", summary: "The SlessService's invocation stats, as getInvocationStats tells a Function's", ok: 200, okSchema: "InvocationStats", errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: fn + "/invocations/{id}", id: "getInvocation", summary: "The record of an asynchronous call (Prefer: respond-async): state, attempts, last error and the function's response; wait (up to 60s) holds the answer until the call ends; 501 when the server keeps no asynchronous calls", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: "/v1/namespaces/{ns}/callbacks/signing-key", id: "getCallbackSigningKey", summary: "The key the namespace's callbacks (X-Callback-Url, spec.async.onSuccess/onFailure) are signed with: Sless-Signature: t=<unix>,v1=<hex HMAC-SHA256 of key over t.body>; made on first use; 501 when the server posts no callbacks", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 501, 503}},
 	)
@@ -172,6 +174,15 @@ func buildOpenAPI() obj {
 					"description": "async lists the Function's asynchronous calls (newest first, limit only) instead of its invocation records."},
 				obj{"name": "state", "in": "query", "schema": obj{"type": "string", "enum": []string{"queued", "running", "succeeded", "failed", "dead-lettered"}},
 					"description": "With mode=async, only calls in this state."})
+		}
+		if op.id == "getInvocationStats" || op.id == "getServiceInvocationStats" {
+			params = append(params,
+				obj{"name": "window", "in": "query", "schema": obj{"type": "string", "default": "1h"}, "example": "24h",
+					"description": "How far back: a whole number and s, m, h or d (15m, 24h, 7d) or a Go duration (1h30m); 1m to 31d."},
+				obj{"name": "step", "in": "query", "schema": obj{"type": "string"}, "example": "15m",
+					"description": "The width of each point: 1s or more, whole seconds, dividing the window into at most 1440 steps. Default: the first of 1s, 10s, 1m, 5m, 15m, 1h, 2h, 6h, 12h, 1d giving at most 100 steps (1h: 1m, 24h: 15m, 7d: 2h)."},
+				obj{"name": "until", "in": "query", "schema": obj{"type": "string", "format": "date-time"},
+					"description": "The window's end (RFC 3339, default now), rounded up to a whole step since the Unix epoch so steps stay put between calls."})
 		}
 		if op.id == "getInvocation" {
 			params = append(params, obj{"name": "wait", "in": "query", "schema": obj{"type": "string"}, "example": "30s",
@@ -290,6 +301,24 @@ func buildOpenAPI() obj {
 			"errors": obj{"type": "array", "items": obj{"type": "object", "required": []any{"field", "detail", "type"}, "properties": obj{
 				"field": obj{"type": "string"}, "detail": obj{"type": "string"}, "type": obj{"type": "string"},
 			}}},
+		}},
+		"InvocationStats": obj{"type": "object", "required": []any{"window", "step", "from", "until", "points", "total"}, "properties": obj{
+			"window": obj{"type": "string", "example": "1h"},
+			"step":   obj{"type": "string", "example": "1m"},
+			"from":   obj{"type": "string", "format": "date-time"},
+			"until":  obj{"type": "string", "format": "date-time"},
+			"points": obj{"type": "array", "items": obj{"type": "object", "required": []any{"start", "calls", "errors", "coldStarts"}, "properties": obj{
+				"start":      obj{"type": "string", "format": "date-time"},
+				"calls":      obj{"type": "integer"},
+				"errors":     obj{"type": "integer", "description": "Calls answered 5xx, by the function or the platform."},
+				"coldStarts": obj{"type": "integer"},
+				"p50Ms":      obj{"type": "number", "description": "Absent for a step without calls."},
+				"p95Ms":      obj{"type": "number"},
+				"p99Ms":      obj{"type": "number"},
+			}}},
+			"total": obj{"type": "object", "properties": obj{
+				"calls": obj{"type": "integer"}, "errors": obj{"type": "integer"}, "coldStarts": obj{"type": "integer"},
+			}},
 		}},
 		"Identity": obj{"type": "object", "properties": obj{
 			"subject": obj{"type": "string"}, "namespace": obj{"type": "string"}, "admin": obj{"type": "boolean"},

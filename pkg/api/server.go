@@ -124,6 +124,11 @@ type Options struct {
 	Invocations gin.HandlerFunc
 	// ServiceInvocations is Invocations for …/services/{name}/invocations.
 	ServiceInvocations gin.HandlerFunc
+	// InvocationStats, when set, serves GET …/functions/{name}/invocations/stats,
+	// the aggregate charts are drawn from, as Invocations is served;
+	// ServiceInvocationStats the same of …/services/{name}. Nil answers 501.
+	InvocationStats        gin.HandlerFunc
+	ServiceInvocationStats gin.HandlerFunc
 	// Invocation, when set, serves GET …/functions/{name}/invocations/{id},
 	// the record of an asynchronous call, as Invocations is served; nil
 	// answers 501.
@@ -308,6 +313,17 @@ func (s *Server) routes() *gin.Engine {
 		svcInvocations = noHistory
 	}
 	get(nsr, "/functions/:name/invocations", fnNamed, invocations)
+	fnStats, svcStats := s.opts.InvocationStats, s.opts.ServiceInvocationStats
+	if fnStats == nil {
+		fnStats = noHistory
+	}
+	if svcStats == nil {
+		svcStats = noHistory
+	}
+	// A static segment beside :id: an asynchronous call whose request id
+	// is "stats" is read through the listing, not here.
+	get(nsr, "/functions/:name/invocations/stats", fnNamed, fnStats)
+	get(nsr, "/services/:name/invocations/stats", s.named(services), svcStats)
 	invocation := s.opts.Invocation
 	if invocation == nil {
 		invocation = func(c *gin.Context) {

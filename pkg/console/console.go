@@ -20,6 +20,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/stats"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/source"
 )
@@ -49,6 +50,8 @@ type Options struct {
 	Limits source.Limits
 	// History lists invocations; nil shows none.
 	History invoke.History
+	// Stats aggregates History for the charts; nil draws none.
+	Stats stats.Source
 	// Invoke serves /fn/{ns}/{name}: the invoke form calls it in process
 	// with the session's token, so a call from the console is recorded and
 	// checked like any other. Nil hides the form.

@@ -26,6 +26,7 @@ import (
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
+	"github.com/sless-dev/sless/pkg/invoke/stats"
 	"github.com/sless-dev/sless/pkg/problems"
 )
 
@@ -164,6 +165,11 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 		svcList := invoke.ListHandler{History: h, Logger: log, Functions: po.Services}
 		a.ServiceInvocations = func(c *gin.Context) { svcList.ListService(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
 	}
+	if st := d.records.stats; st != nil {
+		h := stats.Handler{Source: st, Functions: po.Resolver, Services: po.Services, Logger: log}
+		a.InvocationStats = func(c *gin.Context) { h.Function(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+		a.ServiceInvocationStats = func(c *gin.Context) { h.Service(c.Writer, c.Request, c.Param("ns"), c.Param("name")) }
+	}
 	if d.runner != nil {
 		d.runner.Run = proxy.RunAsync
 		calls := async.Handler{Runner: d.runner}
@@ -187,7 +193,7 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 		// the same handler, with the caller's own token.
 		co := console.Options{
 			Objects: a.Objects, Auth: o.Auth, TenantNamespaces: a.TenantNamespaces, Blobs: a.Blobs, Limits: a.Limits,
-			History: d.records.history, Invoke: a.Invoke, Logs: a.Logs, Logger: log,
+			History: d.records.history, Stats: d.records.stats, Invoke: a.Invoke, Logs: a.Logs, Logger: log,
 		}
 		if o.Async != nil {
 			co.Async = o.Async.Store

@@ -9,6 +9,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/spool"
+	"github.com/sless-dev/sless/pkg/invoke/stats"
 )
 
 // Records says where invocation records go: PostgreSQL when DatabaseURL is
@@ -24,18 +25,21 @@ type Records struct {
 	SpoolMaxBytes int64
 	Sink          invoke.Sink
 	History       invoke.History
+	// Stats aggregates History for charts; nil serves none.
+	Stats stats.Source
 }
 
 // records is where a front door's records go, opened.
 type records struct {
 	recorder *invoke.Recorder
 	history  invoke.History
+	stats    stats.Source
 	closers  Closers
 }
 
 func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *slog.Logger) (*records, error) {
 	r := &records{}
-	sink, history := o.Sink, o.History
+	sink, history, st := o.Sink, o.History, o.Stats
 	var spooler invoke.Spool
 	if o.DatabaseURL != "" {
 		pg, err := postgres.Start(ctx, o.DatabaseURL, o.MaxAge, log)
@@ -43,7 +47,7 @@ func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *s
 			return nil, err
 		}
 		r.closers.Add(pg.Close)
-		sink, history = pg, pg
+		sink, history, st = pg, pg, pg
 		if o.SpoolPath != "" {
 			sp, err := spool.Open(o.SpoolPath, o.SpoolMaxBytes, log)
 			if err != nil {
@@ -58,7 +62,7 @@ func openRecords(ctx context.Context, o Records, metrics *invoke.Metrics, log *s
 	if sink == nil {
 		return r, nil
 	}
-	r.history = history
+	r.history, r.stats = history, st
 	r.recorder = invoke.NewRecorder(sink, invoke.RecorderOptions{Logger: log, Metrics: metrics, Spool: spooler})
 	r.closers.Add(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

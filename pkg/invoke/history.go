@@ -321,13 +321,7 @@ func (h ListHandler) list(w http.ResponseWriter, r *http.Request, namespace, fun
 		if r.Context().Err() != nil {
 			return // the client went away
 		}
-		log := h.Logger
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Error("list invocations", "namespace", namespace, "function", function, "error", err)
-		w.Header().Set("Retry-After", "5")
-		writeProblem(w, listProblem(r, http.StatusServiceUnavailable, "unavailable", ReasonUnavailable, HistoryUnavailable))
+		HistoryFailed(w, r, h.Logger, "list invocations", err, "namespace", namespace, "function", function)
 		return
 	}
 	if len(page.Items) == 0 && q.After == nil && h.Functions != nil {
@@ -344,7 +338,12 @@ func (h ListHandler) list(w http.ResponseWriter, r *http.Request, namespace, fun
 	if page.Next != nil {
 		out.Next = page.Next.String()
 	}
-	body, err := json.Marshal(out)
+	WriteJSON(w, r, out)
+}
+
+// WriteJSON answers v as JSON with 200, without the body for a HEAD.
+func WriteJSON(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		writeProblem(w, listProblem(r, http.StatusInternalServerError, "internal", "", err.Error()))
 		return
@@ -361,4 +360,15 @@ func (h ListHandler) list(w http.ResponseWriter, r *http.Request, namespace, fun
 // a type URI and the request's path as instance.
 func listProblem(r *http.Request, status int, slug, reason, detail string) Problem {
 	return Problem{Type: problems.TypeBase + slug, Status: status, Reason: reason, Detail: detail, Instance: r.URL.Path}
+}
+
+// HistoryFailed logs a history store's error in full and answers 503: the
+// error may name the database's host and user, which callers never see.
+func HistoryFailed(w http.ResponseWriter, r *http.Request, log *slog.Logger, what string, err error, attrs ...any) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error(what, append(attrs, "error", err)...)
+	w.Header().Set("Retry-After", "5")
+	writeProblem(w, listProblem(r, http.StatusServiceUnavailable, "unavailable", ReasonUnavailable, HistoryUnavailable))
 }

@@ -365,7 +365,7 @@ func (p *platform) records(ctx context.Context) (frontdoor.Records, error) {
 			}
 		})
 	}
-	return frontdoor.Records{Sink: recs, History: recs}, nil
+	return frontdoor.Records{Sink: recs, History: recs, Stats: recs}, nil
 }
 
 // asyncCalls keeps calls made with Prefer: respond-async in the data

@@ -1,7 +1,8 @@
 // Package postgres keeps sless's invocation history in PostgreSQL: a pgx
 // connection pool, schema migrations embedded in the binary and applied under
 // an advisory lock, idempotent batched writes (invoke.Sink), keyset-paginated
-// listings (invoke.History) and age-based retention.
+// listings (invoke.History), the aggregate charts are drawn from
+// (stats.Source) and age-based retention.
 package postgres
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/invoke/stats"
 )
 
 //go:embed migrations/*.sql
@@ -40,6 +42,7 @@ type Store struct {
 var (
 	_ invoke.Sink    = (*Store)(nil)
 	_ invoke.History = (*Store)(nil)
+	_ stats.Source   = (*Store)(nil)
 )
 
 // Open makes a connection pool for url (a postgres:// URL or a key=value
@@ -460,4 +463,46 @@ func Start(ctx context.Context, url string, maxAge time.Duration, log *slog.Logg
 		})
 	}()
 	return pg, nil
+}
+
+// statsSQL aggregates one function's window in the database: the
+// (namespace, function, started_at) index picks the window's rows and
+// percentile_cont interpolates as stats.Percentile does.
+const statsSQL = `SELECT date_bin($5 * interval '1 microsecond', started_at, $3) AS step,
+	count(*), count(*) FILTER (WHERE status >= 500), count(*) FILTER (WHERE cold_start),
+	percentile_cont($7::float8[]) WITHIN GROUP (ORDER BY duration_us::float8)
+FROM invocations
+WHERE namespace = $1 AND function = $2 AND started_at >= $3 AND started_at < $4
+	AND (trigger = 'service') = $6
+GROUP BY step ORDER BY step`
+
+// Stats is stats.Source over the invocations table.
+func (s *Store) Stats(ctx context.Context, q stats.Query) ([]stats.Bucket, error) {
+	if q.Step <= 0 || !q.From.Before(q.Until) {
+		return nil, fmt.Errorf("stats: a window and a step are required")
+	}
+	rows, err := s.pool.Query(ctx, statsSQL, q.Namespace, q.Function, q.From, q.Until, q.Step.Microseconds(),
+		q.Service, stats.Percentiles[:])
+	if err != nil {
+		return nil, fmt.Errorf("invocation stats: %w", err)
+	}
+	defer rows.Close()
+	var out []stats.Bucket
+	for rows.Next() {
+		var b stats.Bucket
+		var pct []float64
+		if err := rows.Scan(&b.Start, &b.Calls, &b.Errors, &b.ColdStarts, &pct); err != nil {
+			return nil, fmt.Errorf("invocation stats: %w", err)
+		}
+		if len(pct) != len(stats.Percentiles) {
+			return nil, fmt.Errorf("invocation stats: %d percentiles, want %d", len(pct), len(stats.Percentiles))
+		}
+		b.Start = b.Start.UTC()
+		b.P50, b.P95, b.P99 = pct[0], pct[1], pct[2]
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("invocation stats: %w", err)
+	}
+	return out, nil
 }

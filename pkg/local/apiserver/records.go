@@ -14,6 +14,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/recordcodec"
+	"github.com/sless-dev/sless/pkg/invoke/stats"
 )
 
 // Records keeps invocation records in the store's bbolt file: invoke.Sink
@@ -39,6 +40,7 @@ const recordOverhead = 16
 var (
 	_ invoke.Sink    = (*Records)(nil)
 	_ invoke.History = (*Records)(nil)
+	_ stats.Source   = (*Records)(nil)
 )
 
 var (
@@ -356,4 +358,43 @@ func (r *Records) DeleteBefore(ctx context.Context, cutoff time.Time, batch int)
 			return total, err
 		}
 	}
+}
+
+// Stats is stats.Source over the records: a walk of the window's range of
+// the function's bucket, aggregated in Go.
+func (r *Records) Stats(ctx context.Context, q stats.Query) ([]stats.Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q.Step <= 0 || !q.From.Before(q.Until) {
+		return nil, fmt.Errorf("stats: a window and a step are required")
+	}
+	agg := stats.NewAggregate(q)
+	err := r.db.View(func(tx *bolt.Tx) error {
+		inv := tx.Bucket(bucketInvocations)
+		if inv == nil {
+			return nil
+		}
+		name := []byte(q.Namespace + "/" + q.Function)
+		fb := inv.Bucket(name)
+		if fb == nil {
+			return nil
+		}
+		until := recordKey(q.Until.UTC(), 0)
+		c := fb.Cursor()
+		for k, v := c.Seek(recordKey(q.From.UTC(), 0)); k != nil && bytes.Compare(k, until) < 0; k, v = c.Next() {
+			var rec invoke.Record
+			if err := decodeRecord(name, k, v, &rec); err != nil {
+				return err
+			}
+			if q.Matches(&rec) {
+				agg.Add(&rec)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("invocation stats: %w", err)
+	}
+	return agg.Buckets(), nil
 }
