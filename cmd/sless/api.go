@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
+	"github.com/sless-dev/sless/pkg/devices/rabbitmq"
 	"github.com/sless-dev/sless/pkg/frontdoor"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
@@ -31,6 +33,8 @@ func init() { register("api", "the REST API and the invoke proxy, on a cluster",
 type apiConfig struct {
 	listen           string
 	publicListen     string
+	brokerAuthListen string
+	brokerAuthToken  string
 	s3Endpoint       string
 	s3Bucket         string
 	s3Region         string
@@ -130,8 +134,44 @@ func runAPI(ctx context.Context, args []string) error {
 	if pub != nil {
 		attrs = append(attrs, "publicAddress", pub.Addr().String())
 	}
+	if c.brokerAuthListen != "" {
+		stop, err := serveDeviceAuth(ctx, door, c.brokerAuthListen, c.brokerAuthToken, log)
+		if err != nil {
+			ln.Close()
+			if pub != nil {
+				pub.Close()
+			}
+			return err
+		}
+		defer stop()
+		attrs = append(attrs, "brokerAuthAddress", c.brokerAuthListen)
+	}
 	log.Info("sless api serving", attrs...)
 	return door.ServeDoors(ctx, ln, pub)
+}
+
+// serveDeviceAuth serves the broker's device auth endpoints on addr until
+// stop is called.
+func serveDeviceAuth(ctx context.Context, door *frontdoor.Door, addr, token string, log *slog.Logger) (stop func(), err error) {
+	h, err := door.DeviceAuth(rabbitmq.AuthConfig{Token: token, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-broker-auth-listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("broker auth endpoints stopped", "err", err)
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }
 
 // parseAPI reads sless api's flags and checks them.
@@ -139,6 +179,7 @@ func parseAPI(args []string) (*apiConfig, error) {
 	c := &apiConfig{}
 	fs := newFlags("api", "sless api [flags]\n\nServe the REST API and the invoke proxy against a Kubernetes cluster.")
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on: the cluster-local door, which serves every Knative Ingress rule of -ingress-class")
+	fs.StringVar(&c.brokerAuthListen, "broker-auth-listen", os.Getenv("SLESS_BROKER_AUTH_LISTEN"), "address of the endpoints RabbitMQ's HTTP auth backend asks about IoT devices ("+frontdoor.DeviceAuthPrefix+"/user, /vhost, /resource, /topic; docs/devices.md), with the token of SLESS_BROKER_AUTH_TOKEN (from the environment only) as basic-auth password; keep it reachable by the broker alone (empty: off)")
 	fs.StringVar(&c.publicListen, "public-listen", "", "address of the public door, for callers from outside the cluster: the same API and proxy, but of Knative Ingresses only the rules of visibility ExternalIP (empty: no public door; -listen serves everyone)")
 	fs.StringVar(&c.s3Endpoint, "s3-endpoint", os.Getenv("SLESS_S3_ENDPOINT"), "S3 endpoint URL (http:// or https://)")
 	fs.StringVar(&c.s3Bucket, "s3-bucket", envOr("SLESS_S3_BUCKET", "sless"), "bucket for source archives and build contexts")
@@ -208,6 +249,12 @@ func (c *apiConfig) check() error {
 		return fmt.Errorf("-body-idle-timeout must be positive")
 	case c.publicListen != "" && c.publicListen == c.listen:
 		return fmt.Errorf("-public-listen must be another address than -listen: the doors serve different callers")
+	case c.brokerAuthListen != "" && (c.brokerAuthListen == c.listen || c.brokerAuthListen == c.publicListen):
+		return fmt.Errorf("-broker-auth-listen must be an address of its own, which only the broker reaches")
+	}
+	c.brokerAuthToken = os.Getenv("SLESS_BROKER_AUTH_TOKEN")
+	if c.brokerAuthListen != "" && len(c.brokerAuthToken) < 16 {
+		return fmt.Errorf("-broker-auth-listen needs SLESS_BROKER_AUTH_TOKEN, at least 16 characters, which the broker sends as the basic-auth password of its auth URLs")
 	}
 	if c.spoolBytes, err = byteSize("-spool-max-size", c.spoolMax, 1<<20, false); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/resources"
+	"github.com/sless-dev/sless/pkg/devices/rabbitmq"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/reconciler"
@@ -33,6 +34,9 @@ type controllerFlags struct {
 	builderArgs      string
 	apiService       string
 	apiPublicService string
+	// rabbitMQManagement is the management API's URL, through which
+	// devices' connections are closed.
+	rabbitMQManagement string
 	resourceFlags
 }
 
@@ -108,6 +112,7 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.JobTTLSeconds, "job-ttl-seconds", kube.DefaultTTLSecondsAfterFinished, "how long finished FunctionJob runs keep their Job and Pod")
 	fs.StringVar(&t.DatabaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for invocation records of FunctionJob runs (none: not recorded)")
 	fs.IntVar(&t.Concurrency, "trigger-concurrency", 2, "Triggers and FunctionJobs reconciled at once, each")
+	fs.StringVar(&c.rabbitMQManagement, "rabbitmq-management-url", os.Getenv("SLESS_RABBITMQ_MANAGEMENT_URL"), "RabbitMQ's management API (http://host:15672), through which IoT devices' connections are closed when they are disabled, deleted or given a new password, as the administrator SLESS_RABBITMQ_MANAGEMENT_USERNAME with SLESS_RABBITMQ_MANAGEMENT_PASSWORD (empty: none are closed; docs/devices.md)")
 }
 
 // options checks the flags and turns them into pkg/reconciler's options.
@@ -164,6 +169,13 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 		}
 	}
 	o.S3.AccessKey, o.S3.SecretKey = os.Getenv("SLESS_S3_ACCESS_KEY"), os.Getenv("SLESS_S3_SECRET_KEY")
+	if m := c.rabbitMQManagement; m != "" {
+		if u, err := url.Parse(m); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--rabbitmq-management-url %q must be an http:// or https:// URL", m))
+		}
+		o.DeviceBroker = &rabbitmq.Management{URL: m,
+			Username: os.Getenv("SLESS_RABBITMQ_MANAGEMENT_USERNAME"), Password: os.Getenv("SLESS_RABBITMQ_MANAGEMENT_PASSWORD")}
+	}
 	return o, errors.Join(errs...)
 }
 

@@ -22,6 +22,8 @@ import (
 	"github.com/sless-dev/sless/pkg/api"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/console"
+	"github.com/sless-dev/sless/pkg/devices"
+	"github.com/sless-dev/sless/pkg/devices/rabbitmq"
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/async"
@@ -282,3 +284,33 @@ func (d *Door) Close() {
 	d.closers.Close()
 	d.records.close()
 }
+
+// DeviceAuth is the broker's HTTP auth backend for IoT devices
+// (docs/devices.md): RabbitMQ's four endpoints under /broker/rabbitmq,
+// deciding from the devices and Secrets the API keeps, counted on the
+// door's registry. Serve it on a listener of its own that only the broker
+// reaches.
+func (d *Door) DeviceAuth(cfg rabbitmq.AuthConfig) (http.Handler, error) {
+	live := d.opts.API.Live
+	if live == nil {
+		live = d.opts.API.Objects
+	}
+	if d.opts.API.Secrets == nil {
+		return nil, errors.New("device auth: this server keeps no Secrets, where devices' credentials are")
+	}
+	m, err := devices.NewMetrics(d.reg)
+	if err != nil {
+		return nil, err
+	}
+	// Live reads: a device disabled a moment ago must not get back in on a
+	// cache that has not seen it yet.
+	a := &devices.Authority{Dir: devices.ReaderDirectory{Devices: live, Secrets: d.opts.API.Secrets}}
+	m.Watch(a)
+	if cfg.Log == nil {
+		cfg.Log = d.opts.Logger
+	}
+	return rabbitmq.AuthHandler(DeviceAuthPrefix, a, cfg), nil
+}
+
+// DeviceAuthPrefix is where DeviceAuth serves RabbitMQ's endpoints.
+const DeviceAuthPrefix = "/broker/rabbitmq"

@@ -1,6 +1,6 @@
 // Package reconciler runs sless's reconcilers on a cluster (`sless
 // controller`): one controller-runtime manager with the Function,
-// SlessService, Trigger and FunctionJob reconcilers, the Ingress reconciler
+// SlessService, Trigger, FunctionJob and IoTDevice reconcilers, the Ingress reconciler
 // of sless's own networking class, and the sweep for source objects no
 // Function needs. The reconcilers themselves live in the folders below.
 package reconciler
@@ -36,7 +36,9 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/devices"
 	"github.com/sless-dev/sless/pkg/limits"
+	"github.com/sless-dev/sless/pkg/reconciler/device"
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/ingress"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
@@ -72,6 +74,9 @@ type Options struct {
 	APIService, APIPublicService types.NamespacedName
 	// Triggers configure the Trigger and FunctionJob reconcilers.
 	Triggers TriggerOptions
+	// DeviceBroker closes IoT devices' connections when they are disabled,
+	// deleted or given a new password; nil closes none.
+	DeviceBroker devices.Broker
 	// Limits are the site's resource maximums, which the admission policy
 	// the controller keeps (limits.Policy) enforces; its defaults go in
 	// Resources.DefaultResources.
@@ -119,6 +124,9 @@ func Run(ctx context.Context, o Options) error {
 		if err := addSourceGC(mgr, store, o.SourceGCGrace, o.SourceGCInterval); err != nil {
 			return err
 		}
+	}
+	if err := device.SetupWithManager(mgr, o.DeviceBroker); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := o.Triggers.SetupWithManager(ctx, mgr, o.PublicBaseURL, log); err != nil {

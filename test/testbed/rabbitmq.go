@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -27,10 +28,13 @@ type RabbitMQ struct {
 	Port int
 	// MQTTURL reaches its MQTT plugin (tcp://…, as guest), when enabled.
 	MQTTURL string
-	Node    string
-	dir     string
-	cmd     *exec.Cmd
-	done    chan error
+	// ManagementURL reaches its management API (http://…, as guest),
+	// when enabled (StartRabbitMQWithDeviceAuth).
+	ManagementURL string
+	Node          string
+	dir           string
+	cmd           *exec.Cmd
+	done          chan error
 	// server and env start the node again on the same data (Restart).
 	server string
 	env    []string
@@ -131,13 +135,29 @@ func StartRabbitMQ() (*RabbitMQ, error) { return StartRabbitMQOn("127.0.0.1") }
 // StartRabbitMQOn is StartRabbitMQ listening on ip instead, with guest
 // allowed from elsewhere than loopback: on NodeHostIP, pods on the node
 // reach it (the machine's own addresses are not reachable from there).
-func StartRabbitMQOn(ip string) (*RabbitMQ, error) { return startRabbitMQ(ip, false) }
+func StartRabbitMQOn(ip string) (*RabbitMQ, error) { return startRabbitMQ(ip, rabbitOptions{}) }
 
 // StartRabbitMQWithMQTT is StartRabbitMQ with the rabbitmq_mqtt plugin
 // enabled, its MQTT listener on another free loopback port (MQTTURL).
-func StartRabbitMQWithMQTT() (*RabbitMQ, error) { return startRabbitMQ("127.0.0.1", true) }
+func StartRabbitMQWithMQTT() (*RabbitMQ, error) {
+	return startRabbitMQ("127.0.0.1", rabbitOptions{mqtt: true})
+}
 
-func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
+// StartRabbitMQWithDeviceAuth is StartRabbitMQWithMQTT with the management
+// API (ManagementURL) and the HTTP auth backend enabled, asking the four
+// endpoints under authBase (…/user, /vhost, /resource, /topic, by POST)
+// about every user its internal backend, tried first, does not know: the
+// layout docs/devices.md gives for a cluster.
+func StartRabbitMQWithDeviceAuth(authBase string) (*RabbitMQ, error) {
+	return startRabbitMQ("127.0.0.1", rabbitOptions{mqtt: true, authBase: authBase})
+}
+
+type rabbitOptions struct {
+	mqtt     bool
+	authBase string
+}
+
+func startRabbitMQ(ip string, o rabbitOptions) (*RabbitMQ, error) {
 	// Debian's /usr/sbin/rabbitmq-server switches to the rabbitmq user when
 	// run as root; the script behind it runs the node as whoever calls it,
 	// which keeps the node's files in our directory and readable.
@@ -163,7 +183,7 @@ func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	r.URL = "amqp://guest:guest@" + addr + "/"
 	enabled, config := "[].\n", "listeners.tcp.1 = "+addr+"\nloopback_users.guest = "+strconv.FormatBool(ip == "127.0.0.1")+"\n"
-	if withMQTT {
+	if o.mqtt {
 		mport, err := FreePort()
 		if err != nil {
 			return nil, err
@@ -172,6 +192,19 @@ func startRabbitMQ(ip string, withMQTT bool) (*RabbitMQ, error) {
 		r.MQTTURL = "tcp://" + maddr
 		enabled = "[rabbitmq_mqtt].\n"
 		config += "mqtt.listeners.tcp.1 = " + maddr + "\nmqtt.allow_anonymous = false\n"
+	}
+	if o.authBase != "" {
+		hport, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		r.ManagementURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(hport))
+		enabled = "[rabbitmq_mqtt,rabbitmq_management,rabbitmq_auth_backend_http].\n"
+		config += "management.tcp.ip = " + ip + "\nmanagement.tcp.port = " + strconv.Itoa(hport) + "\n" +
+			"auth_backends.1 = internal\nauth_backends.2 = http\nauth_http.http_method = post\n"
+		for _, p := range []string{"user", "vhost", "resource", "topic"} {
+			config += "auth_http." + p + "_path = " + strings.TrimSuffix(o.authBase, "/") + "/" + p + "\n"
+		}
 	}
 	plugins := filepath.Join(dir, "enabled_plugins")
 	if err := os.WriteFile(plugins, []byte(enabled), 0o644); err != nil {
@@ -225,12 +258,12 @@ func (r *RabbitMQ) launch(addr string) error {
 	}
 	r.cmd = cmd
 	go func() { r.done <- cmd.Wait(); log.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			if pingAMQP(r.URL) == nil && r.mqttListens() {
+			if pingAMQP(r.URL) == nil && r.mqttListens() && r.managementAnswers() {
 				return nil
 			}
 		}
@@ -243,7 +276,7 @@ func (r *RabbitMQ) launch(addr string) error {
 		case <-ctx.Done():
 			out, _ := os.ReadFile(filepath.Join(dir, "stdout.log"))
 			r.Stop()
-			return fmt.Errorf("rabbitmq-server did not accept AMQP connections within 60 s:\n%s", out)
+			return fmt.Errorf("rabbitmq-server did not accept AMQP connections within 3 minutes:\n%s", out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -260,6 +293,24 @@ func (r *RabbitMQ) mqttListens() bool {
 	}
 	c.Close()
 	return true
+}
+
+// managementAnswers says whether the management API answers, or is off.
+func (r *RabbitMQ) managementAnswers() bool {
+	if r.ManagementURL == "" {
+		return true
+	}
+	req, err := http.NewRequest(http.MethodGet, r.ManagementURL+"/api/overview", nil)
+	if err != nil {
+		return false
+	}
+	req.SetBasicAuth("guest", "guest")
+	resp, err := (&http.Client{Timeout: time.Second}).Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // Restart stops the node and starts it again on the same data and ports:

@@ -303,6 +303,22 @@ var specCases = []specCase{
 	{name: "service traffic sum", doc: pySvc("bad-svc-sum", "  traffic:\n  - percent: 99\n"), field: "spec.traffic", msg: "want 100"},
 	{name: "service traffic revision of another", doc: pySvc("bad-svc-other", "  traffic:\n  - revisionName: web-00001\n    percent: 100\n"), field: "spec.traffic[0].revisionName", msg: "revisionName must name a revision of this service"},
 
+	// IoTDevices.
+	{name: "device minimal", doc: dev("ok-dev", "  {}\n"), valid: true},
+	{name: "device full", doc: dev("ok-dev-full", "  function: greeter\n  enabled: false\n  attributes:\n    room: kitchen\n    fw.version: 1.2.3\n"), valid: true},
+	{name: "device trigger", doc: dev("ok-dev-trg", "  trigger: sensors\n"), valid: true},
+	{name: "device function and trigger", doc: dev("bad-dev-both", "  function: greeter\n  trigger: sensors\n"), field: "spec.trigger", msg: "not both"},
+	{name: "device bad function", doc: dev("bad-dev-fn", "  function: 1greeter\n"), field: "spec.function"},
+	{name: "device bad trigger", doc: dev("bad-dev-trg", "  trigger: Sensors\n"), field: "spec.trigger"},
+	{name: "device long trigger", doc: dev("bad-dev-trg-long", "  trigger: "+strings.Repeat("t", 53)+"\n"), field: "spec.trigger"},
+	{name: "device bad attribute name", doc: dev("bad-dev-attr", "  attributes:\n    \"a b\": x\n"), field: "spec.attributes", msg: "attribute names"},
+	{name: "device attribute name ends in a dot", doc: dev("bad-dev-attr-dot", "  attributes:\n    room.: x\n"), field: "spec.attributes", msg: "attribute names"},
+	{name: "device long attribute value", doc: dev("bad-dev-attr-long", "  attributes:\n    room: "+strings.Repeat("x", 257)+"\n"), field: "spec.attributes", msg: "at most 256 characters"},
+	{name: "device attribute value at the bound", doc: dev("ok-dev-attr-256", "  attributes:\n    room: "+strings.Repeat("x", 256)+"\n"), valid: true},
+	{name: "device too many attributes", doc: dev("bad-dev-attrs", "  attributes:\n"+manyAttributes(33)), field: "spec.attributes"},
+	{name: "device name too long", doc: dev(strings.Repeat("d", 64), "  {}\n"), field: "metadata.name", msg: "at most 63"},
+	{name: "device name with a dot", doc: dev("dev.one", "  {}\n"), field: "metadata.name", msg: "DNS-1123 label"},
+
 	// Resources and placement.
 	{name: "resources", doc: pyFn("ok-res", "  resources:\n    requests:\n      cpu: 250m\n      memory: 256Mi\n      ephemeral-storage: 1Gi\n    limits:\n      cpu: 1\n      memory: 512Mi\n      nvidia.com/gpu: 1\n"), valid: true},
 	{name: "gpu request equal to limit", doc: pyFn("ok-gpu-req", "  resources:\n    requests:\n      nvidia.com/gpu: 2\n    limits:\n      nvidia.com/gpu: \"2\"\n"), valid: true},
@@ -331,6 +347,18 @@ var specCases = []specCase{
 	{name: "runtime class", doc: pyFn("bad-rtc", "  runtimeClassName: \"gVisor\"\n"), field: "spec.runtimeClassName"},
 }
 
+func dev(name, spec string) string {
+	return "apiVersion: sless.dev/v1alpha1\nkind: IoTDevice\nmetadata:\n  name: " + name + "\nspec:\n" + spec
+}
+
+func manyAttributes(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "    a%d: x\n", i)
+	}
+	return b.String()
+}
+
 func svc(name, spec string) string {
 	return "apiVersion: sless.dev/v1alpha1\nkind: SlessService\nmetadata:\n  name: " + name + "\nspec:\n" + spec
 }
@@ -357,6 +385,9 @@ func validate(t *testing.T, doc string) field.ErrorList {
 	case "SlessService":
 		sv := &v1.SlessService{}
 		obj, check = sv, func() field.ErrorList { return v1.ValidateSlessService(sv) }
+	case "IoTDevice":
+		d := &v1.IoTDevice{}
+		obj, check = d, func() field.ErrorList { return v1.ValidateIoTDevice(d) }
 	case "FunctionJob":
 		j := &v1.FunctionJob{}
 		obj, check = j, func() field.ErrorList { return v1.ValidateFunctionJob(j) }

@@ -21,8 +21,8 @@ func TestEveryFieldExplained(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "*.yaml"))
-	if err != nil || len(files) != 4 {
-		t.Fatalf("want the four CRDs in config/crd, found %v (%v)", files, err)
+	if err != nil || len(files) != 5 {
+		t.Fatalf("want the five CRDs in config/crd, found %v (%v)", files, err)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -30,6 +30,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Trigger{}, &TriggerList{},
 		&FunctionJob{}, &FunctionJobList{},
 		&SlessService{}, &SlessServiceList{},
+		&IoTDevice{}, &IoTDeviceList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
