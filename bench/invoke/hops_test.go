@@ -25,6 +25,7 @@ import (
 	"github.com/sless-dev/sless/pkg/adapter/postgres"
 	"github.com/sless-dev/sless/pkg/framing"
 	"github.com/sless-dev/sless/pkg/invoke"
+	"github.com/sless-dev/sless/pkg/tracing"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -121,8 +122,14 @@ func serveSless() {
 		fail(err)
 	}
 	rec := invoke.NewRecorder(store, invoke.RecorderOptions{Metrics: metrics})
+	// Tracing as sless api sets it up: from the OTEL_* variables, off
+	// without an endpoint (BenchmarkProxyTracing sets them).
+	tr, err := tracing.Setup(context.Background(), tracing.Options{Service: "sless-bench"})
+	if err != nil {
+		fail(err)
+	}
 	fn := os.Getenv(fnEnv)
-	proxy, err := invoke.NewProxy(invoke.Options{Recorder: rec, Metrics: metrics, Resolver: fixed{
+	proxy, err := invoke.NewProxy(invoke.Options{Recorder: rec, Metrics: metrics, TracerProvider: tr.Provider(), Resolver: fixed{
 		"bench/" + fn: {Address: &url.URL{Scheme: "http", Host: os.Getenv(targetEnv)}, Ready: true, Public: true,
 			Revision: fn + "-00001", Timeout: 30 * time.Second},
 	}})
@@ -148,6 +155,9 @@ func serveSless() {
 		case "close":
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			err := rec.Close(ctx)
+			if terr := tr.Shutdown(ctx); err == nil {
+				err = terr
+			}
 			cancel()
 			if dir := os.Getenv(profileEnv); dir != "" {
 				pprof.StopCPUProfile()
@@ -189,14 +199,20 @@ func (c *child) drain(tb testing.TB) {
 // closeRecorder stops the sless hop's recorder and returns its counts.
 func (c *child) closeRecorder(tb testing.TB) slessCounts {
 	tb.Helper()
-	if _, err := fmt.Fprintln(c.in, "close"); err != nil {
-		tb.Fatal(err)
-	}
 	var n slessCounts
-	if err := json.Unmarshal([]byte(c.line(tb)), &n); err != nil {
+	c.ask(tb, "close", &n)
+	return n
+}
+
+// ask sends a child the command line and reads its JSON answer into v.
+func (c *child) ask(tb testing.TB, line string, v any) {
+	tb.Helper()
+	if _, err := fmt.Fprintln(c.in, line); err != nil {
 		tb.Fatal(err)
 	}
-	return n
+	if err := json.Unmarshal([]byte(c.line(tb)), v); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // clockTick is the unit of /proc/*/stat's CPU times: USER_HZ, 100 on every

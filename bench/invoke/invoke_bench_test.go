@@ -103,17 +103,7 @@ type functionResult struct {
 // runProxyBench measures every function on every path.
 func runProxyBench(tb testing.TB, cfg proxyBench) []functionResult {
 	tb.Helper()
-	db := testbed.DatabaseURL(tb)
-	store, err := postgres.Open(db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer store.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := store.Migrate(ctx); err != nil {
-		tb.Fatal(err)
-	}
+	db := migratedDatabase(tb)
 	qp := queueProxyBinary(tb)
 	loadgen := startChild(tb, "load")
 	var out []functionResult
@@ -194,6 +184,24 @@ func runProxyBench(tb testing.TB, cfg proxyBench) []functionResult {
 		out = append(out, res)
 	}
 	return out
+}
+
+// migratedDatabase is the test bed's PostgreSQL with the invocation
+// table, for the sless hops to record into.
+func migratedDatabase(tb testing.TB) string {
+	tb.Helper()
+	db := testbed.DatabaseURL(tb)
+	store, err := postgres.Open(db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := store.Migrate(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return db
 }
 
 // report gives the benchmark's metrics of one function and a table row per

@@ -45,6 +45,8 @@ func runRole() bool {
 		serveHop(reverseProxyHandler)
 	case "sless":
 		serveSless()
+	case "otlpsink":
+		serveOTLPSink()
 	default:
 		return false
 	}

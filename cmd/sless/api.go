@@ -98,6 +98,11 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tr, err := startTracing(ctx, "sless-api", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tr, log)
 	door, err := frontdoor.NewCluster(ctx, frontdoor.Cluster{
 		S3: s3.Config{Endpoint: c.s3Endpoint, Region: c.s3Region, Bucket: c.s3Bucket,
 			AccessKey: os.Getenv("SLESS_S3_ACCESS_KEY"), SecretKey: os.Getenv("SLESS_S3_SECRET_KEY"), PathStyle: c.s3PathStyle},
@@ -112,7 +117,8 @@ func runAPI(ctx context.Context, args []string) error {
 		FunctionDomain: c.fnDomain, BodyIdleTimeout: c.bodyIdle,
 		Records:         frontdoor.Records{DatabaseURL: c.databaseURL, MaxAge: c.maxAge, SpoolPath: c.spoolPath, SpoolMaxBytes: c.spoolBytes},
 		IdleConnTimeout: c.connIdle, Console: c.withConsole, Logger: log,
-		Async: frontdoor.ClusterAsync{AMQPURL: c.asyncAMQPURL, Queue: c.asyncQueue, CallbackPolicy: c.callbackPolicy},
+		Async:          frontdoor.ClusterAsync{AMQPURL: c.asyncAMQPURL, Queue: c.asyncQueue, CallbackPolicy: c.callbackPolicy},
+		TracerProvider: tr.Provider(),
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/queue"
 	"github.com/sless-dev/sless/pkg/queue/kafkaq"
@@ -236,19 +238,19 @@ func mqttFlags(fs *flag.FlagSet, tf topicFlags) brokerOptions {
 }
 
 // source makes the consumer the options describe, logging to log.
-func (o consumeOptions) source(log *slog.Logger) (queue.Source, error) {
+func (o consumeOptions) source(log *slog.Logger, tp trace.TracerProvider) (queue.Source, error) {
 	switch o.broker {
 	case "nats":
-		o.nats.Logger = log
+		o.nats.Logger, o.nats.TracerProvider = log, tp
 		return natsq.New(o.nats)
 	case "kafka":
-		o.kafka.Logger = log
+		o.kafka.Logger, o.kafka.TracerProvider = log, tp
 		return kafkaq.New(o.kafka)
 	case "mqtt":
-		o.mqtt.Logger = log
+		o.mqtt.Logger, o.mqtt.TracerProvider = log, tp
 		return mqttq.New(o.mqtt)
 	}
-	o.queue.Logger = log
+	o.queue.Logger, o.queue.TracerProvider = log, tp
 	return queue.New(o.queue)
 }
 
@@ -270,7 +272,13 @@ func runConsume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := o.source(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	tr, err := startTracing(ctx, "sless-consume", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tr, log)
+	c, err := o.source(log, tr.Provider())
 	if err != nil {
 		return err
 	}

@@ -164,3 +164,16 @@ func TestConsumeKafkaServesReadinessAndDelivers(t *testing.T) {
 		t.Errorf("call headers %v", h)
 	}
 }
+
+func TestConsumerTracingEnv(t *testing.T) {
+	got := consumerTracingEnv([]string{"PATH=/bin", "OTEL_TRACES_SAMPLER=always_on", "OTEL_SERVICE_NAME=ctl",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4318", "SLESS_OTEL=x", "OTEL_RESOURCE_ATTRIBUTES=a=b"})
+	want := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4318", "OTEL_RESOURCE_ATTRIBUTES=a=b", "OTEL_TRACES_SAMPLER=always_on"}
+	var names []string
+	for _, e := range got {
+		names = append(names, e.Name+"="+e.Value)
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("consumer env %v, want %v (sorted, no service name, OTEL_* only)", names, want)
+	}
+}

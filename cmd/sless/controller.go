@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -206,5 +207,13 @@ func runController(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	tr, err := startTracing(ctx, "sless-controller", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tr, log)
+	o.TracerProvider = tr.Provider()
+	o.Triggers.ConsumerEnv = consumerTracingEnv(os.Environ())
 	return reconciler.Run(ctx, o)
 }

@@ -33,6 +33,12 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tr, err := startTracing(ctx, "sless-dev", opts.Logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tr, opts.Logger)
+	opts.TracerProvider = tr.Provider()
 	dev, err := local.New(opts)
 	if err != nil {
 		return err

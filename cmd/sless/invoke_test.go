@@ -307,7 +307,7 @@ func TestConsumeFlagsForKafka(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parseConsume(tc.args, env(tc.env))
 			if err == nil {
-				_, err = o.source(nil)
+				_, err = o.source(nil, nil)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
@@ -361,7 +361,7 @@ func TestParseConsumeMQTT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bad.source(nil); err == nil || !strings.Contains(err.Error(), "# only as the whole last level") {
+	if _, err := bad.source(nil, nil); err == nil || !strings.Contains(err.Error(), "# only as the whole last level") {
 		t.Errorf("a bad filter: %v", err)
 	}
 }

@@ -127,7 +127,7 @@ func TestDeploymentRunsSlessConsumeForNATS(t *testing.T) {
 		cfg.Prefetch != 20 || cfg.AckWait != 120*time.Second {
 		t.Errorf("sless consume would run with %+v", cfg)
 	}
-	src, err := o.source(nil)
+	src, err := o.source(nil, nil)
 	if err != nil || src.What() != "subject events.> of stream EVENTS" {
 		t.Errorf("consumer %v, %v", src, err)
 	}
@@ -161,7 +161,7 @@ func TestDeploymentRunsSlessConsumeForKafka(t *testing.T) {
 		cfg.MaxRetries != 5 || cfg.Concurrency != 4 || cfg.Prefetch != 10 {
 		t.Errorf("sless consume would run with %+v", cfg)
 	}
-	src, err := o.source(nil)
+	src, err := o.source(nil, nil)
 	if err != nil || src.What() != "topic orders" {
 		t.Errorf("consumer %v, %v", src, err)
 	}
@@ -199,7 +199,7 @@ func TestDeploymentRunsSlessConsumeForMQTT(t *testing.T) {
 		cfg.Concurrency != 4 || cfg.Prefetch != 10 {
 		t.Errorf("sless consume would run with %+v", cfg)
 	}
-	src, err := o.source(nil)
+	src, err := o.source(nil, nil)
 	if err != nil || src.What() != "topic sensors/+/temp in share group workers" {
 		t.Errorf("consumer %v, %v", src, err)
 	}

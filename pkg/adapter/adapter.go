@@ -46,6 +46,24 @@ type BuildState struct {
 	// StartTime and CompletionTime when known.
 	StartTime      *time.Time
 	CompletionTime *time.Time
+	// Steps are the finished build's steps, when the builder reports them
+	// with its state (local mode); see StepReader for the others.
+	Steps []BuildStep
+}
+
+// BuildStep is one step of a finished build, with its own times.
+type BuildStep struct {
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Failed is true for the step that failed the build.
+	Failed bool `json:"failed,omitempty"`
+}
+
+// StepReader is a Builder that reads a finished build's steps on demand
+// (Tekton: from the TaskRuns, a read the reconciler makes only to trace).
+type StepReader interface {
+	BuildSteps(ctx context.Context, namespace, name string) ([]BuildStep, error)
 }
 
 // Builder turns a build context into an image. EnsureBuild is idempotent per

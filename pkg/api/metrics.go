@@ -72,7 +72,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) handler(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	// OpenMetrics when the scraper asks for it: only that format carries
+	// the invoke histogram's exemplars (trace ids).
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // observe records every request once it is answered. Each label takes its

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -61,8 +62,10 @@ type Cluster struct {
 	// Async, with an AMQPURL, keeps calls made with Prefer: respond-async
 	// in PostgreSQL (Records.DatabaseURL) and RabbitMQ, shared by every
 	// replica; without, such calls run at once.
-	Async  ClusterAsync
-	Logger *slog.Logger
+	Async ClusterAsync
+	// TracerProvider, when set, traces calls (see Options.TracerProvider).
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
 }
 
 // ClusterAsync says where sless api's replicas keep asynchronous calls.
@@ -134,6 +137,7 @@ func NewCluster(ctx context.Context, c Cluster) (*Door, error) {
 		API: a, Auth: verifier, Async: calls,
 		Proxy:   invoke.Options{Resolver: resolver, Services: resolver.Services(), Domain: c.FunctionDomain, BodyIdleTimeout: c.BodyIdleTimeout, Routes: resolver.Routes()},
 		Records: c.Records, IdleConnTimeout: c.IdleConnTimeout, Console: c.Console, Logger: c.Logger,
+		TracerProvider: c.TracerProvider,
 		// Cron and queue trigger credentials (docs/triggers.md).
 		Calls: func(proxy *invoke.Proxy) http.Handler {
 			return TriggerCalls(proxy, c.Auth.HS256Secret, c.Auth.Issuer, c.Auth.Audiences, cl)

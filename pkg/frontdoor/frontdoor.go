@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sless-dev/sless/pkg/api"
@@ -71,7 +72,10 @@ type Options struct {
 	// APIBaseURL is the API's own URL, for the Location of a 202 on a
 	// function's host; "" gives paths.
 	APIBaseURL string
-	Logger     *slog.Logger
+	// TracerProvider, when set, makes spans of the invoke proxy's calls and
+	// of the asynchronous calls' attempts; nil makes none.
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
 }
 
 // Async says where asynchronous calls are kept and how each function
@@ -142,10 +146,10 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 	o, log := d.opts, d.opts.Logger
 	po := o.Proxy
 	po.Authenticator = ProxyAuthenticator(o.Auth, o.API.TenantNamespaces, log)
-	po.Recorder, po.Metrics, po.Logger = d.records.recorder, metrics, log
+	po.Recorder, po.Metrics, po.Logger, po.TracerProvider = d.records.recorder, metrics, log, o.TracerProvider
 	if o.Async != nil {
 		d.runner = &async.Runner{Store: o.Async.Store, Policy: o.Async.Policy, Backoff: o.Async.Backoff, Queue: o.Async.Queue,
-			Logger: log, Registerer: d.reg}
+			Logger: log, Registerer: d.reg, TracerProvider: o.TracerProvider}
 		if o.Async.Keys != nil {
 			d.runner.Keys, d.runner.Callbacks = o.Async.Keys, callback.NewSender(o.Async.CallbackPolicy, 0, nil)
 		}

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/tracing"
 )
 
 // TriggerAsync is an attempt of a call accepted with Prefer: respond-async.
@@ -166,6 +169,12 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 		// The credentials were for sless, and a kept call must not keep them.
 		header.Del("Authorization")
 	}
+	if c.span != nil {
+		// Its attempts continue this call's trace.
+		header.Del("Traceparent")
+		header.Del("Tracestate")
+		tracing.Propagator.Inject(c.traceCtx, propagation.HeaderCarrier(header))
+	}
 	sub := Submission{
 		Namespace: c.ns, Function: c.name, RequestID: c.reqID, Method: r.Method,
 		Path: c.rest, RawQuery: r.URL.RawQuery, Header: header, Body: body, RemoteAddr: r.RemoteAddr,
@@ -201,7 +210,9 @@ func (c *call) accept(w http.ResponseWriter, r *http.Request) {
 		"state": "queued", "location": loc})
 	w.WriteHeader(http.StatusAccepted)
 	_, _ = w.Write(append(out, '\n'))
-	p.opts.Metrics.request(http.StatusAccepted, true, time.Since(c.start))
+	p.opts.Metrics.request(http.StatusAccepted, true, time.Since(c.start), c.spanContext())
+	c.platform = true
+	c.endSpan(http.StatusAccepted, http.StatusAccepted)
 }
 
 // callbackURL reads X-Callback-Url: one well-formed URL whose host the
@@ -300,6 +311,7 @@ func (p *Proxy) RunAsync(ctx context.Context, w http.ResponseWriter, s *Submissi
 	r.RemoteAddr = s.RemoteAddr
 	c := &call{p: p, ns: s.Namespace, name: s.Function, rest: s.Path, trigger: TriggerAsync, start: time.Now(),
 		reqID: s.RequestID, subject: s.Subject, private: s.Subject != "", byHost: s.ByHost}
+	c.startSpan(r, true)
 	target, err := p.resolve(ctx, p.opts.Resolver, s.Namespace, s.Function)
 	if err != nil {
 		c.byHost = true // no isolation headers: nobody's browser reads this

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sources of a response, the "source" label of the request metrics and the
@@ -177,7 +178,7 @@ func (m *Metrics) addDepth(f func() int) {
 	m.mu.Unlock()
 }
 
-func (m *Metrics) request(status int, platform bool, d time.Duration) {
+func (m *Metrics) request(status int, platform bool, d time.Duration, sc trace.SpanContext) {
 	if m == nil || !m.proxy {
 		return
 	}
@@ -190,6 +191,12 @@ func (m *Metrics) request(status int, platform bool, d time.Duration) {
 		s = 1
 	}
 	m.requests[class][s].Inc()
+	if sc.IsSampled() {
+		// The trace of a call in this bucket, shown beside the histogram
+		// (OpenMetrics exemplars).
+		m.latency[s].(prometheus.ExemplarObserver).ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": sc.TraceID().String()})
+		return
+	}
 	m.latency[s].Observe(d.Seconds())
 }
 

@@ -18,8 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sless-dev/sless/pkg/invoke/routing"
 	"github.com/sless-dev/sless/pkg/invoke/upstream"
+	"github.com/sless-dev/sless/pkg/tracing"
 )
 
 // PathPrefix is where the proxy serves functions: /fn/{namespace}/{name}[/*path].
@@ -130,6 +133,9 @@ type Options struct {
 	// lives on the API, which a function's own host does not serve); ""
 	// gives a path.
 	APIBaseURL string
+	// TracerProvider, when set, makes a span of every call (see trace.go);
+	// nil makes none and costs nothing.
+	TracerProvider trace.TracerProvider
 	// Logger receives platform failures (unreachable functions, failed
 	// activations) and, at debug level, callers' request bodies that could
 	// not be read and what net/http's ReverseProxy logs (responses cut
@@ -163,6 +169,8 @@ type Proxy struct {
 	// errorLog takes what ReverseProxy logs itself (a function's response
 	// cut short): at debug level, since the call's record says it.
 	errorLog *log.Logger
+	// tracer is nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // NewProxy makes a Proxy.
@@ -206,7 +214,7 @@ func NewProxy(opts Options) (*Proxy, error) {
 		}
 	}
 	p := &Proxy{opts: opts, transport: opts.Transport, domainSuffix: "." + opts.Domain,
-		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}
+		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug), tracer: tracing.Tracer(opts.TracerProvider)}
 	if p.transport == nil {
 		p.transport = NewTransport()
 	}
@@ -301,6 +309,7 @@ func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, start time.
 // serve applies the access policy to a call of the public invoke path, by
 // path or by host, and forwards it.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, c *call) {
+	c.startSpan(r, false)
 	resolver := p.opts.Resolver
 	if c.service() {
 		resolver = p.opts.Services
@@ -372,6 +381,7 @@ func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, 
 		rest = "/" + rest
 	}
 	c := &call{p: p, ns: namespace, name: name, rest: rest, trigger: trigger, start: start, reqID: RequestID(r)}
+	c.startSpan(r, true)
 	if !validNamespace(namespace) || !validFunctionName(name) {
 		c.refuseResolve(w, r, ErrNotFound)
 		return
@@ -531,6 +541,8 @@ type call struct {
 	upstreamErr     error  // a failure reading the function's response body
 	clientGone      bool
 	upgraded        bool            // the function switched protocols (101)
+	span, upSpan    trace.Span      // the call's and the upstream call's; nil untraced
+	traceCtx        context.Context // carries span
 	byHost          bool            // on the function's own host, not the shared /fn/
 	parent          context.Context // the caller's request context
 	instance        string          // the caller's path, for problems
@@ -647,7 +659,9 @@ func (c *call) refuse(w http.ResponseWriter, r *http.Request, prob Problem) {
 		h.Set("Retry-After", strconv.Itoa(int(c.p.opts.RetryAfter/time.Second)))
 	}
 	writeProblem(w, prob)
-	c.p.opts.Metrics.request(prob.Status, true, time.Since(c.start))
+	c.p.opts.Metrics.request(prob.Status, true, time.Since(c.start), c.spanContext())
+	c.platform, c.reason = true, prob.Reason
+	c.endSpan(prob.Status, prob.Status)
 }
 
 func (c *call) refuseResolve(w http.ResponseWriter, r *http.Request, err error) {
@@ -717,6 +731,9 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		act, err := c.target.Activate(actx)
 		cancel()
+		if err != nil && !errors.Is(err, ErrBusy) || err == nil && act.Cold {
+			c.coldStartSpan(began, err)
+		}
 		if err != nil {
 			if r.Context().Err() != nil {
 				c.clientGone = true
@@ -777,6 +794,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	c.deadline = ctx
 	ctx = context.WithValue(ctx, callKey{}, c)
+	ctx = c.startUpstream(ctx, r.Method)
 	// The connection deadlines lie beyond the call's own: when a read
 	// deadline passes while a handler runs, net/http cancels the
 	// connection's context for good, and the caller would get nothing
@@ -853,6 +871,7 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 		h.Set(PrefixHeader, ServicePrefix+c.ns+"/"+c.name+c.atTag())
 	}
 	h.Set(RequestIDHeader, c.reqID)
+	c.injectUpstream(out.Context(), h)
 	c.rewriteRoute(out)
 	if c.slessToken {
 		h.Del("Authorization")
@@ -872,6 +891,7 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		// and the history's status filters know none either.
 		return fmt.Errorf("the function answered status %d, which HTTP does not have (100-599)", resp.StatusCode)
 	}
+	c.upstreamAnswered(resp.StatusCode)
 	resp.Header.Del(ErrorHeader)
 	resp.Header.Set(RequestIDHeader, c.reqID)
 	dropPlatformTrailers(resp.Trailer)
@@ -1004,7 +1024,11 @@ func (c *call) finish(r *http.Request, v any) {
 	case status == 0:
 		status = http.StatusOK // a handler that wrote nothing
 	}
-	c.p.opts.Metrics.request(status, c.platform, d)
+	c.p.opts.Metrics.request(status, c.platform, d, c.spanContext())
+	if c.span != nil {
+		c.endUpstream(c.errText)
+		c.endSpan(status, c.out.status)
+	}
 	if c.p.opts.Recorder == nil || c.trigger == triggerIngress {
 		return
 	}

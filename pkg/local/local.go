@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -123,7 +124,10 @@ type Options struct {
 	CallbackPolicy *callback.Policy
 	// Logger receives local mode's events; Out its banner (os.Stderr when nil).
 	Logger *slog.Logger
-	Out    io.Writer
+	// TracerProvider, when set, makes spans of calls, deliveries, attempts
+	// and builds (docs/observability.md); nil makes none.
+	TracerProvider trace.TracerProvider
+	Out            io.Writer
 }
 
 // Dev is local mode, checked and ready to Run.
@@ -332,6 +336,7 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 		IdleConnTimeout: p.opts.IdleConnTimeout,
 		Console:         p.opts.Console,
 		Logger:          p.opts.Logger,
+		TracerProvider:  p.opts.TracerProvider,
 	})
 	if err != nil {
 		return nil, err

@@ -78,11 +78,15 @@ func (p *platform) startServing(ctx context.Context) error {
 		Server:  p.fns.server,
 		Store:   p.blobs,
 		Config:  function.Config{PublicBaseURL: p.baseURL, FunctionDomain: p.opts.FunctionDomain},
+
+		TracerProvider: p.opts.TracerProvider,
 	}
 	p.loop(p.fns, "function", reconciler)
 	// SlessServices take the Function's reconciler, as on a cluster, with
 	// the same builder and a server of their own.
-	p.loop(p.svcs, "slessservice", servicerec.NewReconciler(p.store, builder, p.svcs.server, p.blobs, reconciler.Config, nil))
+	svcrec := servicerec.NewReconciler(p.store, builder, p.svcs.server, p.blobs, reconciler.Config, nil)
+	svcrec.TracerProvider = p.opts.TracerProvider
+	p.loop(p.svcs, "slessservice", svcrec)
 	// A secret set or rotated reconciles the functions and services whose
 	// env refers to it: their next revision runs with the new value.
 	p.onClose(p.store.Subscribe(func(ev apiserver.Event) {
@@ -168,6 +172,7 @@ func (p *platform) newLoop(name, kind string, r reconcile.Reconciler) *apiserver
 func (p *platform) startRuns(recorder *invoke.Recorder) {
 	p.runs = runs.New(p.store, p.fns.server, recorder)
 	p.runs.Broker, p.runs.NATS, p.runs.Kafka, p.runs.MQTT, p.runs.Logger = p.opts.AMQPURL, p.opts.NATSURL, p.opts.KafkaBrokers, p.opts.MQTTURL, p.opts.Logger
+	p.runs.TracerProvider = p.opts.TracerProvider
 	p.onClose(p.runs.Close)
 	p.newLoop("trigger", "Trigger", p.runs.TriggerReconciler())
 	p.newLoop("functionjob", "FunctionJob", p.runs.JobReconciler())

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -64,6 +65,9 @@ type Config struct {
 	// broker; it doubles up to 30 s. Default 500 ms.
 	ReconnectDelay time.Duration
 	Logger         *slog.Logger
+	// TracerProvider, when set, makes a CONSUMER span of each delivery;
+	// nil makes none.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) defaults() error {
@@ -174,8 +178,9 @@ func (c *Config) queue(name string) queueDecl {
 
 // Consumer consumes one queue for one function.
 type Consumer struct {
-	cfg   Config
-	state *Tracker
+	cfg    Config
+	state  *Tracker
+	tracer Tracer
 }
 
 // New checks cfg and makes a Consumer.
@@ -183,7 +188,7 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, state: NewTracker()}, nil
+	return &Consumer{cfg: cfg, state: NewTracker(), tracer: NewTracer(cfg.TracerProvider, "rabbitmq")}, nil
 }
 
 // State is what the consumer does now, and a channel closed at the next
@@ -393,7 +398,9 @@ func (c *Consumer) handle(ctx context.Context, l *link, d amqp.Delivery) {
 	if !httpguts.ValidHeaderFieldValue(ct) {
 		ct = ""
 	}
+	ctx, span := c.tracer.Start(ctx, c.cfg.Queue, AMQPCarrier(d.Headers), d.MessageId, retries+1)
 	out := c.cfg.Invoker.Invoke(ctx, Call{Trigger: "queue", Body: d.Body, ContentType: ct, RequestID: HeaderValue(reqID), Header: h})
+	End(span, out)
 	if out.OK() {
 		c.settle(d.Ack(false), d)
 		return

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Delivery are the settings the nats, kafka and mqtt consumers share,
@@ -21,6 +23,9 @@ type Delivery struct {
 	Invoker             Caller
 	ReconnectDelay      time.Duration
 	Logger              *slog.Logger
+	// TracerProvider, when set, makes a CONSUMER span of each delivery
+	// (NewTracer); nil makes none.
+	TracerProvider trace.TracerProvider
 }
 
 // Check refuses what every broker's consumer refuses alike: no function

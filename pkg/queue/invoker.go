@@ -120,6 +120,7 @@ func (iv *Invoker) Invoke(ctx context.Context, c Call) Outcome {
 	if c.RequestID != "" {
 		req.Header.Set(RequestIDHeader, c.RequestID)
 	}
+	injectTrace(ctx, req.Header)
 	client := iv.Client
 	if client == nil {
 		client = defaultClient

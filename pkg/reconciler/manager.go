@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +82,8 @@ type Options struct {
 	// the controller keeps (limits.Policy) enforces; its defaults go in
 	// Resources.DefaultResources.
 	Limits limits.Site
+	// TracerProvider, when set, traces builds (docs/observability.md).
+	TracerProvider trace.TracerProvider
 }
 
 // Run runs the controller until ctx is done.
@@ -108,6 +111,7 @@ func Run(ctx context.Context, o Options) error {
 		Resources:               o.Resources,
 		Store:                   store,
 		MaxConcurrentReconciles: o.Concurrency,
+		TracerProvider:          o.TracerProvider,
 	}
 	if err := function.SetupWithManager(mgr, fnOpts); err != nil {
 		return err

@@ -43,6 +43,9 @@ type TriggerOptions struct {
 	DatabaseURL string
 	// Concurrency is how many Triggers and FunctionJobs are reconciled at once, each.
 	Concurrency int
+	// ConsumerEnv is added to every queue consumer's environment (the
+	// controller's OTEL_* variables).
+	ConsumerEnv []corev1.EnvVar
 }
 
 // TriggerCaches narrows the kinds the two reconcilers watch: Pods of
@@ -72,7 +75,7 @@ func (t TriggerOptions) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		log.Warn("--sless-image is not pinned by digest; cron runs and consumers may run different sless versions", "image", t.Image)
 	}
 	topts := trigger.Options{
-		Config:                  kube.TriggerConfig{Image: t.Image, InvokeURL: t.InvokeURL, ImagePullPolicy: corev1.PullIfNotPresent},
+		Config:                  kube.TriggerConfig{Image: t.Image, InvokeURL: t.InvokeURL, ImagePullPolicy: corev1.PullIfNotPresent, ConsumerEnv: t.ConsumerEnv},
 		PublicURL:               publicURL,
 		MaxConcurrentReconciles: t.Concurrency,
 	}

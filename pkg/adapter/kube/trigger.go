@@ -98,6 +98,9 @@ type TriggerConfig struct {
 	InvokeURL string
 	// ImagePullPolicy of the caller containers; the kubelet's default if empty.
 	ImagePullPolicy corev1.PullPolicy
+	// ConsumerEnv is added to the consumers' environment: the
+	// controller's own OTEL_* variables, so their spans go where its go.
+	ConsumerEnv []corev1.EnvVar
 }
 
 // FunctionURL is where a trigger calls its function through the invoke proxy.
@@ -340,6 +343,7 @@ func MakeConsumerDeployment(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function
 		"--health-addr=:"+strconv.Itoa(ConsumerHealthPort),
 	)
 	env = append(env, tokenEnv(t))
+	env = append(env, cfg.ConsumerEnv...)
 	labels := TriggerLabels(t, "trigger-consumer")
 	selector := map[string]string{LabelTrigger: t.Name, LabelComponent: "trigger-consumer"}
 	replicas := int32(1)

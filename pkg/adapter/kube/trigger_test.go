@@ -186,6 +186,14 @@ func TestMakeConsumerDeployment(t *testing.T) {
 			}
 		})
 	}
+	// The controller's tracing variables follow the consumer's own.
+	withEnv := cfg
+	withEnv.ConsumerEnv = []corev1.EnvVar{{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://collector:4318"}}
+	got := MakeConsumerDeployment(queueTrigger(true, slessv1alpha1.QueueSpec{ConnectionSecret: "rabbit", Queue: "orders"}), fn(), withEnv)
+	env := got.Spec.Template.Spec.Containers[0].Env
+	if last := env[len(env)-1]; last != withEnv.ConsumerEnv[0] || env[len(env)-2].Name != tokenEnvVar.Name {
+		t.Errorf("env %+v, want the token's then the tracing variables", env)
+	}
 }
 
 func TestMakeTokenSecret(t *testing.T) {

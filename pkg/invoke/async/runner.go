@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/invoke/callback"
 	"github.com/sless-dev/sless/pkg/problems"
+	"github.com/sless-dev/sless/pkg/tracing"
 )
 
 // Policy is a function's spec.async with its defaults.
@@ -89,7 +91,10 @@ type Runner struct {
 	// SweepEvery is how often a shared Runner queues again the calls
 	// whose refs were lost (0: DefaultSweepEvery).
 	SweepEvery time.Duration
+	// TracerProvider, when set, makes a span of each attempt; nil none.
+	TracerProvider trace.TracerProvider
 
+	tracer  trace.Tracer
 	ctx     context.Context
 	cancel  context.CancelFunc
 	running sync.WaitGroup
@@ -121,6 +126,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.CallbackAttempts <= 0 {
 		r.CallbackAttempts = DefaultCallbackAttempts
 	}
+	r.tracer = tracing.Tracer(r.TracerProvider)
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.gates = map[string]*gate{}
 	r.changed = make(chan struct{})
@@ -337,7 +343,9 @@ func (r *Runner) step(ctx context.Context, j *Job, pol Policy) bool {
 	j.State, j.StartedAt, j.NextAttemptAt = StateRunning, time.Now(), time.Time{}
 	j.Attempts++
 	r.save(j)
-	resp, errText := r.attempt(ctx, j)
+	actx, span := r.startAttempt(ctx, j)
+	resp, errText := r.attempt(actx, j)
+	endAttempt(span, resp, errText)
 	r.metrics.attempts.Inc()
 	if ctx.Err() != nil {
 		return false

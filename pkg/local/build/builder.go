@@ -96,6 +96,8 @@ type buildResult struct {
 	// for its digest until a Function asks again with another (askedAgain).
 	Rebuilds       []string `json:"rebuilds,omitempty"`
 	TimeoutSeconds int64    `json:"timeoutSeconds,omitempty"`
+	// Steps are the build's steps with their times, for its trace.
+	Steps []adapter.BuildStep `json:"steps,omitempty"`
 }
 
 // askedAgain tells whether fn asks for the digest whose outcome is res to
@@ -250,7 +252,7 @@ func (b *Builder) EnsureBuild(_ context.Context, fn slessv1alpha1.Workload, in a
 // finished reports the outcome res of fn's build of digest.
 func finished(fn slessv1alpha1.Workload, name, digest string, res buildResult) adapter.BuildState {
 	st := adapter.BuildState{Name: name, Started: true, Done: true, Succeeded: res.Succeeded,
-		Reason: res.Reason, Message: res.Message, StartTime: &res.StartTime, CompletionTime: &res.CompletionTime}
+		Reason: res.Reason, Message: res.Message, StartTime: &res.StartTime, CompletionTime: &res.CompletionTime, Steps: res.Steps}
 	if res.Succeeded {
 		st.Image = Image(fn.GetNamespace(), fn.GetName(), digest)
 	}
@@ -312,11 +314,26 @@ func (b *Builder) run(hexd, location string, bl *build) {
 // build unpacks and sets up the context in a temporary directory and renames
 // it into place, so a directory named by a digest is always complete.
 func (b *Builder) build(ctx context.Context, hexd, location string) buildResult {
+	var steps []adapter.BuildStep
+	res := b.buildSteps(ctx, hexd, location, &steps)
+	res.Steps = steps
+	return res
+}
+
+// buildSteps builds, noting each step's times in steps: unpacking the
+// context, then each command the runtime's setup runs.
+func (b *Builder) buildSteps(ctx context.Context, hexd, location string, steps *[]adapter.BuildStep) buildResult {
+	step := func(name string, began time.Time, err error) {
+		*steps = append(*steps, adapter.BuildStep{Name: name, Start: began, End: time.Now().UTC(), Failed: err != nil})
+	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(b.root, ".tmp-"+hexd[:12]+"-"+hex.EncodeToString(rnd[:]))
 	defer os.RemoveAll(tmp)
-	if err := unpackContext(location, "sha256:"+hexd, tmp); err != nil {
+	began := time.Now().UTC()
+	err := unpackContext(location, "sha256:"+hexd, tmp)
+	step("unpack", began, err)
+	if err != nil {
 		return buildResult{Reason: ReasonBadContext, Message: err.Error()}
 	}
 	cmds, err := runtimes.LocalSetup(tmp, b.opts)
@@ -340,7 +357,9 @@ func (b *Builder) build(ctx context.Context, hexd, location string) buildResult 
 		fmt.Fprintf(stamped, "$ %s\n", strings.Join(cmd.Args, " "))
 		cmd.Stdout = io.MultiWriter(stamped, tail)
 		cmd.Stderr = cmd.Stdout
+		began := time.Now().UTC()
 		_, err := b.Procs.Run(ctx, cmd, proc.Spec{Name: "build." + hexd[:12]})
+		step(strings.TrimSpace(path.Base(cmd.Args[0])+" "+strings.Join(cmd.Args[1:min(len(cmd.Args), 2)], " ")), began, err)
 		stamped.Flush()
 		if err != nil {
 			msg := strings.TrimSpace(tail.String())

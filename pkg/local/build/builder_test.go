@@ -83,6 +83,15 @@ func TestBuilderBuildsOncePerDigestAndRemembers(t *testing.T) {
 	if !done.Succeeded || done.Image != build.Image("ns", "a", in.Digest) || done.StartTime == nil || done.CompletionTime == nil {
 		t.Fatalf("done = %+v", done)
 	}
+	// Its steps, with their own times inside the build's, for its trace.
+	if len(done.Steps) < 1 || done.Steps[0].Name != "unpack" {
+		t.Fatalf("steps %+v, want unpack first", done.Steps)
+	}
+	for _, s := range done.Steps {
+		if s.Failed || s.Start.Before(*done.StartTime) || s.End.Before(s.Start) || s.End.After(*done.CompletionTime) {
+			t.Fatalf("step %+v lies outside the build's %s–%s", s, done.StartTime, done.CompletionTime)
+		}
+	}
 	// Both functions that asked are told when it ends.
 	deadline := time.Now().Add(10 * time.Second)
 	for rec.count("ns/a") != 1 || rec.count("ns/b") != wantB {

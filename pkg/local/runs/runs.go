@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +41,7 @@ import (
 	"github.com/sless-dev/sless/pkg/queue/natsq"
 	"github.com/sless-dev/sless/pkg/reconciler/job"
 	"github.com/sless-dev/sless/pkg/reconciler/trigger"
+	"github.com/sless-dev/sless/pkg/tracing"
 	"github.com/sless-dev/sless/runtimes"
 )
 
@@ -69,6 +72,8 @@ type Runs struct {
 	// MQTT is the broker URL mqtt Triggers are consumed from, alike.
 	MQTT   string
 	Logger *slog.Logger
+	// TracerProvider, when set, makes a span of each queue delivery.
+	TracerProvider trace.TracerProvider
 
 	mu     sync.Mutex
 	crons  map[types.NamespacedName]*cronEntry
@@ -283,7 +288,7 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 			URL: r.NATS, Stream: t.Spec.NATS.Stream, Subject: t.Spec.NATS.Subject, Durable: names.NATSDurable(t),
 			DeadLetterSubject: names.NATSDeadLetterSubject(t),
 			AckWait:           time.Duration(fn.Timeout())*time.Second + ackWaitAllowance,
-			Delivery:          delivery(d, caller, logger),
+			Delivery:          r.delivery(d, caller, logger),
 		}
 		raw, _ := json.Marshal([]any{cfg.Stream, cfg.Subject, cfg.Durable, cfg.DeadLetterSubject, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, cfg.AckWait, t.Spec.Function})
 		c, err := natsq.New(cfg)
@@ -295,7 +300,7 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 		m := t.Spec.MQTT
 		cfg := mqttq.Config{
 			URL: r.MQTT, Topic: m.Topic, ShareGroup: m.ShareGroup, ClientID: names.MQTTClientID(t), DeadLetterTopic: names.MQTTDeadLetterTopic(t),
-			Delivery: delivery(d, caller, logger),
+			Delivery: r.delivery(d, caller, logger),
 		}
 		raw, _ := json.Marshal([]any{cfg.Topic, cfg.ShareGroup, cfg.ClientID, cfg.DeadLetterTopic, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
 		c, err := mqttq.New(cfg)
@@ -309,7 +314,7 @@ func (r *Runs) source(t *slessv1alpha1.Trigger, fn *slessv1alpha1.Function) (que
 		URL: r.Broker, Queue: q.Queue, DeadLetterQueue: names.DeadLetterQueue(q),
 		Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
 		Backoff: time.Duration(*d.BackoffSeconds) * time.Second,
-		Invoker: caller, Logger: logger,
+		Invoker: caller, Logger: logger, TracerProvider: r.TracerProvider,
 	}
 	raw, _ := json.Marshal([]any{cfg.Queue, cfg.DeadLetterQueue, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
 	c, err := queue.New(cfg)
@@ -323,7 +328,7 @@ func (r *Runs) kafkaSource(t *slessv1alpha1.Trigger, d *slessv1alpha1.Delivery, 
 	}
 	cfg := kafkaq.Config{
 		Brokers: r.Kafka, Topic: t.Spec.Kafka.Topic, Group: names.KafkaGroup(t), DeadLetterTopic: names.KafkaDeadLetterTopic(t),
-		Delivery: delivery(d, caller, logger),
+		Delivery: r.delivery(d, caller, logger),
 	}
 	raw, _ := json.Marshal([]any{cfg.Topic, cfg.Group, cfg.DeadLetterTopic, cfg.Prefetch, cfg.Concurrency, cfg.MaxRetries, cfg.Backoff, t.Spec.Function})
 	c, err := kafkaq.New(cfg)
@@ -332,9 +337,9 @@ func (r *Runs) kafkaSource(t *slessv1alpha1.Trigger, d *slessv1alpha1.Delivery, 
 
 // delivery is a trigger's spec.delivery (defaults filled) as the
 // consumers take it.
-func delivery(d *slessv1alpha1.Delivery, caller queue.Caller, logger *slog.Logger) queue.Delivery {
+func (r *Runs) delivery(d *slessv1alpha1.Delivery, caller queue.Caller, logger *slog.Logger) queue.Delivery {
 	return queue.Delivery{Prefetch: int(*d.Prefetch), Concurrency: int(*d.Concurrency), MaxRetries: int(*d.MaxRetries),
-		Backoff: time.Duration(*d.BackoffSeconds) * time.Second, Invoker: caller, Logger: logger}
+		Backoff: time.Duration(*d.BackoffSeconds) * time.Second, Invoker: caller, Logger: logger, TracerProvider: r.TracerProvider}
 }
 
 // ackWaitAllowance is added to the function's timeout for how long
@@ -821,6 +826,10 @@ func (r *Runs) call(ctx context.Context, ns, name string, cr callRequest, timeou
 	}
 	req.Header.Set("Content-Type", cr.contentType)
 	req.Header.Set(invoke.RequestIDHeader, rec.RequestID)
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// The delivery's span: the function's joins its trace.
+		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"golang.org/x/net/http/httpguts"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -53,8 +54,9 @@ const (
 
 // Consumer consumes one topic for one function.
 type Consumer struct {
-	cfg   Config
-	state *queue.Tracker
+	cfg    Config
+	state  *queue.Tracker
+	tracer queue.Tracer
 }
 
 var _ queue.Source = (*Consumer)(nil)
@@ -64,7 +66,7 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, state: queue.NewTracker()}, nil
+	return &Consumer{cfg: cfg, state: queue.NewTracker(), tracer: queue.NewTracer(cfg.TracerProvider, "kafka")}, nil
 }
 
 // State implements queue.Source.
@@ -341,7 +343,10 @@ func (s *session) deliver(j *job) {
 	p.calls.Add(1)
 	j.h.retrying = false
 	s.mu.Unlock()
-	out := cfg.Invoker.Invoke(context.Background(), call(r, j.attempt))
+	ctx, span := s.c.tracer.Start(context.Background(), r.Topic, recordCarrier{r}, recordID(r), j.attempt,
+		semconv.MessagingConsumerGroupName(cfg.Group), semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))))
+	out := cfg.Invoker.Invoke(ctx, call(r, j.attempt))
+	queue.End(span, out)
 	if out.OK() {
 		s.finish(p, j.h)
 		p.calls.Done()
@@ -387,8 +392,13 @@ func (s *session) deliver(j *job) {
 }
 
 // call is the function's call for attempt n of r.
+// recordID names a record by where it is: topic-partition-offset.
+func recordID(r *kgo.Record) string {
+	return r.Topic + "-" + strconv.Itoa(int(r.Partition)) + "-" + strconv.FormatInt(r.Offset, 10)
+}
+
 func call(r *kgo.Record, attempt int) queue.Call {
-	id := r.Topic + "-" + strconv.Itoa(int(r.Partition)) + "-" + strconv.FormatInt(r.Offset, 10)
+	id := recordID(r)
 	h := http.Header{}
 	h.Set(queue.MessageIDHeader, queue.HeaderValue(id))
 	h.Set(queue.AttemptHeader, strconv.Itoa(attempt))

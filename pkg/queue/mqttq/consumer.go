@@ -91,8 +91,9 @@ func (c *Config) Filter() string {
 
 // Consumer consumes one topic filter for one function.
 type Consumer struct {
-	cfg   Config
-	state *queue.Tracker
+	cfg    Config
+	state  *queue.Tracker
+	tracer queue.Tracer
 }
 
 var _ queue.Source = (*Consumer)(nil)
@@ -102,7 +103,7 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, state: queue.NewTracker()}, nil
+	return &Consumer{cfg: cfg, state: queue.NewTracker(), tracer: queue.NewTracer(cfg.TracerProvider, "mqtt")}, nil
 }
 
 // State implements queue.Source.
@@ -295,7 +296,10 @@ func (c *Consumer) handle(ctx, held context.Context, gone <-chan struct{}, clien
 		h.Set(queue.MessageIDHeader, id)
 		h.Set(queue.AttemptHeader, strconv.Itoa(attempt))
 		h.Set(TopicHeader, queue.HeaderValue(m.Topic()))
-		out = c.cfg.Invoker.Invoke(ctx, queue.Call{Trigger: string(slessv1alpha1.TriggerTypeMQTT), Body: m.Payload(), RequestID: id, Header: h})
+		// MQTT 3.1.1 messages have no headers: each delivery starts a trace.
+		sctx, span := c.tracer.Start(ctx, m.Topic(), nil, id, attempt)
+		out = c.cfg.Invoker.Invoke(sctx, queue.Call{Trigger: string(slessv1alpha1.TriggerTypeMQTT), Body: m.Payload(), RequestID: id, Header: h})
+		queue.End(span, out)
 		if out.OK() {
 			m.Ack()
 			return

@@ -87,8 +87,9 @@ func (c *Config) RetryDelay(n int) time.Duration {
 
 // Consumer consumes one stream's subject for one function.
 type Consumer struct {
-	cfg   Config
-	state *queue.Tracker
+	cfg    Config
+	state  *queue.Tracker
+	tracer queue.Tracer
 	// why keeps the outcome of each message's last failed call, by stream
 	// sequence, for the headers of its dead-lettered copy.
 	whyMu sync.Mutex
@@ -102,7 +103,8 @@ func New(cfg Config) (*Consumer, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, state: queue.NewTracker(), why: map[uint64]queue.Outcome{}}, nil
+	return &Consumer{cfg: cfg, state: queue.NewTracker(), why: map[uint64]queue.Outcome{},
+		tracer: queue.NewTracer(cfg.TracerProvider, "nats")}, nil
 }
 
 // State implements queue.Source.
@@ -317,8 +319,10 @@ func (c *Consumer) handle(ctx context.Context, m jetstream.Msg) {
 	if !httpguts.ValidHeaderFieldValue(ct) {
 		ct = ""
 	}
+	ctx, span := c.tracer.Start(ctx, m.Subject(), queue.MapCarrier(m.Headers()), id, attempt)
 	out := c.cfg.Invoker.Invoke(ctx, queue.Call{Trigger: string(slessv1alpha1.TriggerTypeNATS), Body: m.Data(), ContentType: ct,
 		RequestID: queue.HeaderValue(id), Header: h})
+	queue.End(span, out)
 	seq := md.Sequence.Stream
 	if out.OK() {
 		c.forget(seq)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	tektonv1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -114,6 +115,8 @@ type Options struct {
 	// Recorder records the Function's Events; nil means the manager's
 	// recorder for RecorderName.
 	Recorder events.EventRecorder
+	// TracerProvider, when set, traces builds.
+	TracerProvider trace.TracerProvider
 }
 
 // RecorderName is the reporting controller of the Function's Events.
@@ -132,13 +135,14 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		rec = mgr.GetEventRecorder(RecorderName)
 	}
 	r := &Reconciler{
-		Client:        mgr.GetClient(),
-		Builder:       &tekton.Builder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
-		Server:        &knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
-		Store:         opts.Store,
-		Config:        opts.Config,
-		BuildFinished: ObserveBuild,
-		Recorder:      rec,
+		Client:         mgr.GetClient(),
+		Builder:        &tekton.Builder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
+		Server:         &knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
+		Store:          opts.Store,
+		Config:         opts.Config,
+		BuildFinished:  ObserveBuild,
+		Recorder:       rec,
+		TracerProvider: opts.TracerProvider,
 	}
 	workers := opts.MaxConcurrentReconciles
 	if workers <= 0 {

@@ -1,6 +1,7 @@
 package function
 
 import (
+	"context"
 	"fmt"
 	"unicode/utf8"
 
@@ -70,15 +71,16 @@ func steps(evs []event) []event {
 
 // tell hands over what a reconcile found once its status is stored: the
 // Events, and each build's end to BuildFinished.
-func (r *Reconciler) tell(fn slessv1alpha1.Workload, evs []event) {
+func (r *Reconciler) tell(ctx context.Context, fn slessv1alpha1.Workload, evs []event) {
 	r.record(fn, evs...)
-	if r.BuildFinished == nil {
-		return
-	}
 	for _, e := range evs {
-		if e.build != nil {
+		if e.build == nil {
+			continue
+		}
+		if r.BuildFinished != nil {
 			r.BuildFinished(*e.build)
 		}
+		r.traceBuild(ctx, fn, *e.build)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,6 +109,9 @@ type Reconciler struct {
 	// end, once per build and Function: when the status telling that end
 	// is stored. The controller feeds a histogram.
 	BuildFinished func(adapter.BuildState)
+	// TracerProvider, when set, makes spans of each finished build
+	// (trace.go); nil makes none.
+	TracerProvider trace.TracerProvider
 	// Recorder records the Events of events.go on Functions; nil records
 	// none, as in local mode, which has no Event API to record to.
 	Recorder events.EventRecorder
@@ -217,7 +221,7 @@ func (r *Reconciler) reconcileFunction(ctx context.Context, fn slessv1alpha1.Wor
 		}
 		r.wrote(fn, prev)
 	}
-	r.tell(fn, evs)
+	r.tell(ctx, fn, evs)
 	return reconcile.Result{}, err
 }
 

@@ -35,7 +35,7 @@ func SetupWithManager(mgr ctrl.Manager, opts function.Options) error {
 		&tekton.Builder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
 		&knative.Server{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Resources},
 		opts.Store, opts.Config, rec)
-	r.BuildFinished = function.ObserveBuild
+	r.BuildFinished, r.TracerProvider = function.ObserveBuild, opts.TracerProvider
 	workers := opts.MaxConcurrentReconciles
 	if workers <= 0 {
 		workers = 1
