@@ -59,6 +59,9 @@ type Options struct {
 	// Logs streams functions' output to the live logs panel, in process;
 	// nil hides the panel.
 	Logs logs.Source
+	// Secrets lists the namespace's secrets (names, keys and versions are
+	// shown, never values); nil shows none.
+	Secrets client.Reader
 	// Async lists asynchronous calls; nil hides their panel.
 	Async  AsyncCalls
 	Logger *slog.Logger
@@ -117,6 +120,17 @@ func (c *Console) routes() *http.ServeMux {
 	m.HandleFunc("GET "+fn+"/source/{file...}", c.inNamespace(c.sourcePage))
 	m.HandleFunc("POST "+fn+"/invoke", c.inNamespace(c.checkForm(c.invokeFunction)))
 	m.HandleFunc("GET "+fn+"/logs", c.inNamespace(c.logStream))
+	m.HandleFunc("GET "+fn+"/build", c.inNamespace(c.buildPage(false)))
+	m.HandleFunc("GET "+fn+"/build/stream", c.inNamespace(c.buildStream(false)))
+	svc := "/console/namespaces/{ns}/services/{name}"
+	m.HandleFunc("GET /console/namespaces/{ns}/services/{$}", c.inNamespace(c.serviceList))
+	m.HandleFunc("GET "+svc, c.inNamespace(c.servicePage))
+	m.HandleFunc("GET "+svc+"/logs", c.inNamespace(c.serviceLogStream))
+	m.HandleFunc("GET "+svc+"/build", c.inNamespace(c.buildPage(true)))
+	m.HandleFunc("GET "+svc+"/build/stream", c.inNamespace(c.buildStream(true)))
+	m.HandleFunc("GET /console/namespaces/{ns}/triggers/{$}", c.inNamespace(c.triggerList))
+	m.HandleFunc("GET /console/namespaces/{ns}/jobs/{$}", c.inNamespace(c.jobList))
+	m.HandleFunc("GET /console/namespaces/{ns}/secrets/{$}", c.inNamespace(c.secretList))
 	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
 	})

@@ -90,11 +90,13 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
+	seedObjects(t, store)
 	recs, err := store.Records()
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
+	seedRecords(t, recs, now)
 	if err := recs.Write(ctx, invoke.Batch{ID: "b1", Records: []invoke.Record{
 		{Namespace: "tenant-a", Function: "hello", Trigger: invoke.TriggerHTTP, RequestID: "req-ok-1", StartedAt: now.Add(-2 * time.Hour), Duration: time.Millisecond, Status: 200},
 		{Namespace: "tenant-a", Function: "hello", Trigger: invoke.TriggerHTTP, RequestID: "req-bad-2", StartedAt: now.Add(-time.Minute), Duration: time.Millisecond, Status: 503, Error: "<b>not ready</b>"},
@@ -166,7 +168,7 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	c, err := console.New(console.Options{
-		Objects: store, Auth: verifier, History: recs, Invoke: proxy, Logs: &serving.Logs{LogDir: logDir}, Async: calls,
+		Objects: store, Auth: verifier, History: recs, Stats: recs, Secrets: store, Invoke: proxy, Logs: &serving.Logs{LogDir: logDir}, Async: calls,
 		TenantNamespaces: &kube.Tenants{Client: store, Prefixes: []string{"tenant-"}},
 	})
 	if err != nil {

@@ -50,7 +50,6 @@ func (c *Console) logStream(w http.ResponseWriter, r *http.Request, s *session) 
 	if fn == nil {
 		return
 	}
-	rc := http.NewResponseController(w)
 	q := logs.Query{Follow: true, Tail: liveTail}
 	if id := r.URL.Query().Get("invocation"); id != "" {
 		if !requestID(id) {
@@ -59,6 +58,21 @@ func (c *Console) logStream(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 		q.Invocation = id
 	}
+	c.streamLines(w, r, q, func(q logs.Query, emit logs.Emit) error {
+		return c.opts.Logs.Function(r.Context(), fn, q, emit)
+	}, func(err error) string {
+		c.log.Warn("console: stream logs", "namespace", fn.Namespace, "function", fn.Name, "error", err)
+		return "The log stream stopped: the logs cannot be read now."
+	})
+}
+
+// streamLines answers read's lines as server-sent events, one "line"
+// event of HTML each. A browser that reconnects sends the last event's id,
+// its line's time, and gets what came after it. A read that fails is told
+// in a last line, worded by failed.
+func (c *Console) streamLines(w http.ResponseWriter, r *http.Request, q logs.Query,
+	read func(logs.Query, logs.Emit) error, failed func(error) string) {
+	rc := http.NewResponseController(w)
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		if t, err := time.Parse(time.RFC3339Nano, id); err == nil {
 			q.Since, q.Tail = t.Add(time.Nanosecond), -1
@@ -87,12 +101,9 @@ func (c *Console) logStream(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 		return rc.Flush()
 	}
-	err := c.opts.Logs.Function(r.Context(), fn, q, func(l logs.Line) error {
-		return send(lineOf(l))
-	})
+	err := read(q, func(l logs.Line) error { return send(lineOf(l)) })
 	if err != nil && r.Context().Err() == nil && !errors.Is(err, context.Canceled) {
-		c.log.Warn("console: stream logs", "namespace", fn.Namespace, "function", fn.Name, "error", err)
-		_ = send(shownLine{Text: "The log stream stopped: the logs cannot be read now.", Note: true})
+		_ = send(shownLine{Text: failed(err), Note: true})
 	}
 }
 

@@ -122,6 +122,8 @@ type functionData struct {
 	Logs *logsView
 	// Async is the asynchronous calls panel; nil when the server runs none.
 	Async *asyncData
+	// Charts are drawn from the invocation stats; nil when none are kept.
+	Charts *chartsData
 }
 
 type logsView struct {
@@ -155,7 +157,7 @@ func (c *Console) functionPage(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	d := c.functionData(r, s, fn)
 	status := http.StatusOK
-	if d.Inv.Error != "" || (d.Async != nil && d.Async.Error != "") {
+	if d.Inv.Error != "" || (d.Async != nil && d.Async.Error != "") || (d.Charts != nil && d.Charts.Error != "") {
 		status = http.StatusBadRequest
 	}
 	c.render(w, r, status, "function", d)
@@ -169,6 +171,7 @@ func (c *Console) functionData(r *http.Request, s *session, fn *slessv1alpha1.Fu
 		Source:     c.sourceOf(r.Context(), fn, ""),
 		Inv:        c.invocations(r, fn),
 		Async:      c.asyncCalls(r, fn),
+		Charts:     c.charts(r, ns, fn.Name, fnPath(ns, fn.Name), false),
 		CanInvoke:  c.opts.Invoke != nil,
 		Invoke:     invokeForm{Method: http.MethodPost, Path: "/", ContentType: "application/json", Body: "{}"},
 	}
@@ -375,7 +378,8 @@ func parsePages() (map[string]*template.Template, error) {
 		}
 		pages[base] = t
 	}
-	for _, want := range []string{"login", "error", "list", "function", "source", "invocations", "async"} {
+	for _, want := range []string{"login", "error", "list", "function", "source", "invocations", "async",
+		"services", "service", "triggers", "jobs", "secrets", "build"} {
 		if pages[want] == nil {
 			return nil, errors.New("console: no template " + want)
 		}
@@ -402,6 +406,13 @@ var funcs = template.FuncMap{
 	},
 	"asyncStates":     func() []async.State { return asyncStates },
 	"asyncStateClass": asyncStateClass,
+	"since":           since,
+	"bool": func(p *bool) string {
+		if p == nil || *p {
+			return "yes"
+		}
+		return "no"
+	},
 }
 
 func deref(p *int32) string {

@@ -199,7 +199,7 @@ func (d *Door) build(metrics *invoke.Metrics) error {
 		// the same handler, with the caller's own token.
 		co := console.Options{
 			Objects: a.Objects, Auth: o.Auth, TenantNamespaces: a.TenantNamespaces, Blobs: a.Blobs, Limits: a.Limits,
-			History: d.records.history, Stats: d.records.stats, Invoke: a.Invoke, Logs: a.Logs, Logger: log,
+			History: d.records.history, Stats: d.records.stats, Secrets: a.Secrets, Invoke: a.Invoke, Logs: a.Logs, Logger: log,
 		}
 		if o.Async != nil {
 			co.Async = o.Async.Store
