@@ -350,16 +350,17 @@ func specDiffers(want, have *servingv1.RevisionSpec) bool {
 	if len(w.Containers) != len(h.Containers) {
 		return true
 	}
-	// Placement removed from the Function must leave the Service too;
-	// Knative defaults none of it.
+	// Placement and volumes removed from the Function must leave the
+	// Service too; Knative defaults none of it (mounts' readOnly sless sets).
 	if !equality.Semantic.DeepEqual(w.NodeSelector, h.NodeSelector) || !equality.Semantic.DeepEqual(w.Tolerations, h.Tolerations) ||
 		!equality.Semantic.DeepEqual(w.Affinity, h.Affinity) || w.PriorityClassName != h.PriorityClassName ||
-		!equality.Semantic.DeepEqual(w.RuntimeClassName, h.RuntimeClassName) {
+		!equality.Semantic.DeepEqual(w.RuntimeClassName, h.RuntimeClassName) || !equality.Semantic.DeepEqual(w.Volumes, h.Volumes) {
 		return true
 	}
 	for i := range w.Containers {
 		wc, hc := &w.Containers[i], &h.Containers[i]
-		if !equality.Semantic.DeepEqual(wc.Env, hc.Env) || !equality.Semantic.DeepEqual(wc.Resources, hc.Resources) {
+		if !equality.Semantic.DeepEqual(wc.Env, hc.Env) || !equality.Semantic.DeepEqual(wc.Resources, hc.Resources) ||
+			!equality.Semantic.DeepEqual(wc.VolumeMounts, hc.VolumeMounts) {
 			return true
 		}
 		// Knative fills in the probe's thresholds and port; only the

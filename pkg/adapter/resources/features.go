@@ -11,6 +11,10 @@ import (
 // Knative Serving's system namespace, where config-features lives.
 const KnativeNamespace = "knative-serving"
 
+// FeaturePodSpecPVCWrite lets a revision write to its claims; Knative
+// v0.50 names no constant for it.
+const FeaturePodSpecPVCWrite = "kubernetes.podspec-persistent-volume-write"
+
 // Feature is a Knative config-features flag a revision's pod spec needs,
 // with the spec field that needs it.
 type Feature struct {
@@ -19,7 +23,7 @@ type Feature struct {
 }
 
 // RequiredFeatures lists the flags Knative's webhook checks before it
-// takes pod's scheduling fields, in a fixed order.
+// takes pod's scheduling fields and volumes, in a fixed order.
 func RequiredFeatures(pod *corev1.PodSpec) []Feature {
 	var out []Feature
 	if len(pod.NodeSelector) > 0 {
@@ -37,11 +41,33 @@ func RequiredFeatures(pod *corev1.PodSpec) []Feature {
 	if pod.RuntimeClassName != nil {
 		out = append(out, Feature{config.FeaturePodSpecRuntimeClassName, "runtimeClassName"})
 	}
+	// Each volume flag once, named by the first volume that needs it.
+	seen := map[string]bool{}
+	need := func(flag, field string) {
+		if !seen[flag] {
+			seen[flag] = true
+			out = append(out, Feature{flag, field})
+		}
+	}
+	for i, v := range pod.Volumes {
+		switch {
+		case v.EmptyDir != nil:
+			need(config.FeaturePodSpecEmptyDir, fmt.Sprintf("volumes[%d].emptyDir", i))
+		case v.PersistentVolumeClaim != nil:
+			need(config.FeaturePodSpecPVClaim, fmt.Sprintf("volumes[%d].persistentVolumeClaim", i))
+			if !v.PersistentVolumeClaim.ReadOnly {
+				need(FeaturePodSpecPVCWrite, fmt.Sprintf("volumes[%d].persistentVolumeClaim.readOnly: false", i))
+			}
+		}
+	}
 	return out
 }
 
+var volumeFlags = map[string]bool{config.FeaturePodSpecEmptyDir: true, config.FeaturePodSpecPVClaim: true, FeaturePodSpecPVCWrite: true}
+
 // DisabledFeatures is what of need features has off; Knative accepts a
-// field whose flag is enabled or allowed.
+// scheduling field whose flag is enabled or allowed, a volume only when
+// its flag is enabled.
 func DisabledFeatures(need []Feature, features *config.Features) []Feature {
 	state := map[string]config.Flag{
 		config.FeaturePodSpecNodeSelector:      features.PodSpecNodeSelector,
@@ -49,10 +75,14 @@ func DisabledFeatures(need []Feature, features *config.Features) []Feature {
 		config.FeaturePodSpecAffinity:          features.PodSpecAffinity,
 		config.FeaturePodSpecPriorityClassName: features.PodSpecPriorityClassName,
 		config.FeaturePodSpecRuntimeClassName:  features.PodSpecRuntimeClassName,
+		config.FeaturePodSpecEmptyDir:          features.PodSpecVolumesEmptyDir,
+		config.FeaturePodSpecPVClaim:           features.PodSpecPersistentVolumeClaim,
+		FeaturePodSpecPVCWrite:                 features.PodSpecPersistentVolumeWrite,
 	}
 	var out []Feature
 	for _, f := range need {
-		if state[f.Flag] == config.Disabled {
+		// Knative's volume checks take only Enabled; the others take Allowed too.
+		if st := state[f.Flag]; st == config.Disabled || (volumeFlags[f.Flag] && st != config.Enabled) {
 			out = append(out, f)
 		}
 	}

@@ -27,6 +27,25 @@ func TestDisabledFeatures(t *testing.T) {
 		{"a selector alone", &corev1.PodSpec{NodeSelector: map[string]string{"a": "b"}}, map[string]string{"kubernetes.podspec-tolerations": "enabled"},
 			[]string{"kubernetes.podspec-nodeselector"}},
 	}
+	vols := &corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}},
+		{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "ro", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "a", ReadOnly: true}}},
+		{Name: "rw", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "b"}}},
+	}}
+	tests = append(tests, []struct {
+		name string
+		pod  *corev1.PodSpec
+		data map[string]string
+		want []string
+	}{
+		{"Knative's defaults: emptyDir on, claims off", vols, nil, []string{"kubernetes.podspec-persistent-volume-claim", "kubernetes.podspec-persistent-volume-write"}},
+		{"claims on, writes allowed is not enough", vols, map[string]string{"kubernetes.podspec-persistent-volume-claim": "enabled",
+			"kubernetes.podspec-persistent-volume-write": "allowed"}, []string{"kubernetes.podspec-persistent-volume-write"}},
+		{"emptyDir turned off", vols, map[string]string{"kubernetes.podspec-volumes-emptydir": "disabled", "kubernetes.podspec-persistent-volume-claim": "enabled",
+			"kubernetes.podspec-persistent-volume-write": "enabled"}, []string{"kubernetes.podspec-volumes-emptydir"}},
+		{"a Secret needs no flag", &corev1.PodSpec{Volumes: vols.Volumes[:1]}, nil, nil},
+	}...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			features, err := config.NewFeaturesConfigFromMap(tc.data)
@@ -45,6 +64,13 @@ func TestDisabledFeatures(t *testing.T) {
 	msg := DisabledFeaturesMessage([]Feature{{"kubernetes.podspec-nodeselector", "nodeSelector"}})
 	want := `spec.nodeSelector needs Knative's kubernetes.podspec-nodeselector, disabled in ConfigMap knative-serving/config-features; ` +
 		`a cluster admin turns it on with: kubectl patch configmap config-features -n knative-serving --type merge -p '{"data":{"kubernetes.podspec-nodeselector":"enabled"}}'`
+	if msg != want {
+		t.Errorf("message:\n got %s\nwant %s", msg, want)
+	}
+	msg = DisabledFeaturesMessage(RequiredFeatures(&corev1.PodSpec{Volumes: vols.Volumes[3:]}))
+	want = `spec.volumes[0].persistentVolumeClaim, spec.volumes[0].persistentVolumeClaim.readOnly: false needs Knative's kubernetes.podspec-persistent-volume-claim, ` +
+		`kubernetes.podspec-persistent-volume-write, disabled in ConfigMap knative-serving/config-features; a cluster admin turns it on with: kubectl patch configmap config-features ` +
+		`-n knative-serving --type merge -p '{"data":{"kubernetes.podspec-persistent-volume-claim":"enabled","kubernetes.podspec-persistent-volume-write":"enabled"}}'`
 	if msg != want {
 		t.Errorf("message:\n got %s\nwant %s", msg, want)
 	}

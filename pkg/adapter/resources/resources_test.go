@@ -200,6 +200,30 @@ func TestMakeService(t *testing.T) {
 			ps.PriorityClassName = "low"
 			ps.RuntimeClassName = ptr.To("gvisor")
 		}),
+	}, {
+		name: "volumes onto the pod spec, mounted in the function's container",
+		fn: testFunction(func(fn *slessv1alpha1.Function) {
+			fn.Spec.Volumes = testVolumes()
+		}),
+		want: wantService(func(svc *servingv1.Service) {
+			ps := &svc.Spec.Template.Spec.PodSpec
+			size := resource.MustParse("64Mi")
+			ps.Volumes = []corev1.Volume{
+				{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-creds", DefaultMode: ptr.To[int32](0o440),
+					Items: []corev1.KeyToPath{{Key: "password", Path: "pw", Mode: ptr.To[int32](0o400)}}}}},
+				{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}},
+				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+				{Name: "ro", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "models", ReadOnly: true}}},
+			}
+			ps.Containers[0].VolumeMounts = []corev1.VolumeMount{
+				{Name: "db", MountPath: "/etc/db", ReadOnly: true},
+				{Name: "cfg", MountPath: "/etc/app", ReadOnly: true},
+				{Name: "scratch", MountPath: "/tmp"},
+				{Name: "data", MountPath: "/data"},
+				{Name: "ro", MountPath: "/models", ReadOnly: true},
+			}
+		}),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,5 +357,32 @@ func TestMakePipelineRun(t *testing.T) {
 				t.Errorf("MakePipelineRun (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func testVolumes() []slessv1alpha1.Volume {
+	size := resource.MustParse("64Mi")
+	return []slessv1alpha1.Volume{
+		{Name: "db", MountPath: "/etc/db", Secret: &slessv1alpha1.SecretVolume{SecretName: "db-creds", DefaultMode: ptr.To[int32](0o440),
+			Items: []slessv1alpha1.KeyToPath{{Key: "password", Path: "pw", Mode: ptr.To[int32](0o400)}}}},
+		{Name: "cfg", MountPath: "/etc/app", ConfigMap: &slessv1alpha1.ConfigMapVolume{Name: "settings"}},
+		{Name: "scratch", MountPath: "/tmp", EmptyDir: &slessv1alpha1.EmptyDirVolume{Medium: corev1.StorageMediumMemory, SizeLimit: &size}},
+		{Name: "data", MountPath: "/data", PersistentVolumeClaim: &slessv1alpha1.PVCVolume{ClaimName: "data"}},
+		{Name: "ro", MountPath: "/models", PersistentVolumeClaim: &slessv1alpha1.PVCVolume{ClaimName: "models", ReadOnly: true}},
+	}
+}
+
+// VolumesOf reads back what SetVolumes wrote: the revisions API and the
+// console show a revision's mounts from it.
+func TestVolumesRoundTrip(t *testing.T) {
+	var pod corev1.PodSpec
+	pod.Containers = []corev1.Container{{Name: ContainerName}}
+	SetVolumes(&pod, &pod.Containers[0], testVolumes())
+	if d := cmp.Diff(testVolumes(), VolumesOf(&pod)); d != "" {
+		t.Errorf("VolumesOf(SetVolumes(v)) (-want +got):\n%s", d)
+	}
+	SetVolumes(&pod, &pod.Containers[0], nil)
+	if len(pod.Volumes) != 0 || len(pod.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("volumes removed from the spec stay on the pod: %+v", pod)
 	}
 }

@@ -70,6 +70,7 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 			Path: runtimes.HealthPath,
 		}}},
 	}}
+	SetVolumes(&tmpl.Spec.PodSpec, &tmpl.Spec.Containers[0], fn.BuildSpec().Volumes)
 	return svc
 }
 

@@ -345,6 +345,41 @@ var specCases = []specCase{
 	{name: "node affinity without terms", doc: pyFn("bad-aff", "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms: []\n"), field: "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", msg: "at least one nodeSelectorTerm"},
 	{name: "priority class", doc: pyFn("bad-prio", "  priorityClassName: Low\n"), field: "spec.priorityClassName"},
 	{name: "runtime class", doc: pyFn("bad-rtc", "  runtimeClassName: \"gVisor\"\n"), field: "spec.runtimeClassName"},
+
+	// Volumes.
+	{name: "volumes", doc: pyFn("ok-vol", vols(
+		"  - name: db\n    mountPath: /etc/db\n    secret:\n      secretName: db-creds\n      defaultMode: 288\n      items:\n      - key: password\n        path: conf/pw\n        mode: 256\n",
+		"  - name: cfg\n    mountPath: /etc/app\n    configMap:\n      name: app.settings\n",
+		"  - name: scratch\n    mountPath: /tmp\n    emptyDir:\n      medium: Memory\n      sizeLimit: 64Mi\n",
+		"  - name: data\n    mountPath: /var/lib/data\n    persistentVolumeClaim:\n      claimName: data\n      readOnly: true\n")), valid: true},
+	{name: "service volume", doc: pySvc("ok-svc-vol", vols("  - name: cache\n    mountPath: /cache\n    emptyDir: {}\n")), valid: true},
+	{name: "volume without source", doc: pyFn("bad-vol-none", vols("  - name: a\n    mountPath: /a\n")), field: "spec.volumes[0]", msg: "exactly one of secret, configMap, emptyDir or persistentVolumeClaim"},
+	{name: "volume with two sources", doc: pyFn("bad-vol-two", vols("  - name: a\n    mountPath: /a\n    emptyDir: {}\n    secret:\n      secretName: s\n")), field: "spec.volumes[0]", msg: "exactly one of"},
+	{name: "volume name not a label", doc: pyFn("bad-vol-name", vols("  - name: My_Vol\n    mountPath: /a\n    emptyDir: {}\n")), field: "spec.volumes[0].name"},
+	{name: "volume names twice", doc: pyFn("bad-vol-dup", vols("  - name: a\n    mountPath: /a\n    emptyDir: {}\n", "  - name: a\n    mountPath: /b\n    emptyDir: {}\n")), field: "spec.volumes[1]", msg: "Duplicate value"},
+	{name: "mount path relative", doc: pyFn("bad-mp-rel", vols("  - name: a\n    mountPath: etc/app\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "absolute, clean path"},
+	{name: "mount path root", doc: pyFn("bad-mp-root", vols("  - name: a\n    mountPath: /\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath"},
+	{name: "mount path not clean", doc: pyFn("bad-mp-dots", vols("  - name: a\n    mountPath: /data/../etc\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "absolute, clean path"},
+	{name: "mount path trailing slash", doc: pyFn("bad-mp-slash", vols("  - name: a\n    mountPath: /data/\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "absolute, clean path"},
+	{name: "mount path over the code", doc: pyFn("bad-mp-sless", vols("  - name: a\n    mountPath: /sless/function/data\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "must not cover the runtime's own paths"},
+	{name: "mount path in /dev", doc: pyFn("bad-mp-dev", vols("  - name: a\n    mountPath: /dev/shm\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "must not cover the runtime's own paths"},
+	{name: "mount path over the interpreter", doc: pyFn("bad-mp-usr", vols("  - name: a\n    mountPath: /usr/local\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "must not cover the runtime's own paths"},
+	{name: "mount path over /etc", doc: pyFn("bad-mp-etc", vols("  - name: a\n    mountPath: /etc\n    configMap:\n      name: c\n")), field: "spec.volumes[0].mountPath", msg: "must not cover the runtime's own paths"},
+	{name: "mount path under a system dir", doc: pyFn("ok-mp-share", vols("  - name: a\n    mountPath: /usr/share/app\n    emptyDir: {}\n")), valid: true},
+	{name: "mount paths overlap", doc: pyFn("bad-mp-overlap", vols("  - name: a\n    mountPath: /data\n    emptyDir: {}\n", "  - name: b\n    mountPath: /data/cache\n    emptyDir: {}\n")), field: "spec.volumes[1].mountPath", msg: "must not overlap"},
+	{name: "mount paths equal", doc: pyFn("bad-mp-same", vols("  - name: a\n    mountPath: /data\n    emptyDir: {}\n", "  - name: b\n    mountPath: /data\n    secret:\n      secretName: s\n")), field: "spec.volumes[1].mountPath", msg: "must not overlap"},
+	{name: "mount paths sharing a prefix", doc: pyFn("ok-mp-prefix", vols("  - name: a\n    mountPath: /data\n    emptyDir: {}\n", "  - name: b\n    mountPath: /data2\n    emptyDir: {}\n")), valid: true},
+	{name: "secret name not a name", doc: pyFn("bad-vol-secret", vols("  - name: a\n    mountPath: /a\n    secret:\n      secretName: DB_Creds\n")), field: "spec.volumes[0].secret.secretName"},
+	{name: "config map without name", doc: pyFn("bad-vol-cm", vols("  - name: a\n    mountPath: /a\n    configMap: {}\n")), field: "spec.volumes[0].configMap.name"},
+	{name: "default mode above 0777", doc: pyFn("bad-vol-mode", vols("  - name: a\n    mountPath: /a\n    secret:\n      secretName: s\n      defaultMode: 512\n")), field: "spec.volumes[0].secret.defaultMode"},
+	{name: "item path absolute", doc: pyFn("bad-item-abs", vols("  - name: a\n    mountPath: /a\n    secret:\n      secretName: s\n      items:\n      - key: k\n        path: /x\n")), field: "spec.volumes[0].secret.items[0].path", msg: "path must be relative"},
+	{name: "item path escapes", doc: pyFn("bad-item-dots", vols("  - name: a\n    mountPath: /a\n    configMap:\n      name: c\n      items:\n      - key: k\n        path: ../x\n")), field: "spec.volumes[0].configMap.items[0].path", msg: "path must be relative"},
+	{name: "item key", doc: pyFn("bad-item-key", vols("  - name: a\n    mountPath: /a\n    secret:\n      secretName: s\n      items:\n      - key: a/b\n        path: x\n")), field: "spec.volumes[0].secret.items[0].key"},
+	{name: "item mode negative", doc: pyFn("bad-item-mode", vols("  - name: a\n    mountPath: /a\n    secret:\n      secretName: s\n      items:\n      - key: k\n        path: x\n        mode: -1\n")), field: "spec.volumes[0].secret.items[0].mode"},
+	{name: "emptyDir medium", doc: pyFn("bad-ed-medium", vols("  - name: a\n    mountPath: /a\n    emptyDir:\n      medium: HugePages\n")), field: "spec.volumes[0].emptyDir.medium"},
+	{name: "emptyDir size zero", doc: pyFn("bad-ed-size", vols("  - name: a\n    mountPath: /a\n    emptyDir:\n      sizeLimit: \"0\"\n")), field: "spec.volumes[0].emptyDir.sizeLimit", msg: "sizeLimit must be a quantity greater than zero"},
+	{name: "claim name", doc: pyFn("bad-pvc-name", vols("  - name: a\n    mountPath: /a\n    persistentVolumeClaim:\n      claimName: \"\"\n")), field: "spec.volumes[0].persistentVolumeClaim.claimName"},
+	{name: "service mount path over the code", doc: pySvc("bad-svc-mp", vols("  - name: a\n    mountPath: /sless\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "must not cover the runtime's own paths"},
 }
 
 func dev(name, spec string) string {
@@ -358,6 +393,9 @@ func manyAttributes(n int) string {
 	}
 	return b.String()
 }
+
+// vols is a spec.volumes block of the given entries.
+func vols(entries ...string) string { return "  volumes:\n" + strings.Join(entries, "") }
 
 func svc(name, spec string) string {
 	return "apiVersion: sless.dev/v1alpha1\nkind: SlessService\nmetadata:\n  name: " + name + "\nspec:\n" + spec

@@ -95,6 +95,16 @@ type WorkloadSpec struct {
 	// +optional
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
+	// Volumes are directories each instance sees at a path of its own:
+	// Secrets and ConfigMaps as files, emptyDir scratch space, and
+	// PersistentVolumeClaims. Mount paths may not overlap.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(v, self.exists_one(w, w.mountPath == v.mountPath || w.mountPath.startsWith(v.mountPath + '/') || v.mountPath.startsWith(w.mountPath + '/')))",message="volumes' mount paths must not overlap: none may be another's or under it"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Volumes []Volume `json:"volumes,omitempty"`
+
 	// BuildTimeoutSeconds bounds one image build.
 	// +kubebuilder:validation:Minimum=60
 	// +kubebuilder:validation:Maximum=7200
