@@ -495,6 +495,13 @@ func (s *Server) admit(ctx context.Context, k *kind, ns string, old, obj client.
 		if old != nil {
 			oldW = old.(slessv1alpha1.Workload)
 		}
+		if f := s.opts.Unsupported; f != nil {
+			if e := f(obj.(slessv1alpha1.Workload)); e != nil {
+				p := problem(http.StatusBadRequest, "invalid", "Invalid", "%s %q is invalid: %s", k.kind, obj.GetName(), e.Detail)
+				p.Errors = append(p.Errors, FieldError{Field: e.Field, Detail: e.Detail, Type: string(e.Type)})
+				return p
+			}
+		}
 		if p := s.checkMaximums(ctx, k, ns, oldW, obj.(slessv1alpha1.Workload)); p != nil {
 			return p
 		}

@@ -21,10 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sless-dev/sless/pkg/adapter"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/auth"
 	"github.com/sless-dev/sless/pkg/logs"
 	"github.com/sless-dev/sless/pkg/source"
@@ -105,6 +107,10 @@ type Options struct {
 	// resources are over its namespace's maximums, as the admission policy
 	// does on a cluster and with its words; nil refuses none.
 	Maximums Maximums
+	// Unsupported, when set, refuses a Function or SlessService that asks
+	// for what this back end cannot run (local mode: a
+	// PersistentVolumeClaim), naming the field and why.
+	Unsupported func(slessv1alpha1.Workload) *field.Error
 	// Ready reports whether the server can serve (for /readyz); nil is always ready.
 	Ready func(ctx context.Context) error
 

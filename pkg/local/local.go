@@ -322,6 +322,8 @@ func (p *platform) frontDoor(ctx context.Context, token, tokenHint string) (*fro
 			Logs:      &serving.Logs{LogDir: filepath.Join(p.opts.DataDir, "logs"), Builder: p.builder},
 			Revisions: revisions{fns: p.fns.server, svcs: p.svcs.server},
 			Maximums:  limits.Static(p.opts.Resources),
+			// Refused on write, not only when a revision would start.
+			Unsupported: serving.Unsupported,
 		},
 		Auth: verifier,
 		Proxy: invoke.Options{

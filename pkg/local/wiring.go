@@ -89,11 +89,22 @@ func (p *platform) startServing(ctx context.Context) error {
 	p.loop(p.svcs, "slessservice", svcrec)
 	// A secret set or rotated reconciles the functions and services whose
 	// env refers to it: their next revision runs with the new value.
+	// A Secret or ConfigMap changed rewrites the files of the volumes
+	// that show it, as the kubelet does.
 	p.onClose(p.store.Subscribe(func(ev apiserver.Event) {
-		if ev.GVK.Group != "" || ev.GVK.Kind != "Secret" {
+		if ev.GVK.Group != "" || (ev.GVK.Kind != "Secret" && ev.GVK.Kind != "ConfigMap") {
 			return
 		}
-		go enqueueReferring(ctx, p.store, ev.Key, p.fns.enqueue, p.svcs.enqueue, p.opts.Logger)
+		if ev.GVK.Kind == "Secret" {
+			go enqueueReferring(ctx, p.store, ev.Key, p.fns.enqueue, p.svcs.enqueue, p.opts.Logger)
+		}
+		go func() {
+			for _, srv := range []*serving.Server{p.fns.server, p.svcs.server} {
+				if err := srv.RefreshVolumes(ctx, ev.Key.Namespace, ev.GVK.Kind, ev.Key.Name); err != nil {
+					p.opts.Logger.Warn("update volume files", "namespace", ev.Key.Namespace, "kind", ev.GVK.Kind, "name", ev.Key.Name, "error", err)
+				}
+			}
+		}()
 	}))
 	return nil
 }
@@ -112,11 +123,14 @@ func (p *platform) serve(ctx context.Context, s *servingKind, kind, sub string) 
 		LogMaxFiles: p.opts.LogMaxFiles,
 		Console:     p.opts.Echo,
 		ResolveEnv:  envFromStore(p.secrets),
-		Address:     func(ns, name string) string { return "local://" + path.Join(sub, ns, name) },
-		OnChange:    s.enqueue,
-		StateDir:    filepath.Join(data, "serving", sub),
-		Logger:      p.opts.Logger,
-		Procs:       p.procs,
+		// Each instance's volumes: Secret and ConfigMap files, emptyDirs.
+		VolumeDir:    filepath.Join(data, "volumes", sub),
+		ResolveFiles: filesFromStore(p.secrets),
+		Address:      func(ns, name string) string { return "local://" + path.Join(sub, ns, name) },
+		OnChange:     s.enqueue,
+		StateDir:     filepath.Join(data, "serving", sub),
+		Logger:       p.opts.Logger,
+		Procs:        p.procs,
 		// As the controller's Knative Services on a cluster.
 		DefaultResources: p.opts.Resources.Defaults,
 		// The state records env values resolved from secrets.
@@ -242,6 +256,39 @@ func envFromStore(store client.Reader) func(ctx context.Context, ns string, src 
 			return "", fmt.Errorf("configmap %s has no key %s", src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key)
 		}
 		return "", errors.New("only secretKeyRef and configMapKeyRef are available in local mode")
+	}
+}
+
+// filesFromStore gives the keys of a Secret or ConfigMap kept in the local
+// store, for volumes.
+func filesFromStore(store client.Reader) func(ctx context.Context, ns, kind, name string) (map[string][]byte, error) {
+	return func(ctx context.Context, ns, kind, name string) (map[string][]byte, error) {
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		out := map[string][]byte{}
+		if kind == serving.FilesSecret {
+			sec := &corev1.Secret{}
+			if err := store.Get(ctx, key, sec); err != nil {
+				return nil, fmt.Errorf("secret %s: %w", name, err)
+			}
+			for k, v := range sec.Data {
+				out[k] = v
+			}
+			for k, v := range sec.StringData {
+				out[k] = []byte(v)
+			}
+			return out, nil
+		}
+		cm := &corev1.ConfigMap{}
+		if err := store.Get(ctx, key, cm); err != nil {
+			return nil, fmt.Errorf("configmap %s: %w", name, err)
+		}
+		for k, v := range cm.Data {
+			out[k] = []byte(v)
+		}
+		for k, v := range cm.BinaryData {
+			out[k] = v
+		}
+		return out, nil
 	}
 }
 

@@ -171,6 +171,19 @@ type Spec struct {
 	// TempDir gives it a private temporary directory (TMPDIR), removed
 	// when it exits, as a container's /tmp goes with it.
 	TempDir bool
+	// Mounts are what the process sees at paths of its own (a function's
+	// volumes), in a mount namespace of its own (mounts_linux.go).
+	Mounts []Mount
+}
+
+// Mount is one directory a process sees at Target: Source bound there
+// (read-only if ReadOnly), or, with no Source, a tmpfs of its own of at
+// most TmpfsBytes (0: the kernel's default, half the memory).
+type Mount struct {
+	Target     string `json:"target"`
+	Source     string `json:"source,omitempty"`
+	ReadOnly   bool   `json:"readOnly,omitempty"`
+	TmpfsBytes int64  `json:"tmpfsBytes,omitempty"`
 }
 
 // Process is one process a Supervisor started.
@@ -179,6 +192,7 @@ type Process struct {
 	cg     *group
 	record string
 	tmp    string
+	root   string
 	once   sync.Once
 	exit   Exit
 	err    error
@@ -199,6 +213,9 @@ func (s *Supervisor) Start(cmd *exec.Cmd, spec Spec) (*Process, error) {
 		cmd.WaitDelay = 2 * time.Second
 	}
 	if s == nil {
+		if len(spec.Mounts) > 0 {
+			return nil, errors.New("volumes need sless dev's process supervisor, which keeps their roots")
+		}
 		if err := start(cmd, nil, nil); err != nil {
 			return nil, err
 		}
@@ -220,6 +237,17 @@ func (s *Supervisor) Start(cmd *exec.Cmd, spec Spec) (*Process, error) {
 			return nil, fmt.Errorf("temporary directory: %w", err)
 		}
 		cmd.Env = append(envOf(cmd), "TMPDIR="+p.tmp)
+	}
+	if len(spec.Mounts) > 0 {
+		p.root = filepath.Join(s.dir, "roots", id)
+		if err := os.MkdirAll(p.root, 0o700); err != nil {
+			p.cleanup()
+			return nil, fmt.Errorf("the root of the process's volumes: %w", err)
+		}
+		if err := withMounts(cmd, p.root, spec.Mounts); err != nil {
+			p.cleanup()
+			return nil, err
+		}
 	}
 	if s.cg.v2 != "" || len(s.cg.v1) > 0 {
 		g, err := s.cg.newGroup(id, spec.Limits)
@@ -326,6 +354,10 @@ func (p *Process) cleanup() {
 	}
 	if p.tmp != "" {
 		_ = os.RemoveAll(p.tmp)
+	}
+	if p.root != "" {
+		// Empty on the host: its mounts lived in the process's namespace.
+		_ = os.Remove(p.root)
 	}
 	if p.record != "" {
 		_ = os.Remove(p.record)

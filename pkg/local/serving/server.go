@@ -121,6 +121,12 @@ type ServerOptions struct {
 	// DefaultResources fill each resource a spec names nowhere, as the
 	// cluster's site defaults do.
 	DefaultResources *slessv1alpha1.ResourceSpec
+	// VolumeDir keeps each instance's Secret and ConfigMap files and
+	// emptyDir directories, removed when it exits.
+	VolumeDir string
+	// ResolveFiles gives the keys of a Secret or ConfigMap (FilesSecret,
+	// FilesConfigMap) of a namespace, for volumes; nil refuses them.
+	ResolveFiles func(ctx context.Context, namespace, kind, name string) (map[string][]byte, error)
 }
 
 // DefaultPidsLimit is ServerOptions.PidsLimit's default: room for any
@@ -481,6 +487,8 @@ type revisionSpec struct {
 	// sourceDigest is the build context's digest, when built from source;
 	// it is told, and not part of hash: image already differs with it.
 	sourceDigest string
+	// volumes are spec.volumes, mounted in each instance's view.
+	volumes []slessv1alpha1.Volume
 }
 
 func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, image string) (revisionSpec, string, error) {
@@ -492,8 +500,14 @@ func (s *Server) revisionSpec(ctx context.Context, fn slessv1alpha1.Workload, im
 	if err != nil {
 		return revisionSpec{}, ReasonResourceNotSupported, err
 	}
+	if i, msg := CheckLocalVolumes(fn.BuildSpec().Volumes); msg != "" {
+		return revisionSpec{}, ReasonVolumeNotSupported, fmt.Errorf("spec.volumes[%d]: %s", i, msg)
+	}
 	spec := revisionSpec{dir: dir, image: image, timeout: fn.Timeout(), limits: limits,
 		sourceDigest: fn.WorkloadStatus().SourceDigest}
+	for _, v := range fn.BuildSpec().Volumes {
+		spec.volumes = append(spec.volumes, *v.DeepCopy())
+	}
 	if sc := fn.BuildSpec().Scale; sc != nil {
 		if sc.Min != nil {
 			spec.minScale = *sc.Min
@@ -550,7 +564,12 @@ func ofGeneration(r *revision, base string) bool {
 }
 
 func specHash(spec revisionSpec) string {
-	raw, _ := json.Marshal([]any{spec.image, spec.env, spec.timeout, spec.concurrency, spec.limits})
+	parts := []any{spec.image, spec.env, spec.timeout, spec.concurrency, spec.limits}
+	if len(spec.volumes) > 0 {
+		// Appended only when set, so revisions without volumes keep their hash.
+		parts = append(parts, spec.volumes)
+	}
+	raw, _ := json.Marshal(parts)
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }
@@ -787,15 +806,16 @@ func (s *Server) Functions() []types.NamespacedName {
 // enough to run it again without the Function's spec, which by then may
 // describe a revision that fails.
 type savedRevision struct {
-	Name         string      `json:"name"`
-	Created      time.Time   `json:"created,omitzero"`
-	Image        string      `json:"image"`
-	SourceDigest string      `json:"sourceDigest,omitempty"`
-	Env          []string    `json:"env,omitempty"`
-	Timeout      int32       `json:"timeoutSeconds"`
-	Concurrency  int64       `json:"containerConcurrency,omitempty"`
-	MinScale     int32       `json:"minScale,omitempty"`
-	Limits       proc.Limits `json:"limits"`
+	Name         string                 `json:"name"`
+	Created      time.Time              `json:"created,omitzero"`
+	Image        string                 `json:"image"`
+	SourceDigest string                 `json:"sourceDigest,omitempty"`
+	Env          []string               `json:"env,omitempty"`
+	Timeout      int32                  `json:"timeoutSeconds"`
+	Concurrency  int64                  `json:"containerConcurrency,omitempty"`
+	MinScale     int32                  `json:"minScale,omitempty"`
+	Limits       proc.Limits            `json:"limits"`
+	Volumes      []slessv1alpha1.Volume `json:"volumes,omitempty"`
 	// Past are the revisions that served before, oldest first, which
 	// traffic may name again.
 	Past []savedRevision `json:"past,omitempty"`
@@ -803,7 +823,7 @@ type savedRevision struct {
 
 func savedOf(name string, created time.Time, spec revisionSpec) savedRevision {
 	return savedRevision{Name: name, Created: created, Image: spec.image, SourceDigest: spec.sourceDigest, Env: spec.env,
-		Timeout: spec.timeout, Concurrency: spec.concurrency, Limits: spec.limits}
+		Timeout: spec.timeout, Concurrency: spec.concurrency, Limits: spec.limits, Volumes: spec.volumes}
 }
 
 // spec is what a saved revision runs, nil when its build is gone.
@@ -813,7 +833,8 @@ func (s *Server) savedSpec(saved savedRevision) (revisionSpec, bool) {
 		return revisionSpec{}, false
 	}
 	spec := revisionSpec{dir: dir, image: saved.Image, env: saved.Env, timeout: saved.Timeout,
-		minScale: saved.MinScale, concurrency: saved.Concurrency, limits: saved.Limits, sourceDigest: saved.SourceDigest}
+		minScale: saved.MinScale, concurrency: saved.Concurrency, limits: saved.Limits, sourceDigest: saved.SourceDigest,
+		volumes: saved.Volumes}
 	spec.hash = specHash(spec)
 	return spec, true
 }
@@ -1340,8 +1361,11 @@ type instance struct {
 	// with code.
 	oomKilled bool
 	limits    proc.Limits
-	mu        sync.Mutex
-	reason    string
+	// ns is the function's namespace; volumes its files and mounts.
+	ns      string
+	volumes *instanceVolumes
+	mu      sync.Mutex
+	reason  string
 	// up is when the instance answered its health check (zero until then).
 	up time.Time
 }
@@ -1400,7 +1424,14 @@ func (r *revision) spawn() (*instance, error) {
 	}
 	inst := &instance{cmd: cmd, exited: make(chan struct{}), logs: &proc.Tail{Max: 4096},
 		url:   &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
-		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name, limits: r.spec.limits}
+		drain: time.Duration(r.spec.timeout) * time.Second, fn: r.key.String(), revision: r.name, limits: r.spec.limits,
+		ns: r.key.Namespace}
+	// The files are read when the instance starts, as the kubelet's first sync.
+	vols, err := s.prepareVolumes(context.Background(), r.key.Namespace, r.name, r.spec.volumes)
+	if err != nil {
+		return nil, err
+	}
+	inst.volumes = vols
 	out, closeOut := s.Output(r.key)
 	inst.closeFn = closeOut
 	w := io.MultiWriter(out, inst.logs)
@@ -1411,15 +1442,17 @@ func (r *revision) spawn() (*instance, error) {
 	if s.closed {
 		s.procMu.Unlock()
 		closeOut()
+		vols.remove()
 		return nil, errServerClosed
 	}
 	// A private TMPDIR, as a container's /tmp; the process group keeps a
 	// Ctrl-C at the terminal from reaching it: sless dev drains it.
 	p, err := s.opts.Procs.Start(cmd, proc.Spec{Name: s.opts.Kind + "." + r.key.Namespace + "." + r.name,
-		Limits: r.spec.limits, TempDir: true})
+		Limits: r.spec.limits, TempDir: true, Mounts: vols.procMounts()})
 	if err != nil {
 		s.procMu.Unlock()
 		closeOut()
+		vols.remove()
 		return nil, err
 	}
 	inst.p = p
@@ -1440,6 +1473,7 @@ func (r *revision) spawn() (*instance, error) {
 		s.procMu.Lock()
 		delete(s.procs, inst)
 		s.procMu.Unlock()
+		vols.remove()
 		inst.code, inst.oomKilled = exitCode(cmd.ProcessState), exit.OOMKilled
 		inst.mu.Lock()
 		reason, up := inst.reason, inst.up

@@ -408,6 +408,9 @@ func TestServerMinScaleAndRefusals(t *testing.T) {
 		{"a GPU", func(f *slessv1alpha1.Function) {
 			f.Spec.Resources = &slessv1alpha1.ResourceSpec{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}
 		}, img, ReasonResourceNotSupported},
+		{"a claim", func(f *slessv1alpha1.Function) {
+			f.Spec.Volumes = []slessv1alpha1.Volume{{Name: "data", MountPath: "/data", PersistentVolumeClaim: &slessv1alpha1.PVCVolume{ClaimName: "data"}}}
+		}, img, ReasonVolumeNotSupported},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
