@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -34,6 +35,9 @@ type Manifest struct {
 	MinScale             *int32 `json:"minScale,omitempty"`
 	MaxScale             *int32 `json:"maxScale,omitempty"`
 	ContainerConcurrency *int64 `json:"containerConcurrency,omitempty"`
+	// Volumes are spec.volumes as the Function's (docs/volumes.md); an
+	// empty list removes those the workload has, none leaves them.
+	Volumes []slessv1alpha1.Volume `json:"volumes,omitempty"`
 }
 
 // The kinds a Manifest may name.
@@ -91,6 +95,9 @@ func (m Manifest) Check(dir string) error {
 		}
 	}
 	errs = append(errs, m.checkScale()...)
+	for _, e := range slessv1alpha1.ValidateVolumes(m.Volumes, field.NewPath("volumes")) {
+		errs = append(errs, fmt.Errorf("%s in %s", e.Error(), source.ManifestFile))
+	}
 	if m.Runtime == "" {
 		errs = append(errs, errors.New("no runtime: give --runtime or write runtime: in "+source.ManifestFile))
 	}
@@ -160,7 +167,8 @@ func (m Manifest) Spec(src slessv1alpha1.FunctionSource) slessv1alpha1.FunctionS
 
 // workloadSpec is what a Function and a SlessService share.
 func (m Manifest) workloadSpec(src slessv1alpha1.FunctionSource) slessv1alpha1.WorkloadSpec {
-	return slessv1alpha1.WorkloadSpec{Runtime: m.Runtime, Entrypoint: m.Entrypoint, Source: src, MemoryMB: m.MemoryMB, Env: m.EnvVars()}
+	return slessv1alpha1.WorkloadSpec{Runtime: m.Runtime, Entrypoint: m.Entrypoint, Source: src, MemoryMB: m.MemoryMB, Env: m.EnvVars(),
+		Volumes: m.Volumes}
 }
 
 // EnvVars are the workload's env: the values, then the secrets' keys,
@@ -194,6 +202,9 @@ func (m Manifest) Patch(cur *slessv1alpha1.FunctionSpec) map[string]any {
 		if !equality.Semantic.DeepEqual(want, cur.Env) {
 			spec["env"] = want
 		}
+	}
+	if m.Volumes != nil && !equality.Semantic.DeepEqual(m.Volumes, cur.Volumes) {
+		spec["volumes"] = m.Volumes
 	}
 	// Only a service's manifest has these (checkScale); a SlessService's
 	// BuildSpec carries them in Scale, its spec at the top.

@@ -18,9 +18,11 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/api"
@@ -86,6 +88,12 @@ func newEnv(t *testing.T) *env {
 		}),
 		inline("tenant-b", "secret", map[string]string{"main.py": "PASSWORD = 'hunter2'\ndef handler(e, c):\n    return {}\n"}),
 	} {
+		if fn.Name == "hello" {
+			fn.Spec.Volumes = []slessv1alpha1.Volume{
+				{Name: "db", MountPath: "/etc/db", Secret: &slessv1alpha1.SecretVolume{SecretName: "db-creds"}},
+				{Name: "scratch", MountPath: "/scratch", EmptyDir: &slessv1alpha1.EmptyDirVolume{SizeLimit: ptr.To(resource.MustParse("64Mi"))}},
+			}
+		}
 		if err := store.Create(ctx, fn); err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,8 @@ func TestHandlers(t *testing.T) {
 		{name: "missing function's invoke", req: req{method: "POST", path: "/console/namespaces/tenant-a/functions/nothere/invoke", session: alice, form: call(aliceCSRF)}, code: 404},
 
 		{name: "function page", req: req{method: "GET", path: fnA, session: alice}, code: 200,
-			has:    []string{"main.py", "req-ok-1", "req-bad-2", "&lt;b&gt;not ready&lt;/b&gt;", `href="/console/namespaces/tenant-a/functions/hello/source/lib/a%3Fb%23c.py"`},
+			has: []string{"main.py", "req-ok-1", "req-bad-2", "&lt;b&gt;not ready&lt;/b&gt;",
+				"<code>/etc/db</code> <span class=\"muted\">db:</span> Secret db-creds", "<code>/scratch</code> <span class=\"muted\">scratch:</span> emptyDir, at most 64Mi", `href="/console/namespaces/tenant-a/functions/hello/source/lib/a%3Fb%23c.py"`},
 			hasNot: []string{"<b>not ready</b>"}},
 		{name: "source escaped", req: req{method: "GET", path: fnA + "/source/main.py", session: alice}, code: 200,
 			has: []string{"&lt;script&gt;alert(1)&lt;/script&gt;", `class="chroma"`}, hasNot: []string{"<script>alert", "style="}},

@@ -404,6 +404,7 @@ var funcs = template.FuncMap{
 		}
 		return *p
 	},
+	"volumeSource":    volumeSource,
 	"asyncStates":     func() []async.State { return asyncStates },
 	"asyncStateClass": asyncStateClass,
 	"since":           since,
@@ -413,6 +414,32 @@ var funcs = template.FuncMap{
 		}
 		return "no"
 	},
+}
+
+// volumeSource words where a volume's files come from, as its spec says.
+func volumeSource(v slessv1alpha1.Volume) string {
+	switch {
+	case v.Secret != nil:
+		return "Secret " + v.Secret.SecretName
+	case v.ConfigMap != nil:
+		return "ConfigMap " + v.ConfigMap.Name
+	case v.EmptyDir != nil:
+		out := "emptyDir"
+		if v.EmptyDir.Medium != "" {
+			out += " in " + string(v.EmptyDir.Medium)
+		}
+		if v.EmptyDir.SizeLimit != nil {
+			out += ", at most " + v.EmptyDir.SizeLimit.String()
+		}
+		return out
+	case v.PersistentVolumeClaim != nil:
+		out := "PersistentVolumeClaim " + v.PersistentVolumeClaim.ClaimName
+		if v.PersistentVolumeClaim.ReadOnly {
+			out += ", read-only"
+		}
+		return out
+	}
+	return ""
 }
 
 func deref(p *int32) string {
