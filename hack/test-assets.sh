@@ -17,6 +17,8 @@
 #   workingdirinit and sidecarlogresults; distribution's registry
 #   (`registry`, which prints its path); `sless-static` builds sless itself
 #   the same way and prints its path
+#   Jaeger v2 (`jaeger`, which prints its path): the tracing back end the
+#   traces e2e reads spans back from
 #   the test images of Knative's ingress conformance suite
 #   (`conformance-images`: runtime, wsserver, grpc-ping, timeout, httpproxy
 #   and retry from knative.dev/networking/test/test_images, static)
@@ -210,26 +212,35 @@ go_install() {
   log "${*##*/} built in $((SECONDS - start)) s"
 }
 
+# module_build builds package $2 at version $3 as the file $4 in a throwaway
+# module named for $1: go get, then a static (CGO_ENABLED=0) go build with
+# the extra linker flags $5. Callers hold the lock on $4's directory.
+module_build() {
+  local name=$1 pkg=$2 version=$3 out=$4 ld=${5:-}
+  [ -x "$out" ] && return
+  local work; work=$(mktemp -d)
+  local start=$SECONDS
+  log "building $name $version from the Go module proxy"
+  (
+    cd "$work"
+    go mod init "sless.local/$name-build" >/dev/null 2>&1
+    go get "$pkg@$version" >&2
+    CGO_ENABLED=0 go build -ldflags "-s -w $ld" -o "$out.tmp" "$pkg" >&2
+    mv "$out.tmp" "$out"
+  )
+  rm -rf "$work"
+  log "$name built in $((SECONDS - start)) s"
+}
+
 # kaniko_build builds kaniko's executor into the node directory in a
 # throwaway module, since `go install ...@version` fails on it: the module is
 # archived and the proxy refuses the version list Go reads to tell a
-# deprecation. Static (CGO_ENABLED=0) with its version set, as upstream
-# builds it. Callers hold the lock on $node_dir.
+# deprecation. Its version is set, as upstream builds it. Callers hold the
+# lock on $node_dir.
 kaniko_build() {
-  [ -x "$node_dir/executor" ] && return
-  local work; work=$(mktemp -d)
-  local start=$SECONDS kaniko=github.com/GoogleContainerTools/kaniko
-  log "building kaniko's executor v$KANIKO_VERSION from the Go module proxy"
-  (
-    cd "$work"
-    go mod init sless.local/kaniko-build >/dev/null 2>&1
-    go get "$kaniko/cmd/executor@v$KANIKO_VERSION" >&2
-    CGO_ENABLED=0 go build -ldflags "-s -w -X $kaniko/pkg/version.version=v$KANIKO_VERSION" \
-      -o "$node_dir/executor.tmp" "$kaniko/cmd/executor" >&2
-    mv "$node_dir/executor.tmp" "$node_dir/executor"
-  )
-  rm -rf "$work"
-  log "executor built in $((SECONDS - start)) s"
+  local kaniko=github.com/GoogleContainerTools/kaniko
+  module_build kaniko "$kaniko/cmd/executor" "v$KANIKO_VERSION" "$node_dir/executor" \
+    "-X $kaniko/pkg/version.version=v$KANIKO_VERSION"
 }
 
 # build_node builds a real node's programs (about 15 min cold on 2 cores):
@@ -344,6 +355,17 @@ build_registry() {
   log "registry built in $((SECONDS - start)) s"
 }
 
+# build_jaeger builds Jaeger v2 (the module's v1.75.0 is Jaeger 2.12: v1 tags
+# name the module's versions) in a throwaway module, in a directory of its own.
+JAEGER_VERSION=${JAEGER_VERSION:-1.75.0}
+jaeger_dir="$cache/jaeger-$JAEGER_VERSION"
+build_jaeger() {
+  mkdir -p "$jaeger_dir"
+  exec 10>"$jaeger_dir/.lock"
+  flock 10
+  module_build jaeger github.com/jaegertracing/jaeger/cmd/jaeger "v$JAEGER_VERSION" "$jaeger_dir/jaeger"
+}
+
 # build_sless_static builds sless from this checkout, statically linked, for
 # the trigger and job pods' image: every time (Go's build cache makes an
 # unchanged tree quick), since the tree changes between runs.
@@ -361,7 +383,7 @@ build_sless_static() {
 }
 
 case "${1:-all}" in
-  controllers|queue-proxy|node|node-dir|images|conformance-images|registry|sless-static) ;;
+  controllers|queue-proxy|node|node-dir|images|conformance-images|registry|sless-static|jaeger) ;;
   *) lock_dir ;;
 esac
 case "${1:-all}" in
@@ -372,12 +394,13 @@ case "${1:-all}" in
   images) build_image_programs; echo "$img_dir"; exit 0 ;;
   conformance-images) build_conformance_programs; echo "$conf_dir"; exit 0 ;;
   registry) build_registry; echo "$reg_dir/registry"; exit 0 ;;
+  jaeger) build_jaeger; echo "$jaeger_dir/jaeger"; exit 0 ;;
   sless-static) build_sless_static; exit 0 ;;
   queue-proxy) build_queue_proxy; echo "$ctrl_dir/knative-queue"; exit 0 ;;
   kube-apiserver) build_kube_apiserver ;;
   kubectl) build_kubectl ;;
   etcd) build_etcd ;;
   versitygw) build_versitygw ;;
-  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir|images|conformance-images|registry|sless-static]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kube-apiserver|kubectl|etcd|versitygw|controllers|queue-proxy|node|node-dir|images|conformance-images|registry|jaeger|sless-static]" >&2; exit 2 ;;
 esac
 echo "$dir"
