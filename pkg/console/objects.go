@@ -233,8 +233,17 @@ func (c *Console) buildStream(service bool) handler {
 			return
 		}
 		c.streamLines(w, r, logs.Query{Follow: true, Tail: -1}, func(q logs.Query, emit logs.Emit) error {
-			if err := c.opts.Logs.Build(r.Context(), wl, build, q, emit); err != nil {
+			lines := 0
+			counted := func(l logs.Line) error { lines++; return emit(l) }
+			if err := c.opts.Logs.Build(r.Context(), wl, build, q, counted); err != nil {
 				return err
+			}
+			if lines == 0 && q.Since.IsZero() {
+				// A build with nothing to install writes nothing: say so
+				// rather than leave the panel blank.
+				if err := emit(logs.Line{Text: "The build wrote no output."}); err != nil {
+					return err
+				}
 			}
 			// The build ended: the page stops listening rather than
 			// reconnecting for ever.

@@ -63,10 +63,11 @@ type Point struct {
 	Label string
 }
 
-// Tick is an axis label at a position.
+// Tick is an axis label at a position; Anchor is its SVG text-anchor.
 type Tick struct {
-	At    float64
-	Label string
+	At     float64
+	Label  string
+	Anchor string
 }
 
 // Lines lays out series over steps starting at starts (one per step, in
@@ -101,7 +102,12 @@ func Lines(id, title, desc string, starts []time.Time, step time.Duration, in []
 	}
 	for k := 0; k < 5 && n > 1; k++ {
 		i := k * (n - 1) / 4
-		c.XTicks = append(c.XTicks, Tick{At: round(x(i)), Label: starts[i].UTC().Format(layout)})
+		// The first and last labels stay inside the box.
+		anchor := map[int]string{0: "start", 4: "end"}[k]
+		if anchor == "" {
+			anchor = "middle"
+		}
+		c.XTicks = append(c.XTicks, Tick{At: round(x(i)), Label: starts[i].UTC().Format(layout), Anchor: anchor})
 	}
 	for _, s := range in {
 		out := Series{Name: s.Name, Class: s.Class}

@@ -375,6 +375,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("with status=5xx the panel says %q", empty)
 	}
 
+	// The charts of a seeded history, and every other page.
+	seedHistory(t, base, token, 5)
+	visitPages(t, ctx, base, token, shots)
+
 	// Signing out drops the session.
 	do(t, ctx,
 		chromedp.Click(chromedp.CSS(`header form button`)),
