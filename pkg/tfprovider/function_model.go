@@ -47,6 +47,8 @@ type buildModel struct {
 	NodeAffinity      types.String `tfsdk:"node_affinity_json"`
 	PriorityClassName types.String `tfsdk:"priority_class_name"`
 	RuntimeClassName  types.String `tfsdk:"runtime_class_name"`
+	// Volumes (volumes.go).
+	Volumes types.List `tfsdk:"volumes"`
 }
 
 // build is the shared part of a sless_function or sless_service model.

@@ -94,6 +94,7 @@ func placementAttributes(what string) map[string]schema.Attribute {
 			Description: "PriorityClass of the instances (Knative's kubernetes.podspec-priorityclassname feature).",
 			Validators:  []validator.String{notEmpty{}},
 		},
+		"volumes": volumesAttribute(what),
 		"runtime_class_name": schema.StringAttribute{
 			Optional:    true,
 			Description: "RuntimeClass of the instances, e.g. gVisor's runsc or Kata (Knative's kubernetes.podspec-runtimeclassname feature).",
@@ -137,6 +138,7 @@ var placementPaths = map[string]path.Path{
 	"spec.affinity":           path.Root("node_affinity_json"),
 	"spec.priorityClassName":  path.Root("priority_class_name"),
 	"spec.runtimeClassName":   path.Root("runtime_class_name"),
+	"spec.volumes":            path.Root("volumes"),
 }
 
 // placementSpec sets what m asks of this file's fields on s. Unknown
@@ -180,6 +182,7 @@ func placementSpec(ctx context.Context, m *buildModel, s *slessv1alpha1.Workload
 		v := m.RuntimeClassName.ValueString()
 		s.RuntimeClassName = &v
 	}
+	s.Volumes = volumesSpec(ctx, m.Volumes, diags)
 }
 
 // quantityList reads a map of quantities; what does not parse is the
@@ -243,6 +246,10 @@ func placementPatch(spec map[string]any, s *slessv1alpha1.WorkloadSpec, server *
 	}
 	spec["priorityClassName"] = nullableString(s.PriorityClassName)
 	spec["runtimeClassName"] = nullable(s.RuntimeClassName)
+	spec["volumes"] = nil
+	if len(s.Volumes) > 0 {
+		spec["volumes"] = s.Volumes
+	}
 }
 
 func listPatch(want, had corev1.ResourceList) any {
@@ -318,6 +325,7 @@ func placementState(s *slessv1alpha1.WorkloadSpec, prior, m *buildModel, diags *
 	if s.RuntimeClassName != nil {
 		m.RuntimeClassName = types.StringValue(*s.RuntimeClassName)
 	}
+	m.Volumes = volumesState(context.Background(), s.Volumes, prior.Volumes, diags)
 }
 
 // quantityState is a map of quantities' state, each in the prior spelling
@@ -354,7 +362,7 @@ func placementChanged(plan, state *buildModel) bool {
 		plan.NodeAffinity.IsUnknown() || !sameJSON([]byte(plan.NodeAffinity.ValueString()), []byte(state.NodeAffinity.ValueString()))) {
 		return true
 	}
-	return !plan.Resources.Equal(state.Resources)
+	return !plan.Resources.Equal(state.Resources) || !plan.Volumes.Equal(state.Volumes)
 }
 
 // quantityValues checks that each value of a map is a quantity.
