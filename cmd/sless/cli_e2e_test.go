@@ -197,6 +197,30 @@ func TestCLIAgainstSlessDev(t *testing.T) {
 	}
 	c.ok("login", "--dev", "--data-dir", data, "--server", server)
 
+	// IoT devices: the password is printed once, never shown again.
+	dr := c.ok("device", "create", "thermo", "--attribute", "room=kitchen")
+	pw := between(dr.stdout, "password: ", "\n")
+	if !strings.Contains(dr.stdout, "username: default/thermo") || len(pw) != 43 {
+		t.Fatalf("device create: %q", dr.stdout)
+	}
+	if r := c.ok("device", "list"); !strings.Contains(r.stdout, "thermo") || !strings.Contains(r.stdout, "ENABLED") {
+		t.Errorf("device list: %q", r.stdout)
+	}
+	if r := c.ok("device", "describe", "thermo"); !strings.Contains(r.stdout, "room=kitchen") || strings.Contains(r.stdout, pw) {
+		t.Errorf("device describe: %q", r.stdout)
+	}
+	if r := c.ok("device", "rotate", "thermo"); between(r.stdout, "password: ", "\n") == pw {
+		t.Errorf("device rotate gave the same password: %q", r.stdout)
+	}
+	c.ok("device", "disable", "thermo")
+	if r := c.ok("device", "describe", "thermo", "-o", "json"); !strings.Contains(r.stdout, `"enabled": false`) {
+		t.Errorf("disabled device: %q", r.stdout)
+	}
+	c.ok("device", "delete", "thermo")
+	if r := c.run("device", "describe", "thermo"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("describe of a deleted device: exit %d, %q", r.code, r.stderr)
+	}
+
 	c.ok("new", "--lang", "python", "hello")
 	r := c.ok("deploy", "hello")
 	// sless dev gives each function a host under fn.localhost.

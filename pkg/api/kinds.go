@@ -9,7 +9,7 @@ import (
 )
 
 // kind describes one resource of the API so the CRUD handlers are written
-// once for Functions, Triggers, FunctionJobs and SlessServices.
+// once for Functions, Triggers, FunctionJobs, SlessServices and IoTDevices.
 type kind struct {
 	// plural is the path segment ("functions") and kind the object's Kind.
 	plural, kind string
@@ -118,7 +118,23 @@ var (
 			},
 		},
 	}
-	allKinds = []*kind{functions, triggers, jobs, services}
+	iotDevices = &kind{
+		plural: "devices", kind: "IoTDevice", maxName: slessv1alpha1.MaxDeviceNameLength,
+		newObj:  func() client.Object { return &slessv1alpha1.IoTDevice{} },
+		newList: func() client.ObjectList { return &slessv1alpha1.IoTDeviceList{} },
+		items: func(l client.ObjectList) []client.Object {
+			return objects(l.(*slessv1alpha1.IoTDeviceList).Items)
+		},
+		validate: func(o client.Object) field.ErrorList {
+			return slessv1alpha1.ValidateIoTDevice(o.(*slessv1alpha1.IoTDevice))
+		},
+		copyUser: func(dst, src client.Object) {
+			d, s := dst.(*slessv1alpha1.IoTDevice), src.(*slessv1alpha1.IoTDevice)
+			d.Spec = *s.Spec.DeepCopy()
+			d.Status = slessv1alpha1.IoTDeviceStatus{}
+		},
+	}
+	allKinds = []*kind{functions, triggers, jobs, services, iotDevices}
 )
 
 // objects points at each item of a typed list as a client.Object.

@@ -78,6 +78,9 @@ func operations() []operation {
 		operation{method: "GET", path: fn + "/invocations/{id}", id: "getInvocation", summary: "The record of an asynchronous call (Prefer: respond-async): state, attempts, last error and the function's response; wait (up to 60s) holds the answer until the call ends; 501 when the server keeps no asynchronous calls", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 404, 501, 503}},
 		operation{method: "GET", path: "/v1/namespaces/{ns}/callbacks/signing-key", id: "getCallbackSigningKey", summary: "The key the namespace's callbacks (X-Callback-Url, spec.async.onSuccess/onFailure) are signed with: Sless-Signature: t=<unix>,v1=<hex HMAC-SHA256 of key over t.body>; made on first use; 501 when the server posts no callbacks", ok: 200, okSchema: "object", errs: []int{400, 401, 403, 501, 503}},
 	)
+	ops = append(ops,
+		operation{method: "POST", path: "/v1/namespaces/{ns}/devices/{name}/rotate", id: "rotateDevice", summary: "Give an IoTDevice a new password, answered this once (its Secret keeps only the hash); its connections made with the old one are closed; 501 when the server keeps no Secrets", kind: "IoTDevice", ok: 200, okSchema: "DeviceCredentials", errs: []int{400, 401, 403, 404, 409, 501, 503}},
+	)
 	sec := "/v1/namespaces/{ns}/secrets"
 	ops = append(ops,
 		operation{method: "GET", path: sec, id: "listSecret", summary: "List the secrets made through this API: names, keys, versions, never values (keyset-paginated: limit, cursor)", kind: "Secret", ok: 200, okSchema: "SecretList", errs: []int{400, 401, 403, 410, 501, 503}},
@@ -364,6 +367,12 @@ func buildOpenAPI() obj {
 		"updatedAt": obj{"type": "string", "format": "date-time"},
 	}}
 	schemas["SecretList"] = list("SecretInfo")
+	schemas["DeviceCredentials"] = obj{"type": "object", "description": "An IoTDevice's MQTT credentials; the password is shown this once.", "required": []any{"username", "password", "secret"}, "properties": obj{
+		"username":      obj{"type": "string", "description": "{namespace}/{name}"},
+		"password":      obj{"type": "string"},
+		"secret":        obj{"type": "string", "description": "The Secret that keeps the password's hash."},
+		"credentialsID": obj{"type": "string", "description": "Tells this password from the next (status.credentialsID once the controller saw it)."},
+	}}
 	for _, k := range allKinds {
 		schemas[k.kind] = resource(k.kind)
 		schemas[k.kind+"List"] = list(k.kind)
@@ -371,7 +380,7 @@ func buildOpenAPI() obj {
 	return obj{
 		"openapi": "3.0.3",
 		"info": obj{"title": "sless API", "version": "v1",
-			"description": "Functions, Triggers, FunctionJobs and SlessServices (at /services) of sless.dev/v1alpha1, and secrets, over HTTP. Errors are application/problem+json (RFC 9457)."},
+			"description": "Functions, Triggers, FunctionJobs, SlessServices (at /services) and IoTDevices (at /devices) of sless.dev/v1alpha1, and secrets, over HTTP. Errors are application/problem+json (RFC 9457)."},
 		"paths":      paths,
 		"components": obj{"schemas": schemas, "securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
 		"security":   []any{obj{"bearer": []any{}}},

@@ -360,6 +360,7 @@ func (s *Server) routes() *gin.Engine {
 		r.Any("/console/*path", h)
 	}
 	s.secretRoutes(nsr, get)
+	nsr.POST("/devices/:name/rotate", s.named(iotDevices), none, s.rotateDevice)
 	if s.opts.Invoke != nil {
 		h := gin.WrapH(s.opts.Invoke)
 		r.Any("/fn/:ns/:name", h)

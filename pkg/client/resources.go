@@ -44,6 +44,7 @@ var (
 	triggers  = kind[slessv1alpha1.Trigger]{"triggers"}
 	jobs      = kind[slessv1alpha1.FunctionJob]{"jobs"}
 	services  = kind[slessv1alpha1.SlessService]{"services"}
+	devices   = kind[slessv1alpha1.IoTDevice]{"devices"}
 )
 
 func (k kind[T]) collection(ns string) string {

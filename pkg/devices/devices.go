@@ -125,3 +125,12 @@ type Broker interface {
 	// Disconnect closes every live connection of username; none is no error.
 	Disconnect(ctx context.Context, username string) error
 }
+
+// Credentials answer a rotation (POST …/devices/{name}/rotate): the
+// password is shown this once.
+type Credentials struct {
+	Username      string `json:"username"`
+	Password      string `json:"password"`
+	Secret        string `json:"secret"`
+	CredentialsID string `json:"credentialsID"`
+}

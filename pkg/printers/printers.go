@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
@@ -80,7 +81,12 @@ func oneLine(s string) string {
 }
 
 func readyStatus(w slessv1alpha1.Workload) string {
-	if c := meta.FindStatusCondition(w.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionReady); c != nil {
+	return conditionStatus(w.WorkloadStatus().Conditions, slessv1alpha1.FunctionConditionReady)
+}
+
+// conditionStatus is the status of the condition typ, Unknown when missing.
+func conditionStatus(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
 		return string(c.Status)
 	}
 	return "Unknown"
