@@ -381,7 +381,8 @@ func (p *Proxy) Invoke(w http.ResponseWriter, r *http.Request, namespace, name, 
 		rest = "/" + rest
 	}
 	c := &call{p: p, ns: namespace, name: name, rest: rest, trigger: trigger, start: start, reqID: RequestID(r)}
-	c.startSpan(r, true)
+	// A trigger's call came by HTTP (sless cron-call, sless consume).
+	c.startSpan(r, false)
 	if !validNamespace(namespace) || !validFunctionName(name) {
 		c.refuseResolve(w, r, ErrNotFound)
 		return

@@ -17,9 +17,9 @@ import (
 )
 
 // Span names of the invoke path (docs/observability.md). A call that came
-// by HTTP has a SERVER span named as the HTTP conventions have it; one a
-// trigger makes inside sless (cron, queue, an asynchronous attempt) an
-// INTERNAL span named SpanInvoke under the trigger's own span.
+// by HTTP has a SERVER span named as the HTTP conventions have it; an
+// asynchronous call's attempt, made inside sless, an INTERNAL span named
+// SpanInvoke under the attempt's span.
 const (
 	SpanInvoke    = "sless.invoke"
 	SpanColdStart = "sless.cold_start"

@@ -260,7 +260,28 @@ func TestProxySpans(t *testing.T) {
 		wantAttrs(t, server, attribute.Int("http.response.status_code", 401), tracing.Source.String(invoke.SourcePlatform))
 	})
 
-	t.Run("a trusted caller's context is the parent", func(t *testing.T) {
+	t.Run("a trigger's call continues the consumer's span", func(t *testing.T) {
+		exp := tracetest.NewInMemoryExporter()
+		p, err := invoke.NewProxy(invoke.Options{Resolver: ts, TracerProvider: tracing.NewProvider(sdktrace.WithSyncer(exp))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+		req.Header.Set("Traceparent", caller) // the delivery's span, as sless consume sends it
+		rec := httptest.NewRecorder()
+		p.Invoke(rec, req, "team", "hello", "queue")
+		<-gotParent
+		if rec.Code != 201 {
+			t.Fatalf("status %d", rec.Code)
+		}
+		s := spanNamed(t, exp, "POST /fn/{namespace}/{name}")
+		if s.SpanKind != trace.SpanKindServer || s.Parent.SpanID() != callerSpan || s.SpanContext.TraceID() != callerTrace {
+			t.Fatalf("kind %v parent %v, want a server span under the delivery's", s.SpanKind, s.Parent)
+		}
+		wantAttrs(t, s, tracing.Trigger.String("queue"))
+	})
+
+	t.Run("an asynchronous attempt's call is under the attempt's span", func(t *testing.T) {
 		exp := tracetest.NewInMemoryExporter()
 		p, err := invoke.NewProxy(invoke.Options{Resolver: ts, TracerProvider: tracing.NewProvider(sdktrace.WithSyncer(exp))})
 		if err != nil {
@@ -268,18 +289,17 @@ func TestProxySpans(t *testing.T) {
 		}
 		parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: callerTrace, SpanID: callerSpan, TraceFlags: trace.FlagsSampled})
 		ctx := trace.ContextWithSpanContext(context.Background(), parent)
-		req := httptest.NewRequestWithContext(ctx, "POST", "/", strings.NewReader("{}"))
 		rec := httptest.NewRecorder()
-		p.Invoke(rec, req, "team", "hello", "cron")
+		p.RunAsync(ctx, rec, &invoke.Submission{Namespace: "team", Function: "hello", RequestID: "r1", Method: "POST", Path: "/", Header: http.Header{}})
 		<-gotParent
 		if rec.Code != 201 {
 			t.Fatalf("status %d", rec.Code)
 		}
 		s := spanNamed(t, exp, invoke.SpanInvoke)
 		if s.SpanKind != trace.SpanKindInternal || s.Parent.SpanID() != callerSpan || s.Parent.IsRemote() {
-			t.Fatalf("kind %v parent %v, want internal under the trigger's span", s.SpanKind, s.Parent)
+			t.Fatalf("kind %v parent %v, want internal under the attempt's span", s.SpanKind, s.Parent)
 		}
-		wantAttrs(t, s, tracing.Trigger.String("cron"))
+		wantAttrs(t, s, tracing.Trigger.String(invoke.TriggerAsync), tracing.RequestID.String("r1"))
 	})
 }
 
