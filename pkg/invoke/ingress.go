@@ -1,10 +1,12 @@
 package invoke
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"knative.dev/networking/pkg/http/header"
@@ -173,11 +175,50 @@ type routeTransport struct {
 }
 
 func (t routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if c, ok := req.Context().Value(callKey{}).(*call); ok && c.route != nil && c.routeH2C {
-		return t.h2c.RoundTrip(req)
+	c, ok := req.Context().Value(callKey{}).(*call)
+	if !ok || c.route == nil {
+		return t.http1.RoundTrip(req)
 	}
-	return t.http1.RoundTrip(req)
+	rt := t.http1
+	if c.routeH2C {
+		rt = t.h2c
+	}
+	var tried []string
+	for attempt := 1; ; attempt++ {
+		resp, err := rt.RoundTrip(req)
+		if err == nil || attempt > connectRetries || !connRefused(err) || !replayable(req) {
+			return resp, err
+		}
+		// A pod is ready in its EndpointSlice once its containers start,
+		// which may be before its server listens (no readiness probe): the
+		// connection was refused, nothing was sent, so the call goes again,
+		// to another endpoint while there is one, as Istio retries connect
+		// failures.
+		select {
+		case <-req.Context().Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * connectRetryDelay):
+		}
+		tried = append(tried, req.URL.Host)
+		req.URL.Host, _ = c.p.opts.Routes.AddressAvoiding(c.route.Backend, c.p.opts.ClusterDomain, tried)
+	}
 }
+
+// connectRetries is how many times a routed call is sent again after its
+// connection was refused; connectRetryDelay the first wait, growing by
+// itself with each attempt.
+const (
+	connectRetries    = 2
+	connectRetryDelay = 50 * time.Millisecond
+)
+
+// connRefused reports whether err is a refused connection: the only failure
+// after which no byte of the call can have reached a backend.
+func connRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// replayable reports whether req can go again: a transport closes the body
+// it was given even when it failed, so only a call without one can.
+func replayable(req *http.Request) bool { return req.Body == nil || req.Body == http.NoBody }
 
 // newH2CTransport speaks HTTP/2 without TLS, as queue-proxy's h2c port does.
 func newH2CTransport() *http.Transport {

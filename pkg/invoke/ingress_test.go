@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"golang.org/x/net/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
@@ -245,6 +247,40 @@ func TestIngressAnswersKnativesProbe(t *testing.T) {
 	resp := ir.call(t, helloHost, "/", "K-Network-Probe", "probe", "K-Network-Hash", other)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("K-Network-Hash") != other {
 		t.Fatalf("%d hash %q, want %q", resp.StatusCode, resp.Header.Get("K-Network-Hash"), other)
+	}
+}
+
+// A pod is a ready endpoint before its server listens: a call whose
+// connection an endpoint refused goes to another, and answers 502 only when
+// every try was refused.
+func TestIngressRetriesARefusedConnection(t *testing.T) {
+	ing := helloIngress(nil, v1alpha1.HTTPIngressPath{Splits: []v1alpha1.IngressBackendSplit{ingressSplit("web", 80, 100)}})
+	ing.Name, ing.Spec.Rules[0].Hosts = "web", []string{"web.team-a.svc.cluster.local"}
+	ir := newIngressRig(t, invoke.Options{}, ing)
+	ir.table.SetService(types.NamespacedName{Namespace: "team-a", Name: "web"},
+		routing.Service{ClusterIP: "10.0.0.9", Ports: []routing.ServicePort{{Port: 80, Name: "http"}}})
+	live := httptest.NewServer(mirror("live"))
+	t.Cleanup(live.Close)
+	dead := httptest.NewServer(mirror("dead"))
+	dead.Close() // its port now refuses connections
+	slice := func(name, addr string) {
+		host, port, _ := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(port)
+		ir.backends.set(addr, addr)
+		ir.table.SetEndpoints(types.NamespacedName{Namespace: "team-a", Name: name},
+			routing.Endpoints{Service: "web", Ports: map[string]int{"http": n}, Ready: []string{host}})
+	}
+	slice("web-dead", strings.TrimPrefix(dead.URL, "http://"))
+	slice("web-live", strings.TrimPrefix(live.URL, "http://"))
+	for i := range 30 {
+		resp := ir.call(t, "web.team-a.svc.cluster.local", "/")
+		if got := body(t, resp); resp.StatusCode != http.StatusOK || !strings.HasPrefix(got, "live ") {
+			t.Fatalf("call %d: %d %q, want the live endpoint's answer", i, resp.StatusCode, got)
+		}
+	}
+	ir.table.DeleteEndpoints(types.NamespacedName{Namespace: "team-a", Name: "web-live"})
+	if resp := ir.call(t, "web.team-a.svc.cluster.local", "/"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("only a refusing endpoint: %d %q, want 502", resp.StatusCode, body(t, resp))
 	}
 }
 

@@ -336,9 +336,16 @@ func (t *Table) deleteEndpoints(key types.NamespacedName) {
 // watch has it at once, the cluster's DNS may answer seconds later). A
 // Service not seen yet speaks h2c on Knative's h2c port, 81.
 func (t *Table) Address(b Backend, clusterDomain string) (host string, h2c bool) {
+	return t.AddressAvoiding(b, clusterDomain, nil)
+}
+
+// AddressAvoiding is Address drawing no endpoint in avoid (host:port),
+// while the Service has others: a call whose connection an endpoint
+// refused tries the rest before that one again.
+func (t *Table) AddressAvoiding(b Backend, clusterDomain string, avoid []string) (host string, h2c bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.address(types.NamespacedName{Namespace: b.Namespace, Name: b.Service}, b.Port, clusterDomain, 0)
+	return t.address(types.NamespacedName{Namespace: b.Namespace, Name: b.Service}, b.Port, clusterDomain, 0, avoid)
 }
 
 // maxAliases bounds the ExternalName Services followed to another of the
@@ -346,7 +353,7 @@ func (t *Table) Address(b Backend, clusterDomain string) (host string, h2c bool)
 const maxAliases = 4
 
 // address is Address of port of Service key; t.mu is held.
-func (t *Table) address(key types.NamespacedName, port int, clusterDomain string, aliases int) (host string, h2c bool) {
+func (t *Table) address(key types.NamespacedName, port int, clusterDomain string, aliases int, avoid []string) (host string, h2c bool) {
 	svc, ok := t.services[key]
 	if !ok {
 		return dnsName(key, port, clusterDomain), port == h2cPort
@@ -359,13 +366,13 @@ func (t *Table) address(key types.NamespacedName, port int, clusterDomain string
 		// backend: its ready endpoints, not its virtual IP.
 		if target, ok := ServiceOf(svc.ExternalName, clusterDomain); ok && aliases < maxAliases {
 			if _, known := t.services[target]; known {
-				host, targetH2C := t.address(target, port, clusterDomain, aliases+1)
+				host, targetH2C := t.address(target, port, clusterDomain, aliases+1, avoid)
 				return host, sp.H2C || targetH2C
 			}
 		}
 		return net.JoinHostPort(strings.TrimSuffix(svc.ExternalName, "."), strconv.Itoa(port)), sp.H2C
 	case named:
-		if ep, ok := t.endpoint(key, sp.Name); ok {
+		if ep, ok := t.endpoint(key, sp.Name, avoid); ok {
 			return ep, sp.H2C
 		}
 	}
@@ -377,8 +384,8 @@ func (t *Table) address(key types.NamespacedName, port int, clusterDomain string
 
 // endpoint draws a ready endpoint of Service key on the port named port
 // from its EndpointSlices, or a serving terminating one when none is
-// ready; t.mu is held.
-func (t *Table) endpoint(key types.NamespacedName, port string) (string, bool) {
+// ready, and none in avoid while there are others; t.mu is held.
+func (t *Table) endpoint(key types.NamespacedName, port string, avoid []string) (string, bool) {
 	type candidate struct {
 		addr string
 		port int
@@ -402,6 +409,17 @@ func (t *Table) endpoint(key types.NamespacedName, port string) (string, bool) {
 	}
 	if len(ready) == 0 {
 		return "", false
+	}
+	if len(avoid) > 0 {
+		fresh := ready[:0:0]
+		for _, c := range ready {
+			if !slices.Contains(avoid, net.JoinHostPort(c.addr, strconv.Itoa(c.port))) {
+				fresh = append(fresh, c)
+			}
+		}
+		if len(fresh) > 0 {
+			ready = fresh
+		}
 	}
 	c := ready[rand.IntN(len(ready))]
 	return net.JoinHostPort(c.addr, strconv.Itoa(c.port)), true

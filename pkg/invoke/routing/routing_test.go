@@ -485,3 +485,27 @@ func TestServiceOf(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint a call has tried is drawn again only when the Service has no
+// other.
+func TestAddressAvoiding(t *testing.T) {
+	var tb routing.Table
+	tb.SetService(types.NamespacedName{Namespace: "ns", Name: "web"},
+		routing.Service{ClusterIP: "10.0.0.7", Ports: []routing.ServicePort{{Port: 80, Name: "http"}}})
+	tb.SetEndpoints(types.NamespacedName{Namespace: "ns", Name: "web-a"},
+		routing.Endpoints{Service: "web", Ports: map[string]int{"http": 8012}, Ready: []string{"10.88.0.5", "10.88.0.6"}})
+	b := routing.Backend{Namespace: "ns", Service: "web", Port: 80}
+	for range 20 {
+		if got, _ := tb.AddressAvoiding(b, "cluster.local", []string{"10.88.0.5:8012"}); got != "10.88.0.6:8012" {
+			t.Fatalf("avoiding 10.88.0.5:8012, dialled %s", got)
+		}
+	}
+	seen := map[string]bool{}
+	for range 50 {
+		got, _ := tb.AddressAvoiding(b, "cluster.local", []string{"10.88.0.5:8012", "10.88.0.6:8012"})
+		seen[got] = true
+	}
+	if len(seen) != 2 || !seen["10.88.0.5:8012"] || !seen["10.88.0.6:8012"] {
+		t.Errorf("every endpoint tried: drew %v, want both again", seen)
+	}
+}
