@@ -55,9 +55,9 @@ func runDeviceCreate(ctx context.Context, stdout io.Writer, getenv func(string) 
 	var c common
 	c.register(fs, false)
 	var attrs stringList
-	fs.Var(&attrs, "attribute", "KEY=VALUE sent with each of the device's messages (X-Device-Attributes); repeat for more")
-	function := fs.String("function", "", "only this function's mqtt triggers get the device's messages")
-	trigger := fs.String("trigger", "", "only this mqtt trigger gets the device's messages")
+	fs.Var(&attrs, "attribute", "KEY=VALUE describing the device; repeat for more (kept and shown; docs/devices.md)")
+	function := fs.String("function", "", "the function meant to get the device's messages (kept and shown; docs/devices.md)")
+	trigger := fs.String("trigger", "", "the mqtt trigger meant to get the device's messages (kept and shown; docs/devices.md)")
 	disabled := fs.Bool("disabled", false, "create it disabled: it cannot connect until enabled")
 	name, err := onePositionalOf(fs, args, "device")
 	if err != nil {

@@ -14,8 +14,8 @@ const (
 
 // IoTDevice is a device that talks to sless over MQTT with credentials of
 // its own: it may publish under devices/{namespace}/{name}/ and subscribe
-// under commands/{namespace}/{name}/, and its messages reach the functions
-// of the mqtt triggers bound to it (docs/devices.md).
+// under commands/{namespace}/{name}/; an mqtt trigger subscribed to
+// devices/{namespace}/+/# hands its messages to a function (docs/devices.md).
 //
 // +genclient
 // +kubebuilder:object:root=true
@@ -44,15 +44,15 @@ type IoTDevice struct {
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.function) && has(self.trigger))",message="set function or trigger, not both",fieldPath=".trigger",reason="FieldValueForbidden"
 type IoTDeviceSpec struct {
-	// Function, when set, is the only function the device's messages
-	// reach: of the mqtt triggers bound to the device, only those of this
-	// Function deliver them. Unset, every bound trigger does.
+	// Function, when set, is to be the only function the device's
+	// messages reach, once mqtt triggers can be bound to devices (not yet:
+	// kept and shown only, docs/devices.md).
 	// +kubebuilder:validation:MaxLength=52
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Function string `json:"function,omitempty"`
-	// Trigger, when set, names the one mqtt trigger that delivers the
-	// device's messages.
+	// Trigger, when set, is to name the one mqtt trigger that delivers
+	// the device's messages (not yet: kept and shown only).
 	// +kubebuilder:validation:MaxLength=52
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
@@ -62,8 +62,8 @@ type IoTDeviceSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-	// Attributes travel with each of the device's messages to the
-	// function (header X-Device-Attributes, a JSON object).
+	// Attributes describe the device; device-bound mqtt triggers are to
+	// send them with its messages (not yet: kept and shown only).
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="attribute names must be 1-63 letters, digits, -, _ and ., starting and ending with a letter or digit"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 256)",message="attribute values must be at most 256 characters"
