@@ -37,6 +37,20 @@ func (c *call) startSpan(r *http.Request, inProcess bool) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
+	kind, name := trace.SpanKindServer, r.Method
+	switch {
+	case inProcess:
+		kind, name = trace.SpanKindInternal, SpanInvoke
+	case c.byHost:
+	case c.service():
+		name += " " + ServicePrefix + "{namespace}/{name}"
+	default:
+		name += " " + PathPrefix + "{namespace}/{name}"
+	}
+	c.traceCtx, c.span = t.Start(ctx, name, trace.WithSpanKind(kind), trace.WithTimestamp(c.start))
+	if !c.span.IsRecording() {
+		return // sampled out: its context goes on, its attributes nowhere
+	}
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(r.Method),
 		semconv.URLPath(r.URL.Path),
@@ -45,17 +59,8 @@ func (c *call) startSpan(r *http.Request, inProcess bool) {
 		tracing.Trigger.String(c.trigger),
 		tracing.RequestID.String(c.reqID),
 	}
-	kind, name := trace.SpanKindServer, r.Method
-	switch {
-	case inProcess:
-		kind, name = trace.SpanKindInternal, SpanInvoke
-	case !c.byHost:
-		route := PathPrefix + "{namespace}/{name}"
-		if c.service() {
-			route = ServicePrefix + "{namespace}/{name}"
-		}
-		name += " " + route
-		attrs = append(attrs, semconv.HTTPRoute(route))
+	if !inProcess && !c.byHost {
+		attrs = append(attrs, semconv.HTTPRoute(name[len(r.Method)+1:]))
 	}
 	if !inProcess {
 		scheme := "http"
@@ -71,7 +76,7 @@ func (c *call) startSpan(r *http.Request, inProcess bool) {
 			attrs = append(attrs, semconv.ClientAddress(host))
 		}
 	}
-	c.traceCtx, c.span = t.Start(ctx, name, trace.WithSpanKind(kind), trace.WithTimestamp(c.start), trace.WithAttributes(attrs...))
+	c.span.SetAttributes(attrs...)
 }
 
 // endSpan closes c's span with how the call ended: status is what the
@@ -82,6 +87,10 @@ func (c *call) endSpan(status int, sent int) {
 		return
 	}
 	c.span = nil
+	if !s.IsRecording() {
+		s.End()
+		return
+	}
 	source := SourceFunction
 	if c.platform {
 		source = SourcePlatform
@@ -150,6 +159,10 @@ func (c *call) startUpstream(ctx context.Context, method string) context.Context
 	if c.span == nil {
 		return ctx
 	}
+	if !c.span.IsRecording() {
+		// Sampled out: the function gets this call's context, no span more.
+		return trace.ContextWithSpan(ctx, c.span)
+	}
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(method),
 		semconv.ServerAddress(c.addr.Hostname()),
@@ -170,7 +183,7 @@ func (c *call) startUpstream(ctx context.Context, method string) context.Context
 // injectUpstream writes the CLIENT span's context over whatever
 // traceparent the caller sent, so the function's span is its child.
 func (c *call) injectUpstream(ctx context.Context, h http.Header) {
-	if c.upSpan == nil {
+	if c.span == nil {
 		return
 	}
 	h.Del("Traceparent")

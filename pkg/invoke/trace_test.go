@@ -281,6 +281,24 @@ func TestProxySpans(t *testing.T) {
 		wantAttrs(t, s, tracing.Trigger.String("queue"))
 	})
 
+	t.Run("sampled out: no span, the context still goes on", func(t *testing.T) {
+		exp := tracetest.NewInMemoryExporter()
+		p, err := invoke.NewProxy(invoke.Options{Resolver: ts,
+			TracerProvider: tracing.NewProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.NeverSample()))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fn/team/hello", nil))
+		got := <-gotParent
+		sc, err := propagatedContext(got)
+		if err != nil || !sc.IsValid() || sc.IsSampled() {
+			t.Fatalf("function got traceparent %q (%v), want a valid one, not sampled", got, err)
+		}
+		if n := len(exp.GetSpans()); n != 0 {
+			t.Fatalf("%d spans exported, want none", n)
+		}
+	})
+
 	t.Run("an asynchronous attempt's call is under the attempt's span", func(t *testing.T) {
 		exp := tracetest.NewInMemoryExporter()
 		p, err := invoke.NewProxy(invoke.Options{Resolver: ts, TracerProvider: tracing.NewProvider(sdktrace.WithSyncer(exp))})
@@ -322,4 +340,16 @@ func TestProxyUntracedPassesTraceparent(t *testing.T) {
 	if g := <-got; g != caller {
 		t.Fatalf("traceparent %q, want the caller's %q", g, caller)
 	}
+}
+
+// propagatedContext reads a traceparent as the function's runtime would.
+func propagatedContext(traceparent string) (trace.SpanContext, error) {
+	h := http.Header{}
+	h.Set("Traceparent", traceparent)
+	ctx := tracing.Propagator.Extract(context.Background(), propagation.HeaderCarrier(h))
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return sc, errors.New("not a valid traceparent")
+	}
+	return sc, nil
 }
