@@ -380,6 +380,20 @@ var specCases = []specCase{
 	{name: "emptyDir size zero", doc: pyFn("bad-ed-size", vols("  - name: a\n    mountPath: /a\n    emptyDir:\n      sizeLimit: \"0\"\n")), field: "spec.volumes[0].emptyDir.sizeLimit", msg: "sizeLimit must be a quantity greater than zero"},
 	{name: "claim name", doc: pyFn("bad-pvc-name", vols("  - name: a\n    mountPath: /a\n    persistentVolumeClaim:\n      claimName: \"\"\n")), field: "spec.volumes[0].persistentVolumeClaim.claimName"},
 	{name: "service mount path over the code", doc: pySvc("bad-svc-mp", vols("  - name: a\n    mountPath: /sless\n    emptyDir: {}\n")), field: "spec.volumes[0].mountPath", msg: "must not cover the runtime's own paths"},
+	{name: "egress none", doc: pyFn("ok-egress-none", "  network:\n    egress: none\n"), valid: true},
+	{name: "egress all", doc: pyFn("ok-egress-all", "  network:\n    egress: all\n"), valid: true},
+	{name: "egress listed", doc: pyFn("ok-egress-listed", "  network:\n    egress: listed\n    allow:\n    - cidr: 10.0.0.0/8\n      ports:\n      - port: 5432\n      - port: 53\n        protocol: UDP\n    - cidr: 2001:db8::/32\n    - ports:\n      - port: 443\n"), valid: true},
+	{name: "egress unknown", doc: pyFn("bad-egress", "  network:\n    egress: some\n"), field: "spec.network.egress"},
+	{name: "egress listed without allow", doc: pyFn("bad-egress-empty", "  network:\n    egress: listed\n"), field: "spec.network.allow", msg: "egress: listed takes a non-empty allow list"},
+	{name: "allow without listed", doc: pyFn("bad-egress-allow", "  network:\n    egress: none\n    allow:\n    - cidr: 10.0.0.0/8\n"), field: "spec.network.allow", msg: "allow is for egress: listed only"},
+	{name: "allow without egress", doc: pyFn("bad-egress-unset", "  network:\n    allow:\n    - cidr: 10.0.0.0/8\n"), field: "spec.network.allow", msg: "allow is for egress: listed only"},
+	{name: "allow entry empty", doc: pyFn("bad-egress-entry", "  network:\n    egress: listed\n    allow:\n    - {}\n"), field: "spec.network.allow[0]", msg: "names a cidr, ports or both"},
+	{name: "cidr not a range", doc: pyFn("bad-egress-cidr", "  network:\n    egress: listed\n    allow:\n    - cidr: example.com\n"), field: "spec.network.allow[0].cidr", msg: "canonical form"},
+	{name: "cidr host bits", doc: pyFn("bad-egress-host", "  network:\n    egress: listed\n    allow:\n    - cidr: 10.1.2.3/8\n"), field: "spec.network.allow[0].cidr", msg: "canonical form"},
+	{name: "cidr without length", doc: pyFn("bad-egress-len", "  network:\n    egress: listed\n    allow:\n    - cidr: 10.1.2.3\n"), field: "spec.network.allow[0].cidr", msg: "canonical form"},
+	{name: "port zero", doc: pyFn("bad-egress-port", "  network:\n    egress: listed\n    allow:\n    - ports:\n      - port: 0\n"), field: "spec.network.allow[0].ports[0].port"},
+	{name: "port above", doc: pyFn("bad-egress-port-hi", "  network:\n    egress: listed\n    allow:\n    - ports:\n      - port: 65536\n"), field: "spec.network.allow[0].ports[0].port"},
+	{name: "port protocol", doc: pyFn("bad-egress-proto", "  network:\n    egress: listed\n    allow:\n    - ports:\n      - port: 80\n        protocol: ICMP\n"), field: "spec.network.allow[0].ports[0].protocol"},
 }
 
 func dev(name, spec string) string {

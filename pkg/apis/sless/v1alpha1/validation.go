@@ -82,6 +82,7 @@ func ValidateFunctionSpec(s *FunctionSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, validateResources(&s.WorkloadSpec, p)...)
 	errs = append(errs, validatePlacement(&s.WorkloadSpec, p)...)
 	errs = append(errs, validateVolumes(s.Volumes, p.Child("volumes"))...)
+	errs = append(errs, validateNetwork(s.Network, p)...)
 	errs = append(errs, inRange(p.Child("timeoutSeconds"), s.TimeoutSeconds, MinTimeoutSeconds, MaxTimeoutSeconds)...)
 	errs = append(errs, inRange(p.Child("buildTimeoutSeconds"), s.BuildTimeoutSeconds, MinBuildTimeoutSeconds, MaxBuildTimeoutSeconds)...)
 	switch {

@@ -105,6 +105,12 @@ type WorkloadSpec struct {
 	// +optional
 	Volumes []Volume `json:"volumes,omitempty"`
 
+	// Network is what instances may reach: spec.network.egress (all,
+	// none, or listed destinations). Enforced by NetworkPolicies, where
+	// the cluster's network plugin enforces them.
+	// +optional
+	Network *NetworkSpec `json:"network,omitempty"`
+
 	// BuildTimeoutSeconds bounds one image build.
 	// +kubebuilder:validation:Minimum=60
 	// +kubebuilder:validation:Maximum=7200
