@@ -12,14 +12,17 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/resources"
+	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
 	"github.com/sless-dev/sless/pkg/devices/rabbitmq"
 	"github.com/sless-dev/sless/pkg/invoke"
 	"github.com/sless-dev/sless/pkg/limits"
 	"github.com/sless-dev/sless/pkg/reconciler"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
+	sandboxresources "github.com/sless-dev/sless/pkg/reconciler/sandbox/resources"
 	"github.com/sless-dev/sless/pkg/sourcegc"
 )
 
@@ -38,6 +41,7 @@ type controllerFlags struct {
 	// rabbitMQManagement is the management API's URL, through which
 	// devices' connections are closed.
 	rabbitMQManagement string
+	buildEgress        string
 	resourceFlags
 }
 
@@ -101,6 +105,11 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.apiService, "api-service", envOr("SLESS_API_SERVICE", "sless-system/sless-api"), "sless api's Service as namespace/name: the private load balancer Ingresses of sless's class report (its cluster-local door), whose ready endpoints (port http) are probed")
 	fs.StringVar(&c.apiPublicService, "api-public-service", envOr("SLESS_API_PUBLIC_SERVICE", "sless-system/sless-api-public"), "the Service of sless api's public door (its -public-listen) as namespace/name: the public load balancer Ingresses of sless's class report (empty: --api-service, for an api with one door)")
 	c.resourceFlags.register(fs)
+	fs.StringVar(&c.o.Resources.DefaultRuntimeClass, "default-runtime-class", os.Getenv("SLESS_DEFAULT_RUNTIME_CLASS"), "RuntimeClass of every function and service whose spec names none (gVisor's runsc, Kata); Knative's kubernetes.podspec-runtimeclassname feature must be on")
+	fs.BoolVar(&c.o.Sandbox.NetworkPolicies, "network-policies", true, "keep NetworkPolicies in workloads' namespaces: only Knative's data plane and sless api reach sless's pods; builds and spec.network limit egress")
+	fs.BoolVar(&c.o.Sandbox.PodSecurity, "pod-security", true, "label tenant namespaces for Pod Security Admission (enforce baseline, audit and warn restricted) where unlabelled")
+	fs.StringVar(&c.o.Sandbox.DefaultEgress, "default-egress", envOr("SLESS_DEFAULT_EGRESS", slessv1alpha1.EgressAll), "egress of a function or service whose spec.network names none: all or none")
+	fs.StringVar(&c.buildEgress, "build-egress", os.Getenv("SLESS_BUILD_EGRESS"), "where build pods may connect besides DNS, as CIDR, CIDR:PORT or :PORT entries, comma-separated (default: TCP port 443 and the ports of --registry and --build-s3-endpoint, at any address)")
 	fs.StringVar(&c.o.Resources.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
 	fs.StringVar(&c.o.Resources.OTLPEndpoint, "function-otlp-endpoint", os.Getenv("SLESS_FUNCTION_OTLP_ENDPOINT"), "OTLP/HTTP collector (http:// or https:// base URL) function pods send their spans to, as their OTEL_EXPORTER_OTLP_ENDPOINT; empty: functions export none")
 
@@ -164,6 +173,7 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 		o.Limits, o.Resources.DefaultResources = site, site.Defaults
 	}
 	o.Resources.S3Endpoint, o.Resources.S3Region = cmp.Or(c.buildS3Endpoint, o.S3.Endpoint), o.S3.Region
+	errs = append(errs, c.sandbox(&o)...)
 	for _, a := range strings.Split(c.builderArgs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			o.Resources.BuilderArgs = append(o.Resources.BuilderArgs, a)
@@ -178,6 +188,31 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 			Username: os.Getenv("SLESS_RABBITMQ_MANAGEMENT_USERNAME"), Password: os.Getenv("SLESS_RABBITMQ_MANAGEMENT_PASSWORD")}
 	}
 	return o, errors.Join(errs...)
+}
+
+// sandbox checks the network and pod security settings.
+func (c *controllerFlags) sandbox(o *reconciler.Options) []error {
+	var errs []error
+	switch o.Sandbox.DefaultEgress {
+	case slessv1alpha1.EgressAll, slessv1alpha1.EgressNone:
+	default:
+		errs = append(errs, fmt.Errorf("--default-egress (SLESS_DEFAULT_EGRESS) %q must be all or none", o.Sandbox.DefaultEgress))
+	}
+	if rc := o.Resources.DefaultRuntimeClass; rc != "" {
+		if msgs := validation.IsDNS1123Subdomain(rc); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--default-runtime-class (SLESS_DEFAULT_RUNTIME_CLASS) %q is not a RuntimeClass name: %s", rc, msgs[0]))
+		}
+	}
+	o.Sandbox.KnativeNamespace = resources.KnativeNamespace
+	o.Sandbox.BuildEgress = sandboxresources.BuildEgressFor(o.Resources.Registry, o.Resources.S3Endpoint)
+	if c.buildEgress != "" {
+		rules, err := sandboxresources.ParseEgress(c.buildEgress)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--build-egress (SLESS_BUILD_EGRESS): %w", err))
+		}
+		o.Sandbox.BuildEgress = rules
+	}
+	return errs
 }
 
 // namespacedName reads a flag of the form namespace/name.
@@ -197,7 +232,8 @@ func runController(ctx context.Context, args []string) error {
 	if err := bindEnv(fs, "leader-elect", "SLESS_LEADER_ELECT", "concurrency", "SLESS_CONCURRENCY",
 		"kube-api-qps", "SLESS_KUBE_API_QPS", "kube-api-burst", "SLESS_KUBE_API_BURST", "s3-path-style", "SLESS_S3_PATH_STYLE",
 		"source-gc-grace", "SLESS_SOURCE_GC_GRACE", "source-gc-interval", "SLESS_SOURCE_GC_INTERVAL",
-		"job-ttl-seconds", "SLESS_JOB_TTL_SECONDS", "trigger-concurrency", "SLESS_TRIGGER_CONCURRENCY"); err != nil {
+		"job-ttl-seconds", "SLESS_JOB_TTL_SECONDS", "trigger-concurrency", "SLESS_TRIGGER_CONCURRENCY",
+		"network-policies", "SLESS_NETWORK_POLICIES", "pod-security", "SLESS_POD_SECURITY"); err != nil {
 		return err
 	}
 	if err := parseFlags(fs, args); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
+	"github.com/sless-dev/sless/pkg/reconciler"
 	"github.com/sless-dev/sless/test/testbed"
 )
 
@@ -180,6 +182,11 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"OTLP endpoint without a scheme", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-function-otlp-endpoint", "otel-collector:4318"}, `--function-otlp-endpoint "otel-collector:4318" must be an http:// or https:// URL with a host`, nil},
 		{"OTLP endpoint gRPC from the environment", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, `--function-otlp-endpoint "grpc://otel:4317" must be an http:// or https:// URL`, []string{"SLESS_FUNCTION_OTLP_ENDPOINT", "grpc://otel:4317"}},
 		{"OTLP endpoint without a host", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-function-otlp-endpoint", "http:///v1"}, `--function-otlp-endpoint "http:///v1" must be an http:// or https:// URL with a host`, nil},
+		{"default egress unknown", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-egress", "listed"}, `--default-egress (SLESS_DEFAULT_EGRESS) "listed" must be all or none`, nil},
+		{"build egress not a range", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, `--build-egress (SLESS_BUILD_EGRESS): "registry.local:5000": want CIDR, CIDR:PORT or :PORT`, []string{"SLESS_BUILD_EGRESS", ":443,registry.local:5000"}},
+		{"build egress port", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-build-egress", ":99999"}, `--build-egress (SLESS_BUILD_EGRESS): ":99999": the port must be a number from 1 to 65535`, nil},
+		{"runtime class not a name", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-runtime-class", "gVisor"}, `--default-runtime-class (SLESS_DEFAULT_RUNTIME_CLASS) "gVisor" is not a RuntimeClass name`, nil},
+		{"network policies not a boolean", nil, `SLESS_NETWORK_POLICIES="on"`, []string{"SLESS_NETWORK_POLICIES", "on"}},
 		{"env value refused by the checks", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--concurrency must be at least 1", []string{"SLESS_CONCURRENCY", "0"}},
 	}
 	for _, tc := range tests {
@@ -244,5 +251,38 @@ func TestControllerFunctionOTLPEndpoint(t *testing.T) {
 		if o.Resources.OTLPEndpoint != tc.want {
 			t.Errorf("%v: OTLPEndpoint %q, want %q", tc.args, o.Resources.OTLPEndpoint, tc.want)
 		}
+	}
+}
+
+// The sandbox settings: build egress derived from the registry and S3
+// unless named, the default egress and runtime class passed through.
+func TestControllerSandboxSettings(t *testing.T) {
+	parse := func(args ...string) reconciler.Options {
+		t.Helper()
+		fs := newFlags("controller", "")
+		var c controllerFlags
+		c.register(fs)
+		if err := parseFlags(fs, append([]string{"-s3-endpoint", "http://minio.minio.svc:9000", "-registry", "10.0.0.5:5000/sless"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		o, err := c.options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	o := parse()
+	if !o.Sandbox.NetworkPolicies || !o.Sandbox.PodSecurity || o.Sandbox.DefaultEgress != "all" || o.Resources.DefaultRuntimeClass != "" {
+		t.Errorf("defaults %+v, runtime class %q: want policies and labels on, egress all, no runtime class", o.Sandbox, o.Resources.DefaultRuntimeClass)
+	}
+	if got := fmt.Sprint(o.Sandbox.BuildEgress); got != "[{ [{443 TCP} {5000 TCP} {9000 TCP}]}]" {
+		t.Errorf("build egress %s, want TCP 443, the registry's 5000 and S3's 9000", got)
+	}
+	o = parse("-network-policies=false", "-default-egress", "none", "-build-egress", "10.0.0.5/32:5000", "-default-runtime-class", "gvisor")
+	if o.Sandbox.NetworkPolicies || o.Sandbox.DefaultEgress != "none" || o.Resources.DefaultRuntimeClass != "gvisor" {
+		t.Errorf("settings %+v, runtime class %q: want policies off, egress none, runtime class gvisor", o.Sandbox, o.Resources.DefaultRuntimeClass)
+	}
+	if got := fmt.Sprint(o.Sandbox.BuildEgress); got != "[{10.0.0.5/32 [{5000 TCP}]}]" {
+		t.Errorf("build egress %s, want the one entry named", got)
 	}
 }

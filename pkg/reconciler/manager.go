@@ -17,8 +17,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +32,7 @@ import (
 	networkingv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/sless-dev/sless/pkg/adapter/kube"
 	"github.com/sless-dev/sless/pkg/adapter/resources"
 	"github.com/sless-dev/sless/pkg/adapter/s3"
 	slessv1alpha1 "github.com/sless-dev/sless/pkg/apis/sless/v1alpha1"
@@ -43,6 +42,7 @@ import (
 	"github.com/sless-dev/sless/pkg/reconciler/function"
 	"github.com/sless-dev/sless/pkg/reconciler/ingress"
 	ingressresources "github.com/sless-dev/sless/pkg/reconciler/ingress/resources"
+	"github.com/sless-dev/sless/pkg/reconciler/sandbox"
 	"github.com/sless-dev/sless/pkg/reconciler/service"
 )
 
@@ -84,6 +84,10 @@ type Options struct {
 	Limits limits.Site
 	// TracerProvider, when set, traces builds (docs/observability.md).
 	TracerProvider trace.TracerProvider
+	// Sandbox configures the NetworkPolicies and Pod Security labels the
+	// controller keeps in workloads' namespaces; its APIService is
+	// APIService.
+	Sandbox sandbox.Config
 }
 
 // Run runs the controller until ctx is done.
@@ -119,6 +123,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := service.SetupWithManager(mgr, fnOpts); err != nil {
 		return err
 	}
+	sb := o.Sandbox
+	sb.APIService = o.APIService
+	if err := sandbox.SetupWithManager(mgr, sb); err != nil {
+		return err
+	}
 	if o.ownIngressClass() {
 		if err := ingress.SetupWithManager(mgr, o.ingressConfig()); err != nil {
 			return err
@@ -148,7 +157,7 @@ func (o Options) newManager() (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	caches := []map[client.Object]cache.ByObject{function.CacheByObject(), TriggerCaches()}
+	caches := []map[client.Object]cache.ByObject{function.CacheByObject(), TriggerCaches(), sandbox.CacheByObject()}
 	if o.ownIngressClass() {
 		caches = append(caches, o.ingressConfig().CacheByObject())
 	}
@@ -202,12 +211,12 @@ func ensurePolicy(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 		return err
 	}
 	p, b := limits.Policy(site)
-	err = ensure(ctx, c, p, &admissionregistrationv1.ValidatingAdmissionPolicy{},
+	err = kube.Ensure(ctx, c, p, &admissionregistrationv1.ValidatingAdmissionPolicy{},
 		func(o *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicySpec {
 			return &o.Spec
 		})
 	if err == nil {
-		err = ensure(ctx, c, b, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+		err = kube.Ensure(ctx, c, b, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
 			func(o *admissionregistrationv1.ValidatingAdmissionPolicyBinding) *admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec {
 				return &o.Spec
 			})
@@ -216,22 +225,6 @@ func ensurePolicy(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 		return fmt.Errorf("the admission policy of resource maximums (%s): %w", limits.PolicyName, err)
 	}
 	return nil
-}
-
-// ensure creates want, or gives the object of its name want's spec when
-// it differs.
-func ensure[T client.Object, S any](ctx context.Context, c client.Client, want, have T, spec func(T) *S) error {
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
-	switch {
-	case apierrors.IsNotFound(err):
-		return c.Create(ctx, want)
-	case err != nil:
-		return err
-	case equality.Semantic.DeepEqual(spec(have), spec(want)):
-		return nil
-	}
-	*spec(have) = *spec(want)
-	return c.Update(ctx, have)
 }
 
 // ownIngressClass says whether the Services sless makes are routed by

@@ -131,6 +131,9 @@ type Config struct {
 	// spans to, as EnvOTLPEndpoint (the runtimes add /v1/traces); empty:
 	// functions export none.
 	OTLPEndpoint string
+	// DefaultRuntimeClass is the RuntimeClass of every workload whose
+	// spec names none (gVisor's runsc, Kata); none when empty.
+	DefaultRuntimeClass string
 }
 
 // EnvOTLPEndpoint is the standard OpenTelemetry variable the runtimes read

@@ -224,6 +224,20 @@ func TestMakeService(t *testing.T) {
 				{Name: "ro", MountPath: "/models", ReadOnly: true},
 			}
 		}),
+	}, {
+		name: "the site's runtime class where the spec names none",
+		fn:   testFunction(),
+		cfg:  Config{DefaultRuntimeClass: "kata"},
+		want: wantService(func(svc *servingv1.Service) {
+			svc.Spec.Template.Spec.RuntimeClassName = ptr.To("kata")
+		}),
+	}, {
+		name: "the spec's runtime class over the site's",
+		fn:   testFunction(func(fn *slessv1alpha1.Function) { fn.Spec.RuntimeClassName = ptr.To("gvisor") }),
+		cfg:  Config{DefaultRuntimeClass: "kata"},
+		want: wantService(func(svc *servingv1.Service) {
+			svc.Spec.Template.Spec.RuntimeClassName = ptr.To("gvisor")
+		}),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,6 +56,9 @@ func MakeService(fn slessv1alpha1.Workload, image string, cfg Config) *servingv1
 	}
 	tmpl.Spec.ServiceAccountName = cfg.ServiceAccount
 	SetPlacement(&tmpl.Spec.PodSpec, &fn.BuildSpec().WorkloadSpec)
+	if tmpl.Spec.RuntimeClassName == nil && cfg.DefaultRuntimeClass != "" {
+		tmpl.Spec.RuntimeClassName = ptr.To(cfg.DefaultRuntimeClass)
+	}
 	tmpl.Spec.Containers = []corev1.Container{{
 		Name:            ContainerName,
 		Image:           image,
