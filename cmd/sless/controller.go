@@ -42,6 +42,7 @@ type controllerFlags struct {
 	// devices' connections are closed.
 	rabbitMQManagement string
 	buildEgress        string
+	siteConfig         string
 	resourceFlags
 }
 
@@ -109,6 +110,7 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.o.Sandbox.NetworkPolicies, "network-policies", true, "keep NetworkPolicies in workloads' namespaces: only Knative's data plane and sless api reach sless's pods; builds and spec.network limit egress")
 	fs.BoolVar(&c.o.Sandbox.PodSecurity, "pod-security", true, "label tenant namespaces for Pod Security Admission (enforce baseline, audit and warn restricted) where unlabelled")
 	fs.StringVar(&c.o.Sandbox.DefaultEgress, "default-egress", envOr("SLESS_DEFAULT_EGRESS", slessv1alpha1.EgressAll), "egress of a function or service whose spec.network names none: all or none")
+	fs.StringVar(&c.siteConfig, "site-config", envOr("SLESS_SITE_CONFIG", siteConfigDefault()), "the ConfigMap, as namespace/name, whose SLESS_MAX_RESOURCES (and default requests and limits) the controller follows while it runs, rewriting the admission policy on a change (empty: none)")
 	fs.StringVar(&c.buildEgress, "build-egress", os.Getenv("SLESS_BUILD_EGRESS"), "where build pods may connect besides DNS, as CIDR, CIDR:PORT or :PORT entries, comma-separated (default: TCP port 443 and the ports of --registry and --build-s3-endpoint, at any address)")
 	fs.StringVar(&c.o.Resources.ServiceAccount, "function-service-account", os.Getenv("SLESS_FUNCTION_SERVICE_ACCOUNT"), "service account of function pods (default: the namespace's default)")
 	fs.StringVar(&c.o.Resources.OTLPEndpoint, "function-otlp-endpoint", os.Getenv("SLESS_FUNCTION_OTLP_ENDPOINT"), "OTLP/HTTP collector (http:// or https:// base URL) function pods send their spans to, as their OTEL_EXPORTER_OTLP_ENDPOINT; empty: functions export none")
@@ -174,6 +176,13 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 	}
 	o.Resources.S3Endpoint, o.Resources.S3Region = cmp.Or(c.buildS3Endpoint, o.S3.Endpoint), o.S3.Region
 	errs = append(errs, c.sandbox(&o)...)
+	if c.siteConfig != "" {
+		cm, err := namespacedName("--site-config", c.siteConfig)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		o.SiteConfig = reconciler.SiteConfig{ConfigMap: cm, DefaultRequests: c.defaultRequests, DefaultLimits: c.defaultLimits, MaxResources: c.maxResources}
+	}
 	for _, a := range strings.Split(c.builderArgs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			o.Resources.BuilderArgs = append(o.Resources.BuilderArgs, a)
@@ -188,6 +197,15 @@ func (c *controllerFlags) options() (reconciler.Options, error) {
 			Username: os.Getenv("SLESS_RABBITMQ_MANAGEMENT_USERNAME"), Password: os.Getenv("SLESS_RABBITMQ_MANAGEMENT_PASSWORD")}
 	}
 	return o, errors.Join(errs...)
+}
+
+// siteConfigDefault is the ConfigMap config/ installs, in the pod's own
+// namespace; none outside a pod.
+func siteConfigDefault() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns + "/sless-config"
+	}
+	return ""
 }
 
 // sandbox checks the network and pod security settings.

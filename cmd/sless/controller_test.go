@@ -186,6 +186,7 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{"build egress not a range", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, `--build-egress (SLESS_BUILD_EGRESS): "registry.local:5000": want CIDR, CIDR:PORT or :PORT`, []string{"SLESS_BUILD_EGRESS", ":443,registry.local:5000"}},
 		{"build egress port", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-build-egress", ":99999"}, `--build-egress (SLESS_BUILD_EGRESS): ":99999": the port must be a number from 1 to 65535`, nil},
 		{"runtime class not a name", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-default-runtime-class", "gVisor"}, `--default-runtime-class (SLESS_DEFAULT_RUNTIME_CLASS) "gVisor" is not a RuntimeClass name`, nil},
+		{"site config without a namespace", []string{"-s3-endpoint", "http://s3", "-registry", "r", "-site-config", "sless-config"}, `--site-config "sless-config" must be namespace/name`, nil},
 		{"network policies not a boolean", nil, `SLESS_NETWORK_POLICIES="on"`, []string{"SLESS_NETWORK_POLICIES", "on"}},
 		{"env value refused by the checks", []string{"-s3-endpoint", "http://s3", "-registry", "r"}, "--concurrency must be at least 1", []string{"SLESS_CONCURRENCY", "0"}},
 	}
@@ -277,6 +278,13 @@ func TestControllerSandboxSettings(t *testing.T) {
 	}
 	if got := fmt.Sprint(o.Sandbox.BuildEgress); got != "[{ [{443 TCP} {5000 TCP} {9000 TCP}]}]" {
 		t.Errorf("build egress %s, want TCP 443, the registry's 5000 and S3's 9000", got)
+	}
+	if o.SiteConfig.ConfigMap.Name != "" {
+		t.Errorf("outside a pod the site's ConfigMap is %v, want none", o.SiteConfig.ConfigMap)
+	}
+	t.Setenv("POD_NAMESPACE", "sless-system")
+	if o = parse("-max-resources", "memory=2Gi"); o.SiteConfig.ConfigMap.String() != "sless-system/sless-config" || o.SiteConfig.MaxResources != "memory=2Gi" {
+		t.Errorf("in a pod the site config is %+v, want sless-system/sless-config with the started maximums", o.SiteConfig)
 	}
 	o = parse("-network-policies=false", "-default-egress", "none", "-build-egress", "10.0.0.5/32:5000", "-default-runtime-class", "gvisor")
 	if o.Sandbox.NetworkPolicies || o.Sandbox.DefaultEgress != "none" || o.Resources.DefaultRuntimeClass != "gvisor" {

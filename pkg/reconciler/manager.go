@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,6 +87,9 @@ type Options struct {
 	// controller keeps in workloads' namespaces; its APIService is
 	// APIService.
 	Sandbox sandbox.Config
+	// SiteConfig is the ConfigMap whose resource maximums the controller
+	// follows while it runs.
+	SiteConfig SiteConfig
 }
 
 // Run runs the controller until ctx is done.
@@ -107,7 +109,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := ensurePolicy(ctx, mgr.GetConfig(), mgr.GetScheme(), o.Limits); err != nil {
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	if err := ensurePolicy(ctx, direct, o.Limits); err != nil {
 		return err
 	}
 	fnOpts := function.Options{
@@ -142,6 +148,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := setupSiteWatcher(mgr, o.SiteConfig, log); err != nil {
+		return err
+	}
 	if err := o.Triggers.SetupWithManager(ctx, mgr, o.PublicBaseURL, log); err != nil {
 		return err
 	}
@@ -157,7 +166,7 @@ func (o Options) newManager() (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	caches := []map[client.Object]cache.ByObject{function.CacheByObject(), TriggerCaches(), sandbox.CacheByObject()}
+	caches := []map[client.Object]cache.ByObject{function.CacheByObject(), TriggerCaches(), sandbox.CacheByObject(), o.SiteConfig.cacheByObject()}
 	if o.ownIngressClass() {
 		caches = append(caches, o.ingressConfig().CacheByObject())
 	}
@@ -202,16 +211,11 @@ func (o Options) newManager() (ctrl.Manager, error) {
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;create;update
 
 // ensurePolicy writes the admission policy of the site's maximums and its
-// binding, before the manager starts: every replica writes the same, so
-// leadership does not matter, and a changed setting takes effect with the
-// controller's restart.
-func ensurePolicy(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, site limits.Site) error {
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
+// binding, before the manager starts (every replica writes the same, so
+// leadership does not matter) and when the site's ConfigMap changes.
+func ensurePolicy(ctx context.Context, c client.Client, site limits.Site) error {
 	p, b := limits.Policy(site)
-	err = kube.Ensure(ctx, c, p, &admissionregistrationv1.ValidatingAdmissionPolicy{},
+	err := kube.Ensure(ctx, c, p, &admissionregistrationv1.ValidatingAdmissionPolicy{},
 		func(o *admissionregistrationv1.ValidatingAdmissionPolicy) *admissionregistrationv1.ValidatingAdmissionPolicySpec {
 			return &o.Spec
 		})

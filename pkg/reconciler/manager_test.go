@@ -54,7 +54,7 @@ func TestEnsurePolicy(t *testing.T) {
 		{"cpu=4,memory=1Gi", "[['cpu', '4'], ['memory', '1Gi']]"},
 		{"", "[]"},
 	} {
-		if err := ensurePolicy(ctx, k.Config, k.Scheme, site(c.max)); err != nil {
+		if err := ensurePolicy(ctx, k.Client, site(c.max)); err != nil {
 			t.Fatalf("%q: %v", c.max, err)
 		}
 		if got := maxVariable(); !strings.Contains(got, c.want) {
