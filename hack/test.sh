@@ -26,12 +26,13 @@ if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1
 echo "== go test"
 log=$(mktemp)
 assets=$(bash hack/test-assets.sh)
-# The node's images' programs (the ingress conformance suite's too) and the
-# registry, here rather than on first use inside a test, where a cold build
+# The node's images' programs (the ingress conformance suite's too), the
+# registry and Jaeger, here rather than on first use inside a test, where a cold build
 # would eat the test timeout.
 bash hack/test-assets.sh images >/dev/null
 bash hack/test-assets.sh conformance-images >/dev/null
 bash hack/test-assets.sh registry >/dev/null
+bash hack/test-assets.sh jaeger >/dev/null
 set +e
 KUBEBUILDER_ASSETS=$assets go test -race -count=1 -timeout "${TEST_TIMEOUT:-45m}" -v ./... >"$log" 2>&1
 status=$?

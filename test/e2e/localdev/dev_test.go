@@ -75,9 +75,18 @@ func startDev(t *testing.T, idle time.Duration) *dev {
 // startDevIn runs sless dev on a free port with data in data.
 func startDevIn(t *testing.T, data string, idle time.Duration, extra ...string) *dev {
 	t.Helper()
+	return startDevEnv(t, data, idle, nil, extra...)
+}
+
+// startDevEnv is startDevIn with env (KEY=VALUE) added to sless dev's environment.
+func startDevEnv(t *testing.T, data string, idle time.Duration, env []string, extra ...string) *dev {
+	t.Helper()
 	token := "e2e-token-0123456789abcdef"
 	cmd := exec.Command(slessBin, append([]string{"dev", "--addr", "127.0.0.1:0", "--data-dir", data,
 		"--idle-timeout", idle.String(), "--dev-token", token}, extra...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
