@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,9 @@ import (
 	"github.com/sless-dev/sless/test/testbed"
 )
 
-// A FunctionJob run of a function with placement is told, as its serving
-// revision is, that local mode ignores it: on a cluster the Job's pod
-// carries it.
+// A FunctionJob run of a function with placement or limited egress is
+// told, as its serving revision is, that local mode ignores them: on a
+// cluster the Job's pod carries them.
 func TestJobRunWarnsOfPlacement(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -29,10 +30,16 @@ func TestJobRunWarnsOfPlacement(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		place func(*slessv1alpha1.Function)
-		warn  bool
+		warn  string
 	}{
-		{"placed", func(fn *slessv1alpha1.Function) { fn.Spec.NodeSelector = map[string]string{"disktype": "ssd"} }, true},
-		{"anywhere", func(*slessv1alpha1.Function) {}, false},
+		{"placed", func(fn *slessv1alpha1.Function) { fn.Spec.NodeSelector = map[string]string{"disktype": "ssd"} }, serving.PlacementIgnored},
+		{"walled", func(fn *slessv1alpha1.Function) {
+			fn.Spec.Network = &slessv1alpha1.NetworkSpec{Egress: slessv1alpha1.EgressNone}
+		}, serving.EgressIgnored},
+		{"open", func(fn *slessv1alpha1.Function) {
+			fn.Spec.Network = &slessv1alpha1.NetworkSpec{Egress: slessv1alpha1.EgressAll}
+		}, ""},
+		{"anywhere", func(*slessv1alpha1.Function) {}, ""},
 	} {
 		fn := localtest.Function("ns", c.name)
 		c.place(fn)
@@ -42,14 +49,16 @@ func TestJobRunWarnsOfPlacement(t *testing.T) {
 		if _, err := (*localJobs)(rig.runs).StartRun(ctx, adapter.RunRequest{Job: fj, Function: fn, RequestID: "req-" + c.name}); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		warned := false
+		var warned []string
 		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, serving.PlacementIgnored) && strings.Contains(line, `"functionjob":"ns/`+c.name+`-job"`) {
-				warned = true
+			for _, w := range []string{serving.PlacementIgnored, serving.EgressIgnored} {
+				if strings.Contains(line, w) && strings.Contains(line, `"functionjob":"ns/`+c.name+`-job"`) {
+					warned = append(warned, w)
+				}
 			}
 		}
-		if warned != c.warn {
-			t.Errorf("%s: a job run warned of placement: %v, want %v; logs:\n%s", c.name, warned, c.warn, logs.String())
+		if want := []string{c.warn}; (c.warn == "" && len(warned) > 0) || (c.warn != "" && !slices.Equal(warned, want)) {
+			t.Errorf("%s: a job run warned %q, want %q; logs:\n%s", c.name, warned, c.warn, logs.String())
 		}
 	}
 }

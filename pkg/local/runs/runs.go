@@ -930,6 +930,9 @@ func (l *localJobs) StartRun(_ context.Context, req adapter.RunRequest) (adapter
 		// As its revision was told: on a cluster the Job's pod carries it.
 		r.Logger.Warn(serving.PlacementIgnored, "functionjob", key.String(), "function", fn.Name, "revision", e.state.Revision)
 	}
+	if fn.BuildSpec().LimitsEgress() {
+		r.Logger.Warn(serving.EgressIgnored, "functionjob", key.String(), "function", fn.Name, "revision", e.state.Revision)
+	}
 	timeout := time.Duration(fj.RunTimeout(spec.TimeoutSeconds)) * time.Second
 	go r.runJob(key, e, types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}, req.RequestID, payload, spec, timeout)
 	return e.state, nil

@@ -316,6 +316,9 @@ func (s *Server) EnsureService(ctx context.Context, fn slessv1alpha1.Workload, i
 			// Told, not refused: the same spec runs unchanged on a cluster.
 			s.logf(slog.LevelWarn, PlacementIgnored, s.opts.Kind, key.String(), "revision", name)
 		}
+		if fn.BuildSpec().LimitsEgress() {
+			s.logf(slog.LevelWarn, EgressIgnored, s.opts.Kind, key.String(), "revision", name)
+		}
 		if prev := svc.latest; prev != nil && prev != svc.active {
 			// A revision that never got traffic is replaced outright.
 			go s.retire(prev, 0)
@@ -446,6 +449,11 @@ func (s *Server) servingSpec(key types.NamespacedName, name string) (revisionSpe
 // each revision served and each FunctionJob run of it.
 const PlacementIgnored = "placement ignored: one machine runs every process; nodeSelector, tolerations, affinity, " +
 	"priorityClassName and runtimeClassName apply on a cluster"
+
+// EgressIgnored is the warning for a spec that limits egress, which only a
+// cluster's NetworkPolicies enforce.
+const EgressIgnored = "spec.network ignored: local processes reach what the machine reaches; " +
+	"egress none and listed apply on a cluster with NetworkPolicies enforced"
 
 // JobRun is what a FunctionJob run of a serving revision takes from it:
 // its build directory, its env (secrets resolved) and its timeout.

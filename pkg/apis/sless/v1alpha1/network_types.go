@@ -81,3 +81,9 @@ func EgressOf(n *NetworkSpec, def string) string {
 	}
 	return def
 }
+
+// LimitsEgress reports whether the spec limits what its instances reach
+// (egress none or listed); unset is the site's default.
+func (s *WorkloadSpec) LimitsEgress() bool {
+	return s.Network != nil && (s.Network.Egress == EgressNone || s.Network.Egress == EgressListed)
+}
