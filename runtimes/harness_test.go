@@ -196,7 +196,25 @@ func freePort(t testing.TB) int {
 // health path answers 200.
 func (p prepared) start(t testing.TB, opts runtimes.LocalOptions) *instance {
 	t.Helper()
-	opts.Port = freePort(t)
+	for attempt := 1; ; attempt++ {
+		opts.Port = freePort(t)
+		in := p.launch(t, opts)
+		err := in.waitHealthy(30 * time.Second)
+		if err == nil {
+			return in
+		}
+		// freePort's port is free only when asked: a parallel test's
+		// connection may take it before the process binds it.
+		if attempt < 3 && in.portTaken() {
+			continue
+		}
+		t.Fatalf("%s did not become healthy: %v\nstdout:\n%s\nstderr:\n%s", p.runtime, err, in.stdout, in.stderr)
+	}
+}
+
+// launch starts the prepared function's process, stopped at t's end.
+func (p prepared) launch(t testing.TB, opts runtimes.LocalOptions) *instance {
+	t.Helper()
 	cmd, err := runtimes.LocalCommand(p.dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -219,10 +237,18 @@ func (p prepared) start(t testing.TB, opts runtimes.LocalOptions) *instance {
 			t.Logf("%s stdout:\n%s\nstderr:\n%s", p.runtime, in.stdout, in.stderr)
 		}
 	})
-	if err := in.waitHealthy(30 * time.Second); err != nil {
-		t.Fatalf("%s did not become healthy: %v\nstdout:\n%s\nstderr:\n%s", p.runtime, err, in.stdout, in.stderr)
-	}
 	return in
+}
+
+// portTaken reports whether the process exited because its port was in use.
+func (in *instance) portTaken() bool {
+	select {
+	case <-in.exited:
+	default:
+		return false
+	}
+	out := in.stdout.String() + in.stderr.String()
+	return strings.Contains(out, "address already in use") || strings.Contains(out, "EADDRINUSE")
 }
 
 // waitHealthy polls the health path until it answers 200, the process exits
