@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -103,20 +102,6 @@ func TestSiteConfigFollowsTheConfigMap(t *testing.T) {
 		}
 		return ""
 	}
-	eventually := func(what string, cond func() (bool, string)) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		last := ""
-		for time.Now().Before(deadline) {
-			ok, s := cond()
-			if ok {
-				return
-			}
-			last = s
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("timed out waiting for %s; last: %s", what, last)
-	}
 	refused := func(memory, max string) func() (bool, string) {
 		return func() (bool, string) {
 			got := try(memory)
@@ -130,12 +115,12 @@ func TestSiteConfigFollowsTheConfigMap(t *testing.T) {
 		}
 	}
 
-	eventually("the ConfigMap's 1Gi in force", refused("2Gi", "1Gi"))
+	testbed.Eventually(t, "the ConfigMap's 1Gi in force", refused("2Gi", "1Gi"))
 	cm.Data["SLESS_MAX_RESOURCES"] = "memory=4Gi"
 	if err := k.Client.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually("4Gi in force", admitted("2Gi"))
+	testbed.Eventually(t, "4Gi in force", admitted("2Gi"))
 	if got := try("5Gi"); !strings.Contains(got, "maximum 4Gi") {
 		t.Errorf("5Gi under a 4Gi maximum: %q", got)
 	}
@@ -144,7 +129,7 @@ func TestSiteConfigFollowsTheConfigMap(t *testing.T) {
 	if err := k.Client.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually("the refusal logged", func() (bool, string) {
+	testbed.Eventually(t, "the refusal logged", func() (bool, string) {
 		l := logs.String()
 		return strings.Contains(l, `SLESS_MAX_RESOURCES in ConfigMap `+ns+`/sless-config: memory=lots: \"lots\" is not a quantity`), l
 	})
@@ -155,7 +140,7 @@ func TestSiteConfigFollowsTheConfigMap(t *testing.T) {
 	if err := k.Client.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually("the started 8Gi back", admitted("5Gi"))
+	testbed.Eventually(t, "the started 8Gi back", admitted("5Gi"))
 	if got := try("9Gi"); !strings.Contains(got, "maximum 8Gi") {
 		t.Errorf("9Gi under the started 8Gi: %q", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sless-dev/sless/pkg/queue"
+	"github.com/sless-dev/sless/test/testbed"
 )
 
 // Function is a local HTTP server standing in for the invoke proxy and the
@@ -140,20 +141,7 @@ func Start(t testing.TB, c queue.Source) (stop func() error) {
 
 // Eventually polls cond: what it waits for (calls a function server
 // answered, messages a broker stored) has no channel to wait on.
-func Eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var Eventually = testbed.Eventually
 
 // DrainTime waits until delivered reaches n and returns the time from the
 // first delivery to the last, so a consumer's one-time start (dialling,

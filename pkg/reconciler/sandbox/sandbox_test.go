@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -74,21 +73,6 @@ func pyFunction(ns, name string, n *slessv1alpha1.NetworkSpec) *slessv1alpha1.Fu
 	return fn
 }
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, s := cond()
-		if ok {
-			return
-		}
-		last = s
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
-}
-
 // TestSandboxOnTheAPIServer runs the reconciler in a manager, as `sless
 // controller` does, against a real apiserver: the policies appear, follow
 // the workloads' spec.network, come back when deleted, the tenant gets Pod
@@ -155,10 +139,10 @@ func TestSandboxOnTheAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the ingress policy", matches(resources.MakeIngressPolicy(ns, wcfg)))
-	eventually(t, "the build policy", matches(resources.MakeBuildPolicy(ns, wcfg)))
-	eventually(t, "closed's egress policy", matches(resources.MakeEgressPolicy(closed, "")))
-	eventually(t, "listed's egress policy", matches(resources.MakeEgressPolicy(listed, "")))
+	testbed.Eventually(t, "the ingress policy", matches(resources.MakeIngressPolicy(ns, wcfg)))
+	testbed.Eventually(t, "the build policy", matches(resources.MakeBuildPolicy(ns, wcfg)))
+	testbed.Eventually(t, "closed's egress policy", matches(resources.MakeEgressPolicy(closed, "")))
+	testbed.Eventually(t, "listed's egress policy", matches(resources.MakeEgressPolicy(listed, "")))
 	if _, err := policy("sless-egress-function-open"); !apierrors.IsNotFound(err) {
 		t.Errorf("a function of egress all has a policy (err %v)", err)
 	}
@@ -172,29 +156,29 @@ func TestSandboxOnTheAPIServer(t *testing.T) {
 	if err := c.Update(ctx, listed); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "listed's policy removed", gone("sless-egress-function-listed"))
+	testbed.Eventually(t, "listed's policy removed", gone("sless-egress-function-listed"))
 	open.Spec.Network = &slessv1alpha1.NetworkSpec{Egress: "none"}
 	if err := c.Update(ctx, open); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "open's policy", matches(resources.MakeEgressPolicy(open, "")))
+	testbed.Eventually(t, "open's policy", matches(resources.MakeEgressPolicy(open, "")))
 
 	// A policy deleted or edited by hand comes back.
 	ing, _ := policy("sless-ingress")
 	if err := c.Delete(ctx, ing); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ingress policy back", matches(resources.MakeIngressPolicy(ns, wcfg)))
+	testbed.Eventually(t, "the ingress policy back", matches(resources.MakeIngressPolicy(ns, wcfg)))
 	b, _ := policy("sless-builds")
 	b.Spec.Egress = nil
 	if err := c.Update(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the build policy restored", matches(resources.MakeBuildPolicy(ns, wcfg)))
+	testbed.Eventually(t, "the build policy restored", matches(resources.MakeBuildPolicy(ns, wcfg)))
 
 	// The tenant namespace is labelled and reports both halves.
 	nsObj := &corev1.Namespace{}
-	eventually(t, "labels and conditions", func() (bool, string) {
+	testbed.Eventually(t, "labels and conditions", func() (bool, string) {
 		if err := c.Get(ctx, client.ObjectKey{Name: ns}, nsObj); err != nil {
 			return false, err.Error()
 		}
@@ -227,7 +211,7 @@ func TestSandboxOnTheAPIServer(t *testing.T) {
 	if err := c.Create(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "policies in a namespace of workloads", func() (bool, string) {
+	testbed.Eventually(t, "policies in a namespace of workloads", func() (bool, string) {
 		var l networkingv1.NetworkPolicyList
 		err := c.List(ctx, &l, client.InNamespace(plain))
 		return err == nil && len(l.Items) == 3, fmt.Sprintf("%d policies, err %v", len(l.Items), err)
@@ -242,7 +226,7 @@ func TestSandboxOnTheAPIServer(t *testing.T) {
 	if err := c.Delete(ctx, fn); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "policies removed", func() (bool, string) {
+	testbed.Eventually(t, "policies removed", func() (bool, string) {
 		var l networkingv1.NetworkPolicyList
 		err := c.List(ctx, &l, client.InNamespace(plain))
 		return err == nil && len(l.Items) == 0, fmt.Sprintf("%d policies, err %v", len(l.Items), err)
